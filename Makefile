@@ -1,0 +1,40 @@
+# ledger-stream developer targets. Everything installs into .venv; Kafka jars are cached in
+# ~/.cache/ledger-stream (LEDGER_HOME) and fetched from Maven Central once.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: install jars test test-fast lint typecheck demo clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+jars: install
+	$(BIN)/ledger-stream kafka fetch
+
+lint: install
+	$(BIN)/ruff check ledger_stream tests
+
+typecheck: install
+	$(BIN)/mypy
+
+## The whole suite, against a real Kafka the fixtures start (or LEDGER_KAFKA_BOOTSTRAP).
+test: install jars lint typecheck
+	$(BIN)/python -m pytest
+
+## Only the tests that need no broker.
+test-fast: install
+	$(BIN)/python -m pytest -m "not kafka"
+
+## The demo: local Kafka, topics, processor, a scripted agent and connector; then stops.
+demo: install jars
+	$(BIN)/ledger-stream demo
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

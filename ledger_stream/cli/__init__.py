@@ -1,0 +1,1 @@
+"""The ``ledger-stream`` command line."""

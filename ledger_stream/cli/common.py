@@ -1,0 +1,50 @@
+"""Flags shared by every subcommand, each with its ``LEDGER_*`` environment fallback."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pydantic import ValidationError
+
+from ledger_stream.config import Settings, load_settings
+
+
+class CliError(Exception):
+    """A user error: printed as one line, exit status 2, no traceback."""
+
+
+def add_common_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("common options")
+    group.add_argument(
+        "--config", metavar="FILE", help="TOML settings file (env: LEDGER_CONFIG)"
+    )
+    group.add_argument(
+        "--bootstrap",
+        metavar="HOST:PORT",
+        help="use this Kafka cluster instead of the local broker (env: LEDGER_KAFKA_BOOTSTRAP)",
+    )
+    group.add_argument(
+        "--home", metavar="DIR", help="cache for jars, broker data and state (env: LEDGER_HOME)"
+    )
+    group.add_argument(
+        "--topic-prefix", metavar="NAME", help="ledger topic prefix (env: LEDGER_TOPIC_PREFIX)"
+    )
+    group.add_argument(
+        "--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING (env: LEDGER_LOG_LEVEL)"
+    )
+
+
+def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
+    """Settings from the common flags plus ``extra`` flag values, env and file."""
+    try:
+        return load_settings(
+            config_file=args.config,
+            kafka_bootstrap=args.bootstrap,
+            home=args.home,
+            topic_prefix=args.topic_prefix,
+            log_level=args.log_level,
+            **extra,
+        )
+    except ValidationError as exc:
+        raise CliError(f"invalid setting: {exc}") from exc

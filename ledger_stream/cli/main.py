@@ -1,0 +1,46 @@
+"""Entry point of the ``ledger-stream`` command.
+
+Each subcommand lives in its own module with a ``register(subparsers)`` function that adds
+its parser and sets ``handler``. Flags fall back to ``LEDGER_*`` environment variables (shown
+in ``--help``) through :class:`ledger_stream.config.Settings`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from ledger_stream.cli import demo_cmd, kafka_cmd, processor_cmd, topics_cmd
+from ledger_stream.cli.common import CliError
+from ledger_stream.logs import configure_logging
+
+COMMANDS = (kafka_cmd, topics_cmd, processor_cmd, demo_cmd)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ledger-stream",
+        description="Effectively-once side effects for AI agents, on Kafka.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        command.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure_logging(getattr(args, "log_level", None))
+    try:
+        return int(args.handler(args) or 0)
+    except CliError as exc:
+        print(f"ledger-stream: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

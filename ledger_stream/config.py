@@ -1,0 +1,107 @@
+"""One typed, frozen settings object for every command.
+
+Precedence, highest first: CLI flags (passed as init arguments), environment variables with
+the ``LEDGER_`` prefix, the TOML file named by ``LEDGER_CONFIG`` (or ``--config``), defaults.
+This is the only module that reads the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+ENV_PREFIX = "LEDGER_"
+DAY_MS = 24 * 3600 * 1000
+
+
+def _default_home() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ledger-stream"
+
+
+class Settings(BaseSettings):
+    """Everything a ledger-stream process can be told. Immutable once built."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, frozen=True, extra="ignore", env_nested_delimiter="__"
+    )
+
+    # Kafka
+    kafka_bootstrap: str | None = Field(
+        None, description="existing cluster to use; when unset the local broker is used"
+    )
+    kafka_version: str = Field("4.1.1", description="Apache Kafka version of the local broker")
+    home: Path = Field(default_factory=_default_home, description="cache for jars and broker data")
+    jar_cache: Path | None = Field(None, description="Kafka jar cache (default: HOME/jars)")
+    topic_prefix: str = Field("ledger", description="prefix of every ledger topic")
+    partitions: int = Field(12, ge=1, description="partition count shared by all ledger topics")
+    replication_factor: int = Field(1, ge=1, description="replication factor of ledger topics")
+    replay_window_ms: int = Field(
+        7 * DAY_MS, ge=1, description="how long a terminal key stays authoritative"
+    )
+    schema_registry_url: str | None = Field(
+        None, description="use Confluent Schema Registry framing instead of single-object"
+    )
+
+    # Processor
+    consumer_group: str = Field("ledger-processor", description="processor consumer group")
+    state_dir: Path | None = Field(None, description="RocksDB state folder (default: HOME/state)")
+    processing_guarantee: Literal["at-least-once", "exactly-once"] = "at-least-once"
+    commit_interval_s: float = Field(1.0, gt=0, description="processor checkpoint interval")
+    session_timeout_ms: int = Field(
+        10_000, ge=6_000, description="consumer session timeout: how fast a dead member's "
+        "partitions move to the survivors"
+    )
+    metrics_port: int = Field(9464, ge=0, description="Prometheus /metrics port (0: off)")
+    lease_ms: int = Field(30_000, ge=1, description="default lease a grant carries")
+    retry_backoff_ms: int = Field(1_000, ge=0, description="delay before a retried dispatch")
+    max_attempts: int = Field(5, ge=1, description="attempts before a retryable failure is final")
+
+    # Approval policy
+    approval_secret: SecretStr = Field(
+        SecretStr("ledger-dev-secret"), description="HMAC key of the approval service"
+    )
+    approval_required_actions: tuple[str, ...] = Field(
+        (), description="action types that need a valid approval"
+    )
+
+    log_level: str = Field("INFO", description="log level")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get(f"{ENV_PREFIX}CONFIG")
+        if config_file:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=config_file))
+        return tuple(sources)
+
+    @property
+    def resolved_state_dir(self) -> Path:
+        return self.state_dir or self.home / "state"
+
+    def topic(self, name: str) -> str:
+        """Full name of a ledger topic, e.g. ``topic("intents") == "ledger.intents"``."""
+        return f"{self.topic_prefix}.{name}"
+
+
+def load_settings(config_file: str | None = None, **overrides: Any) -> Settings:
+    """Build settings from flags (``overrides`` that are not None), env and file."""
+    if config_file:
+        os.environ[f"{ENV_PREFIX}CONFIG"] = config_file
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})

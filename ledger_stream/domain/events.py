@@ -1,0 +1,285 @@
+"""The ledger's events as frozen value objects.
+
+Inputs reach the processor on ``ledger.intents`` (Intent) and ``ledger.attempts`` (the
+attempt-scoped reports). Outputs go to ``ledger.dispatch`` (Dispatch and the answers to
+claims), ``ledger.receipts``, ``ledger.alerts`` and ``ledger.dlq``. Every event carries
+``at_ms``, the time its producer stamped on it: the only clock the decision core reads.
+Field names match the Avro schemas in ``schemas/`` one to one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Origin(StrEnum):
+    """Why a worker produced this intent; informational, never changes a decision."""
+
+    FRESH = "fresh"
+    RESUME = "resume"
+    REPLAY = "replay"
+    FORK = "fork"
+    OPERATOR = "operator"
+
+
+class OutcomeStatus(StrEnum):
+    SUCCEEDED = "succeeded"
+    NOT_APPLIED = "not_applied"  # failed, definitely not applied, retryable
+    FAILED = "failed"  # failed, permanent
+    UNKNOWN = "unknown"  # timeout or dropped connection after the request was sent
+
+
+class ReconcileStatus(StrEnum):
+    FOUND = "found"
+    NOT_FOUND = "not_found"
+    UNQUERYABLE = "unqueryable"
+
+
+class Resolution(StrEnum):
+    APPLIED = "applied"
+    NOT_APPLIED = "not_applied"
+    FAILED = "failed"
+
+
+class ReceiptStatus(StrEnum):
+    ACCEPTED = "accepted"  # reserved, waiting for a connector
+    IN_PROGRESS = "in_progress"  # granted to a connector
+    RECONCILING = "reconciling"  # outcome unknown, target being queried
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    REJECTED = "rejected"
+    HELD = "held"
+    NEEDS_RECONCILIATION = "needs_reconciliation"
+
+
+TERMINAL_RECEIPTS = frozenset(
+    {
+        ReceiptStatus.SUCCEEDED,
+        ReceiptStatus.FAILED,
+        ReceiptStatus.REJECTED,
+        ReceiptStatus.HELD,
+        ReceiptStatus.NEEDS_RECONCILIATION,
+    }
+)
+
+
+class Reason(StrEnum):
+    NONE = "none"
+    CONFLICT = "conflict"
+    APPROVAL = "approval"
+    EXPIRED_KEY = "expired_key"
+    VERSION = "version"
+    MAX_ATTEMPTS = "max_attempts"
+    TARGET_REJECTED = "target_rejected"
+    OPERATOR = "operator"
+
+
+class AlertKind(StrEnum):
+    CONFLICTING_ARGUMENTS = "conflicting_arguments"
+    DUPLICATE_EFFECT = "duplicate_effect"
+    EFFECT_WITHOUT_INTENT = "effect_without_intent"
+    APPROVAL_MISMATCH = "approval_mismatch"
+    EXPIRED_KEY_REUSE = "expired_key_reuse"
+    RECONCILIATION_REQUIRED = "reconciliation_required"
+    VERSION_MISMATCH = "version_mismatch"
+    POISON_INPUT = "poison_input"
+
+
+# --- inputs -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """A human or policy approval bound to one key and one argument hash (see approval.py)."""
+
+    approval_id: str
+    payload_hash: str
+    policy_revision: str
+    expires_at_ms: int
+    signature: str
+
+
+@dataclass(frozen=True, slots=True)
+class Workflow:
+    """Which workflow asked: graph id and version, thread and node (for the timeline)."""
+
+    graph: str
+    version: str
+    thread_id: str = ""
+    node: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    event_id: str
+    key: str
+    tenant: str
+    action: str
+    target: str
+    args_json: str  # canonical JSON of the material arguments
+    args_hash: str
+    workflow: Workflow
+    at_ms: int
+    payload_json: str = ""  # non-material content; the first accepted one wins
+    approval: Approval | None = None
+    policy_revision: str = ""
+    origin: Origin = Origin.FRESH
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptClaim:
+    event_id: str
+    key: str
+    attempt: int
+    claim_id: str
+    connector: str
+    lease_ms: int
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptOutcome:
+    event_id: str
+    key: str
+    attempt: int
+    claim_id: str
+    status: OutcomeStatus
+    at_ms: int
+    external_id: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileResult:
+    event_id: str
+    key: str
+    attempt: int
+    claim_id: str
+    status: ReconcileStatus
+    target_deduplicates: bool
+    at_ms: int
+    external_id: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorResolution:
+    event_id: str
+    key: str
+    attempt: int
+    resolution: Resolution
+    operator: str
+    at_ms: int
+    external_id: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PoisonInput:
+    """An input that could not be decoded or validated. Built by the runtime, never produced."""
+
+    topic: str
+    partition: int
+    offset: int
+    reason: str
+    at_ms: int
+    key: bytes | None = None
+    value: bytes | None = None
+
+
+AttemptEvent = AttemptClaim | AttemptOutcome | ReconcileResult | OperatorResolution
+InputEvent = Intent | AttemptEvent | PoisonInput
+
+
+# --- outputs ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    dispatch_id: str
+    key: str
+    attempt: int
+    intent_event_id: str
+    tenant: str
+    action: str
+    target: str
+    args_json: str
+    args_hash: str
+    payload_json: str
+    not_before_ms: int
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    key: str
+    attempt: int
+    claim_id: str
+    lease_until_ms: int
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    key: str
+    attempt: int
+    claim_id: str
+    lease_until_ms: int
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reconcile:
+    key: str
+    attempt: int
+    claim_id: str
+    target: str
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    key: str
+    attempt: int
+    claim_id: str
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    receipt_id: str
+    key: str
+    intent_event_id: str  # the intent this receipt answers (or the reserving one)
+    status: ReceiptStatus
+    reason: Reason
+    args_hash: str
+    attempts: int
+    at_ms: int
+    external_id: str = ""
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    alert_id: str
+    key: str
+    kind: AlertKind
+    source_event_id: str
+    detail: str
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    topic: str
+    partition: int
+    offset: int
+    reason: str
+    at_ms: int
+    key: bytes | None = None
+    value: bytes | None = None
+
+
+DispatchMessage = Dispatch | Grant | Held | Reconcile | Done
+OutputEvent = DispatchMessage | Receipt | Alert | DeadLetter

@@ -1,0 +1,27 @@
+"""The knobs of the decision table. Part of the decision's input, so a replay with the same
+policy gives the same decisions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DAY_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    replay_window_ms: int = 7 * DAY_MS
+    approval_secret: bytes = b"ledger-dev-secret"
+    approval_required_actions: frozenset[str] = frozenset()
+    retry_backoff_ms: int = 1_000
+    max_attempts: int = 5
+    clock_skew_ms: int = 2_000
+
+    def requires_approval(self, action: str) -> bool:
+        return action in self.approval_required_actions
+
+
+def versions_compatible(in_flight: str, incoming: str) -> bool:
+    """Workflow versions are compatible when their major components are equal
+    (``"2.1"`` and ``"2.4"`` are, ``"1.9"`` and ``"2.0"`` are not)."""
+    return in_flight.split(".", 1)[0] == incoming.split(".", 1)[0]

@@ -1,0 +1,110 @@
+"""The authoritative per-key record the processor keeps in its state store."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+ATTEMPT_HISTORY_LIMIT = 8
+
+
+class Phase(StrEnum):
+    ABSENT = "absent"
+    RESERVED = "reserved"  # attempt n dispatched, not granted yet
+    DISPATCHED = "dispatched"  # attempt n granted to one claim
+    RECONCILING = "reconciling"  # outcome of attempt n unknown, target being queried
+    NEEDS_OPERATOR = "needs_operator"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    EXPIRED = "expired"  # sealed: terminal for longer than the replay window
+
+    @property
+    def live(self) -> bool:
+        return self not in (Phase.ABSENT, Phase.EXPIRED)
+
+    @property
+    def terminal(self) -> bool:
+        return self in (Phase.SUCCEEDED, Phase.FAILED)
+
+    @property
+    def in_flight(self) -> bool:
+        return self in (
+            Phase.RESERVED, Phase.DISPATCHED, Phase.RECONCILING, Phase.NEEDS_OPERATOR
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One report about one attempt, kept for the key's timeline."""
+
+    attempt: int
+    claim_id: str
+    what: str  # "granted", an OutcomeStatus value, or "reconcile:<status>"
+    at_ms: int
+    external_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class KeyState:
+    """Everything the ledger knows about one operation key.
+
+    Once sealed (EXPIRED) only the key, args hash, external id and terminal time remain:
+    the material arguments and payload are redacted.
+    """
+
+    key: str
+    phase: Phase = Phase.ABSENT
+    intent_event_id: str = ""
+    tenant: str = ""
+    action: str = ""
+    target: str = ""
+    args_hash: str = ""
+    args_json: str = ""
+    payload_json: str = ""
+    graph: str = ""
+    version: str = ""
+    attempt: int = 0
+    granted_claim_id: str = ""
+    lease_until_ms: int = 0
+    not_before_ms: int = 0
+    external_id: str = ""
+    status_detail: str = ""
+    reserved_at_ms: int = 0
+    terminal_at_ms: int = 0
+    duplicate_effects: int = 0
+    history: tuple[AttemptRecord, ...] = field(default_factory=tuple)
+
+    def with_record(self, record: AttemptRecord, **changes: Any) -> KeyState:
+        history = (*self.history, record)[-ATTEMPT_HISTORY_LIMIT:]
+        return replace(self, history=history, **changes)
+
+    def sealed(self) -> KeyState:
+        return KeyState(
+            key=self.key,
+            phase=Phase.EXPIRED,
+            intent_event_id=self.intent_event_id,
+            args_hash=self.args_hash,
+            external_id=self.external_id,
+            attempt=self.attempt,
+            terminal_at_ms=self.terminal_at_ms,
+        )
+
+    # -- state store encoding (JSON-compatible dicts) --------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["phase"] = self.phase.value
+        data["history"] = [list(asdict(r).values()) for r in self.history]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> KeyState:
+        values = dict(data)
+        values["phase"] = Phase(values["phase"])
+        values["history"] = tuple(AttemptRecord(*row) for row in values.get("history", ()))
+        return cls(**values)
+
+
+def absent(key: str) -> KeyState:
+    return KeyState(key=key)

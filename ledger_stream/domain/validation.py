@@ -1,0 +1,42 @@
+"""Checks a decoded event must pass before it reaches ``decide``.
+
+An event that fails them is poison: it goes to the DLQ with the reason and an alert, and
+changes no key. Pure functions; the reason names the field, never its (possibly sensitive)
+value.
+"""
+
+from __future__ import annotations
+
+from ledger_stream.domain.events import AttemptClaim, InputEvent, Intent
+from ledger_stream.domain.keys import sha256_hex, tenant_of
+
+
+def invalid_reason(event: InputEvent, message_key: str | None) -> str | None:
+    """Why ``event`` (read under ``message_key``) is invalid, or None."""
+    key = getattr(event, "key", None)
+    if not key:
+        return "empty operation key"
+    if message_key is not None and message_key != key:
+        return "message key differs from the event's operation key"
+    if getattr(event, "at_ms", 0) <= 0:
+        return "at_ms must be a positive epoch-millisecond time"
+    attempt = getattr(event, "attempt", 1)
+    if attempt < 1:
+        return "attempt numbers start at 1"
+    if isinstance(event, Intent):
+        return _intent_problem(event)
+    if isinstance(event, AttemptClaim) and event.lease_ms <= 0:
+        return "lease_ms must be positive"
+    return None
+
+
+def _intent_problem(intent: Intent) -> str | None:
+    if tenant_of(intent.key) != intent.tenant:
+        return "the operation key is not scoped by the intent's tenant"
+    if sha256_hex(intent.args_json) != intent.args_hash:
+        return "args_hash is not the SHA-256 of args_json"
+    if not intent.event_id:
+        return "empty event_id"
+    if not intent.workflow.graph or not intent.workflow.version:
+        return "workflow graph and version are required"
+    return None

@@ -1,0 +1,61 @@
+"""Reading ledger topics from the beginning, for tools and tests (not the hot path)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from ledger_stream.serde import AvroCodec
+
+
+def read_topic(
+    bootstrap: str,
+    topic: str,
+    codec: AvroCodec | None = None,
+    *,
+    until: Callable[[list[Any]], bool] | None = None,
+    timeout_s: float = 30.0,
+    raw: bool = False,
+) -> list[Any]:
+    """Every record of ``topic`` up to its end (or until ``until(records)`` holds).
+
+    Returns decoded events, or (key, value) byte pairs with ``raw``. With ``until``, keeps
+    reading new records until the predicate holds or ``timeout_s`` passes.
+    """
+    codec = codec or AvroCodec()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        parts = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions]
+        consumer.assign(parts)
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in meta.partitions
+        }
+        records: list[Any] = []
+        positions = {p: 0 for p in meta.partitions}
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if until is None and all(positions[p] >= ends[p] for p in ends):
+                break
+            if until is not None and until(records):
+                break
+            for msg in consumer.consume(500, timeout=0.2):
+                if msg.error():
+                    continue
+                positions[msg.partition()] = msg.offset() + 1
+                records.append((msg.key(), msg.value()) if raw else codec.decode(msg.value()))
+        return records
+    finally:
+        consumer.close()

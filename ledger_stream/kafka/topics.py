@@ -1,0 +1,163 @@
+"""The ledger's topics (DESIGN §4) as data, and their idempotent creation.
+
+All six share one partition count, so one operation key's intents, attempts and dispatches
+meet in the same partition number. History topics are compacted, but only after the replay
+window (``min.compaction.lag.ms``), so a key's full history survives the window; receipts
+keep the latest per key; alerts and the DLQ are kept by time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+
+from ledger_stream.config import DAY_MS, Settings
+from ledger_stream.kafka.exceptions import KafkaSetupError, TopicConfigMismatch
+
+LONG_RETENTION_MS = 90 * DAY_MS
+HISTORY_TOPICS = ("intents", "attempts", "dispatch")  # compact after the replay window
+LATEST_TOPICS = ("receipts",)  # compact: the latest receipt per key
+RECORD_TOPICS = ("alerts", "dlq")  # delete after a long retention
+LEDGER_TOPICS = HISTORY_TOPICS + LATEST_TOPICS + RECORD_TOPICS
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """One topic as the ledger needs it. ``config`` holds every setting the ledger manages."""
+
+    name: str
+    partitions: int
+    replication_factor: int
+    config: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TopicReport:
+    """What :func:`create_topics` found or did for one topic."""
+
+    topic: str
+    status: Literal["created", "exists", "differs"]
+    differences: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        if self.status == "differs":
+            return f"{self.topic}: DIFFERS: {'; '.join(self.differences)}"
+        return f"{self.topic}: {self.status}"
+
+
+def ledger_topics(settings: Settings) -> tuple[TopicSpec, ...]:
+    """The six ledger topics named with ``settings.topic_prefix``."""
+    shared: dict[str, str] = {}
+    if settings.replication_factor >= 3:
+        shared["min.insync.replicas"] = "2"
+    history = {"cleanup.policy": "compact", "min.compaction.lag.ms": str(settings.replay_window_ms)}
+    latest = {"cleanup.policy": "compact"}
+    records = {"cleanup.policy": "delete", "retention.ms": str(LONG_RETENTION_MS)}
+    configs = {
+        **dict.fromkeys(HISTORY_TOPICS, history),
+        **dict.fromkeys(LATEST_TOPICS, latest),
+        **dict.fromkeys(RECORD_TOPICS, records),
+    }
+    return tuple(
+        TopicSpec(
+            settings.topic(name),
+            settings.partitions,
+            settings.replication_factor,
+            {**configs[name], **shared},
+        )
+        for name in LEDGER_TOPICS
+    )
+
+
+def create_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0) -> list[TopicReport]:
+    """Create the missing ledger topics and compare the existing ones; alter nothing.
+
+    Idempotent: a second call reports every topic as ``exists``. An existing topic whose
+    partition count, replication factor or managed configs differ from ``settings`` is
+    reported as ``differs`` with each difference. Raises KafkaSetupError when the cluster
+    does not answer within ``timeout_s`` or refuses a creation (e.g. replication factor
+    larger than the broker count).
+    """
+    specs = ledger_topics(settings)
+    # log_level 4: warnings and errors only; librdkafka's info lines are noise on a CLI.
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+    try:
+        existing = set(admin.list_topics(timeout=timeout_s).topics)
+    except KafkaException as exc:
+        raise KafkaSetupError(f"Kafka at {bootstrap} did not answer: {exc}") from exc
+    missing = [spec for spec in specs if spec.name not in existing]
+    created = _create(admin, missing, timeout_s)
+    reports = [TopicReport(name, "created") for name in created]
+    to_compare = [spec for spec in specs if spec.name not in created]
+    reports += _compare(admin, to_compare, timeout_s)
+    order = {spec.name: i for i, spec in enumerate(specs)}
+    return sorted(reports, key=lambda report: order[report.topic])
+
+
+def require_matching(reports: Iterable[TopicReport]) -> None:
+    """Raise TopicConfigMismatch when any report says ``differs``."""
+    differing = {r.topic: r.differences for r in reports if r.status == "differs"}
+    if differing:
+        raise TopicConfigMismatch(differing)
+
+
+def _create(admin: AdminClient, specs: list[TopicSpec], timeout_s: float) -> set[str]:
+    """Create ``specs``; return the names this call created (a topic created concurrently
+    by someone else is left to the comparison)."""
+    if not specs:
+        return set()
+    new_topics = [
+        NewTopic(s.name, s.partitions, s.replication_factor, config=dict(s.config)) for s in specs
+    ]
+    futures = admin.create_topics(
+        new_topics, operation_timeout=timeout_s, request_timeout=timeout_s
+    )
+    created = set()
+    for name, future in futures.items():
+        try:
+            future.result()
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                continue
+            raise KafkaSetupError(f"creating topic {name} failed: {exc.args[0].str()}") from exc
+        created.add(name)
+    return created
+
+
+def _compare(admin: AdminClient, specs: list[TopicSpec], timeout_s: float) -> list[TopicReport]:
+    if not specs:
+        return []
+    metadata = admin.list_topics(timeout=timeout_s).topics
+    resources = [ConfigResource(ResourceType.TOPIC, spec.name) for spec in specs]
+    described = admin.describe_configs(resources, request_timeout=timeout_s)
+    configs = {resource.name: future for resource, future in described.items()}
+    reports = []
+    for spec in specs:
+        try:
+            entries = configs[spec.name].result()
+        except KafkaException as exc:
+            raise KafkaSetupError(f"describing topic {spec.name} failed: {exc}") from exc
+        actual = {name: entry.value for name, entry in entries.items()}
+        partitions = metadata[spec.name].partitions
+        replicas = len(partitions[0].replicas) if partitions else 0
+        differences = _differences(spec, len(partitions), replicas, actual)
+        reports.append(TopicReport(spec.name, "differs" if differences else "exists", differences))
+    return reports
+
+
+def _differences(
+    spec: TopicSpec, partitions: int, replicas: int, actual: Mapping[str, str | None]
+) -> tuple[str, ...]:
+    found = []
+    if partitions != spec.partitions:
+        found.append(f"partitions {partitions}, expected {spec.partitions}")
+    if replicas != spec.replication_factor:
+        found.append(f"replication factor {replicas}, expected {spec.replication_factor}")
+    for name, wanted in spec.config.items():
+        if actual.get(name) != wanted:
+            found.append(f"{name}={actual.get(name)}, expected {wanted}")
+    return tuple(found)

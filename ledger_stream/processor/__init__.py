@@ -1,0 +1,1 @@
+"""The stream processor: the single writer per operation key."""

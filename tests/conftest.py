@@ -1,0 +1,73 @@
+"""Shared fixtures: one real Kafka broker for the whole run, and per-test ledger topics.
+
+Set LEDGER_KAFKA_BOOTSTRAP to run the broker tests against an existing cluster; otherwise a
+single-node local cluster is started once in a temporary folder (jars from the usual cache,
+fetched once) and stopped by PID when the run ends, whether it passed or not.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from ledger_stream.config import Settings
+from ledger_stream.kafka import topics
+from ledger_stream.kafka.local import LocalCluster, ensure_jars, jar_cache
+
+BROKER_FIXTURES = {"kafka_bootstrap", "ledger_settings", "ledger_topics"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that needs the broker carries the ``kafka`` marker (``-m "not kafka"``)."""
+    for item in items:
+        if BROKER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.kafka)
+
+
+def _progress(line: str) -> None:
+    print(f"[kafka fixture] {line}", file=sys.stderr, flush=True)
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Bootstrap address of the run's Kafka: LEDGER_KAFKA_BOOTSTRAP, or a local 1-node cluster."""
+    settings = Settings()
+    if settings.kafka_bootstrap:
+        yield settings.kafka_bootstrap
+        return
+    libs = ensure_jars(jar_cache(settings), settings.kafka_version, progress=_progress)
+    cluster = LocalCluster(tmp_path_factory.mktemp("kafka-cluster"), progress=_progress)
+    try:
+        status = cluster.start(libs, settings.kafka_version, nodes=1)
+        assert status.bootstrap is not None
+        yield status.bootstrap
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def ledger_settings(kafka_bootstrap: str) -> Settings:
+    """Settings for one test: its own topic prefix ``t-<8 hex>``, 3 partitions, the run's Kafka."""
+    return Settings(
+        kafka_bootstrap=kafka_bootstrap,
+        topic_prefix=f"t-{uuid.uuid4().hex[:8]}",
+        partitions=3,
+        replication_factor=1,
+    )
+
+
+@pytest.fixture
+def ledger_topics(ledger_settings: Settings) -> Iterator[Settings]:
+    """``ledger_settings`` with its six ledger topics created (deleted again afterwards)."""
+    bootstrap = ledger_settings.kafka_bootstrap
+    assert bootstrap is not None
+    topics.require_matching(topics.create_topics(bootstrap, ledger_settings))
+    yield ledger_settings
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [spec.name for spec in topics.ledger_topics(ledger_settings)]
+    for future in admin.delete_topics(names, operation_timeout=30).values():
+        future.result()

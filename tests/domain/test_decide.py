@@ -1,0 +1,318 @@
+"""The decision table of DESIGN §5, row by row, on the pure core."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pytest
+
+from ledger_stream.domain import Policy, absent, decide
+from ledger_stream.domain import events as ev
+from ledger_stream.domain.approval import sign_approval
+from ledger_stream.domain.state import KeyState, Phase
+from tests.factories import KEY, claim, intent, outcome, reconciled, resolution
+
+pytestmark = pytest.mark.timeout(30)
+
+OS, RS, RES = ev.OutcomeStatus, ev.ReconcileStatus, ev.Resolution
+POLICY = Policy(replay_window_ms=100_000, retry_backoff_ms=500, max_attempts=3,
+                clock_skew_ms=1_000)
+
+
+def run(events: Iterable[ev.InputEvent], state: KeyState | None = None,
+        policy: Policy = POLICY) -> tuple[KeyState, list[ev.OutputEvent]]:
+    state = state or absent(KEY)
+    outputs: list[ev.OutputEvent] = []
+    for event in events:
+        decision = decide(state, event, policy)
+        state = decision.state
+        outputs.extend(decision.outputs)
+    return state, outputs
+
+
+def of(outputs: Iterable[ev.OutputEvent], cls: type) -> list:
+    return [o for o in outputs if isinstance(o, cls)]
+
+
+def granted() -> tuple[KeyState, list[ev.OutputEvent]]:
+    return run([intent(), claim()])
+
+
+# --- intents ------------------------------------------------------------------------------
+
+
+def test_first_intent_reserves_and_dispatches_attempt_1():
+    first = intent()
+    state, out = run([first])
+    assert state.phase is Phase.RESERVED and state.attempt == 1
+    (receipt,) = of(out, ev.Receipt)
+    assert (receipt.status, receipt.intent_event_id) == (ev.ReceiptStatus.ACCEPTED,
+                                                         first.event_id)
+    (dispatch,) = of(out, ev.Dispatch)
+    assert (dispatch.attempt, dispatch.args_hash) == (1, first.args_hash)
+
+
+def test_identical_duplicate_gets_the_original_receipt_and_no_dispatch():
+    state, _ = run([intent(), claim(), outcome(OS.SUCCEEDED, external_id="pay-1")])
+    dup = intent()
+    state2, out = run([dup], state)
+    assert state2 == state
+    (receipt,) = out
+    assert receipt.status is ev.ReceiptStatus.SUCCEEDED
+    assert (receipt.external_id, receipt.intent_event_id) == ("pay-1", dup.event_id)
+
+
+def test_same_key_different_arguments_is_rejected_and_alerted_without_dispatch():
+    state, _ = run([intent()])
+    other = intent(args={"amount": 999, "to": "cust-1"})
+    state2, out = run([other], state)
+    assert state2 == state
+    (receipt,) = of(out, ev.Receipt)
+    assert (receipt.status, receipt.reason) == (ev.ReceiptStatus.REJECTED, ev.Reason.CONFLICT)
+    assert receipt.args_hash == other.args_hash
+    assert [a.kind for a in of(out, ev.Alert)] == [ev.AlertKind.CONFLICTING_ARGUMENTS]
+    assert not of(out, ev.Dispatch)
+
+
+def test_numbers_are_normalised_so_10_and_10_0_are_the_same_arguments():
+    state, _ = run([intent(args={"amount": 10})])
+    _, out = run([intent(args={"amount": 10.0})], state)
+    assert of(out, ev.Receipt)[0].status is ev.ReceiptStatus.ACCEPTED
+
+
+@pytest.mark.parametrize("problem", ["missing", "forged", "payload", "expired", "revision"])
+def test_bad_approval_is_rejected_and_alerted(problem):
+    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_secret=b"k")
+    base = intent(policy_revision="p1")
+    approval = {
+        "missing": None,
+        "forged": sign_approval(b"wrong", KEY, "a1", base.args_hash, "p1", 10_000),
+        "payload": sign_approval(b"k", KEY, "a1", "0" * 64, "p1", 10_000),
+        "expired": sign_approval(b"k", KEY, "a1", base.args_hash, "p1", 500),
+        "revision": sign_approval(b"k", KEY, "a1", base.args_hash, "p0", 10_000),
+    }[problem]
+    state, out = run([intent(approval=approval, policy_revision="p1")], policy=policy)
+    assert state.phase is Phase.ABSENT
+    (receipt,) = of(out, ev.Receipt)
+    assert (receipt.status, receipt.reason) == (ev.ReceiptStatus.REJECTED, ev.Reason.APPROVAL)
+    assert [a.kind for a in of(out, ev.Alert)] == [ev.AlertKind.APPROVAL_MISMATCH]
+    assert not of(out, ev.Dispatch)
+
+
+def test_valid_approval_reserves():
+    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_secret=b"k")
+    base = intent()
+    approval = sign_approval(b"k", KEY, "a1", base.args_hash, "", 10_000)
+    state, out = run([intent(approval=approval)], policy=policy)
+    assert state.phase is Phase.RESERVED and of(out, ev.Dispatch)
+
+
+def test_incompatible_workflow_version_is_held_while_in_flight():
+    state, _ = run([intent()])
+    v2 = intent(workflow=ev.Workflow("refund-agent", "2.0", "thread-1", "refund_v2"))
+    state2, out = run([v2], state)
+    assert state2 == state
+    (receipt,) = of(out, ev.Receipt)
+    assert (receipt.status, receipt.reason) == (ev.ReceiptStatus.HELD, ev.Reason.VERSION)
+    assert [a.kind for a in of(out, ev.Alert)] == [ev.AlertKind.VERSION_MISMATCH]
+
+
+def test_terminal_key_expires_after_the_replay_window_and_is_never_new_work():
+    state, _ = run([intent(), claim(), outcome(OS.SUCCEEDED, external_id="pay-1", at_ms=3_000)])
+    inside, out_inside = run([intent(at_ms=3_000 + POLICY.replay_window_ms)], state)
+    assert of(out_inside, ev.Receipt)[0].status is ev.ReceiptStatus.SUCCEEDED
+    late = intent(at_ms=3_001 + POLICY.replay_window_ms)
+    sealed, out = run([late], inside)
+    assert sealed.phase is Phase.EXPIRED
+    assert sealed.args_json == "" and sealed.external_id == "pay-1"
+    (receipt,) = of(out, ev.Receipt)
+    assert (receipt.status, receipt.reason) == (ev.ReceiptStatus.REJECTED,
+                                                ev.Reason.EXPIRED_KEY)
+    assert [a.kind for a in of(out, ev.Alert)] == [ev.AlertKind.EXPIRED_KEY_REUSE]
+    assert not of(out, ev.Dispatch)
+
+
+# --- claims -------------------------------------------------------------------------------
+
+
+def test_claim_for_the_open_attempt_is_granted_with_a_lease():
+    state, out = granted()
+    assert state.phase is Phase.DISPATCHED
+    (grant,) = of(out, ev.Grant)
+    assert (grant.attempt, grant.claim_id, grant.lease_until_ms) == (1, "c1", 12_000)
+
+
+def test_the_same_claim_again_gets_the_same_grant():
+    state, out = granted()
+    state2, out2 = run([claim()], state)
+    assert state2 == state
+    assert out2 == [ev.Grant(KEY, 1, "c1", 12_000, 2_000)]
+
+
+def test_another_claim_within_the_lease_is_held():
+    state, _ = granted()
+    _, out = run([claim(claim_id="c2", at_ms=5_000)], state)
+    assert out == [ev.Held(KEY, 1, "c2", 12_000, 5_000)]
+
+
+def test_another_claim_after_the_lease_reconciles_never_grants():
+    state, _ = granted()
+    state2, out = run([claim(claim_id="c2", at_ms=12_000)], state)
+    assert state2.phase is Phase.RECONCILING
+    assert of(out, ev.Reconcile) == [ev.Reconcile(KEY, 1, "c2", "sandbox", 12_000)]
+    assert not of(out, ev.Grant)
+
+
+@pytest.mark.parametrize("attempt", [2, 0])
+def test_claim_for_an_attempt_that_is_not_open_gets_done(attempt):
+    state, _ = granted()
+    _, out = run([claim(attempt=attempt, claim_id="c9")], state)
+    assert out == [ev.Done(KEY, attempt, "c9", 2_000)]
+
+
+def test_claim_before_the_backoff_is_held_until_not_before():
+    state, _ = run([intent(), claim(), outcome(OS.NOT_APPLIED, at_ms=3_000)])
+    assert state.attempt == 2 and state.not_before_ms == 3_500
+    _, out = run([claim(attempt=2, claim_id="c2", at_ms=3_100)], state)
+    assert out == [ev.Held(KEY, 2, "c2", 3_500, 3_100)]
+
+
+# --- outcomes -----------------------------------------------------------------------------
+
+
+def test_success_settles_the_key_with_the_external_id():
+    state, _ = granted()
+    state2, out = run([outcome(OS.SUCCEEDED, external_id="pay-1")], state)
+    assert (state2.phase, state2.external_id) == (Phase.SUCCEEDED, "pay-1")
+    assert of(out, ev.Receipt)[0].status is ev.ReceiptStatus.SUCCEEDED
+
+
+def test_second_success_with_another_external_id_is_a_duplicate_effect():
+    state, _ = run([intent(), claim(), outcome(OS.SUCCEEDED, external_id="pay-1")])
+    state2, out = run([outcome(OS.SUCCEEDED, external_id="pay-2")], state)
+    assert state2.external_id == "pay-1" and state2.duplicate_effects == 1
+    assert [a.kind for a in out] == [ev.AlertKind.DUPLICATE_EFFECT]
+
+
+def test_same_success_reported_twice_is_not_an_alert():
+    state, _ = run([intent(), claim(), outcome(OS.SUCCEEDED, external_id="pay-1")])
+    _, out = run([outcome(OS.SUCCEEDED, external_id="pay-1")], state)
+    assert out == []
+
+
+def test_outcome_for_an_unknown_key_is_an_effect_without_intent():
+    state, out = run([outcome(OS.SUCCEEDED)])
+    assert state.phase is Phase.ABSENT
+    assert [a.kind for a in out] == [ev.AlertKind.EFFECT_WITHOUT_INTENT]
+
+
+def test_retryable_failure_dispatches_the_next_attempt_with_the_same_key_after_backoff():
+    state, _ = granted()
+    state2, out = run([outcome(OS.NOT_APPLIED, at_ms=3_000)], state)
+    assert (state2.phase, state2.attempt) == (Phase.RESERVED, 2)
+    (dispatch,) = of(out, ev.Dispatch)
+    assert (dispatch.key, dispatch.attempt, dispatch.not_before_ms) == (KEY, 2, 3_500)
+
+
+def test_retryable_failures_stop_at_max_attempts():
+    events: list[ev.InputEvent] = [intent()]
+    for n in (1, 2, 3):
+        events += [claim(attempt=n, claim_id=f"c{n}", at_ms=n * 10_000),
+                   outcome(OS.NOT_APPLIED, attempt=n, claim_id=f"c{n}", at_ms=n * 10_000 + 1)]
+    state, out = run(events)
+    assert state.phase is Phase.FAILED
+    assert of(out, ev.Receipt)[-1].reason is ev.Reason.MAX_ATTEMPTS
+    assert len(of(out, ev.Dispatch)) == 3
+
+
+def test_permanent_failure_fails_the_key():
+    state, _ = granted()
+    state2, out = run([outcome(OS.FAILED)], state)
+    assert state2.phase is Phase.FAILED
+    assert of(out, ev.Receipt)[0].status is ev.ReceiptStatus.FAILED
+    assert not of(out, ev.Dispatch)
+
+
+def test_unknown_outcome_reconciles_before_anything_is_resent():
+    state, _ = granted()
+    state2, out = run([outcome(OS.UNKNOWN)], state)
+    assert state2.phase is Phase.RECONCILING
+    assert of(out, ev.Reconcile) and not of(out, ev.Dispatch)
+
+
+def test_failure_from_a_claim_that_was_not_granted_changes_nothing():
+    state, _ = granted()
+    state2, out = run([outcome(OS.NOT_APPLIED, claim_id="intruder")], state)
+    assert (state2.phase, state2.attempt) == (Phase.DISPATCHED, 1) and out == []
+
+
+# --- reconciliation -----------------------------------------------------------------------
+
+
+def reconciling() -> KeyState:
+    state, _ = run([intent(), claim(), outcome(OS.UNKNOWN)])
+    return state
+
+
+def test_found_settles_the_key():
+    state, out = run([reconciled(RS.FOUND, external_id="pay-1")], reconciling())
+    assert (state.phase, state.external_id) == (Phase.SUCCEEDED, "pay-1")
+
+
+def test_not_found_at_a_deduplicating_target_resends_with_the_same_key_after_the_lease():
+    state, out = run([reconciled(RS.NOT_FOUND, dedup=True, at_ms=4_000)], reconciling())
+    assert (state.phase, state.attempt) == (Phase.RESERVED, 2)
+    (dispatch,) = of(out, ev.Dispatch)
+    assert dispatch.key == KEY
+    assert dispatch.not_before_ms == 12_000 + POLICY.clock_skew_ms
+
+
+@pytest.mark.parametrize("result", [
+    reconciled(RS.NOT_FOUND, dedup=False), reconciled(RS.UNQUERYABLE, dedup=False)])
+def test_not_found_without_dedup_or_unqueryable_needs_an_operator(result):
+    state, out = run([result], reconciling())
+    assert state.phase is Phase.NEEDS_OPERATOR
+    assert of(out, ev.Receipt)[0].status is ev.ReceiptStatus.NEEDS_RECONCILIATION
+    assert [a.kind for a in of(out, ev.Alert)] == [ev.AlertKind.RECONCILIATION_REQUIRED]
+    assert not of(out, ev.Dispatch)
+
+
+def needs_operator() -> KeyState:
+    state, _ = run([reconciled(RS.UNQUERYABLE, dedup=False)], reconciling())
+    return state
+
+
+def test_operator_applied_settles_the_key():
+    state, _ = run([resolution(RES.APPLIED, external_id="pay-9")], needs_operator())
+    assert (state.phase, state.external_id) == (Phase.SUCCEEDED, "pay-9")
+
+
+def test_operator_failed_fails_the_key():
+    state, _ = run([resolution(RES.FAILED)], needs_operator())
+    assert state.phase is Phase.FAILED
+
+
+def test_operator_not_applied_redispatches_only_after_the_lease():
+    state, out = run([resolution(RES.NOT_APPLIED, at_ms=5_000)], needs_operator())
+    assert (state.phase, state.attempt) == (Phase.RESERVED, 2)
+    assert of(out, ev.Dispatch)[0].not_before_ms >= 12_000 + POLICY.clock_skew_ms
+
+
+def test_operator_resolution_for_a_key_not_waiting_changes_nothing():
+    state, _ = granted()
+    state2, out = run([resolution(RES.APPLIED, external_id="x")], state)
+    assert state2 == state and out == []
+
+
+def test_poison_goes_to_the_dlq_with_an_alert_and_no_state_change():
+    state, _ = granted()
+    poison = ev.PoisonInput("ledger.intents", 0, 7, "undecodable", 9_000, b"k", b"\x00")
+    state2, out = run([poison], state)
+    assert state2 == state
+    assert [type(o) for o in out] == [ev.DeadLetter, ev.Alert]
+    assert out[1].kind is ev.AlertKind.POISON_INPUT
+
+
+def test_outputs_are_deterministic():
+    events = [intent(), claim(), outcome(OS.UNKNOWN), reconciled(RS.NOT_FOUND, at_ms=20_000)]
+    assert run(events) == run(events)

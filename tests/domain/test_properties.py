@@ -1,0 +1,119 @@
+"""Invariants of the decision table over random interleavings (hypothesis).
+
+Events for one key arrive in any order and any number: intents (identical, conflicting,
+with another workflow version), claims by several connectors for any attempt number,
+outcomes of every kind (stale ones too), reconcile results and operator resolutions, with
+time moving forward by random steps (sometimes past the replay window).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ledger_stream.domain import Policy, absent, decide
+from ledger_stream.domain import events as ev
+from ledger_stream.domain.state import Phase
+from tests.factories import KEY, claim, intent, outcome, reconciled, resolution
+
+pytestmark = pytest.mark.timeout(120)
+
+POLICY = Policy(replay_window_ms=50_000, retry_backoff_ms=100, max_attempts=4,
+                clock_skew_ms=200)
+ARGS = [{"amount": 100}, {"amount": 200}]
+CLAIM_IDS = ["c1", "c2", "c3"]
+EXT_IDS = ["pay-1", "pay-2"]
+
+
+@st.composite
+def event_at(draw, at_ms: int) -> ev.InputEvent:
+    kind = draw(st.sampled_from(["intent", "claim", "claim", "outcome", "outcome",
+                                 "reconcile", "operator"]))
+    attempt = draw(st.integers(1, 4))
+    claim_id = draw(st.sampled_from(CLAIM_IDS))
+    if kind == "intent":
+        version = draw(st.sampled_from(["1.0", "1.0", "2.0"]))
+        return intent(args=draw(st.sampled_from(ARGS)), at_ms=at_ms,
+                      workflow=ev.Workflow("g", version))
+    if kind == "claim":
+        return claim(attempt, claim_id, at_ms, lease_ms=draw(st.sampled_from([50, 5_000])))
+    if kind == "outcome":
+        return outcome(draw(st.sampled_from(list(ev.OutcomeStatus))), attempt, claim_id, at_ms,
+                       external_id=draw(st.sampled_from(EXT_IDS)))
+    if kind == "reconcile":
+        return reconciled(draw(st.sampled_from(list(ev.ReconcileStatus))), attempt, claim_id,
+                          at_ms, dedup=draw(st.booleans()),
+                          external_id=draw(st.sampled_from(EXT_IDS)))
+    return resolution(draw(st.sampled_from(list(ev.Resolution))), attempt, at_ms,
+                      external_id=draw(st.sampled_from(EXT_IDS)))
+
+
+@st.composite
+def histories(draw) -> list[ev.InputEvent]:
+    at = 1_000
+    events: list[ev.InputEvent] = [intent(args=draw(st.sampled_from(ARGS)), at_ms=at,
+                                          workflow=ev.Workflow("g", "1.0"))]
+    for _ in range(draw(st.integers(1, 40))):
+        at += draw(st.sampled_from([0, 1, 10, 100, 3_000, 60_000]))
+        events.append(draw(event_at(at)))
+    return events
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories())
+def test_invariants_hold_for_any_interleaving(events):
+    state = absent(KEY)
+    grants: dict[int, set[str]] = {}
+    dispatched_attempts: list[int] = []
+    success_ids: set[str] = set()
+    duplicate_alerts = 0
+    sealed = False
+    for event in events:
+        before = state
+        decision = decide(state, event, POLICY)
+        state, outs = decision.state, decision.outputs
+        answers = Counter(type(o) for o in outs)
+
+        for o in outs:
+            if isinstance(o, ev.Grant):
+                grants.setdefault(o.attempt, set()).add(o.claim_id)
+            if isinstance(o, ev.Dispatch):
+                dispatched_attempts.append(o.attempt)
+                assert o.args_hash == state.args_hash, "a dispatch carries the reserved args"
+            if isinstance(o, ev.Alert) and o.kind is ev.AlertKind.DUPLICATE_EFFECT:
+                duplicate_alerts += 1
+
+        # One grant per attempt number, ever.
+        assert all(len(ids) == 1 for ids in grants.values()), grants
+        # A conflicting or held intent never dispatches.
+        if isinstance(event, ev.Intent) and before.phase is not Phase.ABSENT:
+            assert not answers[ev.Dispatch]
+        # Every claim gets exactly one answer naming its claim id.
+        if isinstance(event, ev.AttemptClaim):
+            replies = [o for o in outs if isinstance(o, ev.Grant | ev.Held | ev.Reconcile
+                                                     | ev.Done)]
+            assert len(replies) == 1 and replies[0].claim_id == event.claim_id
+        # Every intent gets exactly one receipt naming its event id.
+        if isinstance(event, ev.Intent):
+            mine = [o for o in outs if isinstance(o, ev.Receipt)
+                    and o.intent_event_id == event.event_id]
+            assert len(mine) == 1
+        # Two different successful external ids never pass without a duplicate_effect.
+        reports_effect = (
+            isinstance(event, ev.AttemptOutcome) and event.status is ev.OutcomeStatus.SUCCEEDED
+            or isinstance(event, ev.ReconcileResult) and event.status is ev.ReconcileStatus.FOUND
+        )
+        if reports_effect and before.phase is not Phase.ABSENT:
+            success_ids.add(event.external_id)  # type: ignore[union-attr]
+        if len(success_ids) > 1:
+            assert duplicate_alerts >= 1
+        # An expired key is never reserved or dispatched again.
+        if sealed:
+            assert state.phase is Phase.EXPIRED and not answers[ev.Dispatch]
+        sealed = sealed or state.phase is Phase.EXPIRED
+
+    # Attempts are dispatched in order, each once.
+    assert dispatched_attempts == sorted(set(dispatched_attempts))

@@ -1,0 +1,63 @@
+"""Real processes for integration tests: started with the CLI, stopped or killed by PID."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from ledger_stream.config import Settings
+
+
+class Proc:
+    """A ``ledger-stream`` subcommand in its own process, logging to a file."""
+
+    def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+        self.log = log
+        self._log_fh = log.open("ab")
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "ledger_stream.cli.main", *args],
+            stdout=self._log_fh, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to commit, flush or close."""
+        if self.alive():
+            os.kill(self.pid, signal.SIGKILL)
+        self.popen.wait(10)
+        self._log_fh.close()
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        """SIGTERM, then SIGKILL after ``timeout_s``. Returns the exit status."""
+        if self.alive():
+            os.kill(self.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                os.kill(self.pid, signal.SIGKILL)
+                self.popen.wait(10)
+        self._log_fh.close()
+        return self.popen.returncode
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def start_processor(settings: Settings, state_dir: Path, log: Path, *extra: str) -> Proc:
+    assert settings.kafka_bootstrap
+    return Proc(
+        ["processor", "--bootstrap", settings.kafka_bootstrap,
+         "--topic-prefix", settings.topic_prefix, "--state-dir", str(state_dir),
+         "--group", f"{settings.topic_prefix}-processor", "--metrics-port", "0", *extra],
+        log,
+        env={"LEDGER_SESSION_TIMEOUT_MS": "6000", "LEDGER_COMMIT_INTERVAL_S": "0.5"},
+    )

@@ -1,0 +1,72 @@
+"""The operator's path end to end: `kafka up`, `topics create`, `kafka status`, `kafka down`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ledger_stream.config import Settings
+from ledger_stream.kafka.local import LocalCluster, jar_cache
+from ledger_stream.kafka.local.ports import pick_free_ports, port_is_free
+
+
+def _free_port_pair() -> int:
+    """A port N with N and N+1 free (the 1-node cluster's broker and controller)."""
+    for _ in range(50):
+        (port,) = pick_free_ports(1)
+        if port < 65535 and port_is_free(port + 1):
+            return port
+    raise RuntimeError("no two consecutive free ports found")
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(240)
+def test_up_topics_status_down(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
+    # An isolated home, but the jars of the usual cache: they are fetched once per machine.
+    env |= {"LEDGER_HOME": str(home), "LEDGER_JAR_CACHE": str(jar_cache(Settings()))}
+    port = _free_port_pair()
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "ledger_stream.cli.main", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=150,
+        )
+
+    try:
+        up = cli("kafka", "up", "--port", str(port))
+        assert up.returncode == 0, up.stderr
+        assert f"ready at 127.0.0.1:{port}" in up.stdout
+
+        again = cli("kafka", "up")
+        assert again.returncode == 0 and "already running" in again.stdout
+
+        created = cli("topics", "create", "--partitions", "3")
+        assert created.returncode == 0, created.stderr
+        assert created.stdout.count(": created") == 6
+
+        repeated = cli("topics", "create", "--partitions", "3")
+        assert repeated.returncode == 0 and repeated.stdout.count(": exists") == 6
+
+        differing = cli("topics", "create", "--partitions", "4")
+        assert differing.returncode == 2
+        assert "DIFFERS: partitions 3, expected 4" in differing.stdout
+        assert "differ from the settings" in differing.stderr
+
+        status = cli("kafka", "status")
+        assert status.returncode == 0
+        assert f"running at 127.0.0.1:{port}" in status.stdout and "pid" in status.stdout
+    finally:
+        down = cli("kafka", "down")
+        LocalCluster(home / "cluster").stop()  # by PID, in case `down` itself failed
+    assert down.returncode == 0 and "stopped local Kafka" in down.stdout
+    after = cli("kafka", "status")
+    assert after.returncode == 1 and "stopped" in after.stdout
