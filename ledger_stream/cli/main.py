@@ -11,11 +11,21 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ledger_stream.cli import demo_cmd, kafka_cmd, processor_cmd, topics_cmd
+from ledger_stream.cli import (
+    connector_cmd,
+    demo_cmd,
+    kafka_cmd,
+    processor_cmd,
+    reconcile_cmd,
+    sandbox_cmd,
+    topics_cmd,
+)
 from ledger_stream.cli.common import CliError
 from ledger_stream.logs import configure_logging
 
-COMMANDS = (kafka_cmd, topics_cmd, processor_cmd, demo_cmd)
+COMMANDS = (
+    kafka_cmd, topics_cmd, processor_cmd, connector_cmd, reconcile_cmd, sandbox_cmd, demo_cmd,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

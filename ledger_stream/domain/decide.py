@@ -108,6 +108,7 @@ def receipt_for(state: KeyState, answering: str, at_ms: int, *, status: ReceiptS
         at_ms=at_ms,
         external_id=state.external_id,
         detail=detail,
+        key_status=_PHASE_RECEIPT.get(state.phase, ReceiptStatus.REJECTED),
     )
 
 

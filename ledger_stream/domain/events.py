@@ -258,6 +258,10 @@ class Receipt:
     at_ms: int
     external_id: str = ""
     detail: str = ""
+    # The key's own status after this decision: equal to ``status`` for state changes, and
+    # for a rejected or held intent the status of the key it could not touch ("rejected"
+    # when no effect holds the key), so the latest receipt of a key always tells its state.
+    key_status: ReceiptStatus = ReceiptStatus.ACCEPTED
 
 
 @dataclass(frozen=True, slots=True)

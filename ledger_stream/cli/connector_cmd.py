@@ -1,0 +1,125 @@
+"""``ledger-stream connector http|postgres|smtp``: apply dispatched effects to one target."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from ledger_stream.cli.common import CliError, add_common_flags, settings_from
+from ledger_stream.connector.target import Target
+
+
+def _env(name: str, default: Any = None) -> Any:
+    return os.environ.get(f"LEDGER_CONNECTOR_{name}", default)
+
+
+def _protocol_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("protocol options")
+    group.add_argument("--name", default=_env("NAME"), required=_env("NAME") is None,
+                       help="target name, as intents name it (env: LEDGER_CONNECTOR_NAME)")
+    group.add_argument("--lease-ms", type=int, default=int(_env("LEASE_MS", 30_000)),
+                       help="lease asked for each attempt (env: LEDGER_CONNECTOR_LEASE_MS; "
+                       "default 30000)")
+    group.add_argument("--call-timeout", type=float, default=float(_env("CALL_TIMEOUT", 10)),
+                       help="seconds one call to the target may take "
+                       "(env: LEDGER_CONNECTOR_CALL_TIMEOUT; default 10)")
+    group.add_argument("--record-margin", type=float,
+                       default=float(_env("RECORD_MARGIN", 2)),
+                       help="seconds kept in the lease to record the outcome "
+                       "(env: LEDGER_CONNECTOR_RECORD_MARGIN; default 2)")
+    group.add_argument("--lookup-delay", type=float, default=float(_env("LOOKUP_DELAY", 0)),
+                       help="the target's consistency window before a lookup "
+                       "(env: LEDGER_CONNECTOR_LOOKUP_DELAY; default 0)")
+    group.add_argument("--instance-id", default=_env("INSTANCE_ID", ""),
+                       help="this instance's id in claims (env: LEDGER_CONNECTOR_INSTANCE_ID)")
+    group.add_argument("--metrics-port", type=int, default=int(_env("METRICS_PORT", 0)),
+                       help="Prometheus /metrics port, 0: off "
+                       "(env: LEDGER_CONNECTOR_METRICS_PORT)")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "connector", help="run a connector: apply dispatched effects to a target",
+        description="Consume ledger.dispatch, claim each attempt, call the target only on "
+        "the processor's grant (or at once for targets that deduplicate by key), report "
+        "outcomes, and reconcile unknown outcomes by looking the key up.")
+    kinds = parser.add_subparsers(dest="kind", metavar="KIND", required=True)
+
+    http = kinds.add_parser("http", help="an HTTP API with an Idempotency-Key header")
+    http.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8080")
+    http.add_argument("--apply-path", default="/v1/payments", help="POST path of the effect")
+    http.add_argument("--lookup-path", default="/v1/payments/by-key/{key}",
+                      help="GET path template of the lookup by key ({key} is URL-encoded)")
+    http.add_argument("--no-lookup", action="store_true", help="the API has no lookup")
+    http.add_argument("--no-dedup", action="store_true",
+                      help="the API does not deduplicate by idempotency key")
+
+    pg = kinds.add_parser("postgres", help="run SQL and a unique receipt row in one transaction")
+    pg.add_argument("--dsn", default=_env("DSN"), help="libpq DSN (env: LEDGER_CONNECTOR_DSN)")
+    pg.add_argument("--effect-sql", required=True,
+                    help="SQL with %%(arg)s placeholders filled from the material args")
+
+    smtp = kinds.add_parser("smtp", help="send mail; no lookup, so unknowns go to an operator")
+    smtp.add_argument("--smtp-host", default="127.0.0.1", help="SMTP server host")
+    smtp.add_argument("--smtp-port", type=int, default=25, help="SMTP server port")
+    smtp.add_argument("--from", dest="from_addr", default="ledger@localhost",
+                      help="sender address")
+
+    for kind in (http, pg, smtp):
+        _protocol_flags(kind)
+        add_common_flags(kind)
+        kind.set_defaults(handler=_run)
+
+
+def build_target(args: argparse.Namespace) -> Target:
+    if args.kind == "http":
+        from connectors.http import HttpTarget
+
+        return HttpTarget(args.name, args.base_url, args.apply_path,
+                          None if args.no_lookup else args.lookup_path,
+                          deduplicates=not args.no_dedup)
+    if args.kind == "postgres":
+        from connectors.postgres import PostgresTarget
+
+        if not args.dsn:
+            raise CliError("--dsn (or LEDGER_CONNECTOR_DSN) is required")
+        target = PostgresTarget(name=args.name, dsn=args.dsn, effect_sql=args.effect_sql)
+        target.ensure_schema()
+        return target
+    from connectors.smtp import SmtpTarget
+
+    return SmtpTarget(name=args.name, host=args.smtp_host, port=args.smtp_port,
+                      from_addr=args.from_addr)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ledger_stream.connector.runtime import ConnectorOptions, ConnectorWorker
+    from ledger_stream.kafka.bootstrap import resolve_bootstrap
+    from ledger_stream.kafka.exceptions import KafkaSetupError
+    from ledger_stream.processor.metrics import serve_metrics
+
+    settings = settings_from(args)
+    options = ConnectorOptions(
+        instance_id=args.instance_id, lease_ms=args.lease_ms, call_timeout_s=args.call_timeout,
+        record_margin_s=args.record_margin, lookup_delay_s=args.lookup_delay)
+    try:
+        options.check()
+        target = build_target(args)
+        worker = ConnectorWorker(settings, resolve_bootstrap(settings), target, options)
+    except (ValueError, KafkaSetupError) as exc:
+        raise CliError(str(exc)) from exc
+    serve_metrics(args.metrics_port)
+    stop = _stop_on_signals()
+    worker.run(stop)
+    return 0
+
+
+def _stop_on_signals() -> Any:
+    import signal
+    import threading
+
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop

@@ -1,0 +1,21 @@
+"""Crash injection for tests: ``LEDGER_FAILPOINT=<name>`` kills the process with SIGKILL the
+first time execution reaches that point, exactly like a power cut there.
+
+Connector points, in protocol order: ``before_claim``, ``before_call`` (granted, target not
+called), ``after_call`` (the target answered; nothing handled), ``before_outcome`` (outcome
+classified, not produced), ``after_outcome`` (outcome acknowledged, dispatch offset not
+committed). Agent-side points live in the SDK.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENV = "LEDGER_FAILPOINT"
+_armed = os.environ.get(ENV, "")
+
+
+def failpoint(name: str) -> None:
+    if _armed and _armed == name:
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,47 @@
+"""Reading receipts for one key from its partition only (never the whole topic)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from ledger_stream.domain.events import Receipt
+from ledger_stream.kafka.partitioner import partition_for
+from ledger_stream.serde import AvroCodec, DecodeError
+
+
+def key_partition(consumer: Consumer, topic: str, key: str) -> TopicPartition:
+    partitions = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+    return TopicPartition(topic, partition_for(key, partitions))
+
+
+def key_receipts(bootstrap: str, topic: str, key: str, codec: AvroCodec | None = None,
+                 timeout_s: float = 10.0) -> list[Receipt]:
+    """Every receipt of ``key`` still in ``topic`` (compaction keeps at least the latest),
+    in order. Reads only the key's partition, up to its end at the time of the call."""
+    codec = codec or AvroCodec()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"receipts-{uuid.uuid4()}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    try:
+        tp = key_partition(consumer, topic, key)
+        end = consumer.get_watermark_offsets(tp, timeout=timeout_s)[1]
+        consumer.assign([TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING)])
+        wanted = key.encode("utf-8")
+        found: list[Receipt] = []
+        deadline = time.monotonic() + timeout_s
+        # The consumer's position, not the last record's offset: transaction markers take
+        # offsets that are never delivered.
+        while consumer.position([tp])[0].offset < end and time.monotonic() < deadline:
+            for msg in consumer.consume(500, timeout=0.5):
+                if msg.error():
+                    continue
+                if msg.key() == wanted:
+                    try:
+                        found.append(codec.decode(msg.value(), expect=(Receipt,)))
+                    except DecodeError:
+                        continue
+        return found
+    finally:
+        consumer.close()
