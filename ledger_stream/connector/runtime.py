@@ -32,10 +32,10 @@ from dataclasses import dataclass
 
 from ledger_stream.config import Settings
 from ledger_stream.connector import metrics
-from ledger_stream.connector.failpoints import failpoint
 from ledger_stream.connector.feed import DispatchFeed
 from ledger_stream.connector.target import EffectRequest, LookupUnavailable, Target
 from ledger_stream.domain import events as ev
+from ledger_stream.failpoints import failpoint
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import AvroCodec

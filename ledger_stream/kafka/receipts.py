@@ -8,6 +8,7 @@ import uuid
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from ledger_stream.domain.events import Receipt
+from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.serde import AvroCodec, DecodeError
 
@@ -26,7 +27,7 @@ def key_receipts(bootstrap: str, topic: str, key: str, codec: AvroCodec | None =
                          "enable.auto.commit": False, "isolation.level": "read_committed"})
     try:
         tp = key_partition(consumer, topic, key)
-        end = consumer.get_watermark_offsets(tp, timeout=timeout_s)[1]
+        end = end_offset(consumer, tp)
         consumer.assign([TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING)])
         wanted = key.encode("utf-8")
         found: list[Receipt] = []

@@ -4,7 +4,8 @@ first time execution reaches that point, exactly like a power cut there.
 Connector points, in protocol order: ``before_claim``, ``before_call`` (granted, target not
 called), ``after_call`` (the target answered; nothing handled), ``before_outcome`` (outcome
 classified, not produced), ``after_outcome`` (outcome acknowledged, dispatch offset not
-committed). Agent-side points live in the SDK.
+committed). Agent points (the SDK): ``before_intent`` (nothing produced), ``after_intent``
+(intent acknowledged, receipt not read), ``after_receipt`` (receipt read, not returned).
 """
 
 from __future__ import annotations

@@ -1,0 +1,56 @@
+"""ledger-stream: effectively-once side effects for AI agents, on Kafka.
+
+The public surface for agent code::
+
+    from ledger_stream import LedgerClient, Workflow, operation_key
+
+    with LedgerClient() as ledger:
+        key = operation_key("acme", "refund", "invoice-881")
+        intent = ledger.intent(key, "refund", "payments", {"amount": 125, "currency": "EUR"},
+                               workflow=Workflow("refund-agent", "1.0"))
+        receipt = ledger.submit(intent, wait=30)   # the original receipt on every re-run
+"""
+
+from ledger_stream.domain.approval import sign_approval
+from ledger_stream.domain.events import (
+    Approval,
+    Intent,
+    Origin,
+    Receipt,
+    ReceiptStatus,
+    Workflow,
+)
+from ledger_stream.domain.keys import args_hash, canonical_json, operation_key
+from ledger_stream.sdk import (
+    ApprovalError,
+    AsyncLedgerClient,
+    ConflictError,
+    EffectFailed,
+    ExpiredKeyError,
+    LedgerClient,
+    LedgerError,
+    NeedsReconciliation,
+    VersionHeldError,
+)
+
+__all__ = [
+    "Approval",
+    "ApprovalError",
+    "AsyncLedgerClient",
+    "ConflictError",
+    "EffectFailed",
+    "ExpiredKeyError",
+    "Intent",
+    "LedgerClient",
+    "LedgerError",
+    "NeedsReconciliation",
+    "Origin",
+    "Receipt",
+    "ReceiptStatus",
+    "VersionHeldError",
+    "Workflow",
+    "args_hash",
+    "canonical_json",
+    "operation_key",
+    "sign_approval",
+]

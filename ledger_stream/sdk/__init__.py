@@ -1,0 +1,24 @@
+"""The agent-side SDK: build intents, submit them, read receipts."""
+
+from ledger_stream.sdk.client import AsyncLedgerClient, LedgerClient
+from ledger_stream.sdk.errors import (
+    ApprovalError,
+    ConflictError,
+    EffectFailed,
+    ExpiredKeyError,
+    LedgerError,
+    NeedsReconciliation,
+    VersionHeldError,
+)
+
+__all__ = [
+    "ApprovalError",
+    "AsyncLedgerClient",
+    "ConflictError",
+    "EffectFailed",
+    "ExpiredKeyError",
+    "LedgerClient",
+    "LedgerError",
+    "NeedsReconciliation",
+    "VersionHeldError",
+]

@@ -1,0 +1,144 @@
+"""The agent-side client: bind an effect to its operation key and wait for the ledger.
+
+``submit`` produces the intent (murmur2 partitioner, idempotent producer, acknowledged
+before it returns) and returns the key's terminal receipt, or the current pending one when
+``wait`` runs out. Submitting the same intent again, from any process, any number of times,
+never causes a second effect: the ledger answers with the original outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+
+from ledger_stream.config import Settings
+from ledger_stream.domain import events as ev
+from ledger_stream.domain.keys import args_hash, canonical_json, tenant_of
+from ledger_stream.failpoints import failpoint
+from ledger_stream.kafka.bootstrap import resolve_bootstrap
+from ledger_stream.kafka.producer import EventProducer
+from ledger_stream.kafka.receipts import key_receipts
+from ledger_stream.sdk.errors import raise_for
+from ledger_stream.sdk.receipt_reader import KeyReceiptReader
+from ledger_stream.serde import AvroCodec, make_codec
+
+PENDING = frozenset({ev.ReceiptStatus.ACCEPTED, ev.ReceiptStatus.IN_PROGRESS,
+                     ev.ReceiptStatus.RECONCILING})
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LedgerClient:
+    """Thread-safe. One per process is enough; ``close()`` when done."""
+
+    def __init__(self, settings: Settings | None = None, *, bootstrap: str | None = None,
+                 codec: AvroCodec | None = None) -> None:
+        self.settings = settings or Settings()
+        self.bootstrap = bootstrap or resolve_bootstrap(self.settings)
+        self._codec = codec or make_codec(self.settings.schema_registry_url)
+        self._producer = EventProducer(self.settings, self.bootstrap, self._codec, acks="all")
+        self._receipts_topic = self.settings.topic("receipts")
+        self._partitions: int | None = None
+        self._lock = threading.Lock()
+
+    def intent(self, key: str, action: str, target: str, args: Any, *,
+               workflow: ev.Workflow, payload: Any = None, approval: ev.Approval | None = None,
+               policy_revision: str = "", origin: ev.Origin = ev.Origin.FRESH) -> ev.Intent:
+        """An Intent for ``key`` with canonical, hashed material arguments."""
+        return ev.Intent(
+            event_id=uuid.uuid4().hex, key=key, tenant=tenant_of(key), action=action,
+            target=target, args_json=canonical_json(args), args_hash=args_hash(args),
+            workflow=workflow, at_ms=now_ms(),
+            payload_json=canonical_json(payload) if payload is not None else "",
+            approval=approval, policy_revision=policy_revision, origin=origin,
+        )
+
+    def submit(self, intent: ev.Intent, wait: float = 30.0, *,
+               raise_errors: bool = True) -> ev.Receipt:
+        """Produce ``intent`` and return the key's receipt once terminal, or the latest
+        pending receipt after ``wait`` seconds.
+
+        Raises ConflictError, ApprovalError, ExpiredKeyError, VersionHeldError,
+        NeedsReconciliation or EffectFailed for answers that mean "no" (unless
+        ``raise_errors`` is False); TimeoutError if no answer at all came within ``wait``.
+        """
+        reader = KeyReceiptReader(self.bootstrap, self._receipts_topic, intent.key,
+                                  self._partition_count(), self._codec)
+        try:
+            failpoint("before_intent")
+            self._producer.send("intents", intent)
+            self._producer.flush()
+            failpoint("after_intent")
+            receipt = self._follow(reader, intent, time.monotonic() + wait)
+        finally:
+            reader.close()
+        failpoint("after_receipt")
+        return raise_for(receipt) if raise_errors else receipt
+
+    def _follow(self, reader: KeyReceiptReader, intent: ev.Intent,
+                deadline: float) -> ev.Receipt:
+        """Our answer, then the key's state changes until one is terminal."""
+        answer: ev.Receipt | None = None
+        while (left := deadline - time.monotonic()) > 0:
+            for receipt in reader.read(left):
+                if answer is None and receipt.intent_event_id != intent.event_id:
+                    continue  # written before our answer
+                if answer is not None and receipt.status is not receipt.key_status:
+                    continue  # another intent's rejection: not a change of the key
+                answer = receipt
+                if answer.status not in PENDING:
+                    return answer
+        if answer is None:
+            raise TimeoutError(f"no receipt for {intent.key} within the wait; the intent "
+                               "is recorded and will be decided: submit it again to ask")
+        return answer
+
+    def status(self, key: str) -> ev.Receipt | None:
+        """The key's latest receipt (its state is ``key_status``), or None if unknown."""
+        found = key_receipts(self.bootstrap, self._receipts_topic, key, self._codec)
+        return found[-1] if found else None
+
+    def _partition_count(self) -> int:
+        with self._lock:
+            if self._partitions is None:
+                admin = AdminClient({"bootstrap.servers": self.bootstrap})
+                meta = admin.list_topics(self._receipts_topic, timeout=10)
+                self._partitions = len(meta.topics[self._receipts_topic].partitions)
+            return self._partitions
+
+    def close(self) -> None:
+        self._producer.flush()
+
+    def __enter__(self) -> LedgerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncLedgerClient:
+    """The same API for asyncio code; blocking Kafka calls run in worker threads."""
+
+    def __init__(self, settings: Settings | None = None, **kwargs: Any) -> None:
+        self._client = LedgerClient(settings, **kwargs)
+
+    def intent(self, *args: Any, **kwargs: Any) -> ev.Intent:
+        return self._client.intent(*args, **kwargs)
+
+    async def submit(self, intent: ev.Intent, wait: float = 30.0, *,
+                     raise_errors: bool = True) -> ev.Receipt:
+        return await asyncio.to_thread(self._client.submit, intent, wait,
+                                       raise_errors=raise_errors)
+
+    async def status(self, key: str) -> ev.Receipt | None:
+        return await asyncio.to_thread(self._client.status, key)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._client.close)

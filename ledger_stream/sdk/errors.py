@@ -1,0 +1,61 @@
+"""What ``LedgerClient.submit`` raises instead of returning a receipt that means "no"."""
+
+from __future__ import annotations
+
+from ledger_stream.domain.events import Reason, Receipt, ReceiptStatus
+
+
+class LedgerError(Exception):
+    """Base class; ``receipt`` is the ledger's answer that caused it."""
+
+    def __init__(self, receipt: Receipt, message: str) -> None:
+        super().__init__(message)
+        self.receipt = receipt
+
+
+class ConflictError(LedgerError):
+    """The key holds other material arguments. No effect was applied for this intent."""
+
+
+class ApprovalError(LedgerError):
+    """The approval was missing, forged, expired or for other arguments. No effect."""
+
+
+class ExpiredKeyError(LedgerError):
+    """The key was sealed after its replay window; it never becomes new work."""
+
+
+class VersionHeldError(LedgerError):
+    """An incompatible workflow version holds the key in flight; this intent was held."""
+
+
+class NeedsReconciliation(LedgerError):
+    """The outcome is unknown and the target cannot tell: an operator must decide."""
+
+
+class EffectFailed(LedgerError):
+    """The effect failed for good (the target refused it, or the attempts ran out)."""
+
+
+_BY_REASON = {
+    Reason.CONFLICT: ConflictError,
+    Reason.APPROVAL: ApprovalError,
+    Reason.EXPIRED_KEY: ExpiredKeyError,
+    Reason.VERSION: VersionHeldError,
+}
+
+
+def raise_for(receipt: Receipt) -> Receipt:
+    """Return ``receipt`` if it is a success or still pending; raise the matching error."""
+    status = receipt.status
+    if status in (ReceiptStatus.REJECTED, ReceiptStatus.HELD):
+        error = _BY_REASON.get(receipt.reason, LedgerError)
+        raise error(receipt, f"{receipt.key}: {status.value} ({receipt.reason.value}): "
+                             f"{receipt.detail}")
+    if status is ReceiptStatus.NEEDS_RECONCILIATION:
+        raise NeedsReconciliation(receipt, f"{receipt.key}: outcome unknown, waiting for an "
+                                           f"operator: {receipt.detail}")
+    if status is ReceiptStatus.FAILED:
+        raise EffectFailed(receipt, f"{receipt.key}: failed ({receipt.reason.value}): "
+                                    f"{receipt.detail}")
+    return receipt
