@@ -19,7 +19,7 @@ jars: install
 	$(BIN)/ledger-stream kafka fetch
 
 lint: install
-	$(BIN)/ruff check ledger_stream tests
+	$(BIN)/ruff check ledger_stream connectors tests
 
 typecheck: install
 	$(BIN)/mypy

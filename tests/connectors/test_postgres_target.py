@@ -1,0 +1,206 @@
+"""PostgresTarget against a real PostgreSQL: the Target contract, then the failure phases.
+
+Effects are counted in the effect table (``refunds``), which has no unique constraint of
+its own, so only the receipt row stands between a second call and a second effect.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import psycopg
+import pytest
+
+from connectors.postgres import (
+    Phase,
+    PostgresNotApplied,
+    PostgresOutcomeUnknown,
+    PostgresRejected,
+    PostgresTarget,
+)
+from ledger_stream.connector.target import LookupUnavailable, Target
+from ledger_stream.domain.events import OutcomeStatus
+from ledger_stream.kafka.local.ports import pick_free_ports
+from tests.connectors.contract import DeduplicatingTargetContract, request
+from tests.postgres_harness import PostgresServer
+
+pytestmark = [pytest.mark.timeout(60), pytest.mark.postgres]
+
+REFUND_SQL = "INSERT INTO refunds (operation_key, amount) VALUES (%(ledger_key)s, %(amount)s)"
+
+
+def make_target(dsn: str, effect_sql: str = REFUND_SQL) -> PostgresTarget:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS refunds (operation_key text NOT NULL,"
+                     " amount integer NOT NULL CHECK (amount > 0))")
+    target = PostgresTarget("pg", dsn, effect_sql)
+    target.ensure_schema()
+    return target
+
+
+def count(dsn: str, query: str, *params: object) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(query, params).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def refunds(target: PostgresTarget, key: str) -> int:
+    return count(target.dsn, "SELECT count(*) FROM refunds WHERE operation_key = %s", key)
+
+
+def receipts(target: PostgresTarget, key: str) -> int:
+    return count(target.dsn, "SELECT count(*) FROM ledger_receipts WHERE operation_key = %s",
+                 key)
+
+
+class TestPostgresTarget(DeduplicatingTargetContract):
+    @pytest.fixture
+    def target(self, postgres_dsn: str) -> PostgresTarget:
+        return make_target(postgres_dsn)
+
+    @pytest.fixture
+    def unreachable(self) -> PostgresTarget:
+        (port,) = pick_free_ports(1)
+        return PostgresTarget("pg", f"host=127.0.0.1 port={port} user=postgres dbname=x",
+                              REFUND_SQL)
+
+    def effects(self, target: Target, key: str) -> int:
+        assert isinstance(target, PostgresTarget)
+        return refunds(target, key)
+
+
+@pytest.mark.parametrize("effect_sql, sqlstate", [
+    ("INSERT INTO refundz (operation_key) VALUES (%(ledger_key)s)", "42P01"),  # no such table
+    ("INSERT INTO refunds (operation_key, amount) VALUES (%(ledger_key)s, -%(amount)s)",
+     "23514"),  # check constraint
+    ("INSERT INTO refunds (operation_key amount) VALUES (%(ledger_key)s, 1)", "42601"),
+])
+def test_sql_error_in_the_effect_is_failed_with_no_receipt_and_no_effect(
+        postgres_dsn: str, effect_sql: str, sqlstate: str) -> None:
+    target = make_target(postgres_dsn, effect_sql)
+    req = request()
+    with pytest.raises(PostgresRejected) as raised:
+        target.apply(req, timeout_s=5)
+    assert (raised.value.phase, raised.value.sqlstate) == (Phase.TRANSACTION, sqlstate)
+    assert isinstance(raised.value.__cause__, psycopg.Error)
+    assert target.classify(raised.value) is OutcomeStatus.FAILED
+    assert "100" not in str(raised.value)  # the amount never reaches the message
+    assert receipts(target, req.key) == 0
+    assert refunds(target, req.key) == 0
+    assert target.lookup(req.key, timeout_s=5) is None
+
+
+def test_statement_timeout_before_commit_is_not_applied(postgres_dsn: str) -> None:
+    target = make_target(postgres_dsn, "SELECT pg_sleep(%(amount)s)")
+    req = request(args={"amount": 5})
+    started = time.monotonic()
+    with pytest.raises(PostgresNotApplied) as raised:
+        target.apply(req, timeout_s=1)
+    assert time.monotonic() - started < 4
+    assert (raised.value.phase, raised.value.sqlstate) == (Phase.TRANSACTION, "57014")
+    assert target.classify(raised.value) is OutcomeStatus.NOT_APPLIED
+    assert receipts(target, req.key) == 0
+
+
+def test_constraint_refused_at_commit_is_failed_and_rolled_back(postgres_dsn: str) -> None:
+    target = make_target(postgres_dsn, "INSERT INTO payouts VALUES (%(to)s)")
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE payouts (account text UNIQUE DEFERRABLE INITIALLY DEFERRED)")
+        conn.execute("INSERT INTO payouts VALUES ('cust-1')")
+    req = request()  # to: cust-1, which the deferred unique constraint refuses at COMMIT
+    with pytest.raises(PostgresRejected) as raised:
+        target.apply(req, timeout_s=5)
+    assert (raised.value.phase, raised.value.sqlstate) == (Phase.COMMIT, "23505")
+    assert target.classify(raised.value) is OutcomeStatus.FAILED
+    assert receipts(target, req.key) == 0
+
+
+def test_lookup_from_another_instance_finds_the_committed_effect(postgres_dsn: str) -> None:
+    req = request()
+    receipt = make_target(postgres_dsn).apply(req, timeout_s=5)
+    fresh = PostgresTarget("pg", postgres_dsn, REFUND_SQL)
+    assert receipt.startswith("pg-")
+    assert fresh.lookup(req.key, timeout_s=5) == receipt
+    assert fresh.lookup(req.key + "-other", timeout_s=5) is None
+
+
+def test_concurrent_applies_of_one_key_make_one_effect(postgres_dsn: str) -> None:
+    target = make_target(postgres_dsn)
+    req = request()
+    attempts = [request(req.key, req.args, attempt=n) for n in range(1, 9)]
+    with ThreadPoolExecutor(len(attempts)) as pool:
+        receipt_ids = set(pool.map(lambda r: target.apply(r, timeout_s=10), attempts))
+    assert len(receipt_ids) == 1
+    assert refunds(target, req.key) == 1
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[PostgresServer]:
+    """A server of its own, for tests that crash it."""
+    server = PostgresServer()
+    try:
+        yield server.start()
+    finally:
+        server.remove()
+
+
+def test_server_killed_between_applies(own_postgres: PostgresServer) -> None:
+    target = make_target(own_postgres.dsn)
+    first = request()
+    receipt = target.apply(first, timeout_s=5)
+    own_postgres.kill()
+
+    second = request()
+    with pytest.raises(PostgresNotApplied) as raised:
+        target.apply(second, timeout_s=2)
+    assert raised.value.phase is Phase.CONNECT
+    assert target.classify(raised.value) is OutcomeStatus.NOT_APPLIED
+    with pytest.raises(LookupUnavailable):
+        target.lookup(first.key, timeout_s=2)
+
+    own_postgres.restart()
+    assert target.lookup(first.key, timeout_s=5) == receipt
+    assert target.lookup(second.key, timeout_s=5) is None
+    assert refunds(target, first.key) == 1
+    assert target.apply(first, timeout_s=5) == receipt  # still fenced after the crash
+
+
+def test_server_killed_during_commit_is_unknown_and_lookup_settles_it(
+        own_postgres: PostgresServer) -> None:
+    """A deferred trigger stalls COMMIT; the server is SIGKILLed while COMMIT waits."""
+    target = make_target(own_postgres.dsn)
+    with psycopg.connect(own_postgres.dsn, autocommit=True) as conn:
+        conn.execute("CREATE FUNCTION stall() RETURNS trigger LANGUAGE plpgsql AS"
+                     " $$ BEGIN PERFORM pg_sleep(30); RETURN NULL; END $$")
+        conn.execute("CREATE CONSTRAINT TRIGGER stall_commit AFTER INSERT ON refunds"
+                     " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION stall()")
+    req = request()
+    killer = threading.Thread(target=_kill_when_committing, args=(own_postgres,))
+    killer.start()
+    try:
+        with pytest.raises(PostgresOutcomeUnknown) as raised:
+            target.apply(req, timeout_s=20)
+    finally:
+        killer.join(30)
+    assert raised.value.phase is Phase.COMMIT
+    assert target.classify(raised.value) is OutcomeStatus.UNKNOWN
+
+    own_postgres.restart()
+    assert target.lookup(req.key, timeout_s=5) is None  # the crash came before the commit
+    assert refunds(target, req.key) == 0
+
+
+def _kill_when_committing(server: PostgresServer) -> None:
+    deadline = time.monotonic() + 20
+    with psycopg.connect(server.dsn, autocommit=True) as watcher:
+        while time.monotonic() < deadline:
+            row = watcher.execute("SELECT count(*) FROM pg_stat_activity"
+                                  " WHERE query = 'COMMIT' AND state = 'active'").fetchone()
+            if row and row[0]:
+                break
+            time.sleep(0.02)
+    server.kill()
