@@ -14,10 +14,10 @@ import pytest
 from connectors.http import HttpTarget
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
+from ledger_stream.testing.processes import Proc
+from ledger_stream.testing.sandbox import SandboxProc
+from ledger_stream.testing.stack import TERMINAL, Stack
 from tests.connectors.contract import DeduplicatingTargetContract
-from tests.harness import Proc
-from tests.sandbox_harness import SandboxProc
-from tests.stack import TERMINAL, Stack
 
 pytestmark = pytest.mark.timeout(180)
 

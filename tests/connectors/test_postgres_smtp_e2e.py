@@ -15,8 +15,8 @@ import pytest
 
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
-from tests.harness import Proc
-from tests.stack import TERMINAL, Stack
+from ledger_stream.testing.processes import Proc
+from ledger_stream.testing.stack import TERMINAL, Stack
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -14,8 +14,8 @@ from ledger_stream.domain import events as ev
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.reader import read_topic
 from ledger_stream.processor.app import policy_from
+from ledger_stream.testing.processes import Proc, start_processor
 from tests.factories import intent, outcome
-from tests.harness import Proc, start_processor
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ledger_stream.domain.keys import args_hash
-from tests.sandbox_harness import CLI_COMMAND, SandboxProc
+from ledger_stream.testing.sandbox import CLI_COMMAND, SandboxProc
 
 pytestmark = pytest.mark.timeout(60)
 

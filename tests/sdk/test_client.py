@@ -22,8 +22,8 @@ from ledger_stream import (
 from ledger_stream.config import Settings
 from ledger_stream.sdk.receipt_reader import KeyReceiptReader
 from ledger_stream.serde import AvroCodec
-from tests.sandbox_harness import SandboxProc
-from tests.stack import Stack
+from ledger_stream.testing.sandbox import SandboxProc
+from ledger_stream.testing.stack import Stack
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -13,7 +13,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import args_hash, canonical_json
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import key_receipts
-from tests.harness import Proc, start_processor
+from ledger_stream.testing.processes import Proc, start_processor
 
 FAST = {"LEDGER_CONNECTOR_LEASE_MS": "4000", "LEDGER_CONNECTOR_CALL_TIMEOUT": "1.5",
         "LEDGER_CONNECTOR_RECORD_MARGIN": "1", "LEDGER_SESSION_TIMEOUT_MS": "6000"}
