@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 DECISIONS = Counter(
     "ledger_decisions_total", "Events decided, by event type and outcome", ["event", "outcome"]
@@ -14,6 +14,11 @@ CONFLICTS = Counter(
     "ledger_conflicts_total", "Intents rejected for conflicting arguments"
 )
 ALERTS = Counter("ledger_alerts_total", "Alerts raised, by kind", ["kind"])
+OPERATOR_QUEUE = Gauge(
+    "ledger_operator_queue",
+    "Keys this process moved into needs_reconciliation minus those it moved out "
+    "(per process, since start: sum over processors; `ledger-stream reconcile list` is exact)",
+)
 DLQ = Counter("ledger_dlq_total", "Inputs sent to the DLQ, by source topic", ["topic"])
 DECISION_SECONDS = Histogram(
     "ledger_decision_seconds",

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.decide import Decision, decide
 from ledger_stream.domain.policy import Policy
-from ledger_stream.domain.state import KeyState, absent
+from ledger_stream.domain.state import KeyState, Phase, absent
 from ledger_stream.domain.validation import invalid_reason
 from ledger_stream.processor import metrics
 from ledger_stream.serde import AvroCodec, DecodeError
@@ -75,6 +75,7 @@ class LedgerStep:
             decision = decide(state, event_or_poison, self._policy)
             if decision.state is not state:
                 store.set(STATE_KEY, decision.state.to_dict())
+                _count_operator_queue(state.phase, decision.state.phase)
         outs = [
             Out(_TOPIC_OF[type(o)], key, self._codec.encode(o)) for o in decision.outputs
         ]
@@ -103,6 +104,13 @@ class LedgerStep:
             return poison(f"invalid {type(event).__name__}: {reason}")
         result: ev.InputEvent = event
         return result
+
+
+def _count_operator_queue(before: Phase, after: Phase) -> None:
+    if after is Phase.NEEDS_OPERATOR and before is not Phase.NEEDS_OPERATOR:
+        metrics.OPERATOR_QUEUE.inc()
+    elif before is Phase.NEEDS_OPERATOR and after is not Phase.NEEDS_OPERATOR:
+        metrics.OPERATOR_QUEUE.dec()
 
 
 def _count(event: ev.InputEvent, decision: Decision) -> None:

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command
 
+from examples.refund_agent.graph import GRAPH, TENANT, VERSION, build_graph, refund_args, refund_key
+from ledger_stream import Approval, LedgerClient, args_hash, sign_approval
 from ledger_stream.config import Settings
-from ledger_stream.testing.agents import AgentWorld, agent_world
+from ledger_stream.langgraph import ReceiptFollower, ledger_tool
+from ledger_stream.testing.agents import APPROVAL_SECRET, PROCESSOR_ENV, AgentWorld, agent_world
+from ledger_stream.testing.sandbox import SandboxProc
+from ledger_stream.testing.stack import Stack
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -46,3 +56,52 @@ def test_killed_after_the_effect_before_the_reply_is_saved_then_resumed(world, b
     assert resumed.returncode == 0, resumed.log
     # Without the ledger the resumed step pays again; with it, once.
     assert len(world.effects(invoice, bypass)) == (2 if bypass else 1)
+
+
+def test_receipt_follower_settles_a_thread_left_pending(ledger_topics: Settings,
+                                                        tmp_path: Path, monkeypatch):
+    """The tool's wait runs out before any connector runs; the follower writes the final
+    receipt into the thread once the effect settles."""
+    for name, value in PROCESSOR_ENV.items():
+        monkeypatch.setenv(name, value)
+    stack = Stack(ledger_topics, tmp_path)
+    sandbox = SandboxProc(tmp_path / "sandbox.db")
+    client = LedgerClient(ledger_topics)
+    key = "acme/refund/inv-f"
+    try:
+        saver = SqliteSaver(sqlite3.connect(tmp_path / "cp.sqlite", check_same_thread=False))
+        graph = build_graph(_short_wait_tool(client), saver)
+        config = {"configurable": {"thread_id": "t-follow"}}
+        graph.invoke({"invoice": "inv-f", "amount": 10.0, "messages": []}, config)
+        approval = sign_approval(APPROVAL_SECRET.encode(), key, "ap-1",
+                                 args_hash(refund_args("inv-f", 10.0)), "", 2**42)
+        graph.invoke(Command(resume=asdict(approval)), config)
+        held = graph.get_state(config).values["ledger_receipts"][key]
+        assert held["status"] == "accepted"  # nobody has applied it yet
+
+        stack.connector("http", "--name", "payments", "--base-url", sandbox.url)
+        follower = ReceiptFollower(ledger_topics, stack.bootstrap, graph)
+        try:
+            deadline = time.monotonic() + 60
+            while follower.updated == 0 and time.monotonic() < deadline:
+                follower.poll()
+        finally:
+            follower.close()
+        settled = graph.get_state(config).values["ledger_receipts"][key]
+        (effect,) = sandbox.effects(key)
+        assert (settled["status"], settled["external_id"]) == ("succeeded", effect["id"])
+    finally:
+        client.close()
+        stack.close()
+        sandbox.stop()
+
+
+def _short_wait_tool(client: LedgerClient):
+    @ledger_tool(client, action="refund", target="payments", tenant=TENANT, graph=GRAPH,
+                 version=VERSION, key=refund_key, wait=3.0,
+                 approval=lambda state: Approval(**state["approval"]))
+    def issue_refund(invoice: str, amount: float) -> dict:
+        """Refund an invoice to the customer's original payment method."""
+        return refund_args(invoice, amount)
+
+    return issue_refund
