@@ -57,3 +57,8 @@ class EventProducer:
             raise KafkaSetupError(f"producer flush failed: {exc}") from exc
         if left:
             raise KafkaSetupError(f"{left} events not acknowledged after {timeout_s} s")
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Flush, then release the client (librdkafka closes its connections)."""
+        self.flush(timeout_s)
+        del self._producer

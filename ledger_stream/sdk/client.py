@@ -114,7 +114,8 @@ class LedgerClient:
             return self._partitions
 
     def close(self) -> None:
-        self._producer.flush()
+        """Flush what was produced and release the Kafka client. Not usable afterwards."""
+        self._producer.close()
 
     def __enter__(self) -> LedgerClient:
         return self

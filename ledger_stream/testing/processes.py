@@ -52,12 +52,14 @@ class Proc:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
 
-def start_processor(settings: Settings, state_dir: Path, log: Path, *extra: str) -> Proc:
+def start_processor(settings: Settings, state_dir: Path, log: Path, *extra: str,
+                    metrics_port: int = 0) -> Proc:
     assert settings.kafka_bootstrap
     return Proc(
         ["processor", "--bootstrap", settings.kafka_bootstrap,
          "--topic-prefix", settings.topic_prefix, "--state-dir", str(state_dir),
-         "--group", f"{settings.topic_prefix}-processor", "--metrics-port", "0", *extra],
+         "--group", f"{settings.topic_prefix}-processor", "--metrics-port", str(metrics_port),
+         *extra],
         log,
         env={"LEDGER_SESSION_TIMEOUT_MS": "6000", "LEDGER_COMMIT_INTERVAL_S": "0.5"},
     )

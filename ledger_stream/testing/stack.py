@@ -84,6 +84,7 @@ class Stack:
         raise AssertionError(f"no receipt for intent {intent.event_id}")
 
     def close(self) -> None:
+        self.producer.close()
         for proc in reversed(self.procs):
             if proc.alive():
                 proc.stop(15)

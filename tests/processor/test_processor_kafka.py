@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import socket
+import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
@@ -37,9 +39,27 @@ def read_all(settings: Settings, role: str) -> list:
     return read_topic(settings.kafka_bootstrap, settings.topic(role))
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def scrape(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            values[name] = float(value)
+    return values
+
+
 def test_duplicates_conflicts_orphans_and_poison(ledger_topics: Settings, tmp_path: Path):
     s = ledger_topics
-    proc = start_processor(s, tmp_path / "state", tmp_path / "processor.log")
+    port = free_port()
+    proc = start_processor(s, tmp_path / "state", tmp_path / "processor.log", metrics_port=port)
     try:
         producer = EventProducer(s, s.kafka_bootstrap)
         first = intent(key="acme/refund/A")
@@ -79,6 +99,16 @@ def test_duplicates_conflicts_orphans_and_poison(ledger_topics: Settings, tmp_pa
         assert all(d.reason.startswith("undecodable") and d.key == b"acme/refund/G"
                    for d in dead)
         assert proc.alive()
+
+        m = scrape(port)
+        assert m['ledger_decisions_total{event="Intent",outcome="accepted"}'] == 2
+        assert m['ledger_decisions_total{event="Intent",outcome="conflict"}'] == 1
+        assert m["ledger_duplicates_suppressed_total"] == 1
+        assert m["ledger_conflicts_total"] == 1
+        assert m['ledger_alerts_total{kind="poison_input"}'] == 2
+        assert m['ledger_alerts_total{kind="effect_without_intent"}'] == 1
+        assert m['ledger_dlq_total{topic="%s"}' % s.topic("intents")] == 1
+        assert m["ledger_decision_seconds_count"] == 7
     finally:
         assert proc.stop() == 0, proc.tail()
 
