@@ -107,7 +107,8 @@ def test_duplicates_conflicts_orphans_and_poison(ledger_topics: Settings, tmp_pa
         assert m["ledger_conflicts_total"] == 1
         assert m['ledger_alerts_total{kind="poison_input"}'] == 2
         assert m['ledger_alerts_total{kind="effect_without_intent"}'] == 1
-        assert m['ledger_dlq_total{topic="%s"}' % s.topic("intents")] == 1
+        dlq_intents = "ledger_dlq_total{topic=\"" + s.topic("intents") + "\"}"
+        assert m[dlq_intents] == 1
         assert m["ledger_decision_seconds_count"] == 7
     finally:
         assert proc.stop() == 0, proc.tail()
