@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -17,6 +18,8 @@ from confluent_kafka.admin import AdminClient
 from ledger_stream.config import Settings
 from ledger_stream.kafka import topics
 from ledger_stream.kafka.local import LocalCluster, ensure_jars, jar_cache
+from ledger_stream.testing.sandbox import SandboxProc
+from ledger_stream.testing.stack import Stack
 
 BROKER_FIXTURES = {"kafka_bootstrap", "ledger_settings", "ledger_topics"}
 
@@ -71,3 +74,23 @@ def ledger_topics(ledger_settings: Settings) -> Iterator[Settings]:
     names = [spec.name for spec in topics.ledger_topics(ledger_settings)]
     for future in admin.delete_topics(names, operation_timeout=30).values():
         future.result()
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Iterator[SandboxProc]:
+    """A payments sandbox of this test's own (its ledger is the ground truth of effects)."""
+    proc = SandboxProc(tmp_path / "sandbox.db")
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+def stack(ledger_topics: Settings, tmp_path: Path) -> Iterator[Stack]:
+    """A processor on this test's topics; connectors are added by the test."""
+    s = Stack(ledger_topics, tmp_path)
+    try:
+        yield s
+    finally:
+        s.close()

@@ -6,13 +6,10 @@ Every assertion about effects reads the sandbox's own ledger, never the agent's 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from connectors.http import HttpTarget
-from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.testing.processes import Proc
 from ledger_stream.testing.sandbox import SandboxProc
@@ -22,24 +19,6 @@ from tests.connectors.contract import DeduplicatingTargetContract
 pytestmark = pytest.mark.timeout(180)
 
 SUCCEEDED = {ev.ReceiptStatus.SUCCEEDED}
-
-
-@pytest.fixture
-def sandbox(tmp_path: Path) -> Iterator[SandboxProc]:
-    proc = SandboxProc(tmp_path / "sandbox.db")
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-@pytest.fixture
-def stack(ledger_topics: Settings, tmp_path: Path) -> Iterator[Stack]:
-    s = Stack(ledger_topics, tmp_path)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def http_connector(stack: Stack, sandbox: SandboxProc, *extra: str,

@@ -7,13 +7,10 @@ server's log of received mail.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
 
-from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.testing.processes import Proc
 from ledger_stream.testing.stack import TERMINAL, Stack
@@ -21,15 +18,6 @@ from ledger_stream.testing.stack import TERMINAL, Stack
 pytestmark = pytest.mark.timeout(180)
 
 EFFECT_SQL = "insert into refunds(operation_key, amount) values (%(ledger_key)s, %(amount)s)"
-
-
-@pytest.fixture
-def stack(ledger_topics: Settings, tmp_path: Path) -> Iterator[Stack]:
-    s = Stack(ledger_topics, tmp_path)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +24,6 @@ pytestmark = pytest.mark.timeout(60)
 
 KEY = "acme/refund/invoice-881"
 BODY = {"amount": 1250, "currency": "EUR", "invoice": "invoice-881"}
-
-
-@pytest.fixture
-def sandbox(tmp_path: Path) -> Iterator[SandboxProc]:
-    proc = SandboxProc(tmp_path / "sandbox.db")
-    try:
-        yield proc
-    finally:
-        proc.stop()
 
 
 def has_effect(key: str) -> Callable[[dict[str, Any]], bool]:

@@ -32,15 +32,6 @@ ARGS = {"invoice": "inv-1", "amount": 125.0, "currency": "EUR"}
 
 
 @pytest.fixture
-def sandbox(tmp_path: Path) -> Iterator[SandboxProc]:
-    proc = SandboxProc(tmp_path / "sandbox.db")
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-@pytest.fixture
 def ledger(ledger_topics: Settings, tmp_path: Path, sandbox: SandboxProc
            ) -> Iterator[tuple[LedgerClient, SandboxProc, Stack]]:
     stack = Stack(ledger_topics, tmp_path)
