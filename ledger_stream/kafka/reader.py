@@ -9,6 +9,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.serde import AvroCodec
 
 
@@ -39,23 +40,24 @@ def read_topic(
         meta = consumer.list_topics(topic, timeout=10).topics[topic]
         parts = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions]
         consumer.assign(parts)
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in meta.partitions
-        }
+        ends = {p: end_offset(consumer, TopicPartition(topic, p)) for p in meta.partitions}
         records: list[Any] = []
-        positions = {p: 0 for p in meta.partitions}
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if until is None and all(positions[p] >= ends[p] for p in ends):
+            if until is None and _at_end(consumer, topic, ends):
                 break
             if until is not None and until(records):
                 break
             for msg in consumer.consume(500, timeout=0.2):
                 if msg.error():
                     continue
-                positions[msg.partition()] = msg.offset() + 1
                 records.append((msg.key(), msg.value()) if raw else codec.decode(msg.value()))
         return records
     finally:
         consumer.close()
+
+
+def _at_end(consumer: Consumer, topic: str, ends: dict[int, int]) -> bool:
+    """Positions, not last offsets: transaction markers take offsets never delivered."""
+    positions = consumer.position([TopicPartition(topic, p) for p in ends])
+    return all(tp.offset >= ends[tp.partition] or ends[tp.partition] == 0 for tp in positions)

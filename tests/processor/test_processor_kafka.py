@@ -209,3 +209,20 @@ def test_two_processors_share_partitions_and_survive_one_being_killed(
     _assert_one_dispatch_per_key(s)
     keys = {d.key for d in read_all(s, "dispatch") if isinstance(d, ev.Dispatch)}
     assert len(keys) == 400
+
+
+def test_exactly_once_mode_decides_the_same(ledger_topics: Settings, tmp_path: Path):
+    s = ledger_topics
+    events = _workload(keys=200, duplicate_share=0.3, seed=11)
+    producer = EventProducer(s, s.kafka_bootstrap)
+    for event in events:
+        producer.send("intents", event)
+    producer.flush()
+    proc = start_processor(s, tmp_path / "state", tmp_path / "processor.log",
+                           "--guarantee", "exactly-once")
+    try:
+        receipts = receipts_for(s, {e.event_id for e in events}, proc=proc)
+    finally:
+        assert proc.stop() == 0, proc.tail()
+    assert {r.receipt_id: r for r in receipts} == _expected_receipts(s, events)
+    _assert_one_dispatch_per_key(s)
