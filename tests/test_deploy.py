@@ -1,0 +1,31 @@
+"""docker-compose.yml describes a KRaft Kafka (official image) and the ledger's services.
+
+There is no Docker engine here, so this checks the file the way `docker compose config`
+would start: valid YAML, every service runnable (image or build), dependencies that exist.
+"""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.timeout(30)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_compose_file_is_complete():
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert services["kafka"]["image"].startswith("apache/kafka:4.")
+    env = services["kafka"]["environment"]
+    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
+    assert env["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
+    for name, service in services.items():
+        assert "image" in service or "build" in service, name
+        if "build" in service:
+            assert (ROOT / service["build"]["dockerfile"]).is_file()
+        for dependency in service.get("depends_on", {}):
+            assert dependency in services, f"{name} depends on unknown {dependency}"
+    assert services["processor"]["command"] == ["ledger-stream", "processor"]
+    assert services["processor"]["environment"]["LEDGER_KAFKA_BOOTSTRAP"] == "kafka:19092"
