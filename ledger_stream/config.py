@@ -62,9 +62,22 @@ class Settings(BaseSettings):
         "partitions move to the survivors"
     )
     metrics_port: int = Field(9464, ge=0, description="Prometheus /metrics port (0: off)")
-    lease_ms: int = Field(30_000, ge=1, description="default lease a grant carries")
     retry_backoff_ms: int = Field(1_000, ge=0, description="delay before a retried dispatch")
     max_attempts: int = Field(5, ge=1, description="attempts before a retryable failure is final")
+
+    # Connector (``ledger-stream connector``)
+    connector_name: str | None = Field(None, description="target name intents carry")
+    connector_dsn: SecretStr | None = Field(None, description="PostgreSQL connector DSN")
+    connector_lease_ms: int = Field(30_000, ge=1, description="lease asked for each attempt")
+    connector_call_timeout_s: float = Field(10.0, gt=0, description="one call's timeout")
+    connector_record_margin_s: float = Field(
+        2.0, ge=0, description="lease time kept to record the outcome"
+    )
+    connector_lookup_delay_s: float = Field(
+        0.0, ge=0, description="the target's consistency window before a lookup"
+    )
+    connector_instance_id: str = Field("", description="this instance's id in claims")
+    connector_metrics_port: int = Field(0, ge=0, description="connector /metrics port (0: off)")
 
     # Approval policy
     approval_secret: SecretStr = Field(

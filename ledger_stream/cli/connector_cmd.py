@@ -3,39 +3,29 @@
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 from ledger_stream.cli.common import CliError, add_common_flags, settings_from
+from ledger_stream.config import Settings
 from ledger_stream.connector.target import Target
-
-
-def _env(name: str, default: Any = None) -> Any:
-    return os.environ.get(f"LEDGER_CONNECTOR_{name}", default)
 
 
 def _protocol_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("protocol options")
-    group.add_argument("--name", default=_env("NAME"), required=_env("NAME") is None,
-                       help="target name, as intents name it (env: LEDGER_CONNECTOR_NAME)")
-    group.add_argument("--lease-ms", type=int, default=int(_env("LEASE_MS", 30_000)),
-                       help="lease asked for each attempt (env: LEDGER_CONNECTOR_LEASE_MS; "
-                       "default 30000)")
-    group.add_argument("--call-timeout", type=float, default=float(_env("CALL_TIMEOUT", 10)),
-                       help="seconds one call to the target may take "
-                       "(env: LEDGER_CONNECTOR_CALL_TIMEOUT; default 10)")
-    group.add_argument("--record-margin", type=float,
-                       default=float(_env("RECORD_MARGIN", 2)),
-                       help="seconds kept in the lease to record the outcome "
-                       "(env: LEDGER_CONNECTOR_RECORD_MARGIN; default 2)")
-    group.add_argument("--lookup-delay", type=float, default=float(_env("LOOKUP_DELAY", 0)),
-                       help="the target's consistency window before a lookup "
-                       "(env: LEDGER_CONNECTOR_LOOKUP_DELAY; default 0)")
-    group.add_argument("--instance-id", default=_env("INSTANCE_ID", ""),
-                       help="this instance's id in claims (env: LEDGER_CONNECTOR_INSTANCE_ID)")
-    group.add_argument("--metrics-port", type=int, default=int(_env("METRICS_PORT", 0)),
-                       help="Prometheus /metrics port, 0: off "
-                       "(env: LEDGER_CONNECTOR_METRICS_PORT)")
+    group.add_argument("--name", help="target name, as intents name it "
+                       "(env: LEDGER_CONNECTOR_NAME; required)")
+    group.add_argument("--lease-ms", type=int, help="lease asked for each attempt "
+                       "(env: LEDGER_CONNECTOR_LEASE_MS; default 30000)")
+    group.add_argument("--call-timeout", type=float, help="seconds one call to the target "
+                       "may take (env: LEDGER_CONNECTOR_CALL_TIMEOUT_S; default 10)")
+    group.add_argument("--record-margin", type=float, help="seconds kept in the lease to "
+                       "record the outcome (env: LEDGER_CONNECTOR_RECORD_MARGIN_S; default 2)")
+    group.add_argument("--lookup-delay", type=float, help="the target's consistency window "
+                       "before a lookup (env: LEDGER_CONNECTOR_LOOKUP_DELAY_S; default 0)")
+    group.add_argument("--instance-id", help="this instance's id in claims "
+                       "(env: LEDGER_CONNECTOR_INSTANCE_ID)")
+    group.add_argument("--metrics-port", type=int, help="Prometheus /metrics port, 0: off "
+                       "(env: LEDGER_CONNECTOR_METRICS_PORT; default 0)")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -56,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                       help="the API does not deduplicate by idempotency key")
 
     pg = kinds.add_parser("postgres", help="run SQL and a unique receipt row in one transaction")
-    pg.add_argument("--dsn", default=_env("DSN"), help="libpq DSN (env: LEDGER_CONNECTOR_DSN)")
+    pg.add_argument("--dsn", help="libpq DSN (env: LEDGER_CONNECTOR_DSN)")
     pg.add_argument("--effect-sql", required=True,
                     help="SQL with %%(arg)s placeholders filled from the material args")
 
@@ -72,24 +62,28 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         kind.set_defaults(handler=_run)
 
 
-def build_target(args: argparse.Namespace) -> Target:
+def build_target(args: argparse.Namespace, settings: Settings) -> Target:
+    name = settings.connector_name
+    if not name:
+        raise CliError("--name (or LEDGER_CONNECTOR_NAME) is required")
     if args.kind == "http":
         from connectors.http import HttpTarget
 
-        return HttpTarget(args.name, args.base_url, args.apply_path,
+        return HttpTarget(name, args.base_url, args.apply_path,
                           None if args.no_lookup else args.lookup_path,
                           deduplicates=not args.no_dedup)
     if args.kind == "postgres":
         from connectors.postgres import PostgresTarget
 
-        if not args.dsn:
+        if settings.connector_dsn is None:
             raise CliError("--dsn (or LEDGER_CONNECTOR_DSN) is required")
-        target = PostgresTarget(name=args.name, dsn=args.dsn, effect_sql=args.effect_sql)
+        target = PostgresTarget(name=name, dsn=settings.connector_dsn.get_secret_value(),
+                                effect_sql=args.effect_sql)
         target.ensure_schema()
         return target
     from connectors.smtp import SmtpTarget
 
-    return SmtpTarget(name=args.name, host=args.smtp_host, port=args.smtp_port,
+    return SmtpTarget(name=name, host=args.smtp_host, port=args.smtp_port,
                       from_addr=args.from_addr)
 
 
@@ -99,17 +93,23 @@ def _run(args: argparse.Namespace) -> int:
     from ledger_stream.kafka.exceptions import KafkaSetupError
     from ledger_stream.processor.metrics import serve_metrics
 
-    settings = settings_from(args)
+    settings = settings_from(
+        args, connector_name=args.name, connector_lease_ms=args.lease_ms,
+        connector_call_timeout_s=args.call_timeout, connector_record_margin_s=args.record_margin,
+        connector_lookup_delay_s=args.lookup_delay, connector_instance_id=args.instance_id,
+        connector_metrics_port=args.metrics_port, connector_dsn=getattr(args, "dsn", None))
     options = ConnectorOptions(
-        instance_id=args.instance_id, lease_ms=args.lease_ms, call_timeout_s=args.call_timeout,
-        record_margin_s=args.record_margin, lookup_delay_s=args.lookup_delay)
+        instance_id=settings.connector_instance_id, lease_ms=settings.connector_lease_ms,
+        call_timeout_s=settings.connector_call_timeout_s,
+        record_margin_s=settings.connector_record_margin_s,
+        lookup_delay_s=settings.connector_lookup_delay_s)
     try:
         options.check()
-        target = build_target(args)
+        target = build_target(args, settings)
         worker = ConnectorWorker(settings, resolve_bootstrap(settings), target, options)
     except (ValueError, KafkaSetupError) as exc:
         raise CliError(str(exc)) from exc
-    serve_metrics(args.metrics_port)
+    serve_metrics(settings.connector_metrics_port)
     stop = _stop_on_signals()
     worker.run(stop)
     return 0

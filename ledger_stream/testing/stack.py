@@ -15,21 +15,39 @@ from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import key_receipts
 from ledger_stream.testing.processes import Proc, start_processor
 
-FAST = {"LEDGER_CONNECTOR_LEASE_MS": "4000", "LEDGER_CONNECTOR_CALL_TIMEOUT": "1.5",
-        "LEDGER_CONNECTOR_RECORD_MARGIN": "1", "LEDGER_SESSION_TIMEOUT_MS": "6000"}
+FAST = {"LEDGER_CONNECTOR_LEASE_MS": "4000", "LEDGER_CONNECTOR_CALL_TIMEOUT_S": "1.5",
+        "LEDGER_CONNECTOR_RECORD_MARGIN_S": "1", "LEDGER_SESSION_TIMEOUT_MS": "6000"}
 
 
 class Stack:
-    def __init__(self, settings: Settings, tmp: Path) -> None:
+    def __init__(self, settings: Settings, tmp: Path,
+                 processor_env: dict[str, str] | None = None) -> None:
         assert settings.kafka_bootstrap
         self.settings = settings
         self.bootstrap = settings.kafka_bootstrap
         self.tmp = tmp
         self.procs: list[Proc] = []
-        self.processor = start_processor(settings, tmp / "state", tmp / "processor.log")
+        self.processor_env = dict(processor_env or {})
+        self.processor = start_processor(settings, tmp / "state", tmp / "processor.log",
+                                         env=self.processor_env)
         self.procs.append(self.processor)
         self.producer = EventProducer(settings, self.bootstrap)
         self._n = 0
+
+    def restart_processor(self, kill: bool = True) -> Proc:
+        """SIGKILL (or stop) the processor, then start a new one on the same state folder,
+        consumer group and environment. The new one takes over once the group has
+        rebalanced (after the session timeout when the old one was killed)."""
+        if kill:
+            self.processor.kill()
+        else:
+            self.processor.stop()
+        self._n += 1
+        self.processor = start_processor(self.settings, self.tmp / "state",
+                                         self.tmp / f"processor-{self._n}.log",
+                                         env=self.processor_env)
+        self.procs.append(self.processor)
+        return self.processor
 
     def connector(self, kind: str, *args: str, failpoint: str | None = None,
                   env: dict[str, str] | None = None) -> Proc:
