@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install jars test test-fast lint typecheck demo clean
+.PHONY: install jars test test-fast lint typecheck demo bench falsify clean
 
 install: $(STAMP)
 
@@ -35,6 +35,10 @@ test-fast: install
 ## The demo: local Kafka, topics, processor, a scripted agent and connector; then stops.
 demo: install jars
 	$(BIN)/ledger-stream demo
+
+## The benchmark (DESIGN §9): every arm, default sizes, ~6 min on 2 cores; see docs/benchmarks.md.
+bench: install jars
+	$(BIN)/ledger-stream bench --out bench.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

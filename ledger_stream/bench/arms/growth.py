@@ -1,0 +1,190 @@
+"""Growth: cost per decision as the number of live keys grows (10 thousand to 1 million).
+
+For each size N, a fresh RocksDB store partition (quixstreams' own class and default
+options, as the processor opens them) is pre-loaded with N reserved keys, then a fixed batch
+of intents is decided through :class:`LedgerStep` with the store's transactions, committed
+every ``CHECKPOINT`` decisions as the processor's checkpoint does. The batch has the
+workload's shares: fresh intents on new keys, duplicates and conflicts on random live keys.
+
+This is the ``decide`` + RocksDB path without Kafka: a full Kafka run over a million keys
+takes minutes on two cores, and Kafka's cost does not depend on the key count. The processor
+spreads keys over one store per partition; here one store holds all N, the harder case.
+
+Runs as ``python -m ledger_stream.bench.arms.growth`` (the arm does), printing JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ledger_stream.bench.context import ArmResult, BenchContext
+from ledger_stream.bench.exceptions import BenchError
+from ledger_stream.bench.workload import BASE_AT_MS, intent_for, refund_args
+from ledger_stream.domain.decide import decide
+from ledger_stream.domain.events import Intent, Origin
+from ledger_stream.domain.policy import Policy
+from ledger_stream.domain.state import absent
+from ledger_stream.processor.step import STATE_KEY, LedgerStep
+from ledger_stream.serde import AvroCodec
+
+CHECKPOINT = 5_000
+PRELOAD_CHUNK = 50_000
+TOPIC = "growth.intents"
+KEY_SPACE = "growth"
+
+
+def _intent(index: int, change: int = 0, serial: int = 0,
+            origin: Origin = Origin.FRESH) -> Intent:
+    return intent_for(KEY_SPACE, index, refund_args(index, change), f"{serial:016x}{index:016x}",
+                      BASE_AT_MS + index, origin)
+
+
+class StateFactory:
+    """Reserved-key states without deciding each one: the state of key 0 from ``decide``,
+    with the fields that come from the intent substituted. Checked against ``decide``."""
+
+    def __init__(self, policy: Policy) -> None:
+        self._policy = policy
+        model = _intent(0)
+        self._template = decide(absent(model.key), model, policy).state.to_dict()
+        self._from = self._facts(model)
+
+    @staticmethod
+    def _facts(intent: Intent) -> dict[Any, str]:
+        return {getattr(intent, f): f for f in
+                ("key", "event_id", "tenant", "args_json", "args_hash", "at_ms")}
+
+    def state(self, intent: Intent) -> dict[str, Any]:
+        fields = self._from
+        return {name: getattr(intent, fields[value]) if value in fields else value
+                for name, value in self._template.items() if not isinstance(value, list)} | {
+            "history": []}
+
+    def check(self, count: int = 200) -> None:
+        for index in range(count):
+            intent = _intent(index)
+            real = decide(absent(intent.key), intent, self._policy).state.to_dict()
+            if self.state(intent) != real:
+                raise BenchError("growth: the pre-loaded state differs from decide()'s")
+
+
+def preload(partition: Any, keys: int, factory: StateFactory) -> None:
+    for start in range(0, keys, PRELOAD_CHUNK):
+        tx = partition.begin()
+        for index in range(start, min(keys, start + PRELOAD_CHUNK)):
+            intent = _intent(index)
+            tx.as_state(prefix=intent.key.encode()).set(STATE_KEY, factory.state(intent))
+        tx.prepare()
+        tx.flush()
+
+
+def batch_for(keys: int, size: int, duplicate_share: float, conflict_share: float,
+              seed: int, codec: AvroCodec) -> list[tuple[bytes, bytes]]:
+    rng = random.Random(seed)
+    records = []
+    fresh = keys
+    for serial in range(1, size + 1):
+        roll = rng.random()
+        if roll < duplicate_share:
+            intent = _intent(rng.randrange(keys), 0, serial, Origin.REPLAY)
+        elif roll < duplicate_share + conflict_share:
+            intent = _intent(rng.randrange(keys), 1, serial, Origin.FORK)
+        else:
+            intent, fresh = _intent(fresh, 0, serial), fresh + 1
+        records.append((intent.key.encode(), codec.encode(intent)))
+    return records
+
+
+def measure(keys: int, batch: int, duplicate_share: float, conflict_share: float,
+            folder: Path) -> dict[str, float]:
+    from quixstreams.state.rocksdb import RocksDBStorePartition
+
+    policy, codec = Policy(), AvroCodec()
+    factory = StateFactory(policy)
+    factory.check()
+    partition = RocksDBStorePartition(str(folder / f"keys-{keys}"))
+    try:
+        started = time.perf_counter()
+        preload(partition, keys, factory)
+        preload_s = time.perf_counter() - started
+        records = batch_for(keys, batch, duplicate_share, conflict_share, keys, codec)
+        step = LedgerStep(policy, codec, {TOPIC: "intents"})
+        handle = step.handle
+        started = time.perf_counter()
+        tx = partition.begin()
+        for offset, (key, value) in enumerate(records, 1):
+            store: Any = tx.as_state(prefix=key)  # quixstreams types keys as bytes
+            handle(value, key, TOPIC, 0, offset, BASE_AT_MS, store)
+            if offset % CHECKPOINT == 0:
+                tx.prepare()
+                tx.flush()
+                tx = partition.begin()
+        tx.prepare()
+        tx.flush()
+        seconds = time.perf_counter() - started
+    finally:
+        partition.close()
+    size = sum(f.stat().st_size for f in (folder / f"keys-{keys}").rglob("*") if f.is_file())
+    return {"us_per_decision": seconds / batch * 1e6, "preload_s": preload_s,
+            "store_mb": size / 2**20}
+
+
+class GrowthArm:
+    name = "growth"
+    repeated = False
+
+    def run(self, ctx: BenchContext, repetition: int) -> ArmResult:
+        sizes, spec = ctx.sizes, ctx.workload.spec
+        figures: dict[str, float] = {}
+        peak = 0.0
+        for done, keys in enumerate(sizes.growth_keys):
+            ctx.progress(self.name, done, len(sizes.growth_keys))
+            argv = [sys.executable, "-m", "ledger_stream.bench.arms.growth", "--keys",
+                    str(keys), "--batch", str(sizes.growth_batch), "--duplicate-share",
+                    str(spec.duplicate_share), "--conflict-share", str(spec.conflict_share),
+                    "--dir", str(ctx.folder("growth"))]
+            done_run = subprocess.run(argv, capture_output=True, text=True, timeout=1800,
+                                      check=False)
+            if done_run.returncode != 0:
+                raise BenchError(f"growth at {keys} keys failed:\n{done_run.stderr[-3000:]}")
+            result = json.loads(done_run.stdout.strip().splitlines()[-1])
+            figures[f"us_per_decision_{keys}"] = result["us_per_decision"]
+            figures[f"preload_s_{keys}"] = result["preload_s"]
+            figures[f"store_mb_{keys}"] = result["store_mb"]
+            peak = max(peak, result["peak_rss_mb"])
+        ctx.progress(self.name, len(sizes.growth_keys), len(sizes.growth_keys))
+        return ArmResult(self.name, repetition, figures, peak,
+                         {"path": "LedgerStep.handle + quixstreams RocksDB store partition, "
+                          "no Kafka", "batch": sizes.growth_batch, "checkpoint": CHECKPOINT,
+                          "keys": list(sizes.growth_keys)})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="growth arm: one key count")
+    parser.add_argument("--keys", type=int, required=True)
+    parser.add_argument("--batch", type=int, required=True)
+    parser.add_argument("--duplicate-share", type=float, required=True)
+    parser.add_argument("--conflict-share", type=float, required=True)
+    parser.add_argument("--dir", type=Path, required=True)
+    a = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="growth-", dir=a.dir))
+    try:
+        result = measure(a.keys, a.batch, a.duplicate_share, a.conflict_share, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

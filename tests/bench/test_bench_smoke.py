@@ -1,0 +1,63 @@
+"""The benchmark command end to end at smoke size, on the session's broker: every arm runs
+and reports positive figures, and the report carries every ratio. No timing assertions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from ledger_stream.bench.options import ARM_NAMES
+from ledger_stream.bench.report import TARGETS, THROUGHPUT_RATIOS
+from ledger_stream.cli import bench_cmd
+
+EXPECTED_ARMS = {"bytes-echo", "avro-echo", "ledger-alo", "ledger-eos", "pg-naive",
+                 "pg-tuned", "latency", "growth", "restore"}
+
+
+def _bench(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="ledger-stream")
+    bench_cmd.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["bench", *argv])
+    return int(args.handler(args))
+
+
+def _positive_numbers(figures: dict[str, object]) -> dict[str, object]:
+    return {k: v for k, v in figures.items()
+            if k not in ("repetition", "notes") and not (isinstance(v, float | int) and v > 0)}
+
+
+@pytest.mark.timeout(180)
+def test_smoke_run_reports_every_arm_and_ratio(kafka_bootstrap: str, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "bench.json"
+
+    status = _bench(["--smoke", "--bootstrap", kafka_bootstrap, "--out", str(out)])
+
+    assert status == 0
+    report = json.loads(out.read_text())
+    assert set(report["arms"]) == EXPECTED_ARMS
+    for name, arm in report["arms"].items():
+        assert arm["runs"], name
+        assert arm["peak_rss_mb"] > 0, name
+        assert not _positive_numbers(arm["median"]), (name, arm["median"])
+        for run in arm["runs"]:
+            assert not _positive_numbers(run), (name, run)
+    expected_ratios = {name for name, *_ in THROUGHPUT_RATIOS} | {name for name, *_ in TARGETS}
+    assert set(report["ratios"]) == expected_ratios
+    assert not _positive_numbers(report["ratios"]), report["ratios"]
+    assert {row["ratio"] for row in report["targets"]} == {name for name, *_ in TARGETS}
+    assert report["machine"]["cpu_count"] >= 1
+    assert report["workload"]["intents"] == 2_000
+    printed = capsys.readouterr().out
+    assert "ledger_alo_vs_avro_echo" in printed
+
+
+def test_unknown_arm_is_a_user_error() -> None:
+    from ledger_stream.cli.common import CliError
+
+    with pytest.raises(CliError, match="unknown arm"):
+        _bench(["--arms", "ledger,nope"])
+    assert "latency" in ARM_NAMES
