@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
 
@@ -90,20 +90,29 @@ class KeyState:
             terminal_at_ms=self.terminal_at_ms,
         )
 
-    # -- state store encoding (JSON-compatible dicts) --------------------------------------
+    # -- state store encoding -----------------------------------------------------------
+    # A JSON array of the field values in declaration order: about half the bytes and time
+    # of a dict with names. Fields are only ever appended, so an older, shorter row reads
+    # back with the newer fields at their defaults.
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["phase"] = self.phase.value
-        data["history"] = [list(asdict(r).values()) for r in self.history]
-        return data
+    def to_row(self) -> list[Any]:
+        row = [getattr(self, name) for name in _FIELDS]
+        row[_PHASE] = self.phase.value
+        row[_HISTORY] = [[r.attempt, r.claim_id, r.what, r.at_ms, r.external_id]
+                         for r in self.history]
+        return row
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> KeyState:
-        values = dict(data)
+    def from_row(cls, row: list[Any]) -> KeyState:
+        values = dict(zip(_FIELDS, row, strict=False))
         values["phase"] = Phase(values["phase"])
-        values["history"] = tuple(AttemptRecord(*row) for row in values.get("history", ()))
+        values["history"] = tuple(AttemptRecord(*r) for r in values.get("history", ()))
         return cls(**values)
+
+
+_FIELDS = tuple(f.name for f in fields(KeyState))
+_PHASE = _FIELDS.index("phase")
+_HISTORY = _FIELDS.index("history")
 
 
 def absent(key: str) -> KeyState:

@@ -58,7 +58,13 @@ def build_application(settings: Settings, codec: AvroCodec | None = None) -> App
         consumer_extra_config={
             "session.timeout.ms": settings.session_timeout_ms,
             "heartbeat.interval.ms": max(1_000, settings.session_timeout_ms // 5),
+            # librdkafka's default long poll (500 ms) queues every watermark and metadata
+            # request behind it: restarts took 20 s to the first decision.
+            "fetch.wait.max.ms": 50,
         },
+        # Two input topics make quixstreams read in buffered batches that wait the whole
+        # poll timeout for a full batch: with the default 1 s, that second was the latency.
+        consumer_poll_timeout=0.05,
         loglevel="WARNING",
         auto_create_topics=True,
     )

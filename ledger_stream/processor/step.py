@@ -7,6 +7,7 @@ record and a ``poison_input`` alert, the key's state is not touched, and process
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -68,13 +69,13 @@ class LedgerStep:
         if isinstance(event_or_poison, ev.PoisonInput):
             key_text = key.decode("utf-8", "replace") if key else ""
             decision = decide(absent(key_text), event_or_poison, self._policy)
-            metrics.DLQ.labels(topic).inc()
+            _child(metrics.DLQ, topic).inc()
         else:
             raw = store.get(STATE_KEY)
-            state = KeyState.from_dict(raw) if raw else absent(event_or_poison.key)
+            state = KeyState.from_row(raw) if raw else absent(event_or_poison.key)
             decision = decide(state, event_or_poison, self._policy)
             if decision.state is not state:
-                store.set(STATE_KEY, decision.state.to_dict())
+                store.set(STATE_KEY, decision.state.to_row())
                 _count_operator_queue(state.phase, decision.state.phase)
         outs = [
             Out(_TOPIC_OF[type(o)], key, self._codec.encode(o)) for o in decision.outputs
@@ -106,6 +107,13 @@ class LedgerStep:
         return result
 
 
+@functools.cache
+def _child(metric: Any, *labels: str) -> Any:
+    """The labelled child of a metric, looked up once (``labels()`` costs a lock and a
+    dict lookup per message)."""
+    return metric.labels(*labels)
+
+
 def _count_operator_queue(before: Phase, after: Phase) -> None:
     if after is Phase.NEEDS_OPERATOR and before is not Phase.NEEDS_OPERATOR:
         metrics.OPERATOR_QUEUE.inc()
@@ -117,7 +125,7 @@ def _count(event: ev.InputEvent, decision: Decision) -> None:
     outcome = "applied"
     for out in decision.outputs:
         if isinstance(out, ev.Alert):
-            metrics.ALERTS.labels(out.kind.value).inc()
+            _child(metrics.ALERTS, out.kind.value).inc()
             if out.kind is ev.AlertKind.CONFLICTING_ARGUMENTS:
                 metrics.CONFLICTS.inc()
         if isinstance(event, ev.Intent) and isinstance(out, ev.Receipt) \
@@ -130,4 +138,4 @@ def _count(event: ev.InputEvent, decision: Decision) -> None:
                 metrics.DUPLICATES_SUPPRESSED.inc()
     if isinstance(event, ev.PoisonInput):
         outcome = "poison"
-    metrics.DECISIONS.labels(type(event).__name__, outcome).inc()
+    _child(metrics.DECISIONS, type(event).__name__, outcome).inc()

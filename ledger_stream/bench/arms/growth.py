@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -56,24 +57,19 @@ class StateFactory:
     def __init__(self, policy: Policy) -> None:
         self._policy = policy
         model = _intent(0)
-        self._template = decide(absent(model.key), model, policy).state.to_dict()
-        self._from = self._facts(model)
+        self._template = decide(absent(model.key), model, policy).state
 
-    @staticmethod
-    def _facts(intent: Intent) -> dict[Any, str]:
-        return {getattr(intent, f): f for f in
-                ("key", "event_id", "tenant", "args_json", "args_hash", "at_ms")}
-
-    def state(self, intent: Intent) -> dict[str, Any]:
-        fields = self._from
-        return {name: getattr(intent, fields[value]) if value in fields else value
-                for name, value in self._template.items() if not isinstance(value, list)} | {
-            "history": []}
+    def state(self, intent: Intent) -> list[Any]:
+        return replace(
+            self._template, key=intent.key, intent_event_id=intent.event_id,
+            tenant=intent.tenant, args_json=intent.args_json, args_hash=intent.args_hash,
+            not_before_ms=intent.at_ms, reserved_at_ms=intent.at_ms,
+        ).to_row()
 
     def check(self, count: int = 200) -> None:
         for index in range(count):
             intent = _intent(index)
-            real = decide(absent(intent.key), intent, self._policy).state.to_dict()
+            real = decide(absent(intent.key), intent, self._policy).state.to_row()
             if self.state(intent) != real:
                 raise BenchError("growth: the pre-loaded state differs from decide()'s")
 
