@@ -36,6 +36,10 @@ test-fast: install
 demo: install jars
 	$(BIN)/ledger-stream demo
 
+## The full falsification matrix (15 scenarios, 52 cases, ~8 min): gate JSON + table, exit 1 on failure.
+falsify: install jars
+	$(BIN)/ledger-stream falsify --out falsify-report.json
+
 ## The benchmark (DESIGN §9): every arm, default sizes, ~6 min on 2 cores; see docs/benchmarks.md.
 bench: install jars
 	$(BIN)/ledger-stream bench --out bench.json

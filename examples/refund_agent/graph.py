@@ -57,23 +57,30 @@ def ledger_refund_tool(client: LedgerClient, version: str = VERSION) -> BaseTool
     return issue_refund
 
 
-def bypass_refund_tool(payments_url: str) -> BaseTool:
+def post_refund(payments_url: str, args: dict[str, Any], timeout_s: float = 10.0) -> str:
+    """POST a refund to the payments API as agents usually do: with an idempotency key
+    minted per execution (so a re-executed step is a new payment), and no ledger."""
+    import urllib.request
+
+    failpoint("before_intent")  # the same crash point as the ledger path: nothing sent
+    request = urllib.request.Request(
+        payments_url + "/v1/payments", method="POST", data=json.dumps(args).encode(),
+        headers={"Content-Type": "application/json",
+                 "Idempotency-Key": f"bypass-{args['invoice']}-{uuid.uuid4().hex}"})
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        body = response.read().decode()
+    failpoint("after_receipt")  # the same crash point as the ledger path
+    return body
+
+
+def bypass_refund_tool(payments_url: str, timeout_s: float = 10.0) -> BaseTool:
     """The same tool without the ledger, as agents are usually written: it calls the
     payments API directly with an idempotency key minted per execution."""
-    import urllib.request
 
     @tool
     def issue_refund(invoice: str, amount: float) -> str:
         """Refund an invoice to the customer's original payment method."""
-        request = urllib.request.Request(
-            payments_url + "/v1/payments", method="POST",
-            data=json.dumps(refund_args(invoice, amount)).encode(),
-            headers={"Content-Type": "application/json",
-                     "Idempotency-Key": f"bypass-{uuid.uuid4().hex}"})
-        with urllib.request.urlopen(request, timeout=10) as response:
-            body = response.read().decode()
-        failpoint("after_receipt")  # the same crash point as the ledger path
-        return body
+        return post_refund(payments_url, refund_args(invoice, amount), timeout_s)
 
     return issue_refund
 
@@ -81,6 +88,8 @@ def bypass_refund_tool(payments_url: str) -> BaseTool:
 def scripted_model(state: RefundState) -> dict[str, Any]:
     last = state["messages"][-1] if state.get("messages") else None
     if isinstance(last, ToolMessage):
+        # The tools step is checkpointed (with durability "sync") before this node runs.
+        failpoint("after_graph_update")
         return {"messages": [AIMessage(content=f"Refund outcome: {last.content}")]}
     call = {"name": "issue_refund", "id": f"call_{uuid.uuid4().hex[:12]}",
             "args": {"invoice": state["invoice"], "amount": state["amount"]}}

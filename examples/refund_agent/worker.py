@@ -1,10 +1,15 @@
 """One run of the refund agent for one thread, as a worker process would do it.
 
-    python -m examples.refund_agent.worker --db agent.sqlite --thread t1 start --invoice inv-1 --amount 125
+    python -m examples.refund_agent.worker --db agent.sqlite --thread t1 start \
+        --invoice inv-1 --amount 125
     python -m examples.refund_agent.worker --db agent.sqlite --thread t1 approve
     python -m examples.refund_agent.worker --db agent.sqlite --thread t1 resume
     python -m examples.refund_agent.worker --db agent.sqlite --thread t1 replay
     python -m examples.refund_agent.worker --db agent.sqlite --thread t1 fork [--amount 999]
+    python -m examples.refund_agent.worker --db agent.sqlite --thread t1 confirm
+
+``--graph`` picks a variant of :mod:`examples.refund_agent.variants` (``confirm`` answers
+the confirmation interrupt of ``effect-before-interrupt``).
 
 Kafka and the ledger topics come from LEDGER_* settings. ``--bypass-url`` runs the same graph
 with the refund tool calling the payments API directly (no ledger), to show what the ledger
@@ -25,14 +30,8 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langgraph.types import Command
 
-from examples.refund_agent.graph import (
-    VERSION,
-    bypass_refund_tool,
-    build_graph,
-    ledger_refund_tool,
-    refund_args,
-    refund_key,
-)
+from examples.refund_agent.graph import refund_key
+from examples.refund_agent.variants import VARIANTS, Effects, Variant
 from ledger_stream import LedgerClient, args_hash, sign_approval
 from ledger_stream.config import Settings
 from ledger_stream.langgraph import ToolCall
@@ -50,10 +49,18 @@ def _checkpointer(args: argparse.Namespace, stack: ExitStack) -> Any:
     return SqliteSaver(sqlite3.connect(args.db, check_same_thread=False))
 
 
-def _approval(settings: Settings, graph: Any, config: dict[str, Any]) -> dict[str, Any]:
-    """What the approval service would sign for the refund the thread is waiting on."""
-    pending = graph.get_state(config).tasks[0].interrupts[0].value["args"]
-    material = refund_args(pending["invoice"], pending["amount"])
+def _approval(settings: Settings, graph: Any, config: dict[str, Any],
+              variant: Variant) -> dict[str, Any]:
+    """What the approval service would sign for the refund(s) the thread is waiting on."""
+    pending = graph.get_state(config).tasks[0].interrupts[0].value
+    if "calls" in pending:  # several refunds in one step: one approval per invoice
+        return {c["invoice"]: _sign(settings, variant.material(c["invoice"], c["amount"]))
+                for c in pending["calls"]}
+    args = pending["args"]
+    return _sign(settings, variant.material(args["invoice"], args["amount"]))
+
+
+def _sign(settings: Settings, material: dict[str, Any]) -> dict[str, Any]:
     approval = sign_approval(
         settings.approval_secret.get_secret_value().encode(),
         refund_key(material, ToolCall("", "")), f"ap-{uuid.uuid4().hex[:8]}",
@@ -63,17 +70,18 @@ def _approval(settings: Settings, graph: Any, config: dict[str, Any]) -> dict[st
             "expires_at_ms": approval.expires_at_ms, "signature": approval.signature}
 
 
-def _before_tools(graph: Any, config: dict[str, Any]) -> dict[str, Any]:
+def _before_tools(graph: Any, config: dict[str, Any], node: str = "tools") -> dict[str, Any]:
     """The checkpoint whose next step is the tool call (time travel's usual target)."""
     for snapshot in graph.get_state_history(config):
-        if snapshot.next == ("tools",):
+        if node in snapshot.next:
             return dict(snapshot.config)
-    raise SystemExit("no checkpoint before the tools step in this thread")
+    raise SystemExit(f"no checkpoint before the {node} step in this thread")
 
 
-def _fork(graph: Any, config: dict[str, Any], amount: float | None) -> dict[str, Any]:
+def _fork(graph: Any, config: dict[str, Any], amount: float | None,
+          node: str = "tools") -> dict[str, Any]:
     """Fork the pre-call checkpoint; with ``amount``, the model's tool call is edited."""
-    before = _before_tools(graph, config)
+    before = _before_tools(graph, config, node)
     snapshot = graph.get_state(before)
     call_message = snapshot.values["messages"][-1]
     calls = [dict(c) for c in call_message.tool_calls]
@@ -87,22 +95,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     settings = Settings()
     with ExitStack() as stack:
         client = stack.enter_context(LedgerClient(settings)) if not args.bypass_url else None
-        tool = bypass_refund_tool(args.bypass_url) if args.bypass_url else \
-            ledger_refund_tool(client, args.version)  # type: ignore[arg-type]
-        graph = build_graph(tool, _checkpointer(args, stack))
+        variant = VARIANTS[args.graph]
+        effects = Effects(client, args.bypass_url, args.version or variant.version,
+                          args.http_timeout)
+        graph = variant.build(effects, _checkpointer(args, stack))
+        node = variant.effect_node
         config: dict[str, Any] = {"configurable": {"thread_id": args.thread}}
         invoke = {"durability": args.durability}
+        if args.start_at:  # line up with other workers: all read the same checkpoint
+            time.sleep(max(0.0, args.start_at - time.time()))
         if args.action == "start":
             graph.invoke({"invoice": args.invoice, "amount": args.amount, "messages": []},
                          config, **invoke)
         elif args.action == "approve":
-            graph.invoke(Command(resume=_approval(settings, graph, config)), config, **invoke)
+            graph.invoke(Command(resume=_approval(settings, graph, config, variant)), config,
+                         **invoke)
+        elif args.action == "confirm":
+            graph.invoke(Command(resume={"confirmed": True}), config, **invoke)
         elif args.action == "resume":
             graph.invoke(None, config, **invoke)
         elif args.action == "replay":
-            graph.invoke(None, _before_tools(graph, config), **invoke)
+            graph.invoke(None, _before_tools(graph, config, node), **invoke)
         elif args.action == "fork":
-            graph.invoke(None, _fork(graph, config, args.amount), **invoke)
+            graph.invoke(None, _fork(graph, config, args.amount, node), **invoke)
         values = graph.get_state(config).values
         return {"thread": args.thread, "ledger_receipts": values.get("ledger_receipts", {}),
                 "last_message": str(values["messages"][-1].content) if values.get("messages")
@@ -116,9 +131,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--saver", choices=("sqlite", "postgres"), default="sqlite")
     p.add_argument("--thread", required=True, help="thread id")
     p.add_argument("--durability", choices=("sync", "async", "exit"), default="async")
-    p.add_argument("--version", default=VERSION, help="workflow version the worker runs")
+    p.add_argument("--graph", choices=sorted(VARIANTS), default="refund",
+                   help="which variant of the agent to run")
+    p.add_argument("--version", default=None,
+                   help="workflow version the worker runs (default: the variant's)")
     p.add_argument("--bypass-url", help="call this payments API directly, without the ledger")
-    p.add_argument("action", choices=("start", "approve", "resume", "replay", "fork"))
+    p.add_argument("--http-timeout", type=float, default=10.0,
+                   help="seconds the bypassed tool waits for the payments API")
+    p.add_argument("--start-at", type=float, default=None,
+                   help="UNIX time to start the action at (lines up concurrent workers)")
+    p.add_argument("action",
+                   choices=("start", "approve", "resume", "replay", "fork", "confirm"))
     p.add_argument("--invoice", default="inv-1")
     p.add_argument("--amount", type=float, default=None)
     return p

@@ -12,8 +12,10 @@ import sys
 from collections.abc import Sequence
 
 from ledger_stream.cli import (
+    bench_cmd,
     connector_cmd,
     demo_cmd,
+    falsify_cmd,
     kafka_cmd,
     processor_cmd,
     reconcile_cmd,
@@ -25,6 +27,8 @@ from ledger_stream.logs import configure_logging
 
 COMMANDS = (
     kafka_cmd, topics_cmd, processor_cmd, connector_cmd, reconcile_cmd, sandbox_cmd, demo_cmd,
+    falsify_cmd,
+    bench_cmd,
 )
 
 

@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from ledger_stream.config import Settings
+from ledger_stream.testing.processes import Proc
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
 
 APPROVAL_SECRET = "approval-service-key"
 PROCESSOR_ENV = {"LEDGER_APPROVAL_REQUIRED_ACTIONS": '["refund"]',
                  "LEDGER_APPROVAL_SECRET": APPROVAL_SECRET}
+REPO_ROOT = Path(__file__).resolve().parents[2]  # where examples/ is, in a source checkout
 
 
 @dataclass
@@ -31,9 +33,28 @@ class WorkerRun:
 class AgentWorld:
     """A ledger, a payments sandbox and its connector, and a checkpoint database."""
 
-    def __init__(self, stack: Stack, sandbox: SandboxProc, db: str, saver: str = "sqlite"):
+    def __init__(self, stack: Stack, sandbox: SandboxProc, db: str, saver: str = "sqlite",
+                 root: Path = REPO_ROOT):
         self.stack, self.sandbox, self.db, self.saver = stack, sandbox, db, saver
+        self.root = root
+        self.connector: Proc | None = None
         self._n = 0
+
+    def start_connector(self, failpoint: str | None = None,
+                        env: dict[str, str] | None = None) -> Proc:
+        """The payments connector (one at a time); ``failpoint`` arms LEDGER_FAILPOINT,
+        ``env`` overrides its LEDGER_CONNECTOR_* settings."""
+        self.connector = self.stack.connector("http", "--name", "payments", "--base-url",
+                                              self.sandbox.url, failpoint=failpoint, env=env)
+        return self.connector
+
+    def stop_connector(self, kill: bool = False) -> None:
+        """SIGKILL (mid-call, nothing committed) or stop (leaves its group cleanly)."""
+        if self.connector is not None:
+            if kill:
+                self.connector.kill()
+            else:
+                self.connector.stop(15)
 
     def worker(self, thread: str, action: str, *extra: str, failpoint: str | None = None,
                bypass: bool = False, durability: str = "sync", version: str | None = None,
@@ -51,7 +72,7 @@ class AgentWorld:
         if bypass:
             cmd += ["--bypass-url", self.sandbox.url]
         done = subprocess.run([*cmd, action, *extra], env=env, capture_output=True, text=True,
-                              timeout=timeout_s, cwd=Path(__file__).resolve().parents[2])
+                              timeout=timeout_s, cwd=self.root)
         lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
         output = json.loads(lines[-1]) if lines else None
         return WorkerRun(done.returncode, output, done.stdout[-3000:] + done.stderr[-3000:])
@@ -66,21 +87,19 @@ class AgentWorld:
 
 @contextmanager
 def agent_world(settings: Settings, tmp: Path, saver: str = "sqlite",
-                dsn: str | None = None) -> Iterator[AgentWorld]:
+                dsn: str | None = None, processor_env: dict[str, str] | None = None,
+                root: Path = REPO_ROOT) -> Iterator[AgentWorld]:
+    """A world on ``settings``' topics; ``processor_env`` adds LEDGER_* settings for the
+    processor (e.g. a short LEDGER_REPLAY_WINDOW_MS)."""
     sandbox = SandboxProc(tmp / "sandbox.db")
-    old = {k: os.environ.get(k) for k in PROCESSOR_ENV}
-    os.environ.update(PROCESSOR_ENV)  # read by the processor process Stack starts
     try:
-        stack = Stack(settings, tmp)
+        stack = Stack(settings, tmp, processor_env={**PROCESSOR_ENV, **(processor_env or {})})
+        try:
+            world = AgentWorld(stack, sandbox, dsn or str(tmp / "checkpoints.sqlite"), saver,
+                               root)
+            world.start_connector()
+            yield world
+        finally:
+            stack.close()
     finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    stack.connector("http", "--name", "payments", "--base-url", sandbox.url)
-    try:
-        yield AgentWorld(stack, sandbox, dsn or str(tmp / "checkpoints.sqlite"), saver)
-    finally:
-        stack.close()
         sandbox.stop()

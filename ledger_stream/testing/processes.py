@@ -53,7 +53,7 @@ class Proc:
 
 
 def start_processor(settings: Settings, state_dir: Path, log: Path, *extra: str,
-                    metrics_port: int = 0) -> Proc:
+                    metrics_port: int = 0, env: dict[str, str] | None = None) -> Proc:
     assert settings.kafka_bootstrap
     return Proc(
         ["processor", "--bootstrap", settings.kafka_bootstrap,
@@ -61,5 +61,6 @@ def start_processor(settings: Settings, state_dir: Path, log: Path, *extra: str,
          "--group", f"{settings.topic_prefix}-processor", "--metrics-port", str(metrics_port),
          *extra],
         log,
-        env={"LEDGER_SESSION_TIMEOUT_MS": "6000", "LEDGER_COMMIT_INTERVAL_S": "0.5"},
+        env={"LEDGER_SESSION_TIMEOUT_MS": "6000", "LEDGER_COMMIT_INTERVAL_S": "0.5",
+             **(env or {})},
     )

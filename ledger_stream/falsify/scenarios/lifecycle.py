@@ -1,0 +1,114 @@
+"""Scenarios 12 and 13: a key's life in time, and a workflow that changed under it.
+
+12. The ledger keeps a settled key authoritative for its replay window (10 s in this
+    scenario's world, ``LEDGER_REPLAY_WINDOW_MS``). A replay inside the window gets the
+    original receipt; a replay after it is rejected (``expired_key``) and never dispatched:
+    an expired key never silently becomes new work.
+13. Version 2.0 of the agent renames the tools node and derives the refund's arguments
+    differently (amount in minor units): the same key, another args hash. Expected: v2
+    resuming a v1 thread does not run the renamed step at all (LangGraph drops a pending
+    task whose node the graph no longer has: no intent, no effect); v2 asking while v1's
+    refund is in flight is held (``version_mismatch``, no dispatch); v2 asking after v1's
+    refund settled is rejected as a conflict; one effect, with v1's arguments.
+"""
+
+from __future__ import annotations
+
+from ledger_stream.domain import events as ev
+from ledger_stream.domain.keys import args_hash
+from ledger_stream.falsify.evidence import LedgerTopics, refund_key
+from ledger_stream.falsify.result import RunResult
+from ledger_stream.falsify.run import Run
+
+WINDOW_MS = 10_000
+EARLY_MS, LATE_MS = 1_500, 500  # when the retries start, around the end of the window
+EXPIRY_ENV = {"LEDGER_REPLAY_WINDOW_MS": str(WINDOW_MS)}
+V2 = "refund-v2"
+AMOUNT = 125.0
+
+
+def retry_around_expiry(run: Run) -> RunResult:
+    invoice = run.new_invoice(status="rejected")  # a sealed key answers "rejected"
+    key = refund_key(invoice)
+    thread = run.start(invoice)
+    run.ok(run.worker(thread, "approve"), "approve")
+    if not run.ledger:  # no ledger, no window: any retry pays again
+        run.ok(run.worker(thread, "replay"), "replay")
+        return run.finish()
+    settled = [r for r in run.world.stack.receipts(key)
+               if r.key_status is ev.ReceiptStatus.SUCCEEDED]
+    if not run.check(bool(settled), f"{key} did not settle"):
+        return run.finish()
+    terminal_ms = settled[0].at_ms
+    # The worker starts early and invokes at the given instant: its intent is stamped a
+    # few hundred milliseconds later (the graph's replay, then the tool).
+    before = run.ok(run.worker(thread, "replay", *_at(terminal_ms + WINDOW_MS - EARLY_MS)),
+                    "replay before expiry")
+    early = _answered(run, run.receipt(before, key), key)
+    run.check(early is not None and early.status is ev.ReceiptStatus.SUCCEEDED
+              and early.external_id == settled[0].external_id,
+              f"the replay inside the window was answered {early}, not the original receipt")
+    if early is not None:
+        run.note(f"retry {WINDOW_MS - (early.at_ms - terminal_ms)} ms before expiry: "
+                 "deduplicated")
+    after = run.ok(run.worker(thread, "replay", *_at(terminal_ms + WINDOW_MS + LATE_MS)),
+                   "replay after expiry")
+    late = _answered(run, run.receipt(after, key), key)
+    run.check(late is not None and (late.status, late.reason) ==
+              (ev.ReceiptStatus.REJECTED, ev.Reason.EXPIRED_KEY),
+              f"the replay after the window was answered {late}, expected rejected/expired")
+    if late is not None:
+        run.note(f"retry {late.at_ms - terminal_ms - WINDOW_MS} ms after expiry: rejected")
+    dispatches = [d for d in LedgerTopics.read(run.world).dispatches if d.key == key]
+    run.check(len(dispatches) == 1, f"{len(dispatches)} dispatches for {key}, expected 1")
+    run.check(run.has_alert(key, "expired_key_reuse"), "no expired_key_reuse alert")
+    return run.finish()
+
+
+def _answered(run: Run, summary: dict[str, str], key: str) -> ev.Receipt | None:
+    wanted = summary.get("intent_event_id")
+    return next((r for r in run.world.stack.receipts(key) if r.intent_event_id == wanted),
+                None)
+
+
+def _at(at_ms: int) -> tuple[str, str]:
+    return ("--start-at", f"{at_ms / 1000:.3f}")
+
+
+def refund_args_v2(invoice: str, amount: float) -> dict[str, object]:
+    """How version 2.0 of the example agent derives the refund (examples/refund_agent)."""
+    return {"invoice": invoice, "amount_minor": round(amount * 100), "currency": "EUR"}
+
+
+def incompatible_update(run: Run) -> RunResult:
+    world = run.world
+    invoice = run.new_invoice()
+    key = refund_key(invoice)
+    v1 = run.start(invoice, AMOUNT)
+    if not run.ledger:  # both versions pay the same refund
+        run.ok(run.worker(v1, "approve"), "v1 approve")
+        v2 = run.start(invoice, AMOUNT, graph=V2)
+        run.ok(run.worker(v2, "approve", graph=V2), "v2 approve")
+        return run.finish()
+    world.stop_connector()  # v1's refund stays in flight
+    run.killed(run.worker(v1, "approve", failpoint="after_intent"),
+               "v1 approve, killed after its intent")
+    resumed = run.worker(v1, "resume", graph=V2)
+    v2_intents = [i for i in run.intents(key) if not i.workflow.version.startswith("1")]
+    run.check(not v2_intents, f"v2 resuming a v1 thread sent {len(v2_intents)} intents")
+    run.note(f"v2 resumed the v1 thread (exit {resumed.returncode}) without running the "
+             "renamed step: no intent")
+    v2 = run.start(invoice, AMOUNT, graph=V2)
+    run.conflict(key, args_hash(refund_args_v2(invoice, AMOUNT)))
+    held = run.receipt(run.ok(run.worker(v2, "approve", graph=V2), "v2 approve"), key)
+    run.check((held.get("status"), held.get("reason")) == ("held", "version"),
+              f"v2 while v1 is in flight was answered {held}, expected held/version")
+    run.check(run.has_alert(key, "version_mismatch"), "no version_mismatch alert")
+    world.start_connector()
+    run.check(run.wait_status(key, {"succeeded"}) == "succeeded", "v1's refund never settled")
+    original = run.receipt(run.ok(run.worker(v1, "replay"), "v1 replay"), key)
+    run.check(original.get("status") == "succeeded", f"v1's replay was answered {original}")
+    retried = run.receipt(run.ok(run.worker(v2, "replay", graph=V2), "v2 replay"), key)
+    run.check((retried.get("status"), retried.get("reason")) == ("rejected", "conflict"),
+              f"v2 after v1 settled was answered {retried}, expected rejected/conflict")
+    return run.finish()
