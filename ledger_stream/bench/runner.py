@@ -182,7 +182,7 @@ def _clean_up(bootstrap: str, local: bool, prefix: str, ctx: BenchContext | None
               workdir: Path, progress: Progress) -> None:
     server = ctx.shared.get("pg-server") if ctx else None
     if server is not None:
-        server.stop()
+        server.remove()
     if not local:  # a cluster we did not start keeps nothing of ours
         try:
             delete_topics(bootstrap, topics_named(bootstrap, prefix))

@@ -147,13 +147,13 @@ def _savers(text: str) -> list[str]:
 def _postgres(dsn: str | None) -> Iterator[Callable[[Any], str] | None]:
     """A function giving each case a fresh database, or None when no server can be had
     (the PostgresSaver cases then fail, with the reason)."""
-    from ledger_stream.testing.postgres import PostgresUnavailable, ThrowawayPostgres
+    from ledger_stream.testing.postgres import PostgresServer, PostgresUnavailable
 
     if dsn:
         yield lambda _case: _database_on(dsn)
         return
     try:
-        server = ThrowawayPostgres().start()
+        server = PostgresServer().start()
     except PostgresUnavailable as exc:
         _say(f"no PostgreSQL for the PostgresSaver cases: {exc}")
         yield None

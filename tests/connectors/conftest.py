@@ -17,7 +17,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from tests.postgres_harness import PostgresServer
+from ledger_stream.testing.postgres import PostgresServer
 from tests.smtp_harness import SmtpServerProc
 
 

@@ -24,8 +24,8 @@ from connectors.postgres import (
 from ledger_stream.connector.target import LookupUnavailable, Target
 from ledger_stream.domain.events import OutcomeStatus
 from ledger_stream.kafka.local.ports import pick_free_ports
+from ledger_stream.testing.postgres import PostgresServer
 from tests.connectors.contract import DeduplicatingTargetContract, request
-from tests.postgres_harness import PostgresServer
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.postgres]
 

@@ -25,11 +25,11 @@ from typing import Any
 
 from ledger_stream.bench.context import ArmResult, BenchContext
 from ledger_stream.bench.exceptions import BenchError
-from ledger_stream.bench.pgserver import PgServer
 from ledger_stream.bench.workload import WorkloadSpec, generate
 from ledger_stream.domain.events import Intent
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.serde import AvroCodec
+from ledger_stream.testing.postgres import PostgresServer
 
 TUNED_BATCH = 500
 TUNED_CONNECTIONS = 4
@@ -147,7 +147,7 @@ class PostgresArm:
     def run(self, ctx: BenchContext, repetition: int) -> ArmResult:
         server = ctx.shared.get("pg-server")
         if server is None:
-            server = ctx.shared["pg-server"] = PgServer().start()
+            server = ctx.shared["pg-server"] = PostgresServer().start()
         limit = len(ctx.workload) if self.variant == "tuned" else min(
             len(ctx.workload), ctx.sizes.pg_naive_intents)
         ctx.progress(self.name, 0, limit)
