@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import operation_key
-from ledger_stream.kafka.local import LocalCluster, ensure_jars, jar_cache
+from ledger_stream.kafka.local.ephemeral import kafka_for
 from ledger_stream.kafka.topics import create_topics, require_matching
 from ledger_stream.sdk import ConflictError, LedgerClient
 from ledger_stream.testing.sandbox import SandboxProc
@@ -27,25 +26,6 @@ from ledger_stream.testing.stack import Stack
 
 Say = Callable[[str], None]
 WORKFLOW = ev.Workflow("refund-agent", "1.0", "thread-42", "issue_refund")
-
-
-@contextmanager
-def kafka_for(settings: Settings, say: Say) -> Iterator[str]:
-    """The configured cluster, or a local one started here and stopped on exit."""
-    if settings.kafka_bootstrap:
-        say(f"using the Kafka cluster at {settings.kafka_bootstrap}")
-        yield settings.kafka_bootstrap
-        return
-    libs = ensure_jars(jar_cache(settings), settings.kafka_version, progress=say)
-    with tempfile.TemporaryDirectory(prefix="ledger-kafka-") as tmp:
-        cluster = LocalCluster(Path(tmp) / "cluster", progress=say)
-        try:
-            status = cluster.start(libs, settings.kafka_version, nodes=1)
-            assert status.bootstrap
-            yield status.bootstrap
-        finally:
-            say("stopping the local Kafka")
-            cluster.stop()
 
 
 class Agent:
@@ -92,7 +72,7 @@ def _play(agent: Agent, sandbox: SandboxProc, say: Say) -> bool:
 def run_demo(settings: Settings, say: Say = print) -> int:
     settings = settings.model_copy(update={"topic_prefix": f"demo-{uuid.uuid4().hex[:6]}",
                                            "partitions": 3})
-    with kafka_for(settings, say) as bootstrap, \
+    with kafka_for(settings, say) as (bootstrap, _), \
             tempfile.TemporaryDirectory(prefix="ledger-demo-") as tmp:
         settings = settings.model_copy(update={"kafka_bootstrap": bootstrap})
         require_matching(create_topics(bootstrap, settings))

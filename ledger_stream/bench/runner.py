@@ -20,8 +20,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,7 @@ from ledger_stream.bench.topics import (
 )
 from ledger_stream.bench.workload import WorkloadSpec, generate
 from ledger_stream.config import Settings
-from ledger_stream.kafka.local import LocalCluster, ensure_jars, jar_cache
+from ledger_stream.kafka.local.ephemeral import kafka_for
 
 Say = Callable[[str], None]
 
@@ -75,24 +74,6 @@ class Progress:
     def _stamp(self) -> str:
         elapsed = time.monotonic() - self._started
         return f"[bench {elapsed // 60:02.0f}:{elapsed % 60:04.1f}]"
-
-
-@contextmanager
-def kafka_for(settings: Settings, say: Say) -> Iterator[tuple[str, bool]]:
-    """(bootstrap, started_here): the configured cluster, or a local one started here."""
-    if settings.kafka_bootstrap:
-        yield settings.kafka_bootstrap, False
-        return
-    libs = ensure_jars(jar_cache(settings), settings.kafka_version, progress=say)
-    with tempfile.TemporaryDirectory(prefix="ledger-bench-kafka-") as tmp:
-        cluster = LocalCluster(Path(tmp) / "cluster", progress=say)
-        try:
-            status = cluster.start(libs, settings.kafka_version, nodes=1)
-            assert status.bootstrap
-            yield status.bootstrap, True
-        finally:
-            say("stopping the benchmark's Kafka")
-            cluster.stop()
 
 
 def plan(options: BenchOptions) -> tuple[list[Arm], list[Arm]]:

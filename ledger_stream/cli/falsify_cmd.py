@@ -86,7 +86,7 @@ def _run(args: argparse.Namespace) -> int:
         raise CliError(f"{WORKER} not found in {root}: the matrix runs the example agent, so "
                        "run `ledger-stream falsify` from the root of a source checkout")
     from ledger_stream import falsify
-    from ledger_stream.demo import kafka_for
+    from ledger_stream.kafka.local.ephemeral import kafka_for
 
     cases = falsify.select(_numbers(args.scenarios), args.quick, _savers(args.savers))
     if not cases:
@@ -95,7 +95,7 @@ def _run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     with ExitStack() as stack:
         try:
-            bootstrap = stack.enter_context(kafka_for(settings, _say))
+            bootstrap, _ = stack.enter_context(kafka_for(settings, _say))
         except KafkaSetupError as exc:
             raise CliError(str(exc)) from exc
         base = settings.model_copy(update={"kafka_bootstrap": bootstrap, "partitions": 3})
