@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ledger_stream.testing.processes import stop_process
+
 _REPO = Path(__file__).resolve().parents[1]
 _READY = re.compile(rb"smtp listening on ([\d.]+):(\d+)")
 
@@ -53,15 +55,9 @@ class SmtpServerProc:
 
     def stop(self, timeout_s: float = 10.0) -> int:
         """SIGTERM, then SIGKILL after ``timeout_s``. Returns the exit status."""
-        if self.alive():
-            os.kill(self.pid, signal.SIGTERM)
-            try:
-                self.popen.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                os.kill(self.pid, signal.SIGKILL)
-                self.popen.wait(10)
+        code = stop_process(self.popen, timeout_s)
         self._close()
-        return self.popen.returncode
+        return code
 
     def kill(self) -> None:
         """SIGKILL: open connections drop without a reply."""

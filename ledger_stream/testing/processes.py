@@ -7,8 +7,20 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from ledger_stream.config import Settings
+
+
+def stop_process(popen: subprocess.Popen[Any], timeout_s: float) -> int:
+    """Stop a child by its PID: SIGTERM, then SIGKILL after ``timeout_s``; its exit status."""
+    if popen.poll() is None:
+        os.kill(popen.pid, signal.SIGTERM)
+        try:
+            popen.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.kill(popen.pid, signal.SIGKILL)
+    return popen.wait(10)
 
 
 class Proc:
@@ -38,15 +50,9 @@ class Proc:
 
     def stop(self, timeout_s: float = 30.0) -> int:
         """SIGTERM, then SIGKILL after ``timeout_s``. Returns the exit status."""
-        if self.alive():
-            os.kill(self.pid, signal.SIGTERM)
-            try:
-                self.popen.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                os.kill(self.pid, signal.SIGKILL)
-                self.popen.wait(10)
+        code = stop_process(self.popen, timeout_s)
         self._log_fh.close()
-        return self.popen.returncode
+        return code
 
     def tail(self, lines: int = 40) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])

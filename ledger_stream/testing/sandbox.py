@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from ledger_stream.testing.processes import stop_process
+
 LISTENING = re.compile(r"^sandbox listening on (http://\S+)$")
 MODULE_COMMAND = ("-m", "ledger_stream.sandbox")
 CLI_COMMAND = ("-m", "ledger_stream.cli.main", "sandbox")
@@ -84,13 +86,7 @@ class SandboxProc:
     def stop(self, timeout_s: float = 10.0) -> int:
         """SIGTERM, then SIGKILL after ``timeout_s``. Returns the exit status (0: clean)."""
         assert self._popen is not None
-        if self._popen.poll() is None:
-            os.kill(self._popen.pid, signal.SIGTERM)
-            try:
-                self._popen.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                os.kill(self._popen.pid, signal.SIGKILL)
-        return self._popen.wait(10)
+        return stop_process(self._popen, timeout_s)
 
     def wait_exit(self, timeout_s: float) -> int:
         """The exit status once the process has exited; raises TimeoutError if it has not."""

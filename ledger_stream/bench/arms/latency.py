@@ -164,17 +164,9 @@ class LatencyArm:
         group = f"{prefix}-processor"
         child = processor(ctx.bootstrap, prefix, group, ctx.folder(f"state-{group}"),
                           ctx.folder("logs") / f"{group}.log", self.guarantee, ctx.partitions)
-        try:
-            loop = OpenLoop(ctx.bootstrap, settings.topic("intents"),
-                            settings.topic("receipts"), match)
-            loop.await_one(*records[0], alive=child)
-            window = CpuWindow(child.pid)
-            window.sample()
-            latencies = loop.run(records[1:], rate)
-            window.sample()
-        finally:
-            rss = child.stop()
-        return latencies, window.figures(len(records) - 1), rss
+        loop = OpenLoop(ctx.bootstrap, settings.topic("intents"), settings.topic("receipts"),
+                        match)
+        return _measure(child, loop, records, rate)
 
     def _raw(self, ctx: BenchContext, workload: Workload,
              rate: float) -> tuple[list[float], dict[str, float], float]:
@@ -183,13 +175,20 @@ class LatencyArm:
         records = [(k, v, v) for k, v in workload.records]  # values are unique
         child = start_echo(ctx.bootstrap, raw_in, raw_out, f"{ctx.prefix}-lat-echo", "bytes",
                            ctx.folder("logs"))
-        try:
-            loop = OpenLoop(ctx.bootstrap, raw_in, raw_out, lambda value: value)
-            loop.await_one(*records[0], alive=child)
-            window = CpuWindow(child.pid)
-            window.sample()
-            latencies = loop.run(records[1:], rate)
-            window.sample()
-        finally:
-            rss = child.stop()
-        return latencies, window.figures(len(records) - 1), rss
+        loop = OpenLoop(ctx.bootstrap, raw_in, raw_out, lambda value: value)
+        return _measure(child, loop, records, rate)
+
+
+def _measure(child: Child, loop: OpenLoop, records: list[tuple[bytes, bytes, bytes]],
+             rate: float) -> tuple[list[float], dict[str, float], float]:
+    """(latencies, the child's CPU figures, its peak RSS): one warm-up record answered,
+    then the open loop at ``rate``; the child is stopped whatever happens."""
+    try:
+        loop.await_one(*records[0], alive=child)
+        window = CpuWindow(child.pid)
+        window.sample()
+        latencies = loop.run(records[1:], rate)
+        window.sample()
+    finally:
+        rss = child.stop()
+    return latencies, window.figures(len(records) - 1), rss

@@ -12,7 +12,7 @@ Bypassed, the tool sees an error, the run fails, and resuming the thread pays ag
 
 from __future__ import annotations
 
-import time
+import contextlib
 
 from ledger_stream.falsify.evidence import refund_key
 from ledger_stream.falsify.result import RunResult
@@ -64,6 +64,10 @@ def _ambiguous(run: Run, fault: str, delay_s: float | None = None,
     else:
         run.check(done.returncode != 0, "the bypassed tool did not notice the fault")
         run.ok(run.worker(thread, "resume", *timeout), "resume (the agent retries)")
-        if delay_s:  # the first request commits late: wait for it before judging
-            time.sleep(delay_s)
+        if delay_s:  # the first request commits late: wait for that commit before judging
+            prefix = f"bypass-{invoice}-"
+            with contextlib.suppress(TimeoutError):  # the verdict below says what is missing
+                sandbox.wait_ledger(lambda ledger: sum(
+                    e["idempotency_key"].startswith(prefix) for e in ledger["effects"]) >= 2,
+                    timeout_s=delay_s + 10)
     return run.finish()

@@ -35,22 +35,21 @@ def kill_after_commit_then_resume(run: Run) -> RunResult:
 
 
 def replay_pre_call_checkpoint(run: Run) -> RunResult:
-    invoice = run.new_invoice()
-    thread = run.start(invoice)
-    run.ok(run.worker(thread, "approve"), "approve")
-    replayed = run.ok(run.worker(thread, "replay"), "replay")
-    if run.ledger:
-        _same_external_id(run, replayed.output, refund_key(invoice))
-    return run.finish()
+    return _rerun_after_the_call(run, "replay")
 
 
 def fork_same_args(run: Run) -> RunResult:
+    return _rerun_after_the_call(run, "fork")
+
+
+def _rerun_after_the_call(run: Run, action: str) -> RunResult:
+    """Approve (the refund is paid), then re-run the pre-call checkpoint with ``action``."""
     invoice = run.new_invoice()
     thread = run.start(invoice)
     run.ok(run.worker(thread, "approve"), "approve")
-    forked = run.ok(run.worker(thread, "fork"), "fork")
+    again = run.ok(run.worker(thread, action), action)
     if run.ledger:
-        _same_external_id(run, forked.output, refund_key(invoice))
+        _same_external_id(run, again.output, refund_key(invoice))
     return run.finish()
 
 
