@@ -55,8 +55,33 @@ class Settings(BaseSettings):
     # Processor
     consumer_group: str = Field("ledger-processor", description="processor consumer group")
     state_dir: Path | None = Field(None, description="RocksDB state folder (default: HOME/state)")
-    processing_guarantee: Literal["at-least-once", "exactly-once"] = "at-least-once"
+    processing_guarantee: Literal["at-least-once", "exactly-once"] = Field(
+        "exactly-once", description="exactly-once fences a paused or partitioned processor "
+        "(its stale batch is aborted); at-least-once is faster but lets such a zombie "
+        "append stale outputs")
+    processor_instance_id: str | None = Field(
+        None, description="stable id of this processor (its transactional id); default: "
+        "derived from the state folder, so a restart on the same folder fences its "
+        "predecessor at once")
     commit_interval_s: float = Field(1.0, gt=0, description="processor checkpoint interval")
+    max_batch: int = Field(2_000, ge=1, description="input records decided per checkpoint")
+    tick_interval_ms: int = Field(
+        1_000, ge=10, description="how often the processor appends a Tick to each quiet "
+        "attempts partition it owns, so deadlines fire without traffic")
+    clock_skew_ms: int = Field(
+        2_000, ge=0, description="margin between the broker's clock and a connector's, "
+        "added to leases before a holder is presumed dead")
+    clock_skew_bound_ms: int = Field(
+        60_000, ge=0, description="largest message.timestamp.before/after.max.ms accepted "
+        "on input topics that use CreateTime (LogAppendTime needs no bound)")
+    stall_after_ms: int = Field(
+        300_000, ge=1, description="a granted key silent this long after its lease is "
+        "reconciled; a dispatch unclaimed this long raises a stalled alert")
+    reconcile_timeout_ms: int = Field(
+        600_000, ge=1, description="a reconciliation with no result this long goes to an "
+        "operator, with an alert")
+    dev_mode: bool = Field(
+        False, description="development mode: allows the built-in approval secret")
     session_timeout_ms: int = Field(
         10_000, ge=6_000, description="consumer session timeout: how fast a dead member's "
         "partitions move to the survivors"
@@ -80,8 +105,8 @@ class Settings(BaseSettings):
     connector_metrics_port: int = Field(0, ge=0, description="connector /metrics port (0: off)")
 
     # Approval policy
-    approval_secret: SecretStr = Field(
-        SecretStr("ledger-dev-secret"), description="HMAC key of the approval service"
+    approval_secret: SecretStr | None = Field(
+        None, description="HMAC key of the approval service (required unless dev_mode)"
     )
     approval_required_actions: tuple[str, ...] = Field(
         (), description="action types that need a valid approval"

@@ -7,6 +7,7 @@ fetched once) and stopped by PID when the run ends, whether it passed or not.
 
 from __future__ import annotations
 
+import os
 import sys
 import uuid
 from collections.abc import Iterator
@@ -22,6 +23,10 @@ from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
 
 BROKER_FIXTURES = {"kafka_bootstrap", "ledger_settings", "ledger_topics"}
+
+# Every process the tests start signs and checks approvals with this secret (processes
+# refuse to start without one outside development mode).
+os.environ.setdefault("LEDGER_APPROVAL_SECRET", "test-approval-secret")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

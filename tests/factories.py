@@ -57,3 +57,11 @@ def resolution(res: ev.Resolution, attempt: int = 1, at_ms: int = 30_000, key: s
                external_id: str = "") -> ev.OperatorResolution:
     return ev.OperatorResolution(_next_id("operator"), key, attempt, res, "ops@acme", at_ms,
                                  external_id)
+
+
+def now_of(event: ev.InputEvent) -> int:
+    """The partition time an event is decided at in these tests: its own stamp (the runtime
+    uses the broker's record timestamp instead)."""
+    if isinstance(event, ev.Timer):
+        return event.due_ms
+    return event.at_ms

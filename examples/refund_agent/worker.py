@@ -34,6 +34,7 @@ from examples.refund_agent.graph import refund_key
 from examples.refund_agent.variants import VARIANTS, Effects, Variant
 from ledger_stream import LedgerClient, args_hash, sign_approval
 from ledger_stream.config import Settings
+from ledger_stream.processor.policy import approval_secret
 from ledger_stream.langgraph import ToolCall
 
 
@@ -62,7 +63,7 @@ def _approval(settings: Settings, graph: Any, config: dict[str, Any],
 
 def _sign(settings: Settings, material: dict[str, Any]) -> dict[str, Any]:
     approval = sign_approval(
-        settings.approval_secret.get_secret_value().encode(),
+        approval_secret(settings),
         refund_key(material, ToolCall("", "")), f"ap-{uuid.uuid4().hex[:8]}",
         args_hash(material), "", int(time.time() * 1000) + 600_000)
     return {"approval_id": approval.approval_id, "payload_hash": approval.payload_hash,

@@ -29,11 +29,15 @@ def sign_approval(secret: bytes, key: str, approval_id: str, payload_hash: str,
     return Approval(approval_id, payload_hash, policy_revision, expires_at_ms, signature)
 
 
-def approval_problem(intent: Intent, secret: bytes, required: bool) -> str | None:
+def approval_problem(intent: Intent, secret: bytes, required: bool,
+                     now_ms: int | None) -> str | None:
     """Why the intent's approval is unacceptable, or None when it is acceptable.
 
     An approval that is present is always checked, even for actions that do not need one:
-    a forged approval is a signal worth an alert.
+    a forged approval is a signal worth an alert. Expiry is judged at ``now_ms``, the
+    processor's partition clock, never the intent's own ``at_ms`` (a client could back-date
+    it); ``None`` skips the expiry check, for a duplicate of an intent whose approval was
+    valid when it reserved the key.
     """
     approval = intent.approval
     if approval is None:
@@ -48,6 +52,6 @@ def approval_problem(intent: Intent, secret: bytes, required: bool) -> str | Non
         return "approval payload hash differs from the intent's args hash"
     if intent.policy_revision and approval.policy_revision != intent.policy_revision:
         return "approval policy revision differs from the intent's"
-    if intent.at_ms >= approval.expires_at_ms:
+    if now_ms is not None and now_ms >= approval.expires_at_ms:
         return "approval expired"
     return None

@@ -1,8 +1,9 @@
 """The per-key decision table (DESIGN §5) as one pure function.
 
-``decide(state, event, policy) -> Decision(state, outputs)``: no I/O, no clock, no
-randomness. Time comes from ``event.at_ms``; every output id derives from the key, the intent
-event id and the attempt number, so reprocessing an event after a crash yields byte-identical
+``decide(state, event, policy, now_ms) -> Decision(state, outputs)``: no I/O, no clock, no
+randomness. ``now_ms`` is the processor's partition clock (broker timestamps, monotone per
+partition), never a client's clock; every output id derives from the key, the intent event
+id and the attempt number, so reprocessing an event after a crash yields byte-identical
 outputs and correctness never depends on Kafka transactions.
 
 Guarantees, for one key:
@@ -12,23 +13,27 @@ Guarantees, for one key:
 - every AttemptClaim gets exactly one answer naming its claim id (Grant, Held, Reconcile,
   Done);
 - every Intent gets exactly one Receipt naming its event id;
-- a stale attempt-scoped event changes nothing, except a stale ``succeeded``, which raises
-  ``duplicate_effect``.
+- a report of an effect is never dropped: it settles a key still in flight, turns a failed
+  key into a succeeded one (``late_effect``), or raises ``duplicate_effect``;
+- an outcome nobody could establish never becomes a definite failure: it ends in
+  ``needs_reconciliation`` with an alert;
+- no key stays in flight in silence: a deadline (``due_ms``) reconciles a silent holder,
+  alerts an unclaimed dispatch, hands a reconciliation without answer to an operator, and
+  seals a terminal key after the replay window.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from ledger_stream.domain import ids
 from ledger_stream.domain.approval import approval_problem
+from ledger_stream.domain.deadlines import deadline
+from ledger_stream.domain.effects import effect_seen
 from ledger_stream.domain.events import (
-    Alert,
     AlertKind,
     AttemptClaim,
     AttemptOutcome,
     DeadLetter,
-    Dispatch,
     Done,
     Grant,
     Held,
@@ -36,174 +41,102 @@ from ledger_stream.domain.events import (
     Intent,
     OperatorResolution,
     OutcomeStatus,
-    OutputEvent,
     PoisonInput,
     Reason,
-    Receipt,
     ReceiptStatus,
-    Reconcile,
     ReconcileResult,
     ReconcileStatus,
     Resolution,
+    Timer,
 )
+from ledger_stream.domain.outputs import alert_for, dispatch_for, receipt_for, state_receipt
 from ledger_stream.domain.policy import Policy, versions_compatible
 from ledger_stream.domain.state import AttemptRecord, KeyState, Phase
-
-_PHASE_RECEIPT = {
-    Phase.RESERVED: ReceiptStatus.ACCEPTED,
-    Phase.DISPATCHED: ReceiptStatus.IN_PROGRESS,
-    Phase.RECONCILING: ReceiptStatus.RECONCILING,
-    Phase.NEEDS_OPERATOR: ReceiptStatus.NEEDS_RECONCILIATION,
-    Phase.SUCCEEDED: ReceiptStatus.SUCCEEDED,
-    Phase.FAILED: ReceiptStatus.FAILED,
-}
+from ledger_stream.domain.transitions import (
+    Decision,
+    after_lease,
+    enter,
+    expire_if_due,
+    next_attempt,
+    reconcile,
+    to_operator,
+)
 
 DEFAULT_POLICY = Policy()
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    state: KeyState
-    outputs: tuple[OutputEvent, ...] = ()
-
-
-def decide(state: KeyState, event: InputEvent, policy: Policy = DEFAULT_POLICY) -> Decision:
-    """Apply one input event to one key's state. Pure and deterministic."""
+def decide(state: KeyState, event: InputEvent, policy: Policy, now_ms: int) -> Decision:
+    """Apply one input event to one key's state at partition time ``now_ms``. Pure."""
     if isinstance(event, PoisonInput):
-        return _poison(state, event)
-    state = _expire_if_due(state, event.at_ms, policy)
+        return _poison(state, event, now_ms)
+    state = expire_if_due(state, now_ms, policy)
     if isinstance(event, Intent):
-        return _intent(state, event, policy)
+        return _intent(state, event, policy, now_ms)
     if isinstance(event, AttemptClaim):
-        return _claim(state, event)
+        return _claim(state, event, now_ms)
     if isinstance(event, AttemptOutcome):
-        return _outcome(state, event, policy)
+        return _outcome(state, event, policy, now_ms)
     if isinstance(event, ReconcileResult):
-        return _reconcile_result(state, event, policy)
-    return _operator(state, event, policy)
+        return _reconcile_result(state, event, policy, now_ms)
+    if isinstance(event, Timer):
+        return deadline(state, policy, now_ms)
+    return _operator(state, event, policy, now_ms)
 
 
-def _expire_if_due(state: KeyState, now_ms: int, policy: Policy) -> KeyState:
-    if state.phase.terminal and now_ms - state.terminal_at_ms > policy.replay_window_ms:
-        return state.sealed()
-    return state
+# --- intents --------------------------------------------------------------------------
 
 
-# --- receipts, alerts and dispatches ------------------------------------------------------
-
-
-def receipt_for(state: KeyState, answering: str, at_ms: int, *, status: ReceiptStatus | None
-                = None, reason: Reason = Reason.NONE, detail: str = "",
-                args_hash: str | None = None) -> Receipt:
-    """The key's receipt as an answer to event ``answering`` (an intent or a state change)."""
-    status = status or _PHASE_RECEIPT[state.phase]
-    return Receipt(
-        receipt_id=ids.receipt_id(state.key, answering, state.attempt, status.value),
-        key=state.key,
-        intent_event_id=answering,
-        status=status,
-        reason=reason,
-        args_hash=state.args_hash if args_hash is None else args_hash,
-        attempts=state.attempt,
-        at_ms=at_ms,
-        external_id=state.external_id,
-        detail=detail,
-        key_status=_PHASE_RECEIPT.get(state.phase, ReceiptStatus.REJECTED),
-    )
-
-
-def _state_receipt(state: KeyState, at_ms: int, reason: Reason = Reason.NONE) -> Receipt:
-    return receipt_for(state, state.intent_event_id, at_ms, reason=reason,
-                       detail=state.status_detail)
-
-
-def _alert(key: str, kind: AlertKind, source_event_id: str, detail: str, at_ms: int) -> Alert:
-    return Alert(ids.alert_id(key, kind.value, source_event_id), key, kind, source_event_id,
-                 detail, at_ms)
-
-
-def _dispatch(state: KeyState, at_ms: int) -> Dispatch:
-    return Dispatch(
-        dispatch_id=ids.dispatch_id(state.key, state.intent_event_id, state.attempt),
-        key=state.key,
-        attempt=state.attempt,
-        intent_event_id=state.intent_event_id,
-        tenant=state.tenant,
-        action=state.action,
-        target=state.target,
-        args_json=state.args_json,
-        args_hash=state.args_hash,
-        payload_json=state.payload_json,
-        not_before_ms=state.not_before_ms,
-        at_ms=at_ms,
-    )
-
-
-def _next_attempt(state: KeyState, at_ms: int, not_before_ms: int, detail: str,
-                  policy: Policy) -> Decision:
-    """Move to attempt n+1 (same key), or fail when the attempts are used up."""
-    if state.attempt >= policy.max_attempts:
-        failed = replace(state, phase=Phase.FAILED, terminal_at_ms=at_ms,
-                         status_detail=f"{detail}; {state.attempt} attempts used")
-        return Decision(failed, (_state_receipt(failed, at_ms, Reason.MAX_ATTEMPTS),))
-    nxt = replace(state, phase=Phase.RESERVED, attempt=state.attempt + 1,
-                  granted_claim_id="", lease_until_ms=0, not_before_ms=not_before_ms,
-                  status_detail=detail)
-    return Decision(nxt, (_state_receipt(nxt, at_ms), _dispatch(nxt, at_ms)))
-
-
-def _after_lease(state: KeyState, at_ms: int, policy: Policy) -> int:
-    """Earliest time a new attempt may start: a presumed-dead holder's lease has run out."""
-    return max(at_ms + policy.retry_backoff_ms, state.lease_until_ms + policy.clock_skew_ms)
-
-
-# --- intents ------------------------------------------------------------------------------
-
-
-def _intent(state: KeyState, intent: Intent, policy: Policy) -> Decision:
-    at = intent.at_ms
+def _intent(state: KeyState, intent: Intent, policy: Policy, now: int) -> Decision:
     if state.phase is Phase.EXPIRED:
-        receipt = receipt_for(state, intent.event_id, at, status=ReceiptStatus.REJECTED,
+        receipt = receipt_for(state, intent.event_id, now, status=ReceiptStatus.REJECTED,
                               reason=Reason.EXPIRED_KEY, detail="key expired")
-        alert = _alert(state.key, AlertKind.EXPIRED_KEY_REUSE, intent.event_id,
-                       "intent for a key sealed after its replay window", at)
+        alert = alert_for(state.key, AlertKind.EXPIRED_KEY_REUSE, intent.event_id,
+                       "intent for a key sealed after its replay window", now)
         return Decision(state, (receipt, alert))
     if state.phase is Phase.ABSENT:
-        return _reserve(state, intent, policy)
+        return _reserve(state, intent, policy, now)
+    # Conflicts first: other arguments are a conflict whatever the workflow version says.
+    if intent.args_hash != state.args_hash:
+        receipt = receipt_for(state, intent.event_id, now, status=ReceiptStatus.REJECTED,
+                              reason=Reason.CONFLICT, args_hash=intent.args_hash,
+                              detail=f"key holds args {state.args_hash}")
+        alert = alert_for(state.key, AlertKind.CONFLICTING_ARGUMENTS, intent.event_id,
+                       f"held {state.args_hash}, got {intent.args_hash}", now)
+        return Decision(state, (receipt, alert))
+    # A duplicate's approval was valid when the original reserved the key, so its expiry
+    # is not judged again; a forged or mismatched one is still a signal.
+    problem = approval_problem(intent, policy.approval_secret,
+                               policy.requires_approval(intent.action), None)
+    if problem is not None:
+        return _approval_rejected(state, intent, problem, now)
     if state.phase.in_flight and not (
         intent.workflow.graph == state.graph
         and versions_compatible(state.version, intent.workflow.version)
     ):
-        receipt = receipt_for(state, intent.event_id, at, status=ReceiptStatus.HELD,
+        receipt = receipt_for(state, intent.event_id, now, status=ReceiptStatus.HELD,
                               reason=Reason.VERSION)
-        alert = _alert(state.key, AlertKind.VERSION_MISMATCH, intent.event_id,
+        alert = alert_for(state.key, AlertKind.VERSION_MISMATCH, intent.event_id,
                        f"in flight {state.graph}@{state.version}, "
-                       f"intent {intent.workflow.graph}@{intent.workflow.version}", at)
+                       f"intent {intent.workflow.graph}@{intent.workflow.version}", now)
         return Decision(state, (receipt, alert))
-    if intent.args_hash != state.args_hash:
-        receipt = receipt_for(state, intent.event_id, at, status=ReceiptStatus.REJECTED,
-                              reason=Reason.CONFLICT, args_hash=intent.args_hash,
-                              detail=f"key holds args {state.args_hash}")
-        alert = _alert(state.key, AlertKind.CONFLICTING_ARGUMENTS, intent.event_id,
-                       f"held {state.args_hash}, got {intent.args_hash}", at)
-        return Decision(state, (receipt, alert))
-    return Decision(state, (receipt_for(state, intent.event_id, at,
+    return Decision(state, (receipt_for(state, intent.event_id, now,
                                         detail=state.status_detail),))
 
 
-def _reserve(state: KeyState, intent: Intent, policy: Policy) -> Decision:
-    at = intent.at_ms
+def _approval_rejected(state: KeyState, intent: Intent, problem: str, now: int) -> Decision:
+    receipt = receipt_for(state, intent.event_id, now, status=ReceiptStatus.REJECTED,
+                          reason=Reason.APPROVAL, args_hash=intent.args_hash, detail=problem)
+    alert = alert_for(state.key, AlertKind.APPROVAL_MISMATCH, intent.event_id, problem, now)
+    return Decision(state, (receipt, alert))
+
+
+def _reserve(state: KeyState, intent: Intent, policy: Policy, now: int) -> Decision:
     problem = approval_problem(intent, policy.approval_secret,
-                               policy.requires_approval(intent.action))
+                               policy.requires_approval(intent.action), now)
     if problem is not None:
-        receipt = receipt_for(state, intent.event_id, at, status=ReceiptStatus.REJECTED,
-                              reason=Reason.APPROVAL, args_hash=intent.args_hash,
-                              detail=problem)
-        alert = _alert(state.key, AlertKind.APPROVAL_MISMATCH, intent.event_id, problem, at)
-        return Decision(state, (receipt, alert))
-    reserved = replace(
-        state,
-        phase=Phase.RESERVED,
+        return _approval_rejected(state, intent, problem, now)
+    reserved = enter(
+        state, Phase.RESERVED, now,
         intent_event_id=intent.event_id,
         tenant=intent.tenant,
         action=intent.action,
@@ -214,55 +147,44 @@ def _reserve(state: KeyState, intent: Intent, policy: Policy) -> Decision:
         graph=intent.workflow.graph,
         version=intent.workflow.version,
         attempt=1,
-        not_before_ms=at,
-        reserved_at_ms=at,
+        not_before_ms=now,
+        reserved_at_ms=now,
     )
-    return Decision(reserved, (_state_receipt(reserved, at), _dispatch(reserved, at)))
+    return Decision(reserved, (state_receipt(reserved, now), dispatch_for(reserved, now)))
 
 
-# --- claims -------------------------------------------------------------------------------
-
-
-def _claim(state: KeyState, claim: AttemptClaim) -> Decision:
-    at, n, cid = claim.at_ms, claim.attempt, claim.claim_id
+def _claim(state: KeyState, claim: AttemptClaim, now: int) -> Decision:
+    n, cid = claim.attempt, claim.claim_id
     open_attempt = state.phase in (Phase.RESERVED, Phase.DISPATCHED) and n == state.attempt
     if not open_attempt:
-        return Decision(state, (Done(state.key, n, cid, at),))
+        return Decision(state, (Done(state.key, n, cid, now),))
     if state.phase is Phase.RESERVED:
-        if at < state.not_before_ms:
-            return Decision(state, (Held(state.key, n, cid, state.not_before_ms, at),))
-        lease_until = at + claim.lease_ms
-        granted = state.with_record(
-            AttemptRecord(n, cid, "granted", at),
-            phase=Phase.DISPATCHED, granted_claim_id=cid, lease_until_ms=lease_until,
-        )
-        return Decision(granted, (Grant(state.key, n, cid, lease_until, at),
-                                  _state_receipt(granted, at)))
+        if now < state.not_before_ms:
+            return Decision(state, (Held(state.key, n, cid, state.not_before_ms, now),))
+        lease_until = now + claim.lease_ms
+        granted = enter(state, Phase.DISPATCHED, now, AttemptRecord(n, cid, "granted", now),
+                         granted_claim_id=cid, lease_until_ms=lease_until)
+        return Decision(granted, (Grant(state.key, n, cid, lease_until, now),
+                                  state_receipt(granted, now)))
     if cid == state.granted_claim_id:
-        return Decision(state, (Grant(state.key, n, cid, state.lease_until_ms, at),))
-    if at < state.lease_until_ms:
-        return Decision(state, (Held(state.key, n, cid, state.lease_until_ms, at),))
+        return Decision(state, (Grant(state.key, n, cid, state.lease_until_ms, now),))
+    if now < state.lease_until_ms:
+        return Decision(state, (Held(state.key, n, cid, state.lease_until_ms, now),))
     # The holder is presumed dead: find out what it did before anything is resent.
-    reconciling = state.with_record(
-        AttemptRecord(n, cid, "lease_expired", at), phase=Phase.RECONCILING,
-        status_detail="lease expired without an outcome",
-    )
-    return Decision(reconciling, (Reconcile(state.key, n, cid, state.target, at),
-                                  _state_receipt(reconciling, at)))
+    return reconcile(state, now, cid, AttemptRecord(n, cid, "lease_expired", now),
+                      "lease expired without an outcome")
 
 
-# --- outcomes -----------------------------------------------------------------------------
-
-
-def _outcome(state: KeyState, outcome: AttemptOutcome, policy: Policy) -> Decision:
-    at, n = outcome.at_ms, outcome.attempt
+def _outcome(state: KeyState, outcome: AttemptOutcome, policy: Policy, now: int) -> Decision:
+    n = outcome.attempt
     if state.phase is Phase.ABSENT:
-        alert = _alert(state.key, AlertKind.EFFECT_WITHOUT_INTENT, outcome.event_id,
-                       f"attempt {n} reported {outcome.status.value} for an unknown key", at)
+        alert = alert_for(state.key, AlertKind.EFFECT_WITHOUT_INTENT, outcome.event_id,
+                       f"attempt {n} reported {outcome.status.value} for an unknown key", now)
         return Decision(state, (alert,))
-    record = AttemptRecord(n, outcome.claim_id, outcome.status.value, at, outcome.external_id)
+    record = AttemptRecord(n, outcome.claim_id, outcome.status.value, now, outcome.external_id)
     if outcome.status is OutcomeStatus.SUCCEEDED:
-        return _effect_seen(state, record, outcome.event_id)
+        return effect_seen(state, record, outcome.event_id, outcome.target_deduplicates,
+                            by_lookup=False)
     if not state.phase.live:
         return Decision(state)  # a sealed key keeps only its marker
     is_holder_report = (
@@ -272,101 +194,81 @@ def _outcome(state: KeyState, outcome: AttemptOutcome, policy: Policy) -> Decisi
     )
     if not is_holder_report:
         return Decision(state.with_record(record))  # stale or not from the holder
-    if outcome.status is OutcomeStatus.NOT_APPLIED:
-        # The holder says it did not call: attempt n+1 may start after the backoff.
-        return _next_attempt(state.with_record(record), at, at + policy.retry_backoff_ms,
-                             f"attempt {n} not applied: {outcome.error}", policy)
-    if outcome.status is OutcomeStatus.FAILED:
-        failed = state.with_record(record, phase=Phase.FAILED, terminal_at_ms=at,
-                                   status_detail=outcome.error)
-        return Decision(failed, (_state_receipt(failed, at, Reason.TARGET_REJECTED),))
+    return _holder_report(state.with_record(record), outcome, policy, now)
+
+
+def _holder_report(state: KeyState, outcome: AttemptOutcome, policy: Policy,
+                   now: int) -> Decision:
+    """A definite or unknown outcome from the granted holder of the current attempt (also
+    accepted in RECONCILING and NEEDS_OPERATOR: it settles what they were asking)."""
+    n, status = outcome.attempt, outcome.status
+    if status is OutcomeStatus.UNKNOWN:
+        if state.phase is not Phase.DISPATCHED:
+            return Decision(state)  # already reconciling or with an operator
+        return reconcile(state, now, outcome.claim_id, None,
+                          f"outcome unknown: {outcome.error}")
     if state.phase is not Phase.DISPATCHED:
-        return Decision(state.with_record(record))  # already reconciling
-    reconciling = state.with_record(record, phase=Phase.RECONCILING,
-                                    status_detail=f"outcome unknown: {outcome.error}")
-    return Decision(reconciling, (Reconcile(state.key, n, outcome.claim_id, state.target, at),
-                                  _state_receipt(reconciling, at)))
+        # The holder's definite answer settles the question a reconciliation was asking.
+        state = replace(state, unknown_attempts=max(0, state.unknown_attempts - 1))
+    if status is OutcomeStatus.FAILED:
+        failed = enter(state, Phase.FAILED, now, status_detail=outcome.error)
+        return Decision(failed, (state_receipt(failed, now, Reason.TARGET_REJECTED),))
+    counted = status is OutcomeStatus.NOT_APPLIED
+    what = "not applied" if counted else "not called"
+    return next_attempt(state, now, now + policy.retry_backoff_ms,
+                         f"attempt {n} {what}: {outcome.error}", policy, counted=counted)
 
 
-def _effect_seen(state: KeyState, record: AttemptRecord, source_event_id: str) -> Decision:
-    """A report that the target applied the effect: settles the key or is a duplicate."""
-    at, ext = record.at_ms, record.external_id
-    if state.phase is Phase.SUCCEEDED or state.phase is Phase.EXPIRED:
-        if ext == state.external_id:
-            return Decision(state.with_record(record) if state.phase.live else state)
-        return _duplicate(state, record, source_event_id,
-                          f"second effect {ext!r}, first {state.external_id!r}")
-    current = record.attempt == state.attempt and state.phase in (
-        Phase.RESERVED, Phase.DISPATCHED, Phase.RECONCILING, Phase.NEEDS_OPERATOR)
-    if not current:
-        return _duplicate(state, record, source_event_id,
-                          f"attempt {record.attempt} applied while the key is "
-                          f"{state.phase.value} at attempt {state.attempt}")
-    done = state.with_record(record, phase=Phase.SUCCEEDED, external_id=ext,
-                             terminal_at_ms=at, status_detail="")
-    return Decision(done, (_state_receipt(done, at),))
-
-
-def _duplicate(state: KeyState, record: AttemptRecord, source_event_id: str,
-               detail: str) -> Decision:
-    alert = _alert(state.key, AlertKind.DUPLICATE_EFFECT, source_event_id, detail,
-                   record.at_ms)
-    if not state.phase.live:
-        return Decision(state, (alert,))
-    counted = state.with_record(record, duplicate_effects=state.duplicate_effects + 1)
-    return Decision(counted, (alert,))
-
-
-# --- reconciliation -----------------------------------------------------------------------
-
-
-def _reconcile_result(state: KeyState, result: ReconcileResult, policy: Policy) -> Decision:
-    at, n = result.at_ms, result.attempt
-    record = AttemptRecord(n, result.claim_id, f"reconcile:{result.status.value}", at,
+def _reconcile_result(state: KeyState, result: ReconcileResult, policy: Policy,
+                      now: int) -> Decision:
+    n = result.attempt
+    record = AttemptRecord(n, result.claim_id, f"reconcile:{result.status.value}", now,
                            result.external_id)
     if result.status is ReconcileStatus.FOUND:
         if state.phase is Phase.ABSENT:
-            alert = _alert(state.key, AlertKind.EFFECT_WITHOUT_INTENT, result.event_id,
-                           "target holds an effect for an unknown key", at)
+            alert = alert_for(state.key, AlertKind.EFFECT_WITHOUT_INTENT, result.event_id,
+                           "target holds an effect for an unknown key", now)
             return Decision(state, (alert,))
-        return _effect_seen(state, record, result.event_id)
+        return effect_seen(state, record, result.event_id, result.target_deduplicates,
+                            by_lookup=True)
     if not (state.phase is Phase.RECONCILING and n == state.attempt):
         return Decision(state.with_record(record) if state.phase.live else state)
     if result.status is ReconcileStatus.NOT_FOUND and result.target_deduplicates:
         # The target fences duplicates by key, so resending with the same key is safe.
-        return _next_attempt(state.with_record(record), at, _after_lease(state, at, policy),
+        return next_attempt(state.with_record(record), now, after_lease(state, now, policy),
                              f"attempt {n} not found at the target", policy)
     why = ("target cannot be queried: " + result.error
            if result.status is ReconcileStatus.UNQUERYABLE
            else "not found, and the target does not deduplicate")
-    waiting = state.with_record(record, phase=Phase.NEEDS_OPERATOR, status_detail=why)
-    alert = _alert(state.key, AlertKind.RECONCILIATION_REQUIRED, result.event_id, why, at)
-    return Decision(waiting, (_state_receipt(waiting, at), alert))
+    return to_operator(state, now, why, result.event_id, record)
 
 
-def _operator(state: KeyState, resolution: OperatorResolution, policy: Policy) -> Decision:
-    at, n = resolution.at_ms, resolution.attempt
+def _operator(state: KeyState, resolution: OperatorResolution, policy: Policy,
+              now: int) -> Decision:
+    n = resolution.attempt
     if not (state.phase is Phase.NEEDS_OPERATOR and n == state.attempt):
         return Decision(state)
-    record = AttemptRecord(n, f"operator:{resolution.operator}",
-                           f"operator:{resolution.resolution.value}", at,
+    who = f"operator:{resolution.operator}"
+    record = AttemptRecord(n, who, f"operator:{resolution.resolution.value}", now,
                            resolution.external_id)
     if resolution.resolution is Resolution.APPLIED:
-        done = state.with_record(record, phase=Phase.SUCCEEDED,
-                                 external_id=resolution.external_id, terminal_at_ms=at,
-                                 status_detail=f"applied per {resolution.operator}")
-        return Decision(done, (_state_receipt(done, at, Reason.OPERATOR),))
+        done = enter(state, Phase.SUCCEEDED, now, record, external_id=resolution.external_id,
+                      settled_by=who, status_detail=f"applied per {resolution.operator}")
+        return Decision(done, (state_receipt(done, now, Reason.OPERATOR),))
     if resolution.resolution is Resolution.FAILED:
-        failed = state.with_record(record, phase=Phase.FAILED, terminal_at_ms=at,
-                                   status_detail=f"failed per {resolution.operator}")
-        return Decision(failed, (_state_receipt(failed, at, Reason.OPERATOR),))
-    return _next_attempt(state.with_record(record), at, _after_lease(state, at, policy),
+        failed = enter(state, Phase.FAILED, now, record,
+                        status_detail=f"failed per {resolution.operator}")
+        return Decision(failed, (state_receipt(failed, now, Reason.OPERATOR),))
+    # The operator established that the attempt did not apply: it is no longer unknown.
+    checked = replace(state.with_record(record),
+                      unknown_attempts=max(0, state.unknown_attempts - 1))
+    return next_attempt(checked, now, after_lease(state, now, policy),
                          f"not applied per {resolution.operator}", policy)
 
 
-def _poison(state: KeyState, poison: PoisonInput) -> Decision:
+def _poison(state: KeyState, poison: PoisonInput, now: int) -> Decision:
     letter = DeadLetter(poison.topic, poison.partition, poison.offset, poison.reason,
-                        poison.at_ms, poison.key, poison.value)
+                        now, poison.key, poison.value)
     source = f"{poison.topic}/{poison.partition}/{poison.offset}"
-    alert = _alert(state.key, AlertKind.POISON_INPUT, source, poison.reason, poison.at_ms)
+    alert = alert_for(state.key, AlertKind.POISON_INPUT, source, poison.reason, now)
     return Decision(state, (letter, alert))

@@ -5,6 +5,11 @@ attempt-scoped reports). Outputs go to ``ledger.dispatch`` (Dispatch and the ans
 claims), ``ledger.receipts``, ``ledger.alerts`` and ``ledger.dlq``. Every event carries
 ``at_ms``, the time its producer stamped on it: the only clock the decision core reads.
 Field names match the Avro schemas in ``schemas/`` one to one.
+
+Time: an event's ``at_ms`` is what its producer's clock said, kept for the timeline only.
+Decisions read the processor's partition clock instead (broker record timestamps, made
+monotone per partition; see ``ledger_stream/processor`` and docs/protocol.md), which the
+runtime passes to ``decide`` as ``now_ms``, so no client clock decides expiry or leases.
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ class OutcomeStatus(StrEnum):
     NOT_APPLIED = "not_applied"  # failed, definitely not applied, retryable
     FAILED = "failed"  # failed, permanent
     UNKNOWN = "unknown"  # timeout or dropped connection after the request was sent
+    # The claimant did not call the target and never will for this claim: its grant came
+    # after the lease could cover the call, or it gave the claim up (revocation, shutdown).
+    # The attempt moves on without counting against max_attempts.
+    NOT_CALLED = "not_called"
 
 
 class ReconcileStatus(StrEnum):
@@ -84,6 +93,8 @@ class AlertKind(StrEnum):
     RECONCILIATION_REQUIRED = "reconciliation_required"
     VERSION_MISMATCH = "version_mismatch"
     POISON_INPUT = "poison_input"
+    STALLED = "stalled"  # a key made no progress for longer than the policy allows
+    LATE_EFFECT = "late_effect"  # an effect reported for a key already answered "failed"
 
 
 # --- inputs -------------------------------------------------------------------------------
@@ -148,6 +159,10 @@ class AttemptOutcome:
     at_ms: int
     external_id: str = ""
     error: str = ""
+    # The reporting connector's declaration that its target refuses a second effect for one
+    # key (returning the original receipt): a repeated success with the same external id
+    # is then the target's deduplication, not a second effect.
+    target_deduplicates: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,8 +203,29 @@ class PoisonInput:
     value: bytes | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Timer:
+    """A key's deadline has come (a lease long past, a reconciliation with no answer, the
+    end of the replay window). Built by the runtime from its timer index when the partition
+    clock passes the deadline ``due_ms``; never produced to a topic."""
+
+    key: str
+    due_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """A record the processor appends to each ``ledger.attempts`` partition it owns when the
+    partition was quiet for a while: its broker timestamp moves the partition clock, so
+    timers fire on time and identically on replay. Never reaches ``decide``."""
+
+    partition: int
+    processor: str
+    at_ms: int
+
+
 AttemptEvent = AttemptClaim | AttemptOutcome | ReconcileResult | OperatorResolution
-InputEvent = Intent | AttemptEvent | PoisonInput
+InputEvent = Intent | AttemptEvent | PoisonInput | Timer
 
 
 # --- outputs ------------------------------------------------------------------------------

@@ -39,30 +39,60 @@ def tenant_of(key: str) -> str:
     return key.split("/", 1)[0]
 
 
-def _normalise(value: Any) -> Any:
-    if isinstance(value, bool) or value is None or isinstance(value, str | int):
-        return value
-    if isinstance(value, float | Decimal):
-        if isinstance(value, float) and not math.isfinite(value):
+def _number(value: int | float | Decimal) -> str:
+    """Canonical text of a number: integral values as integers (10, 10.0 and
+    Decimal("10.00") are one amount), others as the shortest exact decimal, never through
+    binary floating point (Decimal("0.1000000000000000055") stays distinct from 0.1)."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
             raise ValueError("material arguments must not contain NaN or infinity")
-        # 10, 10.0 and Decimal("10.00") are one amount: integral numbers become ints, the
-        # rest use the shortest round-tripping decimal text.
-        if value == int(value):
-            return int(value)
-        return float(value)
-    if isinstance(value, dict):
-        return {str(k): _normalise(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_normalise(v) for v in value]
-    raise TypeError(f"material arguments must be JSON values, not {type(value).__name__}")
+        value = Decimal(repr(value))  # the shortest text that round-trips this float
+    elif isinstance(value, Decimal) and not value.is_finite():
+        raise ValueError("material arguments must not contain NaN or infinity")
+    if isinstance(value, int):
+        return str(value)
+    if value == value.to_integral_value():
+        return str(int(value))
+    # format(..., "f") writes every digit (normalize() would round to 28 significant ones)
+    return format(value, "f").rstrip("0")
+
+
+def _write(value: Any, out: list[str]) -> None:
+    if value is None or isinstance(value, bool):
+        out.append(json.dumps(value))
+    elif isinstance(value, str):
+        out.append(json.dumps(value, ensure_ascii=False))
+    elif isinstance(value, int | float | Decimal):
+        out.append(_number(value))
+    elif isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            # {1: x} and {"1": x} must not become one object
+            raise TypeError("material argument object keys must be strings")
+        out.append("{")
+        for i, k in enumerate(sorted(value)):
+            out.append("," if i else "")
+            out.append(json.dumps(k, ensure_ascii=False) + ":")
+            _write(value[k], out)
+        out.append("}")
+    elif isinstance(value, list | tuple):
+        out.append("[")
+        for i, item in enumerate(value):
+            out.append("," if i else "")
+            _write(item, out)
+        out.append("]")
+    else:
+        raise TypeError(f"material arguments must be JSON values, not {type(value).__name__}")
 
 
 def canonical_json(value: Any) -> str:
-    """Canonical JSON: sorted keys, no insignificant whitespace, normalised numbers."""
-    return json.dumps(
-        _normalise(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-        allow_nan=False,
-    )
+    """Canonical JSON: sorted keys, no insignificant whitespace, normalised numbers.
+
+    Raises TypeError for non-string object keys or non-JSON values, ValueError for NaN and
+    infinity: such arguments have no single canonical form.
+    """
+    out: list[str] = []
+    _write(value, out)
+    return "".join(out)
 
 
 def sha256_hex(text: str) -> str:

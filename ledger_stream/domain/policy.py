@@ -16,6 +16,13 @@ class Policy:
     retry_backoff_ms: int = 1_000
     max_attempts: int = 5
     clock_skew_ms: int = 2_000
+    # A granted attempt whose lease ended this long ago (plus the skew margin) without any
+    # report is reconciled; a dispatch nobody claimed for this long raises ``stalled``.
+    stall_after_ms: int = 5 * 60_000
+    # A reconciliation with no result for this long goes to an operator, with an alert.
+    reconcile_timeout_ms: int = 10 * 60_000
+    # After this many grants in a row that came too late to call, raise ``stalled`` once.
+    lapse_alert_after: int = 3
 
     def requires_approval(self, action: str) -> bool:
         return action in self.approval_required_actions

@@ -74,12 +74,25 @@ class KeyState:
     terminal_at_ms: int = 0
     duplicate_effects: int = 0
     history: tuple[AttemptRecord, ...] = field(default_factory=tuple)
+    phase_since_ms: int = 0  # when the key entered its phase (stall and reconcile timers)
+    unknown_attempts: int = 0  # attempts whose outcome nobody could establish
+    lapses: int = 0  # attempts whose holder never called (late grant, withdrawn claim)
+    settled_by: str = ""  # the claim (or "operator:<name>") whose report settled the key
+    stall_alerted: int = 0  # the attempt a ``stalled`` alert was last raised for
+    sealed_outcome: str = ""  # SUCCEEDED or FAILED, kept when the key is sealed
+
+    @property
+    def counted_attempts(self) -> int:
+        """Attempts that count against ``max_attempts``: lapses never called the target."""
+        return self.attempt - self.lapses
 
     def with_record(self, record: AttemptRecord, **changes: Any) -> KeyState:
         history = (*self.history, record)[-ATTEMPT_HISTORY_LIMIT:]
         return replace(self, history=history, **changes)
 
     def sealed(self) -> KeyState:
+        """The redacted marker kept after the replay window: enough to answer a late intent
+        with the key's outcome, nothing of its arguments or payload."""
         return KeyState(
             key=self.key,
             phase=Phase.EXPIRED,
@@ -88,6 +101,8 @@ class KeyState:
             external_id=self.external_id,
             attempt=self.attempt,
             terminal_at_ms=self.terminal_at_ms,
+            settled_by=self.settled_by,
+            sealed_outcome=self.phase.value,
         )
 
     # -- state store encoding -----------------------------------------------------------

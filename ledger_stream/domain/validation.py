@@ -31,8 +31,15 @@ def invalid_reason(event: InputEvent, message_key: str | None) -> str | None:
 
 
 def _intent_problem(intent: Intent) -> str | None:
+    parts = intent.key.split("/")
+    if len(parts) < 3 or not all(parts):
+        return "the operation key is not tenant/action/business-id"
     if tenant_of(intent.key) != intent.tenant:
         return "the operation key is not scoped by the intent's tenant"
+    if parts[1] != intent.action:
+        # Approval rules are per action: an intent may not name another action than its
+        # key's, or "acme/payout/p1" could pass as an unapproved "note".
+        return "the intent's action differs from its operation key's action"
     if sha256_hex(intent.args_json) != intent.args_hash:
         return "args_hash is not the SHA-256 of args_json"
     if not intent.event_id:

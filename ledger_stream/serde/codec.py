@@ -4,6 +4,9 @@ Default frame: Avro single-object encoding (``0xC3 0x01``, the 8-byte CRC-64-AVR
 fingerprint, the body). With a registry, Confluent framing (see registry.py). Decoding
 resolves the writer schema into the current reader schema, so old events stay readable.
 Anything that is not a whole, valid event raises ``DecodeError`` saying what was wrong.
+With a registry, decoding also raises ``SchemaRegistryUnavailable`` when the writer schema
+cannot be fetched: a registry outage never turns a valid event into poison; an unknown or
+foreign schema is poison.
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ import io
 from typing import Any, Protocol
 
 from fastavro import schemaless_reader, schemaless_writer
+from fastavro.read import SchemaResolutionError
 
 from ledger_stream.domain import events as ev
-from ledger_stream.serde.exceptions import DecodeError, EncodeError
+from ledger_stream.serde.exceptions import DecodeError, EncodeError, SerdeError
 from ledger_stream.serde.records import from_record, to_record
 from ledger_stream.serde.schemas import SchemaSet, SchemaVersion, default_schemas
 
@@ -25,7 +29,7 @@ EVENT_TYPES: dict[str, type[Any]] = {
     for cls in (
         ev.Intent, ev.AttemptClaim, ev.AttemptOutcome, ev.ReconcileResult,
         ev.OperatorResolution, ev.Dispatch, ev.Grant, ev.Held, ev.Reconcile, ev.Done,
-        ev.Receipt, ev.Alert, ev.DeadLetter,
+        ev.Receipt, ev.Alert, ev.DeadLetter, ev.Tick,
     )
 }
 
@@ -78,18 +82,27 @@ class AvroCodec:
         return buf.getvalue()
 
     def decode_record(self, data: bytes) -> tuple[str, dict[str, Any]]:
-        """(event type name, record as a dict in the current reader schema)."""
+        """(event type name, record as a dict in the current reader schema).
+
+        Raises ``DecodeError`` for bytes that are not a ledger event (poison), and lets
+        ``SchemaRegistryUnavailable`` from the framing through (retry the record later)."""
         if not isinstance(data, bytes | bytearray | memoryview):
             raise DecodeError(f"expected bytes, got {type(data).__name__}")
         data = bytes(data)
         writer, start = self._framing.writer(data)
-        reader = self.schemas.current(writer.name)
+        try:
+            reader = self.schemas.current(writer.name)
+        except SerdeError as exc:  # a framing that let a foreign writer schema through
+            raise DecodeError(f"writer schema {writer.name} is not a ledger event") from exc
         stream = io.BytesIO(data)
         stream.seek(start)
         try:
             record = schemaless_reader(
                 stream, writer.parsed, None if reader is writer else reader.parsed
             )
+        except SchemaResolutionError as exc:
+            raise DecodeError(f"writer schema of {writer.name} cannot be resolved into the "
+                              f"reader schema: {exc}") from exc
         except Exception as exc:  # truncated or corrupt bodies raise many types
             raise DecodeError(f"corrupt {writer.name} body: {type(exc).__name__}: {exc}") \
                 from exc

@@ -15,7 +15,7 @@ from ledger_stream.domain import Policy, absent, decide
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import sign_approval
 from ledger_stream.domain.state import KeyState
-from tests.factories import KEY, claim, intent, outcome, reconciled, resolution
+from tests.factories import KEY, claim, intent, now_of, outcome, reconciled, resolution
 
 OS, RS, RES = ev.OutcomeStatus, ev.ReconcileStatus, ev.Resolution
 POLICY = Policy(replay_window_ms=100_000, retry_backoff_ms=500, max_attempts=3,
@@ -122,12 +122,12 @@ def _describe(out: ev.OutputEvent) -> str:
 def _run(row: Row) -> tuple[KeyState, KeyState, tuple[ev.OutputEvent, ...]]:
     state = absent(KEY)
     for event in row.setup():
-        state = decide(state, event, POLICY).state
+        state = decide(state, event, POLICY, now_of(event)).state
     event = row.then()
     key = getattr(event, "key", None)
     if isinstance(key, str) and key != KEY:
         state = absent(key)
-    decision = decide(state, event, POLICY)
+    decision = decide(state, event, POLICY, now_of(event))
     return state, decision.state, decision.outputs
 
 

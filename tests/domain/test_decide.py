@@ -10,7 +10,7 @@ from ledger_stream.domain import Policy, absent, decide
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import sign_approval
 from ledger_stream.domain.state import KeyState, Phase
-from tests.factories import KEY, claim, intent, outcome, reconciled, resolution
+from tests.factories import KEY, claim, intent, now_of, outcome, reconciled, resolution
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -24,7 +24,7 @@ def run(events: Iterable[ev.InputEvent], state: KeyState | None = None,
     state = state or absent(KEY)
     outputs: list[ev.OutputEvent] = []
     for event in events:
-        decision = decide(state, event, policy)
+        decision = decide(state, event, policy, now_of(event))
         state = decision.state
         outputs.extend(decision.outputs)
     return state, outputs
@@ -316,3 +316,88 @@ def test_poison_goes_to_the_dlq_with_an_alert_and_no_state_change():
 def test_outputs_are_deterministic():
     events = [intent(), claim(), outcome(OS.UNKNOWN), reconciled(RS.NOT_FOUND, at_ms=20_000)]
     assert run(events) == run(events)
+
+
+# --- the review's defects (time, approvals, attempts, ordering of checks) -----------------
+
+
+def test_approval_expiry_is_judged_by_the_partition_clock_not_the_intents_stamp():
+    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_secret=b"k")
+    base = intent()
+    approval = sign_approval(b"k", KEY, "a1", base.args_hash, "", 10_000)
+    backdated = intent(approval=approval, at_ms=1_000)  # claims to be early
+    decision = decide(absent(KEY), backdated, policy, 20_000)  # the broker says otherwise
+    assert decision.state.phase is Phase.ABSENT
+    assert of(decision.outputs, ev.Receipt)[0].reason is ev.Reason.APPROVAL
+
+
+def test_an_intent_stamped_far_ahead_does_not_seal_the_key():
+    state, _ = run([intent(), claim(), outcome(OS.SUCCEEDED, external_id="pay-1")])
+    ahead = intent(at_ms=10**13)  # its own stamp is years ahead
+    decision = decide(state, ahead, POLICY, 4_000)
+    assert decision.state.phase is Phase.SUCCEEDED
+    assert of(decision.outputs, ev.Receipt)[0].status is ev.ReceiptStatus.SUCCEEDED
+
+
+def test_leases_run_on_the_partition_clock():
+    decision = decide(run([intent()])[0], claim(at_ms=999_999, lease_ms=10_000), POLICY, 2_000)
+    assert of(decision.outputs, ev.Grant)[0].lease_until_ms == 12_000
+
+
+def test_a_conflict_with_another_workflow_version_is_a_conflict_not_a_hold():
+    state, _ = run([intent()])
+    other = intent(args={"amount": 999, "to": "cust-1"},
+                   workflow=ev.Workflow("refund-agent", "2.0", "thread-1", "refund_v2"))
+    _, out = run([other], state)
+    (receipt,) = of(out, ev.Receipt)
+    assert (receipt.status, receipt.reason) == (ev.ReceiptStatus.REJECTED, ev.Reason.CONFLICT)
+    assert [a.kind for a in of(out, ev.Alert)] == [ev.AlertKind.CONFLICTING_ARGUMENTS]
+
+
+def test_a_duplicate_with_a_forged_approval_is_rejected_and_alerted():
+    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_secret=b"k")
+    base = intent()
+    good = sign_approval(b"k", KEY, "a1", base.args_hash, "", 10_000)
+    state, _ = run([intent(approval=good)], policy=policy)
+    forged = sign_approval(b"wrong", KEY, "a1", base.args_hash, "", 10_000)
+    state2, out = run([intent(approval=forged)], state, policy)
+    assert state2 == state
+    assert of(out, ev.Receipt)[0].reason is ev.Reason.APPROVAL
+    assert [a.kind for a in of(out, ev.Alert)] == [ev.AlertKind.APPROVAL_MISMATCH]
+
+
+def test_a_duplicate_after_its_approval_expired_still_gets_the_original_outcome():
+    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_secret=b"k")
+    base = intent()
+    good = sign_approval(b"k", KEY, "a1", base.args_hash, "", 2_500)
+    state, _ = run([intent(approval=good), claim(),
+                    outcome(OS.SUCCEEDED, external_id="pay-1")], policy=policy)
+    _, out = run([intent(approval=good, at_ms=5_000)], state, policy)
+    assert of(out, ev.Receipt)[0].status is ev.ReceiptStatus.SUCCEEDED
+
+
+def test_attempts_with_unknown_outcomes_never_end_in_a_definite_failure():
+    # Every attempt ends unknown, every lookup says not found (a deduplicating target):
+    # the target may still hold the effect, so an operator decides, with an alert.
+    events: list[ev.InputEvent] = [intent()]
+    at = 2_000
+    for n in (1, 2, 3):
+        events += [claim(attempt=n, claim_id=f"c{n}", at_ms=at),
+                   outcome(OS.UNKNOWN, attempt=n, claim_id=f"c{n}", at_ms=at + 1),
+                   reconciled(RS.NOT_FOUND, attempt=n, claim_id=f"r{n}", at_ms=at + 20_000,
+                              dedup=True)]
+        at += 40_000
+    state, out = run(events)
+    assert state.phase is Phase.NEEDS_OPERATOR
+    assert of(out, ev.Receipt)[-1].status is ev.ReceiptStatus.NEEDS_RECONCILIATION
+    assert ev.AlertKind.RECONCILIATION_REQUIRED in [a.kind for a in of(out, ev.Alert)]
+
+
+def test_a_grant_that_came_too_late_to_call_does_not_use_up_an_attempt():
+    events: list[ev.InputEvent] = [intent()]
+    for n in range(1, 7):  # more lapses than max_attempts (3)
+        events += [claim(attempt=n, claim_id=f"c{n}", at_ms=n * 1_000),
+                   outcome(OS.NOT_CALLED, attempt=n, claim_id=f"c{n}", at_ms=n * 1_000 + 600)]
+    state, out = run(events, policy=Policy(max_attempts=3, retry_backoff_ms=0))
+    assert (state.phase, state.attempt, state.lapses) == (Phase.RESERVED, 7, 6)
+    assert [a.kind for a in of(out, ev.Alert)] == [ev.AlertKind.STALLED]  # said once

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from ledger_stream.domain import Policy, absent, decide
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.state import Phase
-from tests.factories import KEY, claim, intent, outcome, reconciled, resolution
+from tests.factories import KEY, claim, intent, now_of, outcome, reconciled, resolution
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -73,7 +73,7 @@ def test_invariants_hold_for_any_interleaving(events):
     sealed = False
     for event in events:
         before = state
-        decision = decide(state, event, POLICY)
+        decision = decide(state, event, POLICY, now_of(event))
         state, outs = decision.state, decision.outputs
         answers = Counter(type(o) for o in outs)
 

@@ -11,7 +11,7 @@ import pytest
 from ledger_stream.domain import Policy, absent, decide
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.state import Phase
-from tests.factories import KEY, claim, intent, outcome, reconciled, resolution
+from tests.factories import KEY, claim, intent, now_of, outcome, reconciled, resolution
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -34,7 +34,7 @@ class Processor:
         return self._apply(event)
 
     def _apply(self, event: ev.InputEvent) -> list[ev.OutputEvent]:
-        decision = decide(self.state, event, POLICY)
+        decision = decide(self.state, event, POLICY, now_of(event))
         self.state = decision.state
         self.dq.extend(decision.outputs)
         return list(decision.outputs)

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
@@ -21,6 +18,7 @@ from ledger_stream.serde import (
     default_schemas,
 )
 from tests.factories import KEY, claim, intent, outcome, reconciled, resolution
+from tests.serde.fake_registry import FakeRegistry
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -38,6 +36,7 @@ def one_of_each() -> list:
         ev.Alert("a", KEY, ev.AlertKind.DUPLICATE_EFFECT, "s", "d", 3),
         ev.DeadLetter("ledger.intents", 0, 5, "bad", 4, b"k", b"\x00\xff"),
         ev.DeadLetter("ledger.intents", 0, 5, "bad", 4),
+        ev.Tick(3, "processor-1", 5),
     ]
 
 
@@ -103,48 +102,16 @@ def test_reader_of_version_n_plus_1_reads_events_written_by_version_n():
     assert record["args_hash"] == intent().args_hash
 
 
-class _FakeRegistry(BaseHTTPRequestHandler):
-    schemas: dict[int, str] = {}
-
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        schema_id = next((i for i, s in self.schemas.items() if s == body["schema"]),
-                         len(self.schemas) + 1)
-        self.schemas[schema_id] = body["schema"]
-        self._answer({"id": schema_id})
-
-    def do_GET(self):  # noqa: N802
-        schema_id = int(self.path.rsplit("/", 1)[-1])
-        if schema_id not in self.schemas:
-            self.send_response(404)
-            self.end_headers()
-            return
-        self._answer({"schema": self.schemas[schema_id]})
-
-    def _answer(self, payload):
-        data = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
 def test_schema_registry_framing_round_trips_through_a_registry_api():
-    server = HTTPServer(("127.0.0.1", 0), _FakeRegistry)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    registry = FakeRegistry().start()
     try:
-        url = f"http://127.0.0.1:{server.server_port}"
         schemas = default_schemas()
-        writer = AvroCodec(schemas, RegistryFraming(RegistryClient(url), schemas))
+        writer = AvroCodec(schemas, RegistryFraming(RegistryClient(registry.url), schemas))
         data = writer.encode(intent())
         assert data[0] == 0 and int.from_bytes(data[1:5], "big") >= 1
-        reader = AvroCodec(schemas, RegistryFraming(RegistryClient(url), schemas))
+        reader = AvroCodec(schemas, RegistryFraming(RegistryClient(registry.url), schemas))
         assert reader.decode(data) == writer.decode(data)
-        with pytest.raises(DecodeError, match="unknown schema id"):
-            reader.decode(b"\x00\x00\x00\x03\x09" + data[5:])
+        with pytest.raises(DecodeError, match="schema id 3 not found"):
+            reader.decode(b"\x00\x00\x00\x00\x03" + data[5:])
     finally:
-        server.shutdown()
+        registry.stop()

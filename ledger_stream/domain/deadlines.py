@@ -1,0 +1,63 @@
+"""Deadlines: what happens to a key when time passes with no event for it.
+
+Time is the partition clock the runtime passes in (broker timestamps, monotone per
+partition; quiet partitions get Tick records), so a deadline fires at the same point of the
+log on every replay. The runtime keeps an index of ``due_ms`` per key and decides a
+``Timer`` for each key whose deadline the clock has passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ledger_stream.domain.events import AlertKind
+from ledger_stream.domain.outputs import alert_for, dispatch_for
+from ledger_stream.domain.policy import Policy
+from ledger_stream.domain.state import AttemptRecord, KeyState, Phase
+from ledger_stream.domain.transitions import Decision, reconcile, to_operator
+
+TIMER_CLAIM = "timer"  # the claim id a deadline's Reconcile names (it answers no claim)
+
+
+def due_ms(state: KeyState, policy: Policy) -> int | None:
+    """When the key's next deadline falls (a Timer at or after it acts), or None.
+
+    RESERVED: a dispatch nobody claimed raises ``stalled`` once per attempt. DISPATCHED:
+    the holder said nothing long after its lease: reconcile. RECONCILING: no result came:
+    an operator decides. SUCCEEDED / FAILED: the replay window ends: seal.
+    """
+    phase = state.phase
+    if phase is Phase.RESERVED:
+        if state.stall_alerted == state.attempt:
+            return None
+        return max(state.not_before_ms, state.phase_since_ms) + policy.stall_after_ms
+    if phase is Phase.DISPATCHED:
+        return state.lease_until_ms + policy.clock_skew_ms + policy.stall_after_ms
+    if phase is Phase.RECONCILING:
+        return state.phase_since_ms + policy.reconcile_timeout_ms
+    if phase.terminal:
+        return state.terminal_at_ms + policy.replay_window_ms + 1
+    return None
+
+
+def deadline(state: KeyState, policy: Policy, now: int) -> Decision:
+    """A Timer: act on the key's deadline if it has come (a stale timer changes nothing)."""
+    due = due_ms(state, policy)
+    if due is None or now < due:
+        return Decision(state)
+    source = f"timer/{state.attempt}/{due}"
+    if state.phase is Phase.RESERVED:
+        # Nobody claimed the dispatch: say so, and offer the same dispatch again (its id is
+        # unchanged, so a connector that handled it skips it).
+        stalled = replace(state, stall_alerted=state.attempt)
+        alert = alert_for(state.key, AlertKind.STALLED, source,
+                       f"attempt {state.attempt} for target {state.target!r} not claimed "
+                       f"within {policy.stall_after_ms} ms", now)
+        return Decision(stalled, (dispatch_for(state, now), alert))
+    if state.phase is Phase.DISPATCHED:
+        return reconcile(state, now, TIMER_CLAIM,
+                          AttemptRecord(state.attempt, TIMER_CLAIM, "lease_expired", now),
+                          "the holder reported nothing long after its lease")
+    # RECONCILING (terminal keys were sealed by expire_if_due before getting here).
+    return to_operator(state, now, f"no reconcile result within "
+                        f"{policy.reconcile_timeout_ms} ms", source)

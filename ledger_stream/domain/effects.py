@@ -1,0 +1,67 @@
+"""Reports that the target holds a key's effect (a success, a lookup that found it). They
+are never dropped: they settle a key in flight, turn a failed key into a succeeded one with
+``late_effect``, agree with the effect that settled the key, or raise ``duplicate_effect``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ledger_stream.domain.events import AlertKind, OutputEvent
+from ledger_stream.domain.outputs import alert_for, state_receipt
+from ledger_stream.domain.state import AttemptRecord, KeyState, Phase
+from ledger_stream.domain.transitions import Decision, enter
+
+
+def effect_seen(state: KeyState, record: AttemptRecord, source: str, deduplicates: bool,
+                 *, by_lookup: bool) -> Decision:
+    """A report that the target holds the key's effect: settles the key, or is the same
+    effect again, or is a duplicate. Never dropped."""
+    now, ext = record.at_ms, record.external_id
+    if state.phase in (Phase.SUCCEEDED, Phase.EXPIRED):
+        if _same_effect(state, record, deduplicates, by_lookup):
+            return Decision(state.with_record(record) if state.phase.live else state)
+        return _duplicate(state, record, source,
+                          f"another effect {ext!r} (claim {record.claim_id}), "
+                          f"first {state.external_id!r} (claim {state.settled_by})")
+    done = enter(state, Phase.SUCCEEDED, now, record, external_id=ext,
+                  settled_by=record.claim_id, status_detail="")
+    if state.phase is Phase.FAILED:
+        late = replace(done, status_detail="effect reported after the key failed")
+        alert = alert_for(state.key, AlertKind.LATE_EFFECT, source,
+                       f"attempt {record.attempt} applied {ext!r} after the key failed", now)
+        return Decision(late, (state_receipt(late, now), alert))
+    outputs: tuple[OutputEvent, ...] = (state_receipt(done, now),)
+    granted_elsewhere = state.phase is Phase.DISPATCHED and not (
+        record.attempt == state.attempt and record.claim_id == state.granted_claim_id)
+    if granted_elsewhere and not by_lookup and not deduplicates:
+        # A real call landed while another claim holds a grant at a target that does not
+        # deduplicate: a second effect may be on its way.
+        outputs += (alert_for(state.key, AlertKind.DUPLICATE_EFFECT, source,
+                           f"attempt {record.attempt} applied {ext!r} while attempt "
+                           f"{state.attempt} is granted to claim {state.granted_claim_id}",
+                           now),)
+    return Decision(done, outputs)
+
+
+def _same_effect(state: KeyState, record: AttemptRecord, deduplicates: bool,
+                 by_lookup: bool) -> bool:
+    """Whether a report about a settled key names the effect that settled it.
+
+    External ids alone do not identify an effect where they derive from the key (an SMTP
+    Message-ID): equal ids count as one effect only for the settling claim, for the holder
+    of the settled attempt (the key was settled by a lookup that found its effect), for a
+    lookup, or at a target that deduplicates by key.
+    """
+    ext = record.external_id
+    if not ext or ext != state.external_id:
+        return False
+    holder = record.attempt == state.attempt and record.claim_id == state.granted_claim_id
+    return by_lookup or deduplicates or holder or record.claim_id == state.settled_by
+
+
+def _duplicate(state: KeyState, record: AttemptRecord, source: str, detail: str) -> Decision:
+    alert = alert_for(state.key, AlertKind.DUPLICATE_EFFECT, source, detail, record.at_ms)
+    if not state.phase.live:
+        return Decision(state, (alert,))
+    counted = state.with_record(record, duplicate_effects=state.duplicate_effects + 1)
+    return Decision(counted, (alert,))

@@ -1,0 +1,79 @@
+"""Moves shared by several rows of the decision table: entering a phase, the next attempt,
+reconciliation, handing a key to an operator, sealing after the replay window."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ledger_stream.domain.events import AlertKind, OutputEvent, Reason, Reconcile
+from ledger_stream.domain.outputs import alert_for, dispatch_for, state_receipt
+from ledger_stream.domain.policy import Policy
+from ledger_stream.domain.state import AttemptRecord, KeyState, Phase
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    state: KeyState
+    outputs: tuple[OutputEvent, ...] = ()
+
+
+def expire_if_due(state: KeyState, now_ms: int, policy: Policy) -> KeyState:
+    if state.phase.terminal and now_ms - state.terminal_at_ms > policy.replay_window_ms:
+        return state.sealed()
+    return state
+
+
+def enter(state: KeyState, phase: Phase, now_ms: int, record: AttemptRecord | None = None,
+           **changes: Any) -> KeyState:
+    """``state`` in ``phase`` since ``now_ms`` (with ``record`` added to the history)."""
+    if phase.terminal:
+        changes["terminal_at_ms"] = now_ms
+    if record is not None:
+        return state.with_record(record, phase=phase, phase_since_ms=now_ms, **changes)
+    return replace(state, phase=phase, phase_since_ms=now_ms, **changes)
+
+
+def next_attempt(state: KeyState, now: int, not_before_ms: int, detail: str,
+                  policy: Policy, *, counted: bool = True) -> Decision:
+    """Move to attempt n+1 (same key), or stop when the counted attempts are used up: in
+    FAILED when every attempt definitely did not apply, for an operator otherwise."""
+    lapses = state.lapses + (0 if counted else 1)
+    if counted and state.counted_attempts >= policy.max_attempts:
+        used = f"{detail}; {state.counted_attempts} attempts used"
+        if state.unknown_attempts:
+            why = f"{used}, {state.unknown_attempts} of them with an unknown outcome"
+            return to_operator(state, now, why, f"max-attempts/{state.attempt}")
+        failed = enter(state, Phase.FAILED, now, status_detail=used)
+        return Decision(failed, (state_receipt(failed, now, Reason.MAX_ATTEMPTS),))
+    nxt = enter(state, Phase.RESERVED, now, attempt=state.attempt + 1, lapses=lapses,
+                 granted_claim_id="", lease_until_ms=0, not_before_ms=not_before_ms,
+                 status_detail=detail)
+    outputs: tuple[OutputEvent, ...] = (state_receipt(nxt, now), dispatch_for(nxt, now))
+    if not counted and lapses == policy.lapse_alert_after:
+        outputs += (alert_for(state.key, AlertKind.STALLED, f"lapse/{state.attempt}",
+                           f"{lapses} grants in a row came too late to call: check "
+                           "processor lag and connector clocks", now),)
+    return Decision(nxt, outputs)
+
+
+def to_operator(state: KeyState, now: int, why: str, source: str,
+                 record: AttemptRecord | None = None) -> Decision:
+    waiting = enter(state, Phase.NEEDS_OPERATOR, now, record, status_detail=why)
+    alert = alert_for(state.key, AlertKind.RECONCILIATION_REQUIRED, source, why, now)
+    return Decision(waiting, (state_receipt(waiting, now), alert))
+
+
+def reconcile(state: KeyState, now: int, claim_id: str, record: AttemptRecord | None,
+               why: str) -> Decision:
+    """The outcome of the current attempt is unknown: ask the target, never resend."""
+    reconciling = enter(state, Phase.RECONCILING, now, record, status_detail=why,
+                         unknown_attempts=state.unknown_attempts + 1)
+    return Decision(reconciling, (
+        Reconcile(state.key, state.attempt, claim_id, state.target, now),
+        state_receipt(reconciling, now)))
+
+
+def after_lease(state: KeyState, now: int, policy: Policy) -> int:
+    """Earliest time a new attempt may start: a presumed-dead holder's lease has run out."""
+    return max(now + policy.retry_backoff_ms, state.lease_until_ms + policy.clock_skew_ms)

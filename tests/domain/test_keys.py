@@ -1,0 +1,57 @@
+"""Operation keys, canonical JSON and the validation of decoded events."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from ledger_stream.domain.keys import args_hash, canonical_json
+from ledger_stream.domain.validation import invalid_reason
+from tests.factories import intent
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_equal_amounts_have_one_canonical_form():
+    forms = [{"amount": 10}, {"amount": 10.0}, {"amount": Decimal("10.00")}]
+    assert {canonical_json(f) for f in forms} == {'{"amount":10}'}
+    assert canonical_json(0.1) == canonical_json(Decimal("0.10")) == "0.1"
+
+
+def test_decimals_are_never_rounded_through_float():
+    exact = Decimal("0.1000000000000000055511151231257827")
+    assert canonical_json(exact) == "0.1000000000000000055511151231257827"
+    assert args_hash({"a": exact}) != args_hash({"a": 0.1})
+    assert canonical_json(Decimal("12345678901234567890.123456789")) == \
+        "12345678901234567890.123456789"
+
+
+def test_integer_and_string_object_keys_do_not_collide():
+    with pytest.raises(TypeError, match="keys must be strings"):
+        canonical_json({1: "x"})
+    assert canonical_json({"1": "x"}) == '{"1":"x"}'
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), Decimal("NaN"), Decimal("-Inf")])
+def test_non_finite_numbers_have_no_canonical_form(bad):
+    with pytest.raises(ValueError):
+        canonical_json({"amount": bad})
+
+
+def test_canonical_json_sorts_keys_and_keeps_unicode():
+    assert canonical_json({"b": [1, {"z": None, "a": True}], "a": "é"}) == \
+        '{"a":"é","b":[1,{"a":true,"z":null}]}'
+
+
+def test_an_intent_whose_action_differs_from_its_key_is_invalid():
+    sneaky = intent(key="acme/payout/p1", action="note")
+    assert invalid_reason(sneaky, "acme/payout/p1") == \
+        "the intent's action differs from its operation key's action"
+    assert invalid_reason(intent(key="acme/payout/p1"), "acme/payout/p1") is None
+
+
+@pytest.mark.parametrize("key", ["acme", "acme/payout", "acme//p1", "/payout/p1"])
+def test_an_intent_key_must_be_tenant_action_business_id(key):
+    assert invalid_reason(intent(key=key, tenant="acme", action="payout"), key) == \
+        "the operation key is not tenant/action/business-id"
