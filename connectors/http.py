@@ -1,22 +1,52 @@
 """HTTP APIs that take an idempotency key header (Stripe-like payments APIs, the sandbox).
 
-The operation key goes in ``Idempotency-Key`` and the attempt id in ``X-Attempt-Id``. The
-request's phases decide the outcome of a failure: nothing sent (connection refused, DNS,
-connect timeout) is ``not_applied``; anything after the request may have left (read
-timeout, dropped connection) is ``unknown``; a 429/503 answer is ``not_applied`` (the API
-says it did not process the request); 409 and other 4xx are permanent; other 5xx are
-``unknown``, since an API may fail after committing.
+The operation key goes in ``Idempotency-Key`` and the attempt id in ``X-Attempt-Id``. A call
+(connect, send, status, headers and body) takes at most ``timeout_s`` seconds in all, so
+the connector's lease covers it. The phase it reached decides the outcome:
+
+- nothing sent (connection refused, DNS failure, connect timeout, deadline before sending):
+  ``not_applied``;
+- the request may have left (read timeout, dropped connection, deadline after sending):
+  ``unknown``;
+- 2xx with the receipt id at ``id_field`` (a dotted path): succeeded; 2xx without it, or
+  not JSON: ``unknown``, since the effect may have happened;
+- a status declared in ``not_applied_statuses``, ``failed_statuses`` or
+  ``unknown_statuses`` (all empty by default): as declared;
+- other 4xx: ``failed`` (the API refused the request), except 408 and 429: ``unknown``;
+- 5xx, 3xx: ``unknown``.
+
+A wrong ``not_applied`` lets the ledger send a second payment, so no status means "not
+processed" unless the user declares it from the API's documentation. A 5xx may come after
+the API committed, or from a proxy that had forwarded the request. 408 and 429 are
+transient, so ``failed`` (final) would be wrong, and HTTP does not promise they come before
+processing (a gateway may answer them after forwarding). Redirects are not followed: a POST
+cannot safely be replayed elsewhere.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from urllib.parse import quote, urlsplit
+from typing import Any
+from urllib.parse import quote, quote_plus, urlsplit
 
 from ledger_stream.connector.target import EffectRequest, LookupUnavailable, Target, TargetError
 from ledger_stream.domain.events import OutcomeStatus
+
+# How ``{key}`` is filled in a lookup path template.
+KEY_ENCODINGS: dict[str, Callable[[str], str]] = {
+    "segment": lambda key: quote(key, safe=""),  # one path segment: "/" becomes %2F
+    "path": lambda key: quote(key, safe="/"),  # "/" stays a path separator
+    "query": lambda key: quote_plus(key, safe=""),  # a query string value
+}
+TRANSIENT_4XX = frozenset({408, 429})  # unknown unless declared: see the module docstring
+MAX_RESPONSE_BYTES = 1 << 20  # a larger 2xx body is cut, fails to parse: unknown
 
 
 class NotSent(TargetError):
@@ -28,97 +58,283 @@ class Ambiguous(TargetError):
 
 
 class Refused(TargetError):
-    """The API answered with an error status."""
+    """The API answered a status other than 2xx; ``outcome`` is what it means here."""
 
-    def __init__(self, status: int, body: str) -> None:
-        super().__init__(f"HTTP {status}: {body[:200]}")
-        self.status = status
+    def __init__(self, status: int, outcome: OutcomeStatus, why: str, body: str) -> None:
+        super().__init__(f"HTTP {status} ({why}): {_excerpt(body)}")
+        self.status, self.outcome = status, outcome
+
+
+def _excerpt(text: str) -> str:
+    return " ".join(text[:200].split())  # one log line
+
+
+# --- values, checked once (the CLI turns their ValueError into a flag error) -----------------
+
+
+def parse_statuses(text: str) -> frozenset[int]:
+    """``"429,503"`` -> {429, 503}; a final status 300-599 each."""
+    codes = [part.strip() for part in text.split(",") if part.strip()]
+    for code in codes:
+        if not code.isdigit():
+            raise ValueError(f"{code!r} is not an HTTP status (expected e.g. 429,503)")
+    return check_statuses(int(code) for code in codes)
+
+
+def check_statuses(codes: Iterable[int]) -> frozenset[int]:
+    statuses = frozenset(codes)
+    # A 2xx is a success and 1xx is never final: declaring them would be a mistake.
+    if wrong := sorted(code for code in statuses if not 300 <= code <= 599):
+        raise ValueError(f"HTTP statuses must be 300 to 599, got {wrong}")
+    return statuses
+
+
+def check_path(path: str) -> str:
+    if not path.startswith("/"):
+        raise ValueError(f"a path must start with /, got {path!r}")
+    return path
+
+
+def check_lookup_template(template: str) -> str:
+    if "{key}" not in check_path(template):
+        raise ValueError(f"the lookup path must contain {{key}}, got {template!r}")
+    return template
+
+
+def check_id_field(path: str) -> str:
+    if not path or not all(path.split(".")):
+        raise ValueError(f"the id field must be a dotted path like data.payment.id, got {path!r}")
+    return path
+
+
+def receipt_id(text: str, id_field: str) -> str:
+    """The string or number at ``id_field`` (dotted; a digit indexes a list) of a JSON body.
+    Raises ValueError naming what is missing, never quoting the body (it describes the
+    effect)."""
+    try:
+        value: Any = json.loads(text)
+    except ValueError:
+        raise ValueError("the body is not JSON") from None
+    for part in id_field.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            raise ValueError(f"no {part!r} on the path {id_field!r}")
+    if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
+        raise ValueError(f"{id_field!r} is not a non-empty string or number")
+    return str(value)
+
+
+# --- one bounded exchange ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Reply:
+    status: int
+    text: str
+
+
+class _Exchange:
+    """One request and its response within ``timeout_s`` seconds of wall-clock time in all.
+
+    A socket timeout bounds each wait, not their sum: a server trickling its answer a byte
+    at a time kept a 1 s call alive 2.8 s, past the lease. So a helper thread does the I/O
+    (each step with the time left as its socket timeout) and the caller stops waiting at the
+    deadline. It then cuts: it shuts the socket down, which ends a blocked read or write, and
+    forbids a helper still connecting to send (a DNS lookup obeys no socket timeout, so that
+    helper may linger, but it never sends). ``run`` raises NotSent when the request had not
+    started to leave, Ambiguous when it had.
+    """
+
+    def __init__(self, conn: http.client.HTTPConnection, method: str, path: str,
+                 shown_path: str, body: bytes | None, headers: dict[str, str]) -> None:
+        self._conn, self._method, self._path, self._body = conn, method, path, body
+        self._headers, self._shown = headers, f"{method} {shown_path}"
+        self._lock = threading.Lock()  # orders "cut" against "start sending" and close
+        self._sending = self._cut = False
+        self._sock: socket.socket | None = None  # kept: getresponse() may drop conn.sock
+        self._result: _Reply | TargetError | None = None
+        self._deadline = 0.0
+
+    def run(self, timeout_s: float) -> _Reply:
+        self._deadline = time.monotonic() + timeout_s
+        helper = threading.Thread(target=self._talk, name="http-call", daemon=True)
+        helper.start()
+        helper.join(timeout_s)
+        if helper.is_alive():
+            if self._cut_off():
+                raise Ambiguous(f"Deadline after sending {self._shown}: "
+                                f"no complete response within {timeout_s:g} s")
+            raise NotSent(f"Deadline before sending {self._shown}: "
+                          f"no connection within {timeout_s:g} s")
+        if isinstance(self._result, _Reply):
+            return self._result
+        raise self._result or Ambiguous(f"no result for {self._shown}")
+
+    def _cut_off(self) -> bool:
+        """Stop the helper; True if it had started sending."""
+        with self._lock:
+            self._cut = True
+            sock = self._sock or self._conn.sock
+            # OSError: closed already, or not connected yet. The plain socket's shutdown:
+            # SSLSocket's would unwrap the TLS state under the helper's read.
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            return self._sending
+
+    def _left(self) -> float:
+        return max(self._deadline - time.monotonic(), 0.001)
+
+    def _talk(self) -> None:
+        conn = self._conn
+        try:
+            try:
+                conn.timeout = self._left()
+                conn.connect()
+            except Exception as exc:
+                self._fail(NotSent, f"before sending {self._shown}", exc)
+                return
+            with self._lock:
+                if self._cut:
+                    return
+                self._sending, self._sock = True, conn.sock
+            try:
+                self._result = self._send_and_read(conn.sock)
+            except Exception as exc:  # whatever broke, the request may have arrived
+                self._fail(Ambiguous, f"after sending {self._shown}", exc)
+        finally:
+            with self._lock:
+                conn.close()
+
+    def _send_and_read(self, sock: socket.socket) -> _Reply:
+        conn = self._conn
+        sock.settimeout(self._left())
+        conn.request(self._method, self._path, body=self._body, headers=self._headers)
+        sock.settimeout(self._left())
+        with conn.getresponse() as response:
+            sock.settimeout(self._left())
+            text = response.read(MAX_RESPONSE_BYTES).decode("utf-8", "replace")
+        return _Reply(response.status, text)
+
+    def _fail(self, kind: type[TargetError], when: str, exc: Exception) -> None:
+        error = kind(f"{type(exc).__name__} {when}: {exc}")
+        error.__cause__ = exc  # as ``raise ... from exc`` would, for the log's traceback
+        self._result = error
+
+
+# --- the target -------------------------------------------------------------------------------
 
 
 @dataclass
 class HttpTarget(Target):
+    """An HTTP API with an ``Idempotency-Key`` header. Every call is bounded by its
+    ``timeout_s`` in wall-clock time; the module docstring gives the outcome of each status.
+
+    ``deduplicates`` is a declaration: only if the API documents that it refuses a second
+    effect for one key and returns the original response.
+    """
+
     name: str
     base_url: str
     apply_path: str = "/v1/payments"
     lookup_path: str | None = "/v1/payments/by-key/{key}"  # None: the API has no lookup
-    deduplicates: bool = True
-    id_field: str = "id"
-    not_applied_statuses: frozenset[int] = field(default_factory=lambda: frozenset({429, 503}))
+    deduplicates: bool = False
+    id_field: str = "id"  # dotted path to the receipt id in a 2xx body
+    not_applied_statuses: frozenset[int] = frozenset()
     headers: dict[str, str] = field(default_factory=dict)
+    lookup_key_encoding: str = "segment"  # a key of KEY_ENCODINGS
+    failed_statuses: frozenset[int] = frozenset()
+    unknown_statuses: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         self.queryable = self.lookup_path is not None
         parts = urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"base URL must be http(s)://host[:port], got {self.base_url!r}")
-        self._scheme, self._host, self._port = parts.scheme, parts.hostname, parts.port
+        self._https, self._host, self._port = parts.scheme == "https", parts.hostname, parts.port
         self._prefix = parts.path.rstrip("/")
+        check_path(self.apply_path)
+        if self.lookup_path is not None:
+            check_lookup_template(self.lookup_path)
+        if self.lookup_key_encoding not in KEY_ENCODINGS:
+            raise ValueError(f"lookup key encoding must be one of {', '.join(KEY_ENCODINGS)}, "
+                             f"got {self.lookup_key_encoding!r}")
+        check_id_field(self.id_field)
+        self._declare_statuses()
 
-    def _connect(self, timeout_s: float) -> http.client.HTTPConnection:
-        cls = http.client.HTTPSConnection if self._scheme == "https" else \
-            http.client.HTTPConnection
+    def _declare_statuses(self) -> None:
+        declared = {"not applied": check_statuses(self.not_applied_statuses),
+                    "failed": check_statuses(self.failed_statuses),
+                    "unknown": check_statuses(self.unknown_statuses)}
+        self.not_applied_statuses = declared["not applied"]
+        self.failed_statuses, self.unknown_statuses = declared["failed"], declared["unknown"]
+        seen: dict[int, str] = {}
+        for meaning, codes in declared.items():
+            for code in sorted(codes):
+                if code in seen:
+                    raise ValueError(f"HTTP {code} is declared both {seen[code]} and {meaning}")
+                seen[code] = meaning
+
+    def status_outcome(self, status: int) -> tuple[OutcomeStatus, str]:
+        """The outcome of a non-2xx answer to ``apply``, and why (for the error message)."""
+        if status in self.not_applied_statuses:
+            return OutcomeStatus.NOT_APPLIED, "declared not applied"
+        if status in self.failed_statuses:
+            return OutcomeStatus.FAILED, "declared failed"
+        if status in self.unknown_statuses:
+            return OutcomeStatus.UNKNOWN, "declared unknown"
+        if 400 <= status < 500 and status not in TRANSIENT_4XX:
+            return OutcomeStatus.FAILED, "refused"
+        return OutcomeStatus.UNKNOWN, "unknown unless declared"
+
+    def _call(self, method: str, path: str, shown_path: str, body: bytes | None,
+              headers: dict[str, str], timeout_s: float) -> _Reply:
+        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
         conn = cls(self._host, self._port, timeout=timeout_s)
-        try:
-            conn.connect()
-        except OSError as exc:
-            conn.close()
-            raise NotSent(f"cannot connect to {self.name}: {exc}") from exc
-        return conn
+        path, shown_path = self._prefix + path, self._prefix + shown_path
+        return _Exchange(conn, method, path, shown_path, body, headers).run(timeout_s)
 
     def apply(self, request: EffectRequest, timeout_s: float) -> str:
         body = json.dumps(request.args, sort_keys=True, separators=(",", ":")).encode()
         headers = {**self.headers, "Content-Type": "application/json",
                    "Idempotency-Key": request.key, "X-Attempt-Id": request.attempt_id}
-        conn = self._connect(timeout_s)
+        reply = self._call("POST", self.apply_path, self.apply_path, body, headers, timeout_s)
+        if not 200 <= reply.status < 300:
+            outcome, why = self.status_outcome(reply.status)
+            raise Refused(reply.status, outcome, why, reply.text)
         try:
-            conn.request("POST", self._prefix + self.apply_path, body=body, headers=headers)
-            response = conn.getresponse()
-            text = response.read().decode("utf-8", "replace")
-        except (OSError, http.client.HTTPException) as exc:
-            raise Ambiguous(f"{type(exc).__name__} after sending: {exc}") from exc
-        finally:
-            conn.close()
-        if response.status >= 300:
-            raise Refused(response.status, text)
-        return self._receipt_id(text)
-
-    def _receipt_id(self, text: str) -> str:
-        try:
-            return str(json.loads(text)[self.id_field])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise Ambiguous(f"2xx without a receipt id field {self.id_field!r}") from exc
+            return receipt_id(reply.text, self.id_field)
+        except ValueError as exc:  # the effect may well have happened
+            raise Ambiguous(f"HTTP {reply.status} without a receipt id: {exc}") from exc
 
     def classify(self, error: Exception) -> OutcomeStatus:
         if isinstance(error, NotSent):
             return OutcomeStatus.NOT_APPLIED
         if isinstance(error, Refused):
-            if error.status in self.not_applied_statuses:
-                return OutcomeStatus.NOT_APPLIED
-            if 400 <= error.status < 500:
-                return OutcomeStatus.FAILED
+            return error.outcome
         return OutcomeStatus.UNKNOWN
 
     def lookup(self, key: str, timeout_s: float) -> str | None:
+        """The receipt id for ``key``; None only on a 404. Raises LookupUnavailable for
+        anything else (no lookup path, a cut or failed call, another status, no id)."""
         if self.lookup_path is None:
             raise LookupUnavailable(f"{self.name} has no lookup by key")
-        path = self._prefix + self.lookup_path.format(key=quote(key, safe=""))
-        try:
-            conn = self._connect(timeout_s)
-        except NotSent as exc:
-            raise LookupUnavailable(str(exc)) from exc
-        try:
-            conn.request("GET", path, headers=self.headers)
-            response = conn.getresponse()
-            text = response.read().decode("utf-8", "replace")
-        except (OSError, http.client.HTTPException) as exc:
-            raise LookupUnavailable(f"lookup failed: {exc}") from exc
-        finally:
-            conn.close()
-        if response.status == 404:
+        path = self.lookup_path.replace("{key}", KEY_ENCODINGS[self.lookup_key_encoding](key))
+        try:  # the messages show the template, not the key
+            reply = self._call("GET", path, self.lookup_path, None, dict(self.headers),
+                               timeout_s)
+        except (NotSent, Ambiguous) as exc:
+            raise LookupUnavailable(f"lookup: {exc}") from exc
+        if reply.status == 404:
             return None
-        if response.status != 200:
-            raise LookupUnavailable(f"lookup answered HTTP {response.status}")
+        if not 200 <= reply.status < 300:
+            raise LookupUnavailable(f"lookup answered HTTP {reply.status}: "
+                                    f"{_excerpt(reply.text)}")
         try:
-            return self._receipt_id(text)
-        except Ambiguous as exc:
-            raise LookupUnavailable(str(exc)) from exc
+            return receipt_id(reply.text, self.id_field)
+        except ValueError as exc:
+            raise LookupUnavailable(f"lookup answered HTTP {reply.status} without a receipt "
+                                    f"id: {exc}") from exc

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from ledger_stream.cli.common import CliError, add_common_flags, settings_from
@@ -28,6 +29,74 @@ def _protocol_flags(parser: argparse.ArgumentParser) -> None:
                        "(env: LEDGER_CONNECTOR_METRICS_PORT; default 0)")
 
 
+HTTP_OUTCOMES = """\
+outcome of a call (bounded in all by --call-timeout: connect, send, response):
+  nothing sent (refused, DNS, connect timeout,   not_applied
+    deadline before sending)
+  after sending (read timeout, dropped, deadline) unknown: looked up by key
+  2xx with the id at --id-field                   succeeded
+  2xx without it                                  unknown
+  a status declared with a --*-status flag        as declared
+  other 4xx                                       failed (final)
+  408, 429                                        unknown: transient, and HTTP does not
+                                                  promise they come before processing
+  5xx, 3xx                                        unknown: the API (or a proxy that
+                                                  forwarded the request) may have committed
+a wrong not_applied can cost a second effect: declare statuses only from the API's docs.
+"""
+
+
+def _checked(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse ``type`` whose ValueError message becomes the flag's error message."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from exc
+
+    return convert
+
+
+def _http_flags(parser: argparse.ArgumentParser) -> None:
+    from connectors import http as target
+
+    group = parser.add_argument_group("HTTP options")
+    group.add_argument("--base-url", required=True, metavar="URL",
+                       help="http(s)://host[:port][/prefix] of the API (required)")
+    group.add_argument("--apply-path", default="/v1/payments", metavar="PATH",
+                       type=_checked(target.check_path),
+                       help="POST path of the effect (default: %(default)s)")
+    group.add_argument("--lookup-path", default="/v1/payments/by-key/{key}", metavar="TEMPLATE",
+                       type=_checked(target.check_lookup_template),
+                       help="GET path of the lookup by key; must contain {key} "
+                       "(default: %(default)s)")
+    group.add_argument("--lookup-key-encoding", default="segment", choices=target.KEY_ENCODINGS,
+                       help="how {key} is encoded: segment (/ becomes %%2F), path (/ kept as a "
+                       "separator), query (a query value, space as +) (default: %(default)s)")
+    group.add_argument("--no-lookup", action="store_true", help="the API has no lookup by key: "
+                       "unknown outcomes go to an operator (default: off)")
+    group.add_argument("--deduplicates", action="store_true",
+                       help="the API itself refuses a second effect for one Idempotency-Key "
+                       "and returns the original response; declare only if the API documents "
+                       "it. Enables calls before the grant and resends after a lookup finds "
+                       "nothing (default: off)")
+    group.add_argument("--id-field", default="id", metavar="PATH",
+                       type=_checked(target.check_id_field),
+                       help="dotted path to the receipt id in a 2xx JSON body, e.g. "
+                       "data.payment.id; a digit indexes a list (default: %(default)s)")
+    statuses = _checked(target.parse_statuses)
+    for flag, meaning in (
+            ("--not-applied-status", "mean the API did not process the request (not_applied, "
+             "retried with the same key), e.g. 429,503"),
+            ("--unknown-status", "mean the outcome is unknown (looked up by key), e.g. 409 "
+             "for an API that answers it while a request with the key is in progress"),
+            ("--failed-status", "are final refusals with no effect (failed), e.g. 501")):
+        group.add_argument(flag, action="append", default=[], type=statuses, metavar="CODES",
+                           help=f"HTTP statuses (comma-separated, repeatable) that {meaning}; "
+                           "only as the API documents (default: none)")
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "connector", help="run a connector: apply dispatched effects to a target",
@@ -36,14 +105,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "outcomes, and reconcile unknown outcomes by looking the key up.")
     kinds = parser.add_subparsers(dest="kind", metavar="KIND", required=True)
 
-    http = kinds.add_parser("http", help="an HTTP API with an Idempotency-Key header")
-    http.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8080")
-    http.add_argument("--apply-path", default="/v1/payments", help="POST path of the effect")
-    http.add_argument("--lookup-path", default="/v1/payments/by-key/{key}",
-                      help="GET path template of the lookup by key ({key} is URL-encoded)")
-    http.add_argument("--no-lookup", action="store_true", help="the API has no lookup")
-    http.add_argument("--no-dedup", action="store_true",
-                      help="the API does not deduplicate by idempotency key")
+    http = kinds.add_parser(
+        "http", help="an HTTP API with an Idempotency-Key header",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="POST each effect with the operation key as Idempotency-Key and the "
+        "attempt id as X-Attempt-Id;\nlook an unknown outcome up by key with a GET.",
+        epilog=HTTP_OUTCOMES)
+    _http_flags(http)
 
     pg = kinds.add_parser("postgres", help="run SQL and a unique receipt row in one transaction")
     pg.add_argument("--dsn", help="libpq DSN (env: LEDGER_CONNECTOR_DSN)")
@@ -69,9 +137,13 @@ def build_target(args: argparse.Namespace, settings: Settings) -> Target:
     if args.kind == "http":
         from connectors.http import HttpTarget
 
-        return HttpTarget(name, args.base_url, args.apply_path,
-                          None if args.no_lookup else args.lookup_path,
-                          deduplicates=not args.no_dedup)
+        return HttpTarget(
+            name, args.base_url, args.apply_path, None if args.no_lookup else args.lookup_path,
+            deduplicates=args.deduplicates, id_field=args.id_field,
+            lookup_key_encoding=args.lookup_key_encoding,
+            not_applied_statuses=frozenset().union(*args.not_applied_status),
+            failed_statuses=frozenset().union(*args.failed_status),
+            unknown_statuses=frozenset().union(*args.unknown_status))
     if args.kind == "postgres":
         from connectors.postgres import PostgresTarget
 
