@@ -20,6 +20,7 @@ from ledger_stream.cli import (
     processor_cmd,
     reconcile_cmd,
     sandbox_cmd,
+    simulate_cmd,
     topics_cmd,
 )
 from ledger_stream.cli.common import CliError
@@ -29,6 +30,7 @@ COMMANDS = (
     kafka_cmd, topics_cmd, processor_cmd, connector_cmd, reconcile_cmd, sandbox_cmd, demo_cmd,
     falsify_cmd,
     bench_cmd,
+    simulate_cmd,
 )
 
 

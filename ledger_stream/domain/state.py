@@ -101,6 +101,7 @@ class KeyState:
             external_id=self.external_id,
             attempt=self.attempt,
             terminal_at_ms=self.terminal_at_ms,
+            granted_claim_id=self.granted_claim_id,
             settled_by=self.settled_by,
             sealed_outcome=self.phase.value,
         )

@@ -129,3 +129,16 @@ def test_a_sealed_key_still_reports_a_second_effect():
                    policy=policy)
     sealed, out = run([success(1, "c9", 20_000, "pay-2")], state, policy)
     assert sealed.phase is Phase.EXPIRED and alerts(out) == [AK.DUPLICATE_EFFECT]
+
+
+def test_the_holder_confirming_an_operators_applied_after_the_window_is_not_a_duplicate():
+    # Found by the simulation: the operator said "applied" (the effect the holder made),
+    # the key was sealed, then the holder's own late success arrived. Same effect.
+    policy = Policy(replay_window_ms=10_000, retry_backoff_ms=0, clock_skew_ms=0)
+    events = [intent(), claim(1, "c1", 2_000, lease_ms=1_000), claim(1, "c2", 5_000),
+              reconciled(RS.UNQUERYABLE, 1, "c2", 5_100, dedup=False),
+              resolution(RES.APPLIED, 1, 6_000, external_id="eff-1")]
+    state, _ = run(events, policy=policy)
+    assert state.phase is Phase.SUCCEEDED
+    sealed, out = run([success(1, "c1", 30_000, "eff-1")], state, policy)
+    assert sealed.phase is Phase.EXPIRED and out == []

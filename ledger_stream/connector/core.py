@@ -1,0 +1,379 @@
+"""The connector's side of the protocol (DESIGN §6) as a state machine without I/O.
+
+The driver feeds it what happened (a record read, an acknowledgement, a call's or lookup's
+result, a revocation, the time) and executes the commands it returns. Guarantees:
+
+- the target is called only on a Grant naming this job's claim id, with enough lease left
+  to cover the call, the outcome report and the clock skew; or, on the fast path, for a
+  live dispatch at a target that deduplicates by key;
+- a claim that was recorded is never abandoned in silence: it ends in a call and its
+  outcome, or in a ``not_called`` outcome (late grant, revocation, shutdown);
+- waiting for an answer never mints a new claim id (processor lag costs no attempt);
+- a record's offset is committed only once everything it caused is acknowledged, never
+  after a failed acknowledgement (the driver then stops), never after a revocation;
+- one key at a time, many keys at once, at most ``max_in_flight`` jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import deque
+from collections.abc import Callable
+
+from ledger_stream.connector.commands import (
+    Call,
+    Command,
+    Commit,
+    Lookup,
+    LookupAnswer,
+    Produce,
+    Record,
+    Stop,
+)
+from ledger_stream.connector.jobs import DispatchJob, Job, ReconcileJob, Stage
+from ledger_stream.connector.options import ConnectorOptions
+from ledger_stream.connector.progress import PartitionProgress, Remembered
+from ledger_stream.connector.target import EffectRequest
+from ledger_stream.domain import events as ev
+from ledger_stream.logs import log_fields
+
+logger = logging.getLogger(__name__)
+
+ANSWERS = (ev.Grant, ev.Held, ev.Reconcile, ev.Done)
+
+
+class ConnectorCore:
+    def __init__(self, target: str, deduplicates: bool, queryable: bool,
+                 options: ConnectorOptions, new_id: Callable[[], str]) -> None:
+        options.check(deduplicates)
+        self.target, self.deduplicates, self.queryable = target, deduplicates, queryable
+        self.opts = options
+        self.instance = options.instance_id
+        self._new_id = new_id
+        self._progress: dict[int, PartitionProgress] = {}
+        self._pending: dict[str, deque[Job]] = {}  # per key, in partition order
+        self._ready: deque[str] = deque()  # keys whose next job may start
+        self._busy: dict[str, Job] = {}  # the running job of each key
+        self._jobs: dict[int, Job] = {}
+        self._waiting: dict[str, DispatchJob] = {}  # claim id -> job awaiting its answer
+        self._handled = Remembered()
+        self._next_job = 0
+        self.stopped = ""  # the reason, once a Stop was returned
+
+    # --- what the driver reports ----------------------------------------------------------
+
+    def assigned(self, partition: int) -> None:
+        self._progress[partition] = PartitionProgress()
+
+    def revoked(self, partitions: list[int], now_ms: int) -> list[Command]:
+        """The partitions are gone: drop their queued work, give up waiting claims."""
+        gone = set(partitions)
+        for p in gone:
+            self._progress.pop(p, None)
+        for key in list(self._pending):
+            kept = deque(j for j in self._pending[key] if j.partition not in gone)
+            if kept:
+                self._pending[key] = kept
+            else:
+                del self._pending[key]
+        return self._abandon([j for j in self._busy.values() if j.partition in gone], now_ms)
+
+    def shutdown(self, now_ms: int) -> list[Command]:
+        """Stop taking work: give up waiting claims; calls on the wire finish and report."""
+        self._pending.clear()
+        self._ready.clear()
+        return self._abandon(list(self._busy.values()), now_ms)
+
+    def record(self, rec: Record, now_ms: int) -> list[Command]:
+        """A record read from ``ledger.dispatch``."""
+        progress = self._progress.get(rec.partition)
+        if progress is None:
+            return []  # read after its partition was revoked
+        progress.read(rec.offset)
+        event = rec.event
+        out: list[Command] = []
+        if isinstance(event, ANSWERS) and event.claim_id in self._waiting:
+            waiter = self._waiting.pop(event.claim_id)
+            if waiter.stage is Stage.ANSWER:
+                out += self._answer(waiter, event, now_ms)
+            else:  # read before the claim's acknowledgement, or during a fast-path call
+                waiter.early_answer = event
+        job = self._job_for(rec, now_ms)
+        if job is None:
+            out += self._finish_offset(rec.partition, rec.offset)
+        else:
+            self._enqueue(job)
+        return out + self._start(now_ms)
+
+    def produced(self, job_id: int, ok: bool, now_ms: int, error: str = "") -> list[Command]:
+        job = self._jobs.get(job_id)
+        if not ok:
+            self.stopped = f"an acknowledgement failed: {error}"
+            return [Stop(self.stopped)]
+        if job is None:
+            return []
+        if job.stage is Stage.CLAIMING:
+            assert isinstance(job, DispatchJob)
+            return self._claim_recorded(job, now_ms)
+        if isinstance(job, DispatchJob) and job.stage is Stage.REPORTING and job.fast:
+            return self._await_answer(job, now_ms)  # a fast-path call still needs its answer
+        return self._finish(job, now_ms)  # REPORTING or WITHDRAWING
+
+    def called(self, job_id: int, status: ev.OutcomeStatus, external_id: str, error: str,
+               now_ms: int) -> list[Command]:
+        job = self._jobs[job_id]
+        assert isinstance(job, DispatchJob) and job.stage is Stage.CALLING
+        if status is not ev.OutcomeStatus.SUCCEEDED:
+            logger.warning("attempt outcome", extra=log_fields(
+                key=job.key, attempt=job.d.attempt, claim_id=job.claim_id,
+                outcome=status.value, error=error))
+        return self._report(job, status, external_id, error, now_ms)
+
+    def looked_up(self, job_id: int, answer: LookupAnswer, now_ms: int) -> list[Command]:
+        job = self._jobs[job_id]
+        assert isinstance(job, ReconcileJob) and job.stage is Stage.LOOKING
+        if answer.unavailable:
+            if job.abandoned:
+                return self._give_up(job, now_ms)  # the partition's next owner asks again
+            if self.queryable and now_ms + job.retry_delay_ms <= job.give_up_at_ms:
+                job.stage, job.wake_at_ms = Stage.WAITING, now_ms + job.retry_delay_ms
+                job.retry_delay_ms = min(job.retry_delay_ms * 2, 5_000)
+                return []
+            return self._result(job, ev.ReconcileStatus.UNQUERYABLE, "", answer.unavailable,
+                                now_ms)
+        if answer.external_id:
+            return self._result(job, ev.ReconcileStatus.FOUND, answer.external_id, "", now_ms)
+        return self._result(job, ev.ReconcileStatus.NOT_FOUND, "", "", now_ms)
+
+    def tick(self, now_ms: int) -> list[Command]:
+        """Time passed: wake the jobs whose wait is over."""
+        out: list[Command] = []
+        for job in list(self._busy.values()):
+            if job.stage is Stage.WAITING and job.wake_at_ms <= now_ms:
+                out += self._wake(job, now_ms)
+            elif job.stage is Stage.ANSWER and isinstance(job, DispatchJob):
+                self._warn_if_slow(job, now_ms)
+        return out
+
+    def next_wake_ms(self) -> int | None:
+        waits = [j.wake_at_ms for j in self._busy.values() if j.stage is Stage.WAITING]
+        return min(waits) if waits else None
+
+    def idle(self) -> bool:
+        return not self._busy and not any(self._pending.values())
+
+    # --- scheduling -----------------------------------------------------------------------
+
+    def _job_for(self, rec: Record, now_ms: int) -> Job | None:
+        event = rec.event
+        if getattr(event, "target", None) != self.target:
+            return None  # another target's work, an answer, or undecodable
+        self._next_job += 1
+        if isinstance(event, ev.Dispatch):
+            age_ms = now_ms - rec.timestamp_ms
+            fast = self.opts.fast_path and not rec.backlog \
+                and age_ms <= self.opts.fast_path_max_age_s * 1000
+            return DispatchJob(self._next_job, rec.partition, rec.offset, event.key,
+                               wake_at_ms=event.not_before_ms, dispatch=event, fast=fast)
+        if isinstance(event, ev.Reconcile):
+            return ReconcileJob(self._next_job, rec.partition, rec.offset, event.key,
+                                reconcile=event)
+        return None
+
+    def _enqueue(self, job: Job) -> None:
+        queue = self._pending.setdefault(job.key, deque())
+        queue.append(job)
+        if len(queue) == 1 and job.key not in self._busy:
+            self._ready.append(job.key)
+
+    def _start(self, now_ms: int) -> list[Command]:
+        out: list[Command] = []
+        while self._ready and len(self._busy) < self.opts.max_in_flight and not self.stopped:
+            key = self._ready.popleft()
+            queue = self._pending.get(key)
+            if not queue or key in self._busy:
+                continue
+            job = queue.popleft()
+            if not queue:
+                del self._pending[key]
+            if self._already_handled(job):
+                out += self._finish_offset(job.partition, job.offset)
+                self._release(key)
+                continue
+            self._busy[key] = job
+            self._jobs[job.id] = job
+            out += self._begin(job, now_ms)
+        return out
+
+    def _already_handled(self, job: Job) -> bool:
+        return _marker(job) in self._handled
+
+    def _release(self, key: str) -> None:
+        self._busy.pop(key, None)
+        if self._pending.get(key):
+            self._ready.append(key)
+
+    def _begin(self, job: Job, now_ms: int) -> list[Command]:
+        if isinstance(job, ReconcileJob):
+            job.give_up_at_ms = now_ms + int(self.opts.lookup_patience_s * 1000)
+            job.wake_at_ms = now_ms + int(self.opts.lookup_delay_s * 1000)
+        job.stage = Stage.WAITING
+        return self._wake(job, now_ms) if job.wake_at_ms <= now_ms else []
+
+    def _wake(self, job: Job, now_ms: int) -> list[Command]:
+        if isinstance(job, ReconcileJob):
+            job.stage = Stage.LOOKING
+            return [Lookup(job.id, job.key, self.opts.call_timeout_s)]
+        assert isinstance(job, DispatchJob)
+        return self._claim(job, now_ms)
+
+    def _finish(self, job: Job, now_ms: int) -> list[Command]:
+        job.stage = Stage.DONE
+        self._jobs.pop(job.id, None)
+        if job.abandoned:
+            # Not "handled": if the partition comes back, its record is read and claimed
+            # again, and the processor answers that claim as the key is now.
+            out: list[Command] = []
+        else:
+            self._handled.add(_marker(job))
+            out = self._finish_offset(job.partition, job.offset)
+        if self._busy.get(job.key) is job:
+            self._release(job.key)
+        return out + self._start(now_ms)
+
+    def _finish_offset(self, partition: int, offset: int) -> list[Command]:
+        progress = self._progress.get(partition)
+        commit_to = progress.finish(offset) if progress is not None else None
+        return [] if commit_to is None or self.stopped else [Commit(partition, commit_to)]
+
+    def _abandon(self, jobs: list[Job], now_ms: int) -> list[Command]:
+        out: list[Command] = []
+        for job in jobs:
+            job.abandoned = True
+            if job.stage is Stage.WAITING:
+                out += self._give_up(job, now_ms)
+            elif job.stage is Stage.ANSWER:
+                assert isinstance(job, DispatchJob)
+                del self._waiting[job.claim_id]
+                if job.called:
+                    out += self._finish(job, now_ms)  # its outcome is recorded already
+                else:
+                    out += self._withdraw(job, "claim withdrawn: partition revoked or "
+                                          "stopping", now_ms)
+            # CLAIMING withdraws once recorded; CALLING, LOOKING and REPORTING finish.
+        return out
+
+    def _give_up(self, job: Job, now_ms: int) -> list[Command]:
+        """Drop a job that has nothing on the wire (not claimed yet, or between claims)."""
+        job.stage = Stage.DONE
+        self._jobs.pop(job.id, None)
+        if self._busy.get(job.key) is job:
+            self._release(job.key)
+        return self._start(now_ms)
+
+    # --- dispatches -----------------------------------------------------------------------
+
+    def _claim(self, job: DispatchJob, now_ms: int) -> list[Command]:
+        d = job.d
+        job.claim_id, job.claimed_at_ms, job.warned = self._new_id(), now_ms, False
+        job.stage, job.early_answer, job.called = Stage.CLAIMING, None, False
+        self._waiting[job.claim_id] = job
+        claim = ev.AttemptClaim(self._new_id(), d.key, d.attempt, job.claim_id, self.instance,
+                                self.opts.lease_ms, now_ms)
+        return [Produce(job.id, claim)]
+
+    def _claim_recorded(self, job: DispatchJob, now_ms: int) -> list[Command]:
+        if job.abandoned:
+            self._waiting.pop(job.claim_id, None)
+            return self._withdraw(job, "claim withdrawn: partition revoked or stopping",
+                                  now_ms)
+        if job.fast:
+            return self._call(job, 0)
+        return self._await_answer(job, now_ms)
+
+    def _await_answer(self, job: DispatchJob, now_ms: int) -> list[Command]:
+        job.stage = Stage.ANSWER
+        if job.early_answer is not None:
+            return self._answer(job, job.early_answer, now_ms)
+        if job.abandoned:  # a fast-path job whose partition went while it was calling
+            self._waiting.pop(job.claim_id, None)
+            return self._finish(job, now_ms)
+        return []
+
+    def _answer(self, job: DispatchJob, answer: object, now_ms: int) -> list[Command]:
+        if job.called:
+            # A fast-path call already went out: a Grant means it was the holder's call.
+            # Held: someone else holds the attempt (or its backoff had not ended): claim
+            # again after the lease, now waiting for the grant; the processor decides.
+            if isinstance(answer, ev.Held):
+                job.fast = False
+                return self._wait_after(job, answer, now_ms)
+            return self._finish(job, now_ms)
+        if isinstance(answer, ev.Grant):
+            spare_ms = answer.lease_until_ms - now_ms - self.opts.clock_skew_ms
+            needed_ms = (self.opts.call_timeout_s + self.opts.record_margin_s) * 1000
+            if spare_ms < needed_ms:
+                return self._withdraw(job, f"grant came with {spare_ms} ms of lease left, "
+                                      f"{needed_ms:.0f} ms needed", now_ms)
+            return self._call(job, answer.lease_until_ms - self.opts.clock_skew_ms
+                              - int(needed_ms))
+        if isinstance(answer, ev.Held):
+            return self._wait_after(job, answer, now_ms)
+        return self._finish(job, now_ms)  # Reconcile or Done: not ours to apply
+
+    def _wait_after(self, job: DispatchJob, held: ev.Held, now_ms: int) -> list[Command]:
+        """Someone holds the attempt (or its backoff runs): claim again, with a new claim id,
+        once the broker's clock has surely passed ``lease_until`` too; without the skew
+        margin a clock running ahead would re-claim in a tight loop until then."""
+        job.stage = Stage.WAITING
+        job.wake_at_ms = max(held.lease_until_ms + self.opts.clock_skew_ms, now_ms + 1)
+        return []
+
+    def _call(self, job: DispatchJob, start_by_ms: int) -> list[Command]:
+        d = job.d
+        job.stage, job.called = Stage.CALLING, True
+        request = EffectRequest(d.key, d.attempt, job.claim_id, d.action, json.loads(d.args_json),
+                                d.args_hash, json.loads(d.payload_json or "{}"))
+        return [Call(job.id, request, self.opts.call_timeout_s, start_by_ms)]
+
+    def _withdraw(self, job: DispatchJob, why: str, now_ms: int) -> list[Command]:
+        """Report ``not_called`` for the job's claim: the attempt moves on uncounted."""
+        job.stage = Stage.WITHDRAWING
+        return [Produce(job.id, self._outcome(job, ev.OutcomeStatus.NOT_CALLED, "", why,
+                                              now_ms))]
+
+    def _report(self, job: DispatchJob, status: ev.OutcomeStatus, external_id: str,
+                error: str, now_ms: int) -> list[Command]:
+        job.stage = Stage.REPORTING
+        return [Produce(job.id, self._outcome(job, status, external_id, error, now_ms))]
+
+    def _outcome(self, job: DispatchJob, status: ev.OutcomeStatus, external_id: str,
+                 error: str, now_ms: int) -> ev.AttemptOutcome:
+        return ev.AttemptOutcome(self._new_id(), job.key, job.d.attempt, job.claim_id, status,
+                                 now_ms, external_id, error[:200], self.deduplicates)
+
+    def _warn_if_slow(self, job: DispatchJob, now_ms: int) -> None:
+        if not job.warned and now_ms - job.claimed_at_ms > self.opts.answer_warn_s * 1000:
+            job.warned = True
+            logger.warning("claim not answered yet; still waiting for the same claim",
+                           extra=log_fields(key=job.key, attempt=job.d.attempt,
+                                            claim_id=job.claim_id))
+
+    # --- reconciliation -------------------------------------------------------------------
+
+    def _result(self, job: ReconcileJob, status: ev.ReconcileStatus, external_id: str,
+                error: str, now_ms: int) -> list[Command]:
+        r = job.r
+        job.stage = Stage.REPORTING
+        result = ev.ReconcileResult(self._new_id(), r.key, r.attempt, r.claim_id, status,
+                                    self.deduplicates, now_ms, external_id, error[:200])
+        return [Produce(job.id, result)]
+
+
+def _marker(job: Job) -> str:
+    if isinstance(job, DispatchJob):
+        return job.d.dispatch_id
+    assert isinstance(job, ReconcileJob)
+    r = job.r
+    return f"reconcile:{r.key}:{r.attempt}:{r.claim_id}"

@@ -1,0 +1,66 @@
+"""One unit of connector work and the stages it goes through.
+
+A ``DispatchJob`` applies one Dispatch: wait for ``not_before``, claim, wait for the answer
+naming its claim id (Grant: call; Held: claim again after the lease; Reconcile or Done:
+drop), call, report. A ``ReconcileJob`` answers one Reconcile: look the key up and report
+what the target holds; it never resends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, auto
+
+from ledger_stream.domain import events as ev
+
+
+class Stage(Enum):
+    WAITING = auto()  # until wake_at_ms: not_before, a Held lease, a lookup retry
+    CLAIMING = auto()  # claim produced, acknowledgement pending
+    ANSWER = auto()  # claim recorded, waiting for the answer naming its claim id
+    CALLING = auto()  # the target call is running
+    LOOKING = auto()  # the lookup is running
+    REPORTING = auto()  # outcome / result produced, acknowledgement pending
+    WITHDRAWING = auto()  # giving a claim up: its not_called outcome is being produced
+    DONE = auto()
+
+
+@dataclass(eq=False)
+class Job:
+    id: int
+    partition: int
+    offset: int
+    key: str
+    stage: Stage = Stage.WAITING
+    wake_at_ms: int = 0
+    # The partition was revoked (or the instance is stopping): finish what is on the wire,
+    # start nothing new, and never commit this record's offset.
+    abandoned: bool = False
+
+
+@dataclass(eq=False)
+class DispatchJob(Job):
+    dispatch: ev.Dispatch | None = None
+    claim_id: str = ""
+    claimed_at_ms: int = 0
+    fast: bool = False  # calls without waiting for the grant (deduplicating target)
+    warned: bool = False  # the "no answer yet" line was logged for this claim
+    early_answer: object = None  # the answer, read before the claim's acknowledgement
+    called: bool = False  # this claim's call went out (a fast-path call may precede its answer)
+
+    @property
+    def d(self) -> ev.Dispatch:
+        assert self.dispatch is not None
+        return self.dispatch
+
+
+@dataclass(eq=False)
+class ReconcileJob(Job):
+    reconcile: ev.Reconcile | None = None
+    give_up_at_ms: int = 0  # the end of the lookup patience
+    retry_delay_ms: int = 200
+
+    @property
+    def r(self) -> ev.Reconcile:
+        assert self.reconcile is not None
+        return self.reconcile

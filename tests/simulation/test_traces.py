@@ -1,0 +1,63 @@
+"""Every protocol trace replayed on the real code (DESIGN §10, layer 2).
+
+The traces are counterexamples the model checker found in simpler versions of the protocol;
+replayed here, each drives the simulated world (the real ``decide`` and ``ConnectorCore``)
+through the same schedule and faults, and every invariant must hold at the end.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from ledger_stream.simulation.invariants import violations
+from ledger_stream.simulation.traces import replay_file
+
+pytestmark = pytest.mark.timeout(60)
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = ROOT / "tests" / "protocol_traces"
+SHARED = (ROOT.parent / "shared" / "protocol-traces", ROOT.parent / "shared" / "model" / "traces")
+
+
+def _vendored_name(path: Path) -> str:
+    return f"model-{path.name}" if path.parent.name == "traces" else path.name
+
+
+def trace_files() -> list[Path]:
+    files = {p.name: p for p in sorted(HERE.glob("*.txt"))}
+    for folder in SHARED:
+        for path in sorted(folder.glob("*.txt")) if folder.is_dir() else []:
+            files.setdefault(_vendored_name(path), path)
+    return list(files.values())
+
+
+def test_the_trace_folder_exists_and_holds_traces():
+    assert HERE.is_dir(), f"{HERE} is missing: the protocol traces are part of the tests"
+    assert len(list(HERE.glob("*.txt"))) >= 6
+
+
+def test_every_shared_trace_is_kept_in_the_repository():
+    """A trace added beside the repository is replayed at once (see trace_files), and this
+    test says to keep a copy here, so a clean clone replays it too."""
+    missing = [str(p) for folder in SHARED if folder.is_dir() for p in folder.glob("*.txt")
+               if not (HERE / _vendored_name(p)).exists()]
+    assert not missing, f"copy these into {HERE}: {missing}"
+
+
+@pytest.mark.parametrize("path", trace_files(), ids=lambda p: p.name)
+def test_trace_replays_without_a_violation(path: Path):
+    logging.disable(logging.WARNING)
+    try:
+        replay = replay_file(path)
+    finally:
+        logging.disable(logging.NOTSET)
+    world = replay.world
+    assert replay.followed, "the replay followed none of the trace's steps"
+    problems = violations(world)
+    assert not problems, (f"{path.name}: {problems}\nfollowed:\n  " + "\n  ".join(
+        replay.followed) + "\nskipped:\n  " + "\n  ".join(replay.skipped))
+    state = world.processor.state(world.keys[0])
+    assert state.phase.terminal, f"{path.name}: the key ended {state.phase.value}"
