@@ -102,6 +102,16 @@ class Settings(BaseSettings):
         0.0, ge=0, description="the target's consistency window before a lookup"
     )
     connector_instance_id: str = Field("", description="this instance's id in claims")
+    connector_max_in_flight: int = Field(
+        64, ge=1, description="dispatches one connector instance handles at once")
+    connector_fast_path: bool = Field(
+        False, description="call a deduplicating target before the grant arrives (only live "
+        "dispatches; needs a target declared to deduplicate)")
+    connector_fast_path_max_age_s: float = Field(
+        60.0, gt=0, description="a dispatch older than this always waits for its grant")
+    connector_lookup_patience_s: float = Field(
+        30.0, ge=0, description="how long a failing lookup is retried before the target is "
+        "declared unqueryable for that key")
     connector_metrics_port: int = Field(0, ge=0, description="connector /metrics port (0: off)")
 
     # Approval policy

@@ -79,9 +79,12 @@ def run_demo(settings: Settings, say: Say = print) -> int:
         say(f"topics {settings.topic_prefix}.* created; starting processor, payments sandbox, "
             "connector")
         sandbox = SandboxProc(Path(tmp) / "sandbox.db")
-        stack = Stack(settings, Path(tmp))
+        # The demo signs no approvals: development mode lets the processor start without an
+        # approval secret of its own (it says so in its log).
+        stack = Stack(settings, Path(tmp), processor_env={"LEDGER_DEV_MODE": "1"})
         try:
-            stack.connector("http", "--name", "payments", "--base-url", sandbox.url)
+            stack.connector("http", "--name", "payments", "--base-url", sandbox.url,
+                            "--deduplicates")
             with LedgerClient(settings) as client:
                 ok = _play(Agent(client, say), sandbox, say)
         finally:

@@ -27,6 +27,14 @@ def _protocol_flags(parser: argparse.ArgumentParser) -> None:
                        "(env: LEDGER_CONNECTOR_INSTANCE_ID)")
     group.add_argument("--metrics-port", type=int, help="Prometheus /metrics port, 0: off "
                        "(env: LEDGER_CONNECTOR_METRICS_PORT; default 0)")
+    group.add_argument("--max-in-flight", type=int, help="dispatches handled at once by this "
+                       "instance (env: LEDGER_CONNECTOR_MAX_IN_FLIGHT; default 64)")
+    group.add_argument("--fast-path", action="store_true", default=None,
+                       help="call before the grant arrives, for live dispatches only; needs a "
+                       "target that deduplicates (env: LEDGER_CONNECTOR_FAST_PATH; default off)")
+    group.add_argument("--lookup-patience", type=float, help="seconds a failing lookup is "
+                       "retried before the key goes to an operator "
+                       "(env: LEDGER_CONNECTOR_LOOKUP_PATIENCE_S; default 30)")
 
 
 HTTP_OUTCOMES = """\
@@ -169,22 +177,28 @@ def _run(args: argparse.Namespace) -> int:
         args, connector_name=args.name, connector_lease_ms=args.lease_ms,
         connector_call_timeout_s=args.call_timeout, connector_record_margin_s=args.record_margin,
         connector_lookup_delay_s=args.lookup_delay, connector_instance_id=args.instance_id,
-        connector_metrics_port=args.metrics_port, connector_dsn=getattr(args, "dsn", None))
+        connector_metrics_port=args.metrics_port, connector_dsn=getattr(args, "dsn", None),
+        connector_max_in_flight=args.max_in_flight, connector_fast_path=args.fast_path,
+        connector_lookup_patience_s=args.lookup_patience)
     options = ConnectorOptions(
         instance_id=settings.connector_instance_id, lease_ms=settings.connector_lease_ms,
         call_timeout_s=settings.connector_call_timeout_s,
         record_margin_s=settings.connector_record_margin_s,
-        lookup_delay_s=settings.connector_lookup_delay_s)
+        clock_skew_ms=settings.clock_skew_ms,
+        lookup_delay_s=settings.connector_lookup_delay_s,
+        lookup_patience_s=settings.connector_lookup_patience_s,
+        max_in_flight=settings.connector_max_in_flight,
+        fast_path=settings.connector_fast_path,
+        fast_path_max_age_s=settings.connector_fast_path_max_age_s)
     try:
-        options.check()
         target = build_target(args, settings)
+        options.check(target.deduplicates)
         worker = ConnectorWorker(settings, resolve_bootstrap(settings), target, options)
     except (ValueError, KafkaSetupError) as exc:
         raise CliError(str(exc)) from exc
     serve_metrics(settings.connector_metrics_port)
     stop = _stop_on_signals()
-    worker.run(stop)
-    return 0
+    return worker.run(stop)
 
 
 def _stop_on_signals() -> Any:

@@ -80,17 +80,18 @@ class ConnectorCore:
         return self._abandon([j for j in self._busy.values() if j.partition in gone], now_ms)
 
     def shutdown(self, now_ms: int) -> list[Command]:
-        """Stop taking work: give up waiting claims; calls on the wire finish and report."""
+        """Stop taking work: give up the claims not called yet; calls and lookups on the
+        wire finish, report and are committed as usual."""
         self._pending.clear()
         self._ready.clear()
-        return self._abandon(list(self._busy.values()), now_ms)
+        waiting = (Stage.WAITING, Stage.CLAIMING, Stage.ANSWER)
+        return self._abandon([j for j in self._busy.values() if j.stage in waiting], now_ms)
 
     def record(self, rec: Record, now_ms: int) -> list[Command]:
         """A record read from ``ledger.dispatch``."""
         progress = self._progress.get(rec.partition)
-        if progress is None:
-            return []  # read after its partition was revoked
-        progress.read(rec.offset)
+        if progress is None or not progress.read(rec.offset):
+            return []  # read after its partition was revoked, or read twice
         event = rec.event
         out: list[Command] = []
         if isinstance(event, ANSWERS) and event.claim_id in self._waiting:

@@ -1,38 +1,35 @@
-"""The dispatch topic as a connector reads it: in partition order, one record at a time,
-with the answers to this instance's claims picked out as they stream past.
+"""The dispatch topic as a connector reads it: decoded records, the partitions this instance
+owns, and which records were already there when a partition was assigned (the backlog).
 
-A connector that claims an attempt must keep reading its partitions to see the answer
-(the answer is a later record on the same partition), without skipping the records in
-between: they are queued and handled in order afterwards. Offsets are committed one record
-at a time, only after that record was fully handled.
+Cooperative rebalancing: an assignment adds partitions, a revocation takes some away, and
+the callbacks tell the connector core before the consumer moves on. Offsets are committed
+only when the core says a record is completely handled.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 import uuid
-from collections import deque
-from typing import Any
+from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from ledger_stream.domain import events as ev
-from ledger_stream.serde import AvroCodec, DecodeError
+from ledger_stream.connector.commands import Record
+from ledger_stream.logs import log_fields
+from ledger_stream.serde import AvroCodec, DecodeError, SchemaRegistryUnavailable
 
 logger = logging.getLogger(__name__)
 
-ANSWERS = (ev.Grant, ev.Held, ev.Reconcile, ev.Done)
-Record = tuple[Message, Any]  # (message, decoded event or None when undecodable)
+Callback = Callable[[list[int]], None]
 
 
 class DispatchFeed:
     def __init__(self, bootstrap: str, topic: str, group: str, codec: AvroCodec,
-                 session_timeout_ms: int = 10_000) -> None:
+                 session_timeout_ms: int, on_assign: Callback, on_revoke: Callback) -> None:
+        self._topic = topic
         self._codec = codec
-        self._queue: deque[Record] = deque()
-        self._waiting: set[str] = set()
-        self._answers: dict[str, Any] = {}
+        self._assigned_cb, self._revoked_cb = on_assign, on_revoke
+        self._backlog: dict[int, int] = {}  # partition -> high watermark at assignment
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap,
             "group.id": group,
@@ -40,63 +37,78 @@ class DispatchFeed:
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
+            "partition.assignment.strategy": "cooperative-sticky",
             "session.timeout.ms": session_timeout_ms,
             "heartbeat.interval.ms": max(1_000, session_timeout_ms // 5),
+            "fetch.wait.max.ms": 50,
         })
-        self._consumer.subscribe([topic], on_revoke=self._on_revoke)
+        self._consumer.subscribe([topic], on_assign=self._on_assign,
+                                 on_revoke=self._on_revoke, on_lost=self._on_revoke)
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            try:
+                _, high = consumer.get_watermark_offsets(tp, timeout=5)
+            except KafkaException:
+                high = 1 << 62  # unknown: treat everything as backlog (no fast path)
+            self._backlog[tp.partition] = high
+        self._assigned_cb([tp.partition for tp in partitions])
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        gone = {(p.topic, p.partition) for p in partitions}
-        kept = [(m, e) for m, e in self._queue if (m.topic(), m.partition()) not in gone]
-        self._queue = deque(kept)
+        for tp in partitions:
+            self._backlog.pop(tp.partition, None)
+        self._revoked_cb([tp.partition for tp in partitions])
 
-    def pump(self, timeout_s: float) -> None:
-        """Read what has arrived (waiting up to ``timeout_s``) into the queue."""
-        for msg in self._consumer.consume(200, timeout=timeout_s):
+    def poll(self, timeout_s: float) -> list[Record]:
+        """What has arrived: waits up to ``timeout_s`` for the first record, then takes what
+        is already fetched (never waits for a batch to fill)."""
+        first = self._consumer.poll(timeout_s)
+        if first is None:
+            return []
+        records, paused = [], set()
+        for msg in (first, *self._consumer.consume(500, timeout=0)):
             if msg.error():
-                logger.warning("dispatch read error", extra={"fields": {"err": str(msg.error())}})
+                if msg.error().code() != KafkaError._PARTITION_EOF:
+                    logger.warning("dispatch read error", extra=log_fields(err=str(msg.error())))
+                continue
+            if msg.partition() in paused:
                 continue
             try:
-                event = self._codec.decode(msg.value())
-            except DecodeError as exc:
-                logger.error("undecodable dispatch record skipped", extra={"fields": {
-                    "partition": msg.partition(), "offset": msg.offset(), "reason": str(exc)}})
-                event = None
-            if isinstance(event, ANSWERS) and event.claim_id in self._waiting:
-                self._answers[event.claim_id] = event
-            self._queue.append((msg, event))
+                records.append(self._record(msg))
+            except SchemaRegistryUnavailable as exc:
+                # A registry outage is not bad data: read the record again later.
+                paused.add(msg.partition())
+                self.rewind(msg.partition(), msg.offset())
+                logger.warning("schema registry unavailable; reading again", extra=log_fields(
+                    partition=msg.partition(), offset=msg.offset(), err=str(exc)))
+        return records
 
-    def next(self, timeout_s: float) -> Record | None:
-        if not self._queue:
-            self.pump(timeout_s)
-        return self._queue.popleft() if self._queue else None
-
-    def expect(self, claim_id: str) -> None:
-        """Watch for the answer to ``claim_id`` (call before producing the claim)."""
-        self._waiting.add(claim_id)
-
-    def answer(self, claim_id: str, timeout_s: float) -> Any | None:
-        """The answer naming ``claim_id``, or None if none came within ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
-        while claim_id not in self._answers and time.monotonic() < deadline:
-            self.pump(min(0.2, max(0.0, deadline - time.monotonic())))
-        self._waiting.discard(claim_id)
-        return self._answers.pop(claim_id, None)
-
-    def idle_until(self, wall_time_s: float) -> None:
-        """Wait until ``wall_time_s`` (epoch seconds) while keeping the group membership."""
-        while (left := wall_time_s - time.time()) > 0:
-            self.pump(min(0.2, left))
-
-    def commit(self, msg: Message) -> None:
-        """Mark ``msg`` handled. A partition lost meanwhile is simply not committed: its new
-        owner re-reads the record and the protocol answers it again."""
-        offset = TopicPartition(msg.topic(), msg.partition(), msg.offset() + 1)
+    def _record(self, msg: Message) -> Record:
+        partition, offset = msg.partition(), msg.offset()
         try:
-            self._consumer.commit(offsets=[offset], asynchronous=False)
+            event: object = self._codec.decode(msg.value())
+        except DecodeError as exc:
+            logger.error("undecodable dispatch record skipped", extra=log_fields(
+                partition=partition, offset=offset, reason=str(exc)))
+            event = None
+        _, timestamp = msg.timestamp()
+        backlog = offset < self._backlog.get(partition, 1 << 62)
+        return Record(partition, offset, event, timestamp, backlog)
+
+    def rewind(self, partition: int, offset: int) -> None:
+        self._consumer.seek(TopicPartition(self._topic, partition, offset))
+
+    def commit(self, offsets: dict[int, int], wait: bool = False) -> None:
+        """Commit ``partition -> next offset``. A partition lost meanwhile is simply not
+        committed: its new owner reads the record again and the protocol answers it."""
+        tps = [TopicPartition(self._topic, p, o) for p, o in offsets.items()]
+        if not tps:
+            return
+        try:
+            self._consumer.commit(offsets=tps, asynchronous=not wait)
         except KafkaException as exc:
-            logger.warning("dispatch offset not committed", extra={"fields": {
-                "partition": msg.partition(), "offset": msg.offset(), "err": str(exc)}})
+            logger.warning("dispatch offsets not committed", extra=log_fields(
+                offsets=offsets, err=str(exc)))
 
     def close(self) -> None:
         self._consumer.close()

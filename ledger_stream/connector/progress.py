@@ -34,10 +34,17 @@ class PartitionProgress:
     def __init__(self) -> None:
         self._order: deque[int] = deque()
         self._done: dict[int, bool] = {}
+        self._last = -1
 
-    def read(self, offset: int) -> None:
+    def read(self, offset: int) -> bool:
+        """Note a record read; False when it was read before (a consumer re-delivering what
+        it already handed over must not be handled twice)."""
+        if offset <= self._last:
+            return False
+        self._last = offset
         self._order.append(offset)
         self._done[offset] = False
+        return True
 
     def finish(self, offset: int) -> int | None:
         """Mark ``offset`` handled; the offset to commit when the handled prefix grew."""

@@ -1,80 +1,61 @@
-"""The connector runtime: the protocol of DESIGN §6 around one Target.
+"""The connector process: the connector core (``core.py``, DESIGN §6) driven by Kafka and a
+pool of worker threads.
 
-For each Dispatch of its target, in partition order:
+One thread reads ``ledger.dispatch`` and feeds the core; target calls and lookups run on up
+to ``max_in_flight`` worker threads, so a slow key (a backoff, a Held, a slow target) never
+stalls the others; produces are confirmed by their delivery reports, and only then does the
+core move on. The core's commands are executed here:
 
-1. Skip a dispatch id this instance already handled. Wait for ``not_before``.
-2. Claim attempt n with a fresh claim id and wait for the answer naming that claim id.
-   Grant: this claim alone may call the target. Held: claim again after ``lease_until``
-   with a new claim id. Reconcile or Done: drop the dispatch (a Reconcile record is handled
-   as work of its own when the feed reaches it).
-   Fast path, only for targets that deduplicate by key: call without waiting for the answer.
-3. With a grant, call only if the lease still covers the call's timeout and the time to
-   record the outcome; otherwise report ``not_applied`` without calling.
-4. Classify (a transport error after sending is ``unknown``), produce the outcome, wait for
-   its acknowledgement, and only then commit the dispatch offset.
+- Produce: to ``ledger.attempts``; the delivery report is the acknowledgement. A failed one
+  stops the process without committing anything more (exit status 3).
+- Call: on a worker, never started after the grant's ``start_by`` (reported ``not_called``
+  instead); classified by the Target; failpoints before and after.
+- Lookup: on a worker.
+- Commit: the partition's offset, asynchronously; synchronously when a partition is revoked
+  or the process stops.
 
-For each Reconcile of its target: look the key up (after the target's consistency window)
-and report found / not_found / unqueryable. Never resend.
-
-Guarantees: one target call per granted claim; an unknown outcome is never followed by a
-call from this runtime before the processor decided (after a lookup) that it is safe.
+Revocation (cooperative rebalancing) and SIGTERM give up every claim still waiting for its
+answer (``not_called``) and let the calls on the wire finish and report.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import queue
 import threading
 import time
 import uuid
-from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+from confluent_kafka import KafkaError, Message, Producer
 
 from ledger_stream.config import Settings
 from ledger_stream.connector import metrics
+from ledger_stream.connector.commands import (
+    Call,
+    Command,
+    Commit,
+    Lookup,
+    LookupAnswer,
+    Produce,
+    Stop,
+)
+from ledger_stream.connector.core import ConnectorCore
 from ledger_stream.connector.feed import DispatchFeed
-from ledger_stream.connector.target import EffectRequest, LookupUnavailable, Target
+from ledger_stream.connector.options import ConnectorOptions
+from ledger_stream.connector.target import LookupUnavailable, Target
 from ledger_stream.domain import events as ev
 from ledger_stream.failpoints import failpoint
-from ledger_stream.kafka.producer import EventProducer
+from ledger_stream.kafka.producer import producer_config
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import AvroCodec
 
 logger = logging.getLogger(__name__)
 
-HANDLED_MEMORY = 100_000
-
-
-@dataclass(frozen=True)
-class ConnectorOptions:
-    instance_id: str = ""
-    lease_ms: int = 30_000
-    call_timeout_s: float = 10.0
-    record_margin_s: float = 2.0  # time to produce the outcome and get its ack
-    lookup_delay_s: float = 0.0  # the target's consistency window before "not found"
-    answer_timeout_s: float = 10.0  # claim again if the processor has not answered
-    lookup_patience_s: float = 30.0  # keep retrying a failing lookup this long (outages)
-    fast_path: bool | None = None  # default: the target deduplicates
-
-    def check(self) -> None:
-        if self.lease_ms / 1000 < self.call_timeout_s + self.record_margin_s:
-            raise ValueError("the lease must cover the call timeout plus the record margin")
-
-
-class _Remembered:
-    """A bounded set of ids this instance already handled."""
-
-    def __init__(self, limit: int = HANDLED_MEMORY) -> None:
-        self._ids: OrderedDict[str, None] = OrderedDict()
-        self._limit = limit
-
-    def __contains__(self, item: str) -> bool:
-        return item in self._ids
-
-    def add(self, item: str) -> None:
-        self._ids[item] = None
-        if len(self._ids) > self._limit:
-            self._ids.popitem(last=False)
+STOPPED_ON_FAILED_ACK = 3
+Completion = Callable[[], list[Command]]
 
 
 def _now_ms() -> int:
@@ -84,143 +65,186 @@ def _now_ms() -> int:
 class ConnectorWorker:
     def __init__(self, settings: Settings, bootstrap: str, target: Target,
                  options: ConnectorOptions, codec: AvroCodec | None = None) -> None:
-        options.check()
         self._target = target
+        instance = options.instance_id or f"{target.name}-{uuid.uuid4().hex[:8]}"
+        self._core = ConnectorCore(target.name, target.deduplicates, target.queryable,
+                                   replace(options, instance_id=instance),
+                                   lambda: uuid.uuid4().hex)
         self._opts = options
-        self._instance = options.instance_id or f"{target.name}-{uuid.uuid4().hex[:8]}"
-        self._fast = target.deduplicates if options.fast_path is None else options.fast_path
-        if self._fast and not target.deduplicates:
-            raise ValueError("the fast path needs a target that deduplicates by key")
-        codec = codec or AvroCodec()
-        self._out = EventProducer(settings, bootstrap, codec, acks="all")
+        self._codec = codec or AvroCodec()
+        self._attempts = settings.topic("attempts")
+        self._producer = Producer(producer_config(bootstrap, acks="all"))
+        self._done: queue.SimpleQueue[Completion] = queue.SimpleQueue()
+        self._pool = ThreadPoolExecutor(options.max_in_flight,
+                                        thread_name_prefix=f"{target.name}-call")
+        self._to_commit: dict[int, int] = {}
         self._feed = DispatchFeed(bootstrap, settings.topic("dispatch"),
-                                  f"{settings.topic_prefix}.connector.{target.name}", codec,
-                                  settings.session_timeout_ms)
-        self._handled = _Remembered()
+                                  f"{settings.topic_prefix}.connector.{target.name}",
+                                  self._codec, settings.session_timeout_ms,
+                                  self._assigned, self._revoked)
+        self.exit_status = 0
 
-    def run(self, stop: threading.Event | None = None, idle_exit_s: float | None = None) -> None:
-        """Handle dispatch records until ``stop`` is set (or nothing came for idle_exit_s)."""
+    # --- the loop -------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event | None = None, idle_exit_s: float | None = None) -> int:
+        """Handle dispatches until ``stop`` is set (or nothing came for ``idle_exit_s``).
+        Returns the exit status: 0, or 3 when an acknowledgement failed."""
         stop = stop or threading.Event()
         idle_since = time.monotonic()
         try:
-            while not stop.is_set():
-                record = self._feed.next(timeout_s=0.5)
-                if record is None:
-                    if idle_exit_s is not None and time.monotonic() - idle_since > idle_exit_s:
-                        return
-                    continue
-                idle_since = time.monotonic()
-                msg, event = record
-                self._handle(event)
-                self._feed.commit(msg)
+            while not stop.is_set() and not self._core.stopped:
+                records = self._feed.poll(self._poll_timeout())
+                for record in records:
+                    self._execute(self._core.record(record, _now_ms()))
+                self._serve()
+                if records or not self._core.idle():
+                    idle_since = time.monotonic()
+                elif idle_exit_s is not None and time.monotonic() - idle_since > idle_exit_s:
+                    break
+            if not self._core.stopped:
+                self._drain()
         finally:
-            self._feed.close()
-            self._target.close()
+            self._close()
+        return self.exit_status
 
-    def _handle(self, event: object) -> None:
-        if isinstance(event, ev.Dispatch) and event.target == self._target.name:
-            if event.dispatch_id not in self._handled:
-                self._dispatch(event)
-                self._handled.add(event.dispatch_id)
-        elif isinstance(event, ev.Reconcile) and event.target == self._target.name:
-            marker = f"reconcile:{event.key}:{event.attempt}:{event.claim_id}"
-            if marker not in self._handled:
-                self._reconcile(event)
-                self._handled.add(marker)
+    def _poll_timeout(self) -> float:
+        wake = self._core.next_wake_ms()
+        left = 0.05 if wake is None else max(0.0, (wake - _now_ms()) / 1000)
+        return min(left, 0.05)
 
-    # --- dispatches -----------------------------------------------------------------------
-
-    def _dispatch(self, d: ev.Dispatch) -> None:
-        self._feed.idle_until(d.not_before_ms / 1000)
-        while True:
-            claim_id = uuid.uuid4().hex
-            if not self._fast:
-                self._feed.expect(claim_id)
-            failpoint("before_claim")
-            self._send("attempts", ev.AttemptClaim(
-                uuid.uuid4().hex, d.key, d.attempt, claim_id, self._instance,
-                self._opts.lease_ms, _now_ms()))
-            if self._fast:
-                self._call(d, claim_id, _now_ms() + self._opts.lease_ms)
-                return
-            answer = self._feed.answer(claim_id, self._opts.answer_timeout_s)
-            kind = type(answer).__name__ if answer is not None else "none"
-            metrics.CLAIM_ANSWERS.labels(self._target.name, kind).inc()
-            if isinstance(answer, ev.Grant):
-                self._call(d, claim_id, answer.lease_until_ms)
-                return
-            if isinstance(answer, ev.Held):
-                self._feed.idle_until(answer.lease_until_ms / 1000)
-                continue
-            if answer is None:
-                logger.warning("no answer to claim; claiming again", extra=log_fields(
-                    key=d.key, attempt=d.attempt, claim_id=claim_id))
-                continue
-            return  # Reconcile or Done: the dispatch is not ours to apply
-
-    def _call(self, d: ev.Dispatch, claim_id: str, lease_until_ms: int) -> None:
-        left_s = lease_until_ms / 1000 - time.time() - self._opts.record_margin_s
-        if left_s < self._opts.call_timeout_s:
-            self._report(d, claim_id, ev.OutcomeStatus.NOT_APPLIED, "",
-                         "lease ran out before the call")
-            return
-        request = EffectRequest(d.key, d.attempt, claim_id, d.action, json.loads(d.args_json),
-                                d.args_hash, json.loads(d.payload_json or "{}"))
-        failpoint("before_call")
-        started = time.perf_counter()
-        try:
-            external_id = self._target.apply(request, self._opts.call_timeout_s)
-            status, error = ev.OutcomeStatus.SUCCEEDED, ""
-        except Exception as exc:  # the target classifies whatever it raised
-            external_id, status = "", self._target.classify(exc)
-            error = f"{type(exc).__name__}: {str(exc)[:200]}"
-        metrics.TARGET_SECONDS.labels(self._target.name).observe(time.perf_counter() - started)
-        failpoint("after_call")
-        self._report(d, claim_id, status, external_id, error)
-
-    def _report(self, d: ev.Dispatch, claim_id: str, status: ev.OutcomeStatus,
-                external_id: str, error: str) -> None:
-        metrics.ATTEMPTS.labels(self._target.name, status.value).inc()
-        logger.info("attempt reported", extra=log_fields(
-            key=d.key, attempt=d.attempt, claim_id=claim_id, outcome=status.value,
-            external_id=external_id, args_hash=d.args_hash))
-        failpoint("before_outcome")
-        self._send("attempts", ev.AttemptOutcome(
-            uuid.uuid4().hex, d.key, d.attempt, claim_id, status, _now_ms(), external_id,
-            error))
-        failpoint("after_outcome")
-
-    # --- reconciliation -------------------------------------------------------------------
-
-    def _reconcile(self, r: ev.Reconcile) -> None:
-        self._feed.idle_until(time.time() + self._opts.lookup_delay_s)
-        status, external_id, error = self._lookup(r.key)
-        metrics.RECONCILIATIONS.labels(self._target.name, status.value).inc()
-        logger.info("reconciled", extra=log_fields(
-            key=r.key, attempt=r.attempt, result=status.value, external_id=external_id))
-        self._send("attempts", ev.ReconcileResult(
-            uuid.uuid4().hex, r.key, r.attempt, r.claim_id, status,
-            self._target.deduplicates, _now_ms(), external_id, error))
-
-    def _lookup(self, key: str) -> tuple[ev.ReconcileStatus, str, str]:
-        """(status, external id, error). A lookup that fails is retried with backoff for
-        ``lookup_patience_s`` (a target restarting is not a target without lookup)."""
-        give_up = time.monotonic() + self._opts.lookup_patience_s
-        delay = 0.2
+    def _serve(self) -> None:
+        """Delivery reports, finished calls and lookups, due wake-ups, commits."""
+        self._producer.poll(0)
         while True:
             try:
-                found = self._target.lookup(key, self._opts.call_timeout_s)
-            except LookupUnavailable as exc:
-                if not self._target.queryable or time.monotonic() + delay > give_up:
-                    return ev.ReconcileStatus.UNQUERYABLE, "", str(exc)[:200]
-                self._feed.idle_until(time.time() + delay)
-                delay = min(delay * 2, 5.0)
-                continue
-            if found:
-                return ev.ReconcileStatus.FOUND, found, ""
-            return ev.ReconcileStatus.NOT_FOUND, "", ""
+                completion = self._done.get_nowait()
+            except queue.Empty:
+                break
+            self._execute(completion())
+        self._execute(self._core.tick(_now_ms()))
+        if self._to_commit and not self._core.stopped:
+            self._feed.commit(self._to_commit)
+            self._to_commit = {}
 
-    def _send(self, role: str, event: object) -> None:
-        """Produce and wait for the acknowledgement: nothing is committed before it."""
-        self._out.send(role, event)
-        self._out.flush()
+    def _drain(self) -> None:
+        """SIGTERM: give up waiting claims, let calls on the wire finish and report."""
+        self._execute(self._core.shutdown(_now_ms()))
+        deadline = time.monotonic() + self._opts.call_timeout_s + self._opts.record_margin_s + 5
+        while not self._core.idle() and not self._core.stopped and time.monotonic() < deadline:
+            self._feed.poll(0.05)
+            self._serve()
+        self._producer.flush(10)
+        self._serve()
+        if not self._core.stopped:
+            self._feed.commit(self._to_commit, wait=True)
+
+    def _close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._feed.close()
+        self._target.close()
+
+    # --- rebalancing (called from inside poll) --------------------------------------------
+
+    def _assigned(self, partitions: list[int]) -> None:
+        for p in partitions:
+            self._core.assigned(p)
+        logger.info("partitions assigned", extra=log_fields(partitions=partitions))
+
+    def _revoked(self, partitions: list[int]) -> None:
+        """Give up the claims waiting on these partitions and commit what is handled before
+        the partitions go (after this callback, a commit for them would be refused)."""
+        self._execute(self._core.revoked(partitions, _now_ms()))
+        done = {p: o for p, o in self._to_commit.items() if p in partitions}
+        self._feed.commit(done, wait=True)
+        for p in done:
+            self._to_commit.pop(p, None)
+        logger.info("partitions revoked", extra=log_fields(partitions=partitions))
+
+    # --- commands -------------------------------------------------------------------------
+
+    def _execute(self, commands: list[Command]) -> None:
+        for cmd in commands:
+            if isinstance(cmd, Produce):
+                self._produce(cmd)
+            elif isinstance(cmd, Call):
+                self._pool.submit(self._call, cmd)
+            elif isinstance(cmd, Lookup):
+                self._pool.submit(self._lookup, cmd)
+            elif isinstance(cmd, Commit):
+                self._to_commit[cmd.partition] = cmd.offset
+            elif isinstance(cmd, Stop):
+                self._stop(cmd.reason)
+
+    def _produce(self, cmd: Produce) -> None:
+        event = cmd.event
+        if isinstance(event, ev.AttemptClaim):
+            failpoint("before_claim")
+        elif isinstance(event, ev.AttemptOutcome):
+            failpoint("before_outcome")
+
+        def delivered(error: KafkaError | None, _msg: Message) -> None:
+            self._done.put(lambda: self._acknowledged(cmd, error))
+
+        value = self._codec.encode(event)
+        while True:
+            try:
+                self._producer.produce(self._attempts, value=value,
+                                       key=event.key.encode("utf-8"), on_delivery=delivered)
+                return
+            except BufferError:
+                self._producer.poll(0.1)  # the local queue is full: let deliveries drain
+
+    def _acknowledged(self, cmd: Produce, error: KafkaError | None) -> list[Command]:
+        if error is None and isinstance(cmd.event, ev.AttemptOutcome):
+            failpoint("after_outcome")
+        what = type(cmd.event).__name__
+        return self._core.produced(cmd.job_id, error is None, _now_ms(),
+                                   "" if error is None else f"{what}: {error.str()}")
+
+    def _call(self, cmd: Call) -> None:
+        request = cmd.request
+        if cmd.start_by_ms and _now_ms() > cmd.start_by_ms:
+            status, external_id, error = (ev.OutcomeStatus.NOT_CALLED, "",
+                                          "lease ran out before the call")
+        else:
+            failpoint("before_call")
+            started = time.perf_counter()
+            try:
+                external_id = self._target.apply(request, cmd.timeout_s)
+                status, error = ev.OutcomeStatus.SUCCEEDED, ""
+            except Exception as exc:  # the target classifies whatever it raised
+                external_id, status = "", self._target.classify(exc)
+                error = f"{type(exc).__name__}: {str(exc)[:200]}"
+            metrics.TARGET_SECONDS.labels(self._target.name).observe(
+                time.perf_counter() - started)
+            failpoint("after_call")
+        metrics.ATTEMPTS.labels(self._target.name, status.value).inc()
+        logger.info("attempt", extra=log_fields(
+            key=request.key, attempt=request.attempt, claim_id=request.attempt_id,
+            outcome=status.value, external_id=external_id, args_hash=request.args_hash,
+            error=error))
+        self._done.put(lambda: self._core.called(cmd.job_id, status, external_id, error,
+                                                 _now_ms()))
+
+    def _lookup(self, cmd: Lookup) -> None:
+        try:
+            answer = LookupAnswer(self._target.lookup(cmd.key, cmd.timeout_s))
+        except LookupUnavailable as exc:
+            answer = LookupAnswer(unavailable=str(exc)[:200] or "lookup unavailable")
+        except Exception as exc:  # a bug in a Target must not kill the worker thread
+            answer = LookupAnswer(unavailable=f"{type(exc).__name__}: {str(exc)[:200]}")
+        result = "found" if answer.external_id else "unavailable" if answer.unavailable \
+            else "not_found"
+        metrics.RECONCILIATIONS.labels(self._target.name, result).inc()
+        logger.info("looked up", extra=log_fields(key=cmd.key, result=result,
+                                                  external_id=answer.external_id or ""))
+        self._done.put(lambda: self._core.looked_up(cmd.job_id, answer, _now_ms()))
+
+    def _stop(self, reason: str) -> None:
+        logger.error("stopping without committing: an acknowledgement failed; the records "
+                     "not committed are read again by the next owner",
+                     extra=log_fields(reason=reason))
+        self.exit_status = STOPPED_ON_FAILED_ACK
+
+
+__all__ = ["STOPPED_ON_FAILED_ACK", "ConnectorOptions", "ConnectorWorker"]

@@ -152,10 +152,12 @@ def uncorrelated_requests(target: TargetLedger, topics: LedgerTopics) -> list[di
 
 def approval_mismatches_accepted(topics: LedgerTopics) -> list[str]:
     """Intents whose approval does not cover them (missing, forged, another payload hash,
-    expired) for which the ledger nevertheless dispatched work: their event ids."""
+    expired) for which the ledger nevertheless dispatched work: their event ids. Expiry is
+    judged at the intent's own stamp: the matrix's agents are honest clients on the broker's
+    machine, so it is within milliseconds of the broker time the ledger judged by."""
     dispatched = {d.intent_event_id for d in topics.dispatches}
     return [i.event_id for i in topics.intents if i.event_id in dispatched and approval_problem(
-        i, APPROVAL_SECRET.encode(), i.action in APPROVAL_ACTIONS) is not None]
+        i, APPROVAL_SECRET.encode(), i.action in APPROVAL_ACTIONS, i.at_ms) is not None]
 
 
 def ambiguous_keys(topics: LedgerTopics) -> dict[str, str]:

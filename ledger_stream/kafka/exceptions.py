@@ -46,3 +46,8 @@ class TopicConfigMismatch(KafkaSetupError):
         self.differences = differences
         detail = "; ".join(f"{topic}: {', '.join(diff)}" for topic, diff in differences.items())
         super().__init__(f"ledger topics differ from the settings (not altered): {detail}")
+
+
+class DeliveryFailed(KafkaSetupError):
+    """The broker refused a produced record, or did not acknowledge it in time. Nothing that
+    depends on that record may be treated as done (no offset commit, no "submitted")."""

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from ledger_stream.config import Settings
-from ledger_stream.kafka.exceptions import KafkaSetupError
+from ledger_stream.kafka.exceptions import DeliveryFailed
 from ledger_stream.serde import AvroCodec
 
 
@@ -27,7 +27,12 @@ def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
 
 
 class EventProducer:
-    """Sends domain events to ledger topics by role ("intents", "attempts", ...)."""
+    """Sends domain events to ledger topics by role ("intents", "attempts", ...).
+
+    Every delivery report is checked: ``flush`` returns only when every send since the last
+    flush was acknowledged by the broker, and raises DeliveryFailed when any was not (the
+    caller must then not act as if it was: no offset commit, no "submitted").
+    """
 
     def __init__(
         self, settings: Settings, bootstrap: str, codec: AvroCodec | None = None, **extra: Any
@@ -35,6 +40,7 @@ class EventProducer:
         self._settings = settings
         self._codec = codec or AvroCodec()
         self._producer = Producer(producer_config(bootstrap, **extra))
+        self._failures: list[str] = []
 
     def send(self, role: str, event: Any) -> None:
         self.send_raw(role, event.key.encode("utf-8"), self._codec.encode(event))
@@ -43,20 +49,28 @@ class EventProducer:
         topic = self._settings.topic(role)
         while True:
             try:
-                self._producer.produce(topic, value=value, key=key)
+                self._producer.produce(topic, value=value, key=key, on_delivery=self._report)
                 break
             except BufferError:
                 self._producer.poll(0.1)  # local queue full: let deliveries drain
         self._producer.poll(0)
 
+    def _report(self, error: KafkaError | None, msg: Message) -> None:
+        if error is not None:
+            self._failures.append(f"{msg.topic()}: {error.str()}")
+
     def flush(self, timeout_s: float = 30.0) -> None:
-        """Wait for every send to be acknowledged; raises KafkaSetupError if some are not."""
+        """Wait for every send to be acknowledged. Raises DeliveryFailed when a send was
+        refused or not acknowledged within ``timeout_s``; the failures are then cleared."""
         try:
             left = self._producer.flush(timeout_s)
         except KafkaException as exc:
-            raise KafkaSetupError(f"producer flush failed: {exc}") from exc
+            raise DeliveryFailed(f"producer flush failed: {exc}") from exc
+        failures, self._failures = self._failures, []
         if left:
-            raise KafkaSetupError(f"{left} events not acknowledged after {timeout_s} s")
+            failures.append(f"{left} events not acknowledged after {timeout_s} s")
+        if failures:
+            raise DeliveryFailed("; ".join(failures[:5]))
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Flush, then release the client (librdkafka closes its connections)."""

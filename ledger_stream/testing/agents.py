@@ -45,7 +45,8 @@ class AgentWorld:
         """The payments connector (one at a time); ``failpoint`` arms LEDGER_FAILPOINT,
         ``env`` overrides its LEDGER_CONNECTOR_* settings."""
         self.connector = self.stack.connector("http", "--name", "payments", "--base-url",
-                                              self.sandbox.url, failpoint=failpoint, env=env)
+                                              self.sandbox.url, "--deduplicates",
+                                              "--fast-path", failpoint=failpoint, env=env)
         return self.connector
 
     def stop_connector(self, kill: bool = False) -> None:

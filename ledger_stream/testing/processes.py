@@ -68,5 +68,5 @@ def start_processor(settings: Settings, state_dir: Path, log: Path, *extra: str,
          *extra],
         log,
         env={"LEDGER_SESSION_TIMEOUT_MS": "6000", "LEDGER_COMMIT_INTERVAL_S": "0.5",
-             **(env or {})},
+             "LEDGER_CLOCK_SKEW_MS": "500", **(env or {})},
     )

@@ -15,8 +15,10 @@ from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import key_receipts
 from ledger_stream.testing.processes import Proc, start_processor
 
+# One machine, one clock: a small skew margin; the lease covers call, report and skew.
 FAST = {"LEDGER_CONNECTOR_LEASE_MS": "4000", "LEDGER_CONNECTOR_CALL_TIMEOUT_S": "1.5",
-        "LEDGER_CONNECTOR_RECORD_MARGIN_S": "1", "LEDGER_SESSION_TIMEOUT_MS": "6000"}
+        "LEDGER_CONNECTOR_RECORD_MARGIN_S": "1", "LEDGER_SESSION_TIMEOUT_MS": "6000",
+        "LEDGER_CLOCK_SKEW_MS": "500"}
 
 
 class Stack:

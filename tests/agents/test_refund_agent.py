@@ -79,7 +79,8 @@ def test_receipt_follower_settles_a_thread_left_pending(ledger_topics: Settings,
         held = graph.get_state(config).values["ledger_receipts"][key]
         assert held["status"] == "accepted"  # nobody has applied it yet
 
-        stack.connector("http", "--name", "payments", "--base-url", sandbox.url)
+        stack.connector("http", "--name", "payments", "--base-url", sandbox.url,
+                        "--deduplicates")
         follower = ReceiptFollower(ledger_topics, stack.bootstrap, graph)
         try:
             deadline = time.monotonic() + 60

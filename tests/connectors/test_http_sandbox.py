@@ -21,6 +21,13 @@ pytestmark = pytest.mark.timeout(180)
 SUCCEEDED = {ev.ReceiptStatus.SUCCEEDED}
 
 
+# The sandbox deduplicates by Idempotency-Key, so the connector may declare it; "grant-only"
+# runs treat it as a target that does not (no declaration): the connector waits for every
+# grant and never resends after a lookup found nothing.
+MODES = {"fast-path": ("--deduplicates", "--fast-path"), "grant-only": ()}
+DEDUP = ("--deduplicates",)
+
+
 def http_connector(stack: Stack, sandbox: SandboxProc, *extra: str,
                    failpoint: str | None = None):
     return stack.connector("http", "--name", "sandbox", "--base-url", sandbox.url, *extra,
@@ -40,11 +47,11 @@ ARGS = {"amount": 4200, "currency": "EUR", "to": "cust-7"}
 class TestSandboxTarget(DeduplicatingTargetContract):
     @pytest.fixture
     def target(self, sandbox):
-        return HttpTarget("sandbox", sandbox.url)
+        return HttpTarget("sandbox", sandbox.url, deduplicates=True)
 
     @pytest.fixture
     def unreachable(self):
-        return HttpTarget("sandbox", "http://127.0.0.1:9")
+        return HttpTarget("sandbox", "http://127.0.0.1:9", deduplicates=True)
 
     def effects(self, target, key):
         return len([e for e in _ledger_of(target)["effects"] if e["idempotency_key"] == key])
@@ -62,7 +69,7 @@ def _ledger_of(target: HttpTarget) -> dict:
 
 
 def test_each_key_applied_once_with_duplicates(stack: Stack, sandbox: SandboxProc):
-    http_connector(stack, sandbox)
+    http_connector(stack, sandbox, *DEDUP)
     keys = [new_key() for _ in range(10)]
     for key in keys:
         stack.submit(key, ARGS, "sandbox")
@@ -79,7 +86,7 @@ def test_each_key_applied_once_with_duplicates(stack: Stack, sandbox: SandboxPro
 def test_connector_killed_at_each_failpoint_then_restarted(stack, sandbox, failpoint, mode):
     # grant-only: the sandbox treated as a target without native deduplication, so the
     # connector waits for the grant and an unknown outcome is settled by a lookup.
-    extra = ("--no-dedup",) if mode == "grant-only" else ()
+    extra = MODES[mode]
     key = new_key()
     doomed = http_connector(stack, sandbox, *extra, failpoint=failpoint)
     stack.submit(key, ARGS, "sandbox")
@@ -108,7 +115,7 @@ def test_connector_killed_at_each_failpoint_then_restarted(stack, sandbox, failp
 def test_commit_then_drop_is_reconciled_by_key(stack, sandbox):
     key = new_key()
     sandbox.set_fault("commit_then_drop", key=key)
-    http_connector(stack, sandbox, "--no-dedup")
+    http_connector(stack, sandbox)
     stack.submit(key, ARGS, "sandbox")
     receipt = stack.await_key(key, TERMINAL)
     (effect,) = sandbox.effects(key)
@@ -120,7 +127,7 @@ def test_commit_then_drop_is_reconciled_by_key(stack, sandbox):
 def test_client_timeout_before_the_commit_is_reconciled_once(stack, sandbox):
     key = new_key()
     sandbox.set_fault("delay_before_commit", key=key, delay_s=3)
-    http_connector(stack, sandbox, "--lookup-delay", "4")
+    http_connector(stack, sandbox, *DEDUP, "--lookup-delay", "4")
     stack.submit(key, ARGS, "sandbox")
     receipt = stack.await_key(key, TERMINAL)
     (effect,) = sandbox.effects(key)
@@ -131,7 +138,7 @@ def test_client_timeout_before_the_commit_is_reconciled_once(stack, sandbox):
 def test_target_restarted_mid_flight(stack, sandbox):
     key = new_key()
     sandbox.set_fault("crash_after_commit", key=key)
-    http_connector(stack, sandbox, "--no-dedup")
+    http_connector(stack, sandbox)
     stack.submit(key, ARGS, "sandbox")
     assert sandbox.wait_exit(30) == 71
     sandbox.restart()
@@ -144,7 +151,8 @@ def test_target_restarted_mid_flight(stack, sandbox):
 def test_retryable_5xx_before_commit_is_retried_with_the_same_key(stack, sandbox):
     key = new_key()
     sandbox.set_fault("error_before_commit", key=key)
-    http_connector(stack, sandbox)
+    # The sandbox documents its 503 as "not processed": declared, it is retried.
+    http_connector(stack, sandbox, *DEDUP, "--not-applied-status", "503")
     stack.submit(key, ARGS, "sandbox")
     receipt = stack.await_key(key, TERMINAL)
     (effect,) = sandbox.effects(key)
@@ -156,7 +164,7 @@ def test_retryable_5xx_before_commit_is_retried_with_the_same_key(stack, sandbox
 
 @pytest.mark.parametrize("mode", ["fast-path", "grant-only"])
 def test_two_connector_instances_on_one_dispatch_topic(stack, sandbox, mode):
-    extra = ("--no-dedup",) if mode == "grant-only" else ()
+    extra = MODES[mode]
     http_connector(stack, sandbox, *extra)
     http_connector(stack, sandbox, *extra)
     keys = [new_key() for _ in range(20)]
@@ -168,7 +176,7 @@ def test_two_connector_instances_on_one_dispatch_topic(stack, sandbox, mode):
 
 
 def test_conflicting_arguments_never_reach_the_target(stack, sandbox):
-    http_connector(stack, sandbox)
+    http_connector(stack, sandbox, *DEDUP)
     key = new_key()
     stack.submit(key, ARGS, "sandbox")
     stack.await_key(key, SUCCEEDED)

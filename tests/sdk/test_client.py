@@ -35,7 +35,8 @@ ARGS = {"invoice": "inv-1", "amount": 125.0, "currency": "EUR"}
 def ledger(ledger_topics: Settings, tmp_path: Path, sandbox: SandboxProc
            ) -> Iterator[tuple[LedgerClient, SandboxProc, Stack]]:
     stack = Stack(ledger_topics, tmp_path)
-    stack.connector("http", "--name", "payments", "--base-url", sandbox.url)
+    stack.connector("http", "--name", "payments", "--base-url", sandbox.url,
+                    "--deduplicates")
     client = LedgerClient(ledger_topics)
     try:
         yield client, sandbox, stack
@@ -103,7 +104,8 @@ def test_approval_is_bound_to_the_arguments(ledger_topics: Settings, tmp_path: P
     monkeypatch.setenv("LEDGER_APPROVAL_REQUIRED_ACTIONS", '["payout"]')
     monkeypatch.setenv("LEDGER_APPROVAL_SECRET", "approvals-key")
     stack = Stack(ledger_topics, tmp_path)
-    stack.connector("http", "--name", "payments", "--base-url", sandbox.url)
+    stack.connector("http", "--name", "payments", "--base-url", sandbox.url,
+                    "--deduplicates")
     try:
         with LedgerClient(ledger_topics) as client:
             k = operation_key("acme", "payout", uuid.uuid4().hex[:8])
