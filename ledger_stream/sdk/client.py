@@ -19,11 +19,12 @@ from confluent_kafka.admin import AdminClient
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import args_hash, canonical_json, tenant_of
+from ledger_stream.domain.validation import invalid_reason
 from ledger_stream.failpoints import failpoint
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import key_receipts
-from ledger_stream.sdk.errors import raise_for
+from ledger_stream.sdk.errors import InvalidIntentError, raise_for
 from ledger_stream.sdk.receipt_reader import KeyReceiptReader
 from ledger_stream.serde import AvroCodec, make_codec
 
@@ -51,14 +52,23 @@ class LedgerClient:
     def intent(self, key: str, action: str, target: str, args: Any, *,
                workflow: ev.Workflow, payload: Any = None, approval: ev.Approval | None = None,
                policy_revision: str = "", origin: ev.Origin = ev.Origin.FRESH) -> ev.Intent:
-        """An Intent for ``key`` with canonical, hashed material arguments."""
-        return ev.Intent(
+        """An Intent for ``key`` with canonical, hashed material arguments.
+
+        Raises InvalidIntentError for an intent the ledger would dead-letter (a key that is
+        not tenant/action/business-id, an action other than the key's), so the mistake
+        shows here rather than as a missing receipt.
+        """
+        intent = ev.Intent(
             event_id=uuid.uuid4().hex, key=key, tenant=tenant_of(key), action=action,
             target=target, args_json=canonical_json(args), args_hash=args_hash(args),
             workflow=workflow, at_ms=now_ms(),
             payload_json=canonical_json(payload) if payload is not None else "",
             approval=approval, policy_revision=policy_revision, origin=origin,
         )
+        problem = invalid_reason(intent, key)
+        if problem is not None:
+            raise InvalidIntentError(f"{key}: {problem}")
+        return intent
 
     def submit(self, intent: ev.Intent, wait: float = 30.0, *,
                raise_errors: bool = True) -> ev.Receipt:

@@ -5,6 +5,11 @@ from __future__ import annotations
 from ledger_stream.domain.events import Reason, Receipt, ReceiptStatus
 
 
+class InvalidIntentError(ValueError):
+    """The intent would be dead-lettered by the ledger (e.g. its action is not its key's);
+    raised before anything is produced."""
+
+
 class LedgerError(Exception):
     """Base class; ``receipt`` is the ledger's answer that caused it."""
 

@@ -20,7 +20,7 @@ from tests.factories import KEY, claim, intent, now_of, outcome, reconciled, res
 OS, RS, RES = ev.OutcomeStatus, ev.ReconcileStatus, ev.Resolution
 POLICY = Policy(replay_window_ms=100_000, retry_backoff_ms=500, max_attempts=3,
                 clock_skew_ms=1_000, approval_required_actions=frozenset({"payout"}),
-                approval_secret=b"k")
+                approval_secret=b"k", stall_after_ms=60_000, reconcile_timeout_ms=120_000)
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,42 @@ def _needs_operator() -> list[ev.InputEvent]:
     return [*_reconciling(), reconciled(RS.UNQUERYABLE, dedup=False)]
 
 
+def _failed() -> list[ev.InputEvent]:
+    return [*_granted(), outcome(OS.FAILED)]
+
+
+def _moved_on(grant_next: bool) -> Callable[[], list[ev.InputEvent]]:
+    """Attempt 1's holder went silent, an operator said "not applied": attempt 2 is open
+    (and granted to claim c3 when ``grant_next``)."""
+    def setup() -> list[ev.InputEvent]:
+        events = [*_granted(), claim(claim_id="c2", at_ms=13_000),
+                  reconciled(RS.UNQUERYABLE, claim_id="c2", at_ms=13_100, dedup=False),
+                  resolution(RES.NOT_APPLIED, at_ms=14_000)]
+        return events + ([claim(attempt=2, claim_id="c3", at_ms=16_000)] if grant_next else [])
+    return setup
+
+
+def _unknown_every_time() -> list[ev.InputEvent]:
+    events: list[ev.InputEvent] = [intent()]
+    at = 2_000
+    for n in (1, 2):
+        events += [claim(attempt=n, claim_id=f"c{n}", at_ms=at),
+                   outcome(OS.UNKNOWN, attempt=n, claim_id=f"c{n}", at_ms=at + 1),
+                   reconciled(RS.NOT_FOUND, attempt=n, claim_id=f"r{n}", at_ms=at + 20_000)]
+        at += 40_000
+    return [*events, claim(attempt=3, claim_id="c3", at_ms=at),
+            outcome(OS.UNKNOWN, attempt=3, claim_id="c3", at_ms=at + 1)]
+
+
+def _success_from(attempt: int, claim_id: str, ext: str, at_ms: int) -> ev.AttemptOutcome:
+    report = outcome(OS.SUCCEEDED, attempt, claim_id, at_ms, external_id=ext)
+    return report
+
+
+def _timer(at_ms: int) -> Callable[[], ev.InputEvent]:
+    return lambda: ev.Timer(KEY, at_ms)
+
+
 def _payout(approval: bool) -> ev.InputEvent:
     base = intent(key="acme/payout/p1")
     signed = sign_approval(b"k", base.key, "ap-1", base.args_hash, "", 99_999) if approval \
@@ -63,8 +99,13 @@ ROWS = [
     Row("Intent, approval missing (or forged, expired, other hash)", list,
         lambda: _payout(False)),
     Row("Intent, same args", _succeeded, intent),
+    Row("Intent, same args, forged approval", _succeeded,
+        lambda: intent(approval=sign_approval(b"forged", KEY, "a", intent().args_hash, "",
+                                              99_999))),
     Row("Intent, different args", _reserved, lambda: intent(args={"amount": 1})),
-    Row("Intent, incompatible workflow version", _reserved,
+    Row("Intent, different args and another workflow version", _reserved,
+        lambda: intent(args={"amount": 1}, workflow=ev.Workflow("refund-agent", "2.0"))),
+    Row("Intent, same args, incompatible workflow version", _reserved,
         lambda: intent(workflow=ev.Workflow("refund-agent", "2.0"))),
     Row("Intent after the replay window", _succeeded, lambda: intent(at_ms=200_000)),
     Row("AttemptClaim(n), not yet granted", _reserved, claim),
@@ -80,14 +121,21 @@ ROWS = [
     Row("AttemptOutcome(any), unknown key", list, lambda: outcome(OS.SUCCEEDED)),
     Row("AttemptOutcome(not_applied) from the holder", _granted,
         lambda: outcome(OS.NOT_APPLIED)),
+    Row("AttemptOutcome(not_called) from the holder (its grant came too late)", _granted,
+        lambda: outcome(OS.NOT_CALLED, at_ms=13_000)),
     Row("AttemptOutcome(failed) from the holder", _granted, lambda: outcome(OS.FAILED)),
     Row("AttemptOutcome(unknown) from the holder", _granted, lambda: outcome(OS.UNKNOWN)),
     Row("AttemptOutcome(not_applied), stale attempt", lambda: [
         *_granted(), outcome(OS.NOT_APPLIED), claim(attempt=2, claim_id="c2", at_ms=4_000)],
         lambda: outcome(OS.NOT_APPLIED, attempt=1, at_ms=5_000)),
-    Row("AttemptOutcome(succeeded), stale attempt", lambda: [
-        *_granted(), outcome(OS.NOT_APPLIED), claim(attempt=2, claim_id="c2", at_ms=4_000)],
-        lambda: outcome(OS.SUCCEEDED, attempt=1, at_ms=5_000)),
+    Row("AttemptOutcome(succeeded), stale attempt, next one not granted", _moved_on(False),
+        lambda: _success_from(1, "c1", "pay-1", 15_000)),
+    Row("AttemptOutcome(succeeded), stale attempt, next one granted, no deduplication",
+        _moved_on(True), lambda: _success_from(1, "c1", "pay-1", 17_000)),
+    Row("AttemptOutcome(succeeded, same id, another claim), no deduplication", _succeeded,
+        lambda: _success_from(1, "zombie", "pay-1", 9_000)),
+    Row("AttemptOutcome(succeeded), the key failed", _failed,
+        lambda: outcome(OS.SUCCEEDED, at_ms=9_000)),
     Row("ReconcileResult(found)", _reconciling,
         lambda: reconciled(RS.FOUND, external_id="pay-1")),
     Row("ReconcileResult(not_found), target deduplicates", _reconciling,
@@ -96,11 +144,19 @@ ROWS = [
         lambda: reconciled(RS.NOT_FOUND, dedup=False)),
     Row("ReconcileResult(unqueryable)", _reconciling,
         lambda: reconciled(RS.UNQUERYABLE, dedup=False)),
+    Row("ReconcileResult(not_found), attempts used up, some outcome unknown",
+        _unknown_every_time, lambda: reconciled(RS.NOT_FOUND, attempt=3, claim_id="r3",
+                                                at_ms=120_000)),
     Row("OperatorResolution(applied)", _needs_operator,
         lambda: resolution(RES.APPLIED, external_id="pay-9")),
     Row("OperatorResolution(not_applied)", _needs_operator,
         lambda: resolution(RES.NOT_APPLIED)),
     Row("OperatorResolution(failed)", _needs_operator, lambda: resolution(RES.FAILED)),
+    Row("Timer, lease long past, no report", _granted, _timer(73_000)),
+    Row("Timer, no reconcile result", lambda: [*_granted(), outcome(OS.UNKNOWN)],
+        _timer(123_000)),
+    Row("Timer, dispatch never claimed", _reserved, _timer(61_000)),
+    Row("Timer, replay window over", _succeeded, _timer(103_001)),
     Row("undecodable or invalid event", _granted,
         lambda: ev.PoisonInput("ledger.intents", 0, 9, "undecodable", 9_000)),
 ]
@@ -157,8 +213,10 @@ This page is generated from the code: each row below ran through
 Regenerate it with `python -m tests.domain.protocol_doc > docs/protocol.md`.
 
 Policy for the examples: replay window 100 s, retry backoff 0.5 s, at most 3 attempts,
-clock-skew margin 1 s, approval required for the action `payout`. Claims ask for a 10 s
-lease. The design behind it is DESIGN §5–6; see also `docs/operations.md`.
+clock-skew margin 1 s, stall margin 60 s, reconcile timeout 120 s, approval required for
+the action `payout`. Claims ask for a 10 s lease. In these examples each event is decided
+at its own stamp; the processor decides at its partition clock (below). The design behind
+it is DESIGN §5–6; see also `docs/operations.md`, `docs/processor.md`, `docs/testing.md`.
 
 ## Decision table
 
@@ -170,18 +228,99 @@ FOOTER = """
 - One Grant per attempt number, ever; a repeated claim with the same claim id gets the same
   Grant again, and every claim gets exactly one answer naming its claim id.
 - Every Intent gets exactly one Receipt naming its event id; every state change emits the
-  key's new Receipt (naming the reserving intent).
-- Attempt-scoped events for an attempt that is no longer current change nothing, except a
-  stale `succeeded`, which raises `duplicate_effect`. Definite outcomes (`not_applied`,
-  `failed`) count only from the granted claim; `succeeded` counts from anyone, since it is
-  a real effect.
+  key's new Receipt (naming the reserving intent). A rejected or held intent's receipt
+  carries the key's own status in `key_status`, so the latest receipt of a key (what the
+  compacted receipts topic keeps) always tells the key's state, even after sealing.
+- Conflicts are checked before anything else: other arguments are a conflict whatever the
+  workflow version. A duplicate's approval is checked too (a forged one is rejected and
+  alerted); its expiry is not judged again, since it was valid when the key was reserved.
+- An intent whose action differs from its key's action segment never reaches `decide`: it
+  is poison (DLQ and `poison_input`), so approvals, which are per action, cannot be dodged.
+- Attempt-scoped events for an attempt that is no longer current change nothing, except
+  reports of an effect, which are never dropped (next rule). Definite outcomes
+  (`not_applied`, `not_called`, `failed`) count only from the granted claim, also when its
+  key already went to RECONCILING or NEEDS_OPERATOR (they settle what was being asked).
+- A report that the target holds the key's effect (a `succeeded` outcome from any claim, a
+  lookup that found it) settles a key still in flight, whatever attempt it names; turns a
+  FAILED key into SUCCEEDED with `late_effect`; agrees with the effect that settled the
+  key; or raises `duplicate_effect`. External ids identify an effect only together with
+  the claim that reported it, the holder of the settled attempt, a lookup, or a target
+  that deduplicates: an SMTP Message-ID is derived from the key, so a second send by
+  another claim reports the same id and is still a duplicate. A success while another
+  claim holds the next attempt's grant, at a target that does not deduplicate, raises
+  `duplicate_effect` at once: a second effect may be on its way.
+- `not_called` (a grant that came too late to cover the call, or a claim given up on
+  revocation or shutdown) moves the key to the next attempt without counting against
+  `max_attempts`, so processor lag or a rebalance never uses attempts up; after 3 such
+  lapses the key raises `stalled` once.
+- An outcome nobody could establish never becomes a definite failure: when the attempts
+  are used up and any of them ended unknown (or its holder was presumed dead), the key goes
+  to NEEDS_OPERATOR with `reconciliation_required`, never to FAILED.
 - A new attempt after an unknown outcome (reconciled `not_found` at a deduplicating target,
   or an operator's `not_applied`) is dispatched with `not_before` at or after the presumed
   dead holder's lease end plus the clock-skew margin; an earlier claim gets `Held`.
-- A terminal key stays authoritative for the replay window, then is sealed to a marker (key,
-  args hash, external id, terminal time): an intent for it is rejected as `expired_key`.
-- Time comes only from the events' `at_ms`; ids of outputs derive from the key, the intent
-  event id and the attempt number, so reprocessing reproduces identical bytes.
+- Ids of outputs derive from the key, the intent event id and the attempt number (a
+  deadline's from its due time), so reprocessing reproduces identical bytes.
+
+## Where time comes from
+
+No decision reads a clock. The processor decides every record at its **partition clock**:
+the largest broker timestamp it has seen on the state partition (intents-p and attempts-p),
+persisted with the state, so a replay computes the same values. `ledger.intents` and
+`ledger.attempts` are created with `message.timestamp.type=LogAppendTime`: the broker, not a
+client, stamps them. (On clusters where an operator keeps CreateTime, the processor only
+starts when `message.timestamp.before.max.ms` and `after.max.ms` bound the skew, at most
+`clock_skew_bound_ms`.) An event's own `at_ms` is the producer's claim, kept for the
+timeline only: a back-dated intent cannot pass an expired approval, and one stamped years
+ahead cannot seal a key.
+
+Deadlines (`ledger_stream/domain/deadlines.py`) need time to pass without traffic. The
+processor keeps, per partition, an index of each key's next deadline (`due_ms`), and
+appends a `Tick` to every quiet attempts partition it owns each `tick_interval_ms`. A Tick
+is a record in the log: its broker timestamp moves the partition clock, and the keys whose
+deadline the clock passed are decided a `Timer` at that point of the log, identically on
+every replay. What a deadline does:
+
+- DISPATCHED, no report until `lease_until + clock_skew + stall_after`: the holder is
+  presumed dead and the processor itself reconciles (a Reconcile naming claim `timer`);
+- RECONCILING, no result for `reconcile_timeout`: NEEDS_OPERATOR with
+  `reconciliation_required`;
+- RESERVED, not claimed for `stall_after`: `stalled`, and the same Dispatch again (same id);
+- SUCCEEDED or FAILED, the replay window over: sealed (the arguments and payload leave the
+  state and its changelog), keeping the outcome for late intents.
+
+So no key stays in flight in silence. Leases are compared the same way: a Grant's
+`lease_until` is the claim's broker time plus the lease; the holder checks it against its
+own clock minus the skew margin, and a claim after `lease_until` (broker time) means the
+holder is presumed dead.
+
+## What a connector does on revocation, lag and shutdown
+
+The connector core (`ledger_stream/connector/core.py`) handles many keys at once, one at a
+time per key. While it waits for the answer to a claim it never makes a new claim: the
+answer to that claim id will come, however late (processor lag costs no attempt). A grant
+that arrives when the rest of the lease can no longer cover the call, the outcome report
+and the clock skew is answered `not_called`, never used. When a partition is revoked
+(cooperative rebalancing, a peer joining) every claim of that partition still waiting for
+its answer is given up with `not_called`, calls already on the wire finish and report, and
+nothing of that partition is committed afterwards; the other partitions go on. SIGTERM does
+the same for every partition, then commits what finished. An acknowledgement that fails
+stops the process before anything more is committed (exit status 3): the next owner reads
+those records again.
+
+## The one window no lease closes
+
+A holder that checked its lease and then froze (a GC pause, SIGSTOP, a VM migration) before
+its request left, or a request held up on the way, can reach the target after its lease
+ended. If meanwhile the key moved on (a lookup found nothing at a target that cannot be
+queried reliably, an operator said "not applied", attempt n+1 was granted and applied), a
+target that does not deduplicate applies the effect twice. No rule on the ledger's side can
+close this (DESIGN §6.5; `tests/protocol_traces/irreducible-frozen-holder.txt`): what the
+ledger guarantees is that it is **reported**. The late call's success reaches the ledger as
+a report of another effect and raises `duplicate_effect` (and a success that lands while
+the next attempt is granted raises it at once). Targets that deduplicate by key are immune:
+the second call returns the first receipt. Such targets are the only ones that get the
+fast path and automatic resends; for the others an operator decides, after the lease.
 """
 
 

@@ -19,7 +19,9 @@ from ledger_stream.simulation.invariants import violations
 from ledger_stream.simulation.runner import config_for, run_many, run_one
 from ledger_stream.simulation.world import FAULTS, SimConfig, World
 
-BOUNDED_RUNS = 100_000
+# `make test` runs 100,000; `make mutate` runs fewer per mutant (LEDGER_SIM_TEST_RUNS).
+BOUNDED_RUNS = int(os.environ.get("LEDGER_SIM_TEST_RUNS", "100000"))
+WORKERS = int(os.environ.get("LEDGER_SIM_WORKERS", "0")) or os.cpu_count() or 1
 
 
 @pytest.fixture(autouse=True)
@@ -31,7 +33,7 @@ def _quiet():
 
 @pytest.mark.timeout(600)
 def test_a_hundred_thousand_schedules_keep_every_invariant():
-    failures = list(run_many(0, BOUNDED_RUNS, workers=os.cpu_count() or 1))
+    failures = list(run_many(0, BOUNDED_RUNS, workers=WORKERS))
     report = "\n".join(f"seed {f.seed}: {f.problems}\n  " + "\n  ".join(f.trace)
                        for f in failures[:2])
     assert not failures, f"{len(failures)} failing seeds, e.g.\n{report}"
