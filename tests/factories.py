@@ -12,6 +12,12 @@ KEY = "acme/refund/invoice-881"
 _ids = itertools.count(1)
 
 
+def reset_ids() -> None:
+    """Number event ids from 1 again (golden files need the same ids on every run)."""
+    global _ids
+    _ids = itertools.count(1)
+
+
 def _next_id(prefix: str) -> str:
     return f"{prefix}-{next(_ids)}"
 

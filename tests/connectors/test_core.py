@@ -13,6 +13,7 @@ from ledger_stream.connector.core import ConnectorCore
 from ledger_stream.connector.options import ConnectorOptions
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import args_hash, canonical_json
+from ledger_stream.serde import AvroCodec
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -23,10 +24,32 @@ OPTS = ConnectorOptions(instance_id="c", lease_ms=10_000, call_timeout_s=2.0,
 ARGS = {"amount": 10}
 
 
+CODEC = AvroCodec()
+
+
+class CheckedCore(ConnectorCore):
+    """The core, with every event it asks to produce checked on the wire format (a field
+    left None or of the wrong type would be refused by the broker's consumers)."""
+
+    def _checked(self, commands):
+        for cmd in commands:
+            if isinstance(cmd, Produce):
+                assert CODEC.decode(CODEC.encode(cmd.event)) == cmd.event
+        return commands
+
+    def record(self, *a): return self._checked(super().record(*a))  # noqa: E704
+    def produced(self, *a, **k): return self._checked(super().produced(*a, **k))  # noqa: E704
+    def called(self, *a): return self._checked(super().called(*a))  # noqa: E704
+    def looked_up(self, *a): return self._checked(super().looked_up(*a))  # noqa: E704
+    def tick(self, *a): return self._checked(super().tick(*a))  # noqa: E704
+    def revoked(self, *a): return self._checked(super().revoked(*a))  # noqa: E704
+    def shutdown(self, *a): return self._checked(super().shutdown(*a))  # noqa: E704
+
+
 def core(options: ConnectorOptions = OPTS, deduplicates: bool = False,
          queryable: bool = True) -> ConnectorCore:
     ids = itertools.count(1)
-    c = ConnectorCore("t", deduplicates, queryable, options, lambda: f"id{next(ids)}")
+    c = CheckedCore("t", deduplicates, queryable, options, lambda: f"id{next(ids)}")
     for p in (0, 1):
         c.assigned(p)
     return c
@@ -241,3 +264,53 @@ def test_options_refuse_a_lease_that_cannot_cover_call_report_and_skew():
 
 def _opts() -> dict:
     return {name: getattr(OPTS, name) for name in OPTS.__slots__}
+
+
+def test_revocation_gives_up_every_waiting_claim_of_the_partition_and_drops_its_queue():
+    c = core(ConnectorOptions(**{**_opts(), "max_in_flight": 3}))
+    first = claimed(c, dispatch("acme/pay/a"), 0)
+    second = claimed(c, dispatch("acme/pay/b"), 1)
+    c.produced(first.job_id, True, 1_001)
+    c.produced(second.job_id, True, 1_002)
+    queued = dispatch("acme/pay/a", 2)  # behind attempt 1 of the same key
+    assert c.record(rec(queued, 2), 1_003) == []
+    withdrawals = [x for x in c.revoked([0], 2_000) if isinstance(x, Produce)]
+    assert sorted(w.event.claim_id for w in withdrawals) == sorted(
+        [first.event.claim_id, second.event.claim_id])
+    assert all(w.event.at_ms == 2_000 for w in withdrawals)
+    for w in withdrawals:
+        assert c.produced(w.job_id, True, 2_001) == []  # nothing more to start or commit
+    assert c.idle()
+    assert c.record(rec(dispatch("acme/pay/z"), 3), 2_100) == []  # partition 0 is gone
+
+
+def test_a_claim_still_unanswered_is_logged_once(caplog):
+    c = core(ConnectorOptions(**{**_opts(), "answer_warn_s": 10.0}))
+    claim = claimed(c, dispatch())
+    c.produced(claim.job_id, True, 1_010)
+    with caplog.at_level("WARNING", logger="ledger_stream.connector.core"):
+        c.tick(10_999)
+        assert not caplog.records
+        c.tick(11_001)
+        c.tick(20_000)
+    assert [r.getMessage() for r in caplog.records] == [
+        "claim not answered yet; still waiting for the same claim"]
+    assert caplog.records[0].fields["claim_id"] == claim.event.claim_id
+
+
+def test_a_revoked_lookup_that_failed_is_dropped_not_reported_unqueryable():
+    c = core()
+    lookup = only(c.record(rec(ev.Reconcile("acme/pay/k1", 1, "x", "t", 1), 0), 1_000), Lookup)
+    assert c.revoked([0], 1_050) == []  # the lookup is on the wire: it finishes
+    assert c.looked_up(lookup.job_id, LookupAnswer(unavailable="down"), 1_100) == []
+    assert c.idle()
+
+
+def test_a_found_effect_is_reported_with_the_reconcile_it_answers():
+    c = core(deduplicates=True)
+    reconcile = ev.Reconcile("acme/pay/k1", 2, "c9", "t", 1)
+    lookup = only(c.record(rec(reconcile, 0), 1_000), Lookup)
+    result = only(c.looked_up(lookup.job_id, LookupAnswer("pay-7"), 1_100), Produce).event
+    assert (result.key, result.attempt, result.claim_id, result.status, result.external_id,
+            result.target_deduplicates, result.at_ms) == (
+        "acme/pay/k1", 2, "c9", ev.ReconcileStatus.FOUND, "pay-7", True, 1_100)

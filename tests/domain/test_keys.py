@@ -55,3 +55,45 @@ def test_an_intent_whose_action_differs_from_its_key_is_invalid():
 def test_an_intent_key_must_be_tenant_action_business_id(key):
     assert invalid_reason(intent(key=key, tenant="acme", action="payout"), key) == \
         "the operation key is not tenant/action/business-id"
+
+
+@pytest.mark.parametrize("change,message_key,reason", [
+    ({"key": ""}, "", "empty operation key"),
+    ({}, "acme/refund/other", "message key differs from the event's operation key"),
+    ({"at_ms": 0}, None, "at_ms must be a positive epoch-millisecond time"),
+    ({"event_id": ""}, None, "empty event_id"),
+    ({"tenant": "other"}, None, "the operation key is not scoped by the intent's tenant"),
+    ({"args_hash": "0" * 64}, None, "args_hash is not the SHA-256 of args_json"),
+    ({"workflow": __import__("ledger_stream.domain.events", fromlist=["Workflow"])
+      .Workflow("", "1.0")}, None, "workflow graph and version are required"),
+    ({"workflow": __import__("ledger_stream.domain.events", fromlist=["Workflow"])
+      .Workflow("g", "")}, None, "workflow graph and version are required"),
+])
+def test_each_invalid_intent_says_which_rule_it_broke(change, message_key, reason):
+    from dataclasses import replace
+
+    bad = replace(intent(), **change)
+    assert invalid_reason(bad, bad.key if message_key is None else message_key) == reason
+    assert invalid_reason(intent(), None) is None  # no message key: nothing to compare
+
+
+@pytest.mark.parametrize("change,reason", [
+    ({"attempt": 0}, "attempt numbers start at 1"),
+    ({"lease_ms": 0}, "lease_ms must be positive"),
+    ({"at_ms": -5}, "at_ms must be a positive epoch-millisecond time"),
+])
+def test_each_invalid_claim_says_which_rule_it_broke(change, reason):
+    from dataclasses import replace
+
+    from tests.factories import claim
+
+    good = claim()
+    assert invalid_reason(good, good.key) is None
+    assert invalid_reason(replace(good, **change), good.key) == reason
+
+
+def test_the_tenant_is_the_first_segment_of_the_key():
+    from ledger_stream.domain.keys import tenant_of
+
+    assert tenant_of("acme/refund/inv-1") == "acme"
+    assert tenant_of("acme") == "acme"
