@@ -40,7 +40,7 @@ def _env_int(name: str, default: int) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise SystemExit(f"ledger-stream: error: {name} must be an integer, got {raw!r}")
+        raise SystemExit(f"ledger-stream: error: {name} must be an integer, got {raw!r}") from None
 
 
 def _run(args: argparse.Namespace) -> int:
