@@ -6,6 +6,11 @@ called), ``after_call`` (the target answered; nothing handled), ``before_outcome
 classified, not produced), ``after_outcome`` (outcome acknowledged, dispatch offset not
 committed). Agent points (the SDK): ``before_intent`` (nothing produced), ``after_intent``
 (intent acknowledged, receipt not read), ``after_receipt`` (receipt read, not returned).
+Processor points, in checkpoint order (ledger_stream/processor/checkpoint.py):
+``processor_after_produce`` (a batch's outputs and changelog records handed to the producer,
+not confirmed), ``processor_after_flush`` (all confirmed; offsets not committed, or the
+transaction not committed), ``processor_after_commit`` (offsets committed, the local store
+not written).
 """
 
 from __future__ import annotations

@@ -13,19 +13,33 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "processor",
         help="run the ledger processor (intents + attempts -> receipts, dispatch, alerts)",
         description="Consume ledger.intents and ledger.attempts, decide per operation key "
-        "with RocksDB state, and produce receipts, dispatches, alerts and DLQ records. "
-        "Runs until SIGTERM or Ctrl-C, then commits and stops cleanly.",
+        "with one RocksDB store per partition (backed by the <prefix>.changelog topic), and "
+        "produce receipts, dispatches, alerts and DLQ records. Deadlines fire from the "
+        "partition clock (broker timestamps; quiet partitions get Tick records). Refuses to "
+        "start when a topic is missing or an input topic's timestamps come from an "
+        "unbounded client clock. Runs until SIGTERM or Ctrl-C, then commits, leaves the "
+        "group and exits 0. See docs/processor.md.",
     )
     parser.add_argument(
         "--guarantee", choices=("at-least-once", "exactly-once"),
-        help="processing guarantee (env: LEDGER_PROCESSING_GUARANTEE; default at-least-once)",
+        help="processing guarantee: exactly-once fences a paused or partitioned processor "
+        "(its stale batch is aborted), at-least-once does not (env: "
+        "LEDGER_PROCESSING_GUARANTEE; default exactly-once)",
     )
     parser.add_argument(
         "--group", metavar="NAME", help="consumer group (env: LEDGER_CONSUMER_GROUP)"
     )
     parser.add_argument(
+        "--instance-id", metavar="ID",
+        help="stable id of this processor; its transactional id is <group>.<ID>, so a "
+        "restart with the same id fences its predecessor at once. Two live processors must "
+        "never share one (env: LEDGER_PROCESSOR_INSTANCE_ID; default: a hash of the state "
+        "folder)",
+    )
+    parser.add_argument(
         "--state-dir", metavar="DIR",
-        help="RocksDB state folder (env: LEDGER_STATE_DIR; default HOME/state)",
+        help="RocksDB state folder, one per live processor (env: LEDGER_STATE_DIR; "
+        "default HOME/state)",
     )
     parser.add_argument(
         "--metrics-port", type=int, metavar="PORT",
@@ -36,12 +50,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ledger_stream.processor.app import run_processor
+    from ledger_stream.processor import ProcessorError, run_processor
     from ledger_stream.processor.metrics import serve_metrics
+    from ledger_stream.processor.policy import ConfigError
 
     settings = settings_from(
         args, processing_guarantee=args.guarantee, consumer_group=args.group,
-        state_dir=args.state_dir, metrics_port=args.metrics_port,
+        processor_instance_id=args.instance_id, state_dir=args.state_dir,
+        metrics_port=args.metrics_port,
     )
     try:
         serve_metrics(settings.metrics_port)
@@ -49,6 +65,6 @@ def _run(args: argparse.Namespace) -> int:
         raise CliError(f"cannot serve metrics on port {settings.metrics_port}: {exc}") from exc
     try:
         run_processor(settings)
-    except KafkaSetupError as exc:
+    except (KafkaSetupError, ProcessorError, ConfigError) as exc:
         raise CliError(str(exc)) from exc
     return 0

@@ -1,16 +1,22 @@
 """The ledger's topics (DESIGN §4) as data, and their idempotent creation.
 
-All six share one partition count, so one operation key's intents, attempts and dispatches
-meet in the same partition number. History topics are compacted, but only after the replay
-window (``min.compaction.lag.ms``), so a key's full history survives the window; receipts
-keep the latest per key; alerts and the DLQ are kept by time.
+All seven share one partition count, so one operation key's intents, attempts, dispatches
+and state meet in the same partition number. History topics are compacted, but only after
+the replay window (``min.compaction.lag.ms``), so a key's full history survives the window;
+receipts keep the latest per key; alerts and the DLQ are kept by time; the changelog (the
+processor's state backup) keeps the latest row per key.
+
+The input topics are stamped by the broker (``message.timestamp.type=LogAppendTime``): the
+processor's partition clock, which decides leases and deadlines, then comes from one clock
+no client sets.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
@@ -20,9 +26,15 @@ from ledger_stream.kafka.exceptions import KafkaSetupError, TopicConfigMismatch
 
 LONG_RETENTION_MS = 90 * DAY_MS
 HISTORY_TOPICS = ("intents", "attempts", "dispatch")  # compact after the replay window
+INPUT_TOPICS = ("intents", "attempts")  # stamped by the broker: the partition clock
 LATEST_TOPICS = ("receipts",)  # compact: the latest receipt per key
 RECORD_TOPICS = ("alerts", "dlq")  # delete after a long retention
-LEDGER_TOPICS = HISTORY_TOPICS + LATEST_TOPICS + RECORD_TOPICS
+STATE_TOPICS = ("changelog",)  # compact: the processor's latest row per key
+LEDGER_TOPICS = HISTORY_TOPICS + LATEST_TOPICS + RECORD_TOPICS + STATE_TOPICS
+LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
+# A changelog row of a batch that crashed before its commit may be a key's newest record
+# until the retried batch writes its own; the lag keeps the older, committed row that long.
+CHANGELOG_COMPACTION_LAG_MS = 3_600_000
 
 
 @dataclass(frozen=True)
@@ -50,17 +62,21 @@ class TopicReport:
 
 
 def ledger_topics(settings: Settings) -> tuple[TopicSpec, ...]:
-    """The six ledger topics named with ``settings.topic_prefix``."""
+    """The seven ledger topics named with ``settings.topic_prefix``."""
     shared: dict[str, str] = {}
     if settings.replication_factor >= 3:
         shared["min.insync.replicas"] = "2"
     history = {"cleanup.policy": "compact", "min.compaction.lag.ms": str(settings.replay_window_ms)}
     latest = {"cleanup.policy": "compact"}
     records = {"cleanup.policy": "delete", "retention.ms": str(LONG_RETENTION_MS)}
+    state = {"cleanup.policy": "compact",
+             "min.compaction.lag.ms": str(CHANGELOG_COMPACTION_LAG_MS)}
     configs = {
         **dict.fromkeys(HISTORY_TOPICS, history),
+        **{name: {**history, **LOG_APPEND_TIME} for name in INPUT_TOPICS},
         **dict.fromkeys(LATEST_TOPICS, latest),
         **dict.fromkeys(RECORD_TOPICS, records),
+        **dict.fromkeys(STATE_TOPICS, state),
     }
     return tuple(
         TopicSpec(
@@ -131,22 +147,45 @@ def _create(admin: AdminClient, specs: list[TopicSpec], timeout_s: float) -> set
 def _compare(admin: AdminClient, specs: list[TopicSpec], timeout_s: float) -> list[TopicReport]:
     if not specs:
         return []
-    metadata = admin.list_topics(timeout=timeout_s).topics
-    resources = [ConfigResource(ResourceType.TOPIC, spec.name) for spec in specs]
-    described = admin.describe_configs(resources, request_timeout=timeout_s)
-    configs = {resource.name: future for resource, future in described.items()}
+    metadata = _metadata(admin, {spec.name for spec in specs}, timeout_s)
     reports = []
     for spec in specs:
-        try:
-            entries = configs[spec.name].result()
-        except KafkaException as exc:
-            raise KafkaSetupError(f"describing topic {spec.name} failed: {exc}") from exc
-        actual = {name: entry.value for name, entry in entries.items()}
+        actual = _describe(admin, spec.name, timeout_s)
         partitions = metadata[spec.name].partitions
         replicas = len(partitions[0].replicas) if partitions else 0
         differences = _differences(spec, len(partitions), replicas, actual)
         reports.append(TopicReport(spec.name, "differs" if differences else "exists", differences))
     return reports
+
+
+def _metadata(admin: AdminClient, names: set[str], timeout_s: float) -> dict[str, Any]:
+    """Metadata of ``names``: a topic that exists (its creation said so) may be missing
+    from a broker's metadata for a moment; asked again until ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        topics = admin.list_topics(timeout=timeout_s).topics
+        missing = names - set(topics)
+        if not missing:
+            return dict(topics)
+        if time.monotonic() > deadline:
+            raise KafkaSetupError(f"topics {sorted(missing)} exist but have no metadata")
+        time.sleep(0.1)
+
+
+def _describe(admin: AdminClient, topic: str, timeout_s: float) -> dict[str, str | None]:
+    """The topic's configs. A topic created a moment ago may be listed before every broker
+    can describe it (UNKNOWN_TOPIC_OR_PART): asked again until ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    while True:
+        try:
+            future = admin.describe_configs([resource], request_timeout=timeout_s)[resource]
+            return {name: entry.value for name, entry in future.result().items()}
+        except KafkaException as exc:
+            unknown = exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+            if not unknown or time.monotonic() > deadline:
+                raise KafkaSetupError(f"describing topic {topic} failed: {exc}") from exc
+            time.sleep(0.1)
 
 
 def _differences(

@@ -22,8 +22,38 @@ OPERATOR_QUEUE = Gauge(
 DLQ = Counter("ledger_dlq_total", "Inputs sent to the DLQ, by source topic", ["topic"])
 DECISION_SECONDS = Histogram(
     "ledger_decision_seconds",
-    "Time to decode, decide and encode one input event",
+    "Time to decode, decide and encode one input event (Ticks and Timers not included)",
     buckets=(0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1),
+)
+BATCHES = Counter("ledger_batches_total", "Batches committed (offsets and outputs durable)")
+BATCH_RECORDS = Histogram(
+    "ledger_batch_records", "Input records per committed batch",
+    buckets=(1, 10, 50, 100, 250, 500, 1000, 2000, 5000),
+)
+ABANDONED = Counter(
+    "ledger_batches_abandoned_total",
+    "Batches dropped before their commit (their inputs are decided again), by reason",
+    ["reason"],
+)
+TIMERS = Counter(
+    "ledger_timers_fired_total",
+    "Deadlines that came, by kind (stalled, lease, reconcile, seal; stale: no longer due)",
+    ["kind"],
+)
+TICKS = Counter("ledger_ticks_total", "Tick records appended to quiet attempts partitions")
+RESTORE_SECONDS = Histogram(
+    "ledger_restore_seconds", "Time to catch one partition's store up from the changelog",
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300),
+)
+RESTORE_RECORDS = Counter(
+    "ledger_restore_records_total",
+    "Changelog records read while restoring, by result (applied; skipped: uncommitted "
+    "batch or another group)", ["result"],
+)
+CLOCK_LAG = Gauge(
+    "ledger_partition_clock_lag_seconds",
+    "Wall clock minus the partition clock (the newest broker timestamp decided), per "
+    "owned partition: how far behind real time deadlines are judged", ["partition"],
 )
 
 

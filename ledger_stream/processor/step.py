@@ -1,8 +1,15 @@
-"""One input message through the ledger: decode, decide, encode. The runtime-independent
-heart of the processor (the quixstreams wiring is in app.py).
+"""One input record through the ledger: read (decode, validate), decide, encode. Also the
+Timers. No Kafka and no store here: the caller passes the record's fields, the partition
+clock and a :class:`StateView` over the partition's state.
 
-A message that cannot be decoded or validated is data, not an exception: it becomes a DLQ
-record and a ``poison_input`` alert, the key's state is not touched, and processing goes on.
+A record that cannot be read is data, not an exception: it becomes a PoisonInput, which
+``decide`` turns into a DLQ record and a ``poison_input`` alert without reading or writing
+any key's state. Poison: a null key, a key that is not UTF-8, a record in a partition that
+is not its key's (murmur2), a tombstone, undecodable bytes, an event type not allowed on its
+topic, an event failing ``invalid_reason``, a Tick naming another partition.
+
+A schema registry that cannot be reached is not poison: ``SchemaRegistryUnavailable``
+propagates, so the runtime retries the same records later.
 """
 
 from __future__ import annotations
@@ -17,23 +24,24 @@ from ledger_stream.domain.decide import Decision, decide
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState, Phase, absent
 from ledger_stream.domain.validation import invalid_reason
+from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.processor import metrics
 from ledger_stream.serde import AvroCodec, DecodeError
 
-STATE_KEY = "s"
-
 INTENT_TYPES: tuple[type[Any], ...] = (ev.Intent,)
 ATTEMPT_TYPES: tuple[type[Any], ...] = (
-    ev.AttemptClaim, ev.AttemptOutcome, ev.ReconcileResult, ev.OperatorResolution,
+    ev.AttemptClaim, ev.AttemptOutcome, ev.ReconcileResult, ev.OperatorResolution, ev.Tick,
 )
 
+Readable = ev.InputEvent | ev.Tick
 
-class KeyStore(Protocol):
-    """The per-key state the runtime hands in, already scoped to the message key."""
 
-    def get(self, key: str, default: Any = None) -> Any: ...
+class StateView(Protocol):
+    """One partition's key states as the batch sees them (its overlay over the store)."""
 
-    def set(self, key: str, value: Any) -> None: ...
+    def state(self, key: str) -> KeyState: ...
+
+    def put(self, key: str, before: KeyState, after: KeyState) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,58 +61,87 @@ _TOPIC_OF: dict[type[Any], str] = {
 
 
 class LedgerStep:
-    def __init__(self, policy: Policy, codec: AvroCodec, topics: dict[str, str]) -> None:
-        """``topics`` maps full input topic names to "intents" or "attempts"."""
-        self._policy = policy
+    def __init__(self, policy: Policy, codec: AvroCodec, topics: dict[str, str],
+                 partitions: int) -> None:
+        """``topics`` maps full input topic names to "intents" or "attempts";
+        ``partitions`` is their (shared) partition count."""
+        self.policy = policy
         self._codec = codec
+        self._partitions = partitions
         self._expect = {
             name: INTENT_TYPES if role == "intents" else ATTEMPT_TYPES
             for name, role in topics.items()
         }
 
-    def handle(self, value: bytes | None, key: bytes | None, topic: str, partition: int,
-               offset: int, timestamp_ms: int, store: KeyStore) -> list[Out]:
-        started = time.perf_counter()
-        event_or_poison = self._read(value, key, topic, partition, offset, timestamp_ms)
-        if isinstance(event_or_poison, ev.PoisonInput):
-            key_text = key.decode("utf-8", "replace") if key else ""
-            decision = decide(absent(key_text), event_or_poison, self._policy)
-            _child(metrics.DLQ, topic).inc()
-        else:
-            raw = store.get(STATE_KEY)
-            state = KeyState.from_row(raw) if raw else absent(event_or_poison.key)
-            decision = decide(state, event_or_poison, self._policy)
-            if decision.state is not state:
-                store.set(STATE_KEY, decision.state.to_row())
-                _count_operator_queue(state.phase, decision.state.phase)
-        outs = [
-            Out(_TOPIC_OF[type(o)], key, self._codec.encode(o)) for o in decision.outputs
-        ]
-        _count(event_or_poison, decision)
-        metrics.DECISION_SECONDS.observe(time.perf_counter() - started)
-        return outs
+    def read(self, value: bytes | None, key: bytes | None, topic: str, partition: int,
+             offset: int, now_ms: int) -> Readable:
+        """The record's event, or the PoisonInput saying why it is none."""
 
-    def _read(self, value: bytes | None, key: bytes | None, topic: str, partition: int,
-              offset: int, timestamp_ms: int) -> ev.InputEvent:
         def poison(reason: str) -> ev.PoisonInput:
-            return ev.PoisonInput(topic, partition, offset, reason, max(timestamp_ms, 1),
-                                  key, value)
+            return ev.PoisonInput(topic, partition, offset, reason, max(now_ms, 1), key, value)
 
-        if value is None:
-            return poison("empty message value (tombstone)")
+        if key is None:
+            return poison("null message key")
         try:
-            key_text = key.decode("utf-8") if key is not None else None
+            key_text = key.decode("utf-8")
         except UnicodeDecodeError:
             return poison("message key is not UTF-8")
+        if value is None:
+            return poison("empty message value (tombstone)")
         try:
             event = self._codec.decode(value, self._expect.get(topic, ATTEMPT_TYPES))
         except DecodeError as exc:
             return poison(f"undecodable: {exc}")
+        if isinstance(event, ev.Tick):  # written to an explicit partition, which it names
+            if event.partition != partition:
+                return poison(f"Tick for partition {event.partition} read from {partition}")
+            return event
+        # Another partitioner would give one key a second, independent state here.
+        home = partition_for(key, self._partitions)
+        if home != partition:
+            return poison(f"record in partition {partition}, its key belongs to {home}")
         reason = invalid_reason(event, key_text)
         if reason is not None:
             return poison(f"invalid {type(event).__name__}: {reason}")
         result: ev.InputEvent = event
         return result
+
+    def decide(self, view: StateView, event: ev.InputEvent, now_ms: int) -> list[Out]:
+        """Decide ``event`` at partition time ``now_ms``; the new state goes to ``view``."""
+        started = time.perf_counter()
+        if isinstance(event, ev.PoisonInput):
+            key_text = event.key.decode("utf-8", "replace") if event.key else ""
+            decision = decide(absent(key_text), event, self.policy, now_ms)
+            _child(metrics.DLQ, event.topic).inc()
+            out_key = event.key
+        else:
+            state = view.state(event.key)
+            decision = decide(state, event, self.policy, now_ms)
+            if decision.state is not state:
+                view.put(event.key, state, decision.state)
+                _count_operator_queue(state.phase, decision.state.phase)
+            out_key = event.key.encode("utf-8")
+        outs = [Out(_TOPIC_OF[type(o)], out_key, self._codec.encode(o))
+                for o in decision.outputs]
+        _count(event, decision)
+        if not isinstance(event, ev.Timer):
+            metrics.DECISION_SECONDS.observe(time.perf_counter() - started)
+        return outs
+
+    def timer(self, view: StateView, key: str, due_ms: int, now_ms: int) -> list[Out]:
+        """A key's deadline has come: decide its Timer (a stale one changes nothing)."""
+        kind = _TIMER_KIND.get(view.state(key).phase, "stale")
+        _child(metrics.TIMERS, kind).inc()
+        return self.decide(view, ev.Timer(key, due_ms), now_ms)
+
+    def encode_tick(self, partition: int, instance: str, at_ms: int) -> bytes:
+        return self._codec.encode(ev.Tick(partition, instance, at_ms))
+
+
+_TIMER_KIND = {
+    Phase.RESERVED: "stalled", Phase.DISPATCHED: "lease", Phase.RECONCILING: "reconcile",
+    Phase.SUCCEEDED: "seal", Phase.FAILED: "seal",
+}
 
 
 @functools.cache

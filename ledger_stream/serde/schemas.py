@@ -19,7 +19,14 @@ from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 from ledger_stream.serde.exceptions import SerdeError
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+def _schema_dir() -> Path:
+    """``ledger_stream/schemas`` (packaged, or the symlink in a checkout); in a copy of the
+    source tree that dropped the symlink (a mutation tester's), the checkout's ``schemas/``."""
+    packaged = Path(__file__).resolve().parent.parent / "schemas"
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / "schemas"
+
+
+SCHEMA_DIR = _schema_dir()
 
 
 @dataclass(frozen=True)

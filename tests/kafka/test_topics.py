@@ -12,6 +12,7 @@ from ledger_stream.cli.main import build_parser, main
 from ledger_stream.config import DAY_MS, Settings
 from ledger_stream.kafka.exceptions import TopicConfigMismatch
 from ledger_stream.kafka.topics import (
+    CHANGELOG_COMPACTION_LAG_MS,
     LEDGER_TOPICS,
     LONG_RETENTION_MS,
     create_topics,
@@ -42,6 +43,12 @@ def test_topics_are_created_with_their_cleanup_policies(ledger_settings: Setting
         partitions, config = _describe(bootstrap, ledger_settings.topic(name))
         assert partitions == 3
         assert (config["cleanup.policy"], config["min.compaction.lag.ms"]) == ("compact", lag)
+        # The inputs are stamped by the broker: the processor's partition clock.
+        stamped = "LogAppendTime" if name != "dispatch" else "CreateTime"
+        assert config["message.timestamp.type"] == stamped
+    partitions, config = _describe(bootstrap, ledger_settings.topic("changelog"))
+    assert (partitions, config["cleanup.policy"]) == (3, "compact")
+    assert config["min.compaction.lag.ms"] == str(CHANGELOG_COMPACTION_LAG_MS)
     partitions, config = _describe(bootstrap, ledger_settings.topic("receipts"))
     assert (partitions, config["cleanup.policy"]) == (3, "compact")
     for name in ("alerts", "dlq"):
@@ -82,6 +89,18 @@ def test_existing_topic_with_other_settings_is_reported_not_altered(
     assert _describe(bootstrap, intents)[0] == 1  # reported, never altered
     with pytest.raises(TopicConfigMismatch, match="partitions 1, expected 3"):
         require_matching(reports.values())
+
+
+@pytest.mark.timeout(10)
+def test_the_ledger_has_seven_topics_the_changelog_last() -> None:
+    specs = ledger_topics(Settings(topic_prefix="x", partitions=5))
+    assert [spec.name for spec in specs] == [
+        "x.intents", "x.attempts", "x.dispatch", "x.receipts", "x.alerts", "x.dlq",
+        "x.changelog"]
+    assert {spec.partitions for spec in specs} == {5}
+    stamped = {spec.name for spec in specs
+               if spec.config.get("message.timestamp.type") == "LogAppendTime"}
+    assert stamped == {"x.intents", "x.attempts"}
 
 
 @pytest.mark.timeout(10)

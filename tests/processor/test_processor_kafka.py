@@ -1,59 +1,44 @@
-"""The processor as a real process on the real broker: behaviour, crash, scale-out."""
+"""The processor as a real process on the real broker: behaviour, hostile input, deadlines
+from Ticks, crash, scale-out, and refusing unsafe topics."""
 
 from __future__ import annotations
 
 import random
-import socket
-import urllib.request
-from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from ledger_stream.config import Settings
-from ledger_stream.domain import absent, decide
 from ledger_stream.domain import events as ev
-from ledger_stream.kafka.producer import EventProducer
+from ledger_stream.domain.deadlines import TIMER_CLAIM
+from ledger_stream.kafka.partitioner import partition_for
+from ledger_stream.kafka.producer import EventProducer, producer_config
 from ledger_stream.kafka.reader import read_topic
-from ledger_stream.processor.app import policy_from
-from ledger_stream.testing.processes import Proc, start_processor
-from tests.factories import intent, outcome
+from ledger_stream.kafka.topics import ledger_topics
+from ledger_stream.serde import make_codec
+from ledger_stream.state import decode_row
+from ledger_stream.testing.processes import start_processor
+from tests.factories import claim, intent, outcome
+from tests.processor.support import (
+    CODEC,
+    assert_outputs_match_the_model,
+    free_port,
+    kill_all,
+    log_lines,
+    one_dispatch_id_per_key,
+    read_all,
+    read_raw,
+    receipts_for,
+    scrape,
+    wait_exit,
+    wait_for,
+)
+from tests.serde.fake_registry import FakeRegistry
 
 pytestmark = pytest.mark.timeout(240)
-
-
-def receipts_for(settings: Settings, intent_ids: set[str], timeout_s: float = 90.0,
-                 proc: Proc | None = None) -> list[ev.Receipt]:
-    """Receipts until every intent id has one (fails with the processor's log if not)."""
-    records = read_topic(
-        settings.kafka_bootstrap, settings.topic("receipts"), timeout_s=timeout_s,
-        until=lambda rs: intent_ids <= {r.intent_event_id for r in rs},
-    )
-    missing = intent_ids - {r.intent_event_id for r in records}
-    assert not missing, f"{len(missing)} intents without a receipt\n" + (
-        proc.tail() if proc else "")
-    return records
-
-
-def read_all(settings: Settings, role: str) -> list:
-    return read_topic(settings.kafka_bootstrap, settings.topic(role))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def scrape(port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    values: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            values[name] = float(value)
-    return values
 
 
 def test_duplicates_conflicts_orphans_and_poison(ledger_topics: Settings, tmp_path: Path):
@@ -110,8 +95,171 @@ def test_duplicates_conflicts_orphans_and_poison(ledger_topics: Settings, tmp_pa
         dlq_intents = "ledger_dlq_total{topic=\"" + s.topic("intents") + "\"}"
         assert m[dlq_intents] == 1
         assert m["ledger_decision_seconds_count"] == 7
+        assert m["ledger_batches_total"] >= 1
     finally:
         assert proc.stop() == 0, proc.tail()
+
+
+@pytest.fixture
+def uncompacted_intents(ledger_settings: Settings) -> Iterator[Settings]:
+    """The ledger topics, with an intents topic created by hand without compaction: the
+    only kind of topic that accepts a record with a null key (a compacted one refuses it)."""
+    s = ledger_settings
+    admin = AdminClient({"bootstrap.servers": s.kafka_bootstrap})
+    specs = [NewTopic(spec.name, spec.partitions, 1, config={
+        **spec.config, **({"cleanup.policy": "delete"} if spec.name == s.topic("intents")
+                          else {})}) for spec in ledger_topics(s)]
+    for future in admin.create_topics(specs).values():
+        future.result(30)
+    yield s
+    for future in admin.delete_topics([spec.topic for spec in specs]).values():
+        future.result(30)
+
+
+def test_hostile_records_are_dead_lettered_and_create_no_state(uncompacted_intents: Settings,
+                                                               tmp_path: Path):
+    """A null key, a record in another partition than its key's, a Tick naming another
+    partition and a tombstone: each a DLQ record and a poison_input alert, the processor
+    alive, and no state: a later valid intent for the key is reserved as new."""
+    s = uncompacted_intents
+    proc = start_processor(s, tmp_path / "state", tmp_path / "processor.log")
+    failures: list[object] = []
+    raw = Producer({**producer_config(s.kafka_bootstrap),
+                    "on_delivery": lambda err, _: failures.append(err) if err else None})
+    keys = {case: f"acme/refund/{case}" for case in ("nullkey", "elsewhere", "tomb")}
+    home = {case: partition_for(key, s.partitions) for case, key in keys.items()}
+    try:
+        raw.produce(s.topic("intents"), key=None,
+                    value=CODEC.encode(intent(key=keys["nullkey"])))
+        wrong = (home["elsewhere"] + 1) % s.partitions
+        raw.produce(s.topic("intents"), key=keys["elsewhere"].encode(),
+                    value=CODEC.encode(intent(key=keys["elsewhere"])), partition=wrong)
+        raw.produce(s.topic("attempts"), key=b"~tick", partition=0,
+                    value=CODEC.encode(ev.Tick(1, "intruder", 1)))
+        raw.produce(s.topic("attempts"), key=b"~tick", partition=2,
+                    value=CODEC.encode(ev.Tick(2, "someone", 1)))  # a valid tick
+        raw.produce(s.topic("intents"), key=keys["tomb"].encode(), value=None)
+        assert raw.flush(30) == 0 and not failures, failures
+        # Every hostile record decided before the valid intents are sent.
+        dead = read_topic(s.kafka_bootstrap, s.topic("dlq"), timeout_s=60,
+                          until=lambda found: len(found) >= 4)
+        assert len(dead) == 4, proc.tail()
+        valid = {case: intent(key=key) for case, key in keys.items()}
+        producer = EventProducer(s, s.kafka_bootstrap)
+        for event in valid.values():
+            producer.send("intents", event)
+        producer.flush()
+
+        receipts = receipts_for(s, {e.event_id for e in valid.values()}, proc=proc)
+        dead = read_raw(s.kafka_bootstrap, s.topic("dlq"))
+        alerts = [a for a in read_all(s, "alerts") if a.kind is ev.AlertKind.POISON_INPUT]
+        dispatches = [d for d in read_all(s, "dispatch") if isinstance(d, ev.Dispatch)]
+        changelog = read_raw(s.kafka_bootstrap, s.topic("changelog"))
+        assert proc.alive(), proc.tail()
+    finally:
+        assert proc.stop() == 0, proc.tail()
+
+    letters = {d.event().reason.split(" ", 2)[0]: (d, d.event()) for d in dead}
+    reasons = sorted(letter.reason for _, letter in letters.values())
+    assert reasons == [
+        "Tick for partition 1 read from 0",
+        "empty message value (tombstone)",
+        "null message key",
+        f"record in partition {wrong}, its key belongs to {home['elsewhere']}",
+    ], reasons
+    assert len(alerts) == 4
+    assert {a.source_event_id for a in alerts} == {
+        f"{letter.topic}/{letter.partition}/{letter.offset}" for _, letter in letters.values()}
+    # The wrong-partition record's DLQ record and alert are keyed by its own key.
+    elsewhere_raw, elsewhere = letters["record"]
+    assert elsewhere.key == keys["elsewhere"].encode()
+    assert elsewhere_raw.partition == home["elsewhere"]
+    assert any(a.key == keys["elsewhere"] for a in alerts)
+    # No state: each later valid intent reserved its key as new, the only dispatch names it.
+    by_intent = {r.intent_event_id: r for r in receipts}
+    for case, event in valid.items():
+        assert by_intent[event.event_id].status is ev.ReceiptStatus.ACCEPTED, case
+        assert [d.intent_event_id for d in dispatches if d.key == event.key] == \
+            [event.event_id], case
+    rows = [decode_row(r.value) for r in changelog
+            if r.key and r.key.decode() in keys.values() and r.value]
+    assert rows and all(row.intent_event_id == valid[next(
+        c for c, k in keys.items() if k == row.key)].event_id for row in rows)
+
+
+def test_deadlines_fire_from_ticks_with_no_other_traffic(ledger_topics: Settings,
+                                                          tmp_path: Path):
+    """A granted holder never reports. Only Ticks move the partition clock: the lease ends,
+    the key is reconciled (claim "timer"), the reconciliation times out, an operator is
+    asked for."""
+    s = ledger_topics
+    env = {"LEDGER_TICK_INTERVAL_MS": "200", "LEDGER_STALL_AFTER_MS": "1500",
+           "LEDGER_CLOCK_SKEW_MS": "100", "LEDGER_RECONCILE_TIMEOUT_MS": "1000"}
+    proc = start_processor(s, tmp_path / "state", tmp_path / "processor.log", env=env)
+    key = "acme/refund/silent"
+    try:
+        producer = EventProducer(s, s.kafka_bootstrap)
+        reserve = intent(key=key)
+        producer.send("intents", reserve)
+        producer.flush()
+        receipts_for(s, {reserve.event_id}, proc=proc)
+        producer.send("attempts", claim(key=key, claim_id="holder", lease_ms=200))
+        producer.flush()
+        receipts = read_topic(
+            s.kafka_bootstrap, s.topic("receipts"), timeout_s=60,
+            until=lambda rs: any(r.key_status is ev.ReceiptStatus.NEEDS_RECONCILIATION
+                                 for r in rs))
+        dispatch = read_all(s, "dispatch")
+        alerts = read_all(s, "alerts")
+        ticks = [r for r in read_raw(s.kafka_bootstrap, s.topic("attempts"))
+                 if r.key == b"~tick"]
+    finally:
+        assert proc.stop() == 0, proc.tail()
+
+    statuses = [r.status for r in receipts if r.key == key]
+    assert statuses == [ev.ReceiptStatus.ACCEPTED, ev.ReceiptStatus.IN_PROGRESS,
+                        ev.ReceiptStatus.RECONCILING, ev.ReceiptStatus.NEEDS_RECONCILIATION]
+    grants = [d for d in dispatch if isinstance(d, ev.Grant)]
+    reconciles = [d for d in dispatch if isinstance(d, ev.Reconcile)]
+    assert [(g.claim_id, g.attempt) for g in grants] == [("holder", 1)]
+    assert [(r.key, r.attempt, r.claim_id) for r in reconciles] == [(key, 1, TIMER_CLAIM)]
+    assert reconciles[0].at_ms >= grants[0].lease_until_ms + 100 + 1500
+    assert [a.kind for a in alerts if a.key == key] == [ev.AlertKind.RECONCILIATION_REQUIRED]
+    assert ticks and all(r.event().partition == r.partition for r in ticks)
+
+
+def test_a_registry_outage_is_retried_not_dead_lettered(ledger_topics: Settings,
+                                                         tmp_path: Path):
+    """Registry-framed input while the registry answers 503: the processor abandons the
+    batch and retries with a back-off (one line each time), dead-letters nothing, and
+    decides the very same record once the registry is back."""
+    s = ledger_topics
+    registry = FakeRegistry().start()
+    event = intent(key="acme/refund/registry")
+    codec = make_codec(registry.url)
+    framed = codec.encode(event)  # registers the Intent schema
+    registry.fail_with(503)
+    proc = start_processor(s, tmp_path / "state", tmp_path / "processor.log",
+                           env={"LEDGER_SCHEMA_REGISTRY_URL": registry.url})
+    try:
+        EventProducer(s, s.kafka_bootstrap).send_raw("intents", event.key.encode(), framed)
+        wait_for("two retries", lambda: len(log_lines(
+            proc, "batch abandoned: schema registry unavailable")) >= 2, 60, [proc])
+        assert read_all(s, "dlq") == [] and read_all(s, "receipts") == []
+        registry.heal()
+        receipts = read_topic(s.kafka_bootstrap, s.topic("receipts"), codec, timeout_s=60,
+                              until=lambda found: len(found) >= 1)
+        assert proc.alive()
+    finally:
+        assert proc.stop() == 0, proc.tail()
+        registry.stop()
+    assert [(r.intent_event_id, r.status) for r in receipts] == \
+        [(event.event_id, ev.ReceiptStatus.ACCEPTED)]
+    assert read_all(s, "dlq") == []
+    retries = log_lines(proc, "batch abandoned: schema registry unavailable")
+    assert '"reason": "registry"' in retries[0] and "retrying in 0.5 s" in retries[0]
+    assert "retrying in 1 s" in retries[1]
+    assert not log_lines(proc, "Traceback")
 
 
 def _workload(keys: int, duplicate_share: float, seed: int) -> list[ev.Intent]:
@@ -124,32 +272,10 @@ def _workload(keys: int, duplicate_share: float, seed: int) -> list[ev.Intent]:
     return events
 
 
-def _expected_receipts(settings: Settings, events: list[ev.Intent]) -> dict[str, ev.Receipt]:
-    """The receipts a crash-free run gives: the pure core over each key's events in order."""
-    policy = policy_from(settings)
-    states: dict[str, object] = {}
-    expected: dict[str, ev.Receipt] = {}
-    for event in events:
-        state = states.get(event.key) or absent(event.key)
-        decision = decide(state, event, policy)  # type: ignore[arg-type]
-        states[event.key] = decision.state
-        for out in decision.outputs:
-            if isinstance(out, ev.Receipt):
-                expected[out.receipt_id] = out
-    return expected
-
-
-def _assert_one_dispatch_per_key(settings: Settings) -> None:
-    dispatch_ids: dict[str, set[tuple[str, int]]] = defaultdict(set)
-    for d in read_all(settings, "dispatch"):
-        if isinstance(d, ev.Dispatch):
-            dispatch_ids[d.key].add((d.dispatch_id, d.attempt))
-    doubled = {k: v for k, v in dispatch_ids.items() if len(v) != 1}
-    assert not doubled, f"keys dispatched with different attempt ids: {list(doubled)[:5]}"
-
-
+@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
 def test_sigkill_mid_stream_recovers_state_from_the_changelog(ledger_topics: Settings,
-                                                               tmp_path: Path):
+                                                               tmp_path: Path,
+                                                               guarantee: str):
     s = ledger_topics
     events = _workload(keys=1500, duplicate_share=0.3, seed=7)
     producer = EventProducer(s, s.kafka_bootstrap)
@@ -157,7 +283,10 @@ def test_sigkill_mid_stream_recovers_state_from_the_changelog(ledger_topics: Set
         producer.send("intents", event)
     producer.flush()
 
-    first = start_processor(s, tmp_path / "state-1", tmp_path / "processor-1.log")
+    # No Ticks: replayed intents then meet the same clock, so copies are byte-identical.
+    quiet = {"LEDGER_TICK_INTERVAL_MS": "600000"}
+    first = start_processor(s, tmp_path / "state-1", tmp_path / "processor-1.log",
+                            "--guarantee", guarantee, env={**quiet, "LEDGER_MAX_BATCH": "100"})
     try:
         read_topic(s.kafka_bootstrap, s.topic("receipts"), timeout_s=90,
                    until=lambda rs: len(rs) >= len(events) // 4)
@@ -166,16 +295,13 @@ def test_sigkill_mid_stream_recovers_state_from_the_changelog(ledger_topics: Set
     decided_before_kill = {r.intent_event_id for r in read_all(s, "receipts")}
     assert len(decided_before_kill) < len(events), "the kill came after the last decision"
     # A fresh state folder: everything the restarted processor knows comes from the changelog.
-    second = start_processor(s, tmp_path / "state-2", tmp_path / "processor-2.log")
+    second = start_processor(s, tmp_path / "state-2", tmp_path / "processor-2.log",
+                             "--guarantee", guarantee, env=quiet)
     try:
-        receipts = receipts_for(s, {e.event_id for e in events}, proc=second)
+        receipts_for(s, {e.event_id for e in events}, proc=second)
     finally:
         assert second.stop() == 0, second.tail()
-
-    seen = {r.receipt_id: r for r in receipts}
-    expected = _expected_receipts(s, events)
-    assert seen == expected
-    _assert_one_dispatch_per_key(s)
+    assert_outputs_match_the_model(s, events, guarantee == "exactly-once")
 
 
 def test_two_processors_share_partitions_and_survive_one_being_killed(
@@ -206,7 +332,7 @@ def test_two_processors_share_partitions_and_survive_one_being_killed(
     for event in batch_2[:300]:
         receipt = by_intent[event.event_id]
         assert receipt.status is ev.ReceiptStatus.ACCEPTED and receipt.attempts == 1
-    _assert_one_dispatch_per_key(s)
+    one_dispatch_id_per_key(s)
     keys = {d.key for d in read_all(s, "dispatch") if isinstance(d, ev.Dispatch)}
     assert len(keys) == 400
 
@@ -221,8 +347,52 @@ def test_exactly_once_mode_decides_the_same(ledger_topics: Settings, tmp_path: P
     proc = start_processor(s, tmp_path / "state", tmp_path / "processor.log",
                            "--guarantee", "exactly-once")
     try:
-        receipts = receipts_for(s, {e.event_id for e in events}, proc=proc)
+        receipts_for(s, {e.event_id for e in events}, proc=proc)
     finally:
         assert proc.stop() == 0, proc.tail()
-    assert {r.receipt_id: r for r in receipts} == _expected_receipts(s, events)
-    _assert_one_dispatch_per_key(s)
+    assert_outputs_match_the_model(s, events, exactly_once=True)
+
+
+def test_refuses_input_topics_stamped_by_unbounded_client_clocks(ledger_settings: Settings,
+                                                                  tmp_path: Path):
+    """Topics created by hand, CreateTime with the broker's default bounds: the processor
+    does not start, and says how to fix the topic in one line."""
+    s = ledger_settings
+    admin = AdminClient({"bootstrap.servers": s.kafka_bootstrap})
+    specs = [NewTopic(spec.name, spec.partitions, 1,
+                      config={k: v for k, v in spec.config.items()
+                              if k != "message.timestamp.type"})
+             for spec in ledger_topics(s)]
+    for future in admin.create_topics(specs).values():
+        future.result(30)
+    proc = start_processor(s, tmp_path / "state", tmp_path / "processor.log")
+    try:
+        assert wait_exit(proc, 60) == 2
+        errors = log_lines(proc, r"^ledger-stream: error:")
+        assert len(errors) == 1, proc.tail()
+        assert "uses CreateTime timestamps" in errors[0]
+        assert "message.timestamp.type=LogAppendTime" in errors[0]
+        assert not log_lines(proc, "Traceback")
+    finally:
+        kill_all([proc])
+        for future in admin.delete_topics([spec.topic for spec in specs]).values():
+            future.result(30)
+
+
+def test_a_second_processor_on_one_state_folder_is_refused(ledger_topics: Settings,
+                                                           tmp_path: Path):
+    s = ledger_topics
+    first = start_processor(s, tmp_path / "state", tmp_path / "first.log")
+    try:
+        ready = intent(key="acme/refund/ready")
+        EventProducer(s, s.kafka_bootstrap).send("intents", ready)
+        receipts_for(s, {ready.event_id}, proc=first)
+        second = start_processor(s, tmp_path / "state", tmp_path / "second.log")
+        try:
+            assert wait_exit(second, 60) == 2
+        finally:
+            kill_all([second])
+        assert log_lines(second, "another processor is running on the state folder")
+        assert first.alive()
+    finally:
+        assert first.stop() == 0, first.tail()

@@ -1,10 +1,13 @@
 """Growth: cost per decision as the number of live keys grows (10 thousand to 1 million).
 
-For each size N, a fresh RocksDB store partition (quixstreams' own class and default
-options, as the processor opens them) is pre-loaded with N reserved keys, then a fixed batch
-of intents is decided through :class:`LedgerStep` with the store's transactions, committed
-every ``CHECKPOINT`` decisions as the processor's checkpoint does. The batch has the
-workload's shares: fresh intents on new keys, duplicates and conflicts on random live keys.
+For each size N, a fresh RocksDB partition store (the processor's own class,
+:class:`~ledger_stream.state.RocksDBPartitionStore`) is pre-loaded with N reserved keys and
+their timer index entries, then a fixed batch of intents is read and decided through
+:class:`LedgerStep` against the processor's batch overlay
+(:class:`~ledger_stream.processor.partition.PartitionOverlay`), written to the store every
+``CHECKPOINT`` decisions as the checkpoint's step d does (rows encoded once, as for the
+changelog). The batch has the workload's shares: fresh intents on new keys, duplicates and
+conflicts on random live keys.
 
 This is the ``decide`` + RocksDB path without Kafka: a full Kafka run over a million keys
 takes minutes on two cores, and Kafka's cost does not depend on the key count. The processor
@@ -26,17 +29,19 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from ledger_stream.bench.context import ArmResult, BenchContext
 from ledger_stream.bench.exceptions import BenchError
 from ledger_stream.bench.workload import BASE_AT_MS, intent_for, refund_args
+from ledger_stream.domain.deadlines import due_ms
 from ledger_stream.domain.decide import decide
-from ledger_stream.domain.events import Intent, Origin
+from ledger_stream.domain.events import Intent, Origin, Tick
 from ledger_stream.domain.policy import Policy
-from ledger_stream.domain.state import absent
-from ledger_stream.processor.step import STATE_KEY, LedgerStep
+from ledger_stream.domain.state import KeyState, absent
+from ledger_stream.processor.partition import PartitionOverlay
+from ledger_stream.processor.step import LedgerStep
 from ledger_stream.serde import AvroCodec
+from ledger_stream.state import RocksDBPartitionStore, StoreBatch, encode_row
 
 CHECKPOINT = 5_000
 PRELOAD_CHUNK = 50_000
@@ -57,31 +62,36 @@ class StateFactory:
     def __init__(self, policy: Policy) -> None:
         self._policy = policy
         model = _intent(0)
-        self._template = decide(absent(model.key), model, policy).state
+        self._template = decide(absent(model.key), model, policy, model.at_ms).state
 
-    def state(self, intent: Intent) -> list[Any]:
+    def state(self, intent: Intent) -> KeyState:
         return replace(
             self._template, key=intent.key, intent_event_id=intent.event_id,
             tenant=intent.tenant, args_json=intent.args_json, args_hash=intent.args_hash,
             not_before_ms=intent.at_ms, reserved_at_ms=intent.at_ms,
-        ).to_row()
+            phase_since_ms=intent.at_ms,
+        )
 
     def check(self, count: int = 200) -> None:
         for index in range(count):
             intent = _intent(index)
-            real = decide(absent(intent.key), intent, self._policy).state.to_row()
+            real = decide(absent(intent.key), intent, self._policy, intent.at_ms).state
             if self.state(intent) != real:
                 raise BenchError("growth: the pre-loaded state differs from decide()'s")
 
 
-def preload(partition: Any, keys: int, factory: StateFactory) -> None:
+def preload(store: RocksDBPartitionStore, keys: int, factory: StateFactory,
+            policy: Policy) -> None:
+    """N reserved keys, with their rows and timer index entries, as restore writes them."""
     for start in range(0, keys, PRELOAD_CHUNK):
-        tx = partition.begin()
+        rows, timers = {}, []
         for index in range(start, min(keys, start + PRELOAD_CHUNK)):
-            intent = _intent(index)
-            tx.as_state(prefix=intent.key.encode()).set(STATE_KEY, factory.state(intent))
-        tx.prepare()
-        tx.flush()
+            state = factory.state(_intent(index))
+            rows[state.key] = encode_row(state)
+            due = due_ms(state, policy)
+            if due is not None:
+                timers.append((due, state.key))
+        store.write(StoreBatch(rows, (), timers))
 
 
 def batch_for(keys: int, size: int, duplicate_share: float, conflict_share: float,
@@ -103,33 +113,34 @@ def batch_for(keys: int, size: int, duplicate_share: float, conflict_share: floa
 
 def measure(keys: int, batch: int, duplicate_share: float, conflict_share: float,
             folder: Path) -> dict[str, float]:
-    from quixstreams.state.rocksdb import RocksDBStorePartition
-
     policy, codec = Policy(), AvroCodec()
     factory = StateFactory(policy)
     factory.check()
-    partition = RocksDBStorePartition(str(folder / f"keys-{keys}"))
+    store = RocksDBPartitionStore(folder / f"keys-{keys}", 0)
     try:
         started = time.perf_counter()
-        preload(partition, keys, factory)
+        preload(store, keys, factory, policy)
         preload_s = time.perf_counter() - started
         records = batch_for(keys, batch, duplicate_share, conflict_share, keys, codec)
-        step = LedgerStep(policy, codec, {TOPIC: "intents"})
-        handle = step.handle
+        step = LedgerStep(policy, codec, {TOPIC: "intents"}, partitions=1)
+        read, decide_one, timer = step.read, step.decide, step.timer
         started = time.perf_counter()
-        tx = partition.begin()
+        overlay = PartitionOverlay(store, policy)
         for offset, (key, value) in enumerate(records, 1):
-            store: Any = tx.as_state(prefix=key)  # quixstreams types keys as bytes
-            handle(value, key, TOPIC, 0, offset, BASE_AT_MS, store)
+            overlay.advance(BASE_AT_MS + offset)
+            now = overlay.clock
+            for due, timer_key in overlay.due_now():
+                timer(overlay, timer_key, due, now)
+            event = read(value, key, TOPIC, 0, offset, now)
+            if not isinstance(event, Tick):
+                decide_one(overlay, event, now)
             if offset % CHECKPOINT == 0:
-                tx.prepare()
-                tx.flush()
-                tx = partition.begin()
-        tx.prepare()
-        tx.flush()
+                store.write(overlay.store_batch(offset))
+                overlay = PartitionOverlay(store, policy)
+        store.write(overlay.store_batch(len(records)))
         seconds = time.perf_counter() - started
     finally:
-        partition.close()
+        store.close()
     size = sum(f.stat().st_size for f in (folder / f"keys-{keys}").rglob("*") if f.is_file())
     return {"us_per_decision": seconds / batch * 1e6, "preload_s": preload_s,
             "store_mb": size / 2**20}
@@ -160,8 +171,9 @@ class GrowthArm:
             peak = max(peak, result["peak_rss_mb"])
         ctx.progress(self.name, len(sizes.growth_keys), len(sizes.growth_keys))
         return ArmResult(self.name, repetition, figures, peak,
-                         {"path": "LedgerStep.handle + quixstreams RocksDB store partition, "
-                          "no Kafka", "batch": sizes.growth_batch, "checkpoint": CHECKPOINT,
+                         {"path": "LedgerStep.read/decide + PartitionOverlay + "
+                          "RocksDBPartitionStore (the processor's step a and d), no Kafka",
+                          "batch": sizes.growth_batch, "checkpoint": CHECKPOINT,
                           "keys": list(sizes.growth_keys)})
 
 

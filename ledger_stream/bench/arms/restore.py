@@ -3,49 +3,45 @@
 Takes the state a ledger run left (its consumer group, state folder and changelog; the
 ledger arm at least once runs first), then restarts the processor twice, each time after
 producing one sentinel intent on a new key: once with the state intact (the baseline), once
-with the state folder deleted. The restore time is quixstreams' own recovery span, from
-"Beginning recovery check" to "Recovery process complete" in the processor's log (state
-logging raised with ``QUIXSTREAMS_STATE_LOG_LEVEL=INFO``); keys/s is the keys the run
+with the state folder deleted. The restore time is the processor's own: the
+``partitions assigned`` log line (logged at INFO, so the restarts run with
+``LEDGER_LOG_LEVEL=INFO``) gives the seconds from the assignment to every store caught up
+from ``<prefix>.changelog``, and the changelog records read; keys/s is the keys the run
 reserved over that span. The time from process start to the sentinel's receipt is reported
 for both restarts (what an operator waits for).
 """
 
 from __future__ import annotations
 
-import re
+import json
 import shutil
 import time
-from datetime import datetime
 from pathlib import Path
 
 from ledger_stream.bench.arms.ledger import LedgerArm
 from ledger_stream.bench.context import ArmResult, BenchContext
 from ledger_stream.bench.exceptions import BenchError
 from ledger_stream.bench.processes import processor
-from ledger_stream.bench.topics import end_offsets, read_span, topics_named, write_records
+from ledger_stream.bench.topics import end_offsets, read_span, write_records
 from ledger_stream.bench.workload import BASE_AT_MS, intent_for, refund_args
 from ledger_stream.serde import AvroCodec
 
-BEGIN = "Beginning recovery check"
-COMPLETE = "Recovery process complete"
-_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
+ASSIGNED = "partitions assigned"
 
 
-def recovery_seconds(log: Path, since: int) -> float | None:
-    """The first recovery span logged after byte ``since`` of ``log`` (None: none)."""
-    begin: datetime | None = None
+def recovery(log: Path, since: int) -> tuple[float, int] | None:
+    """(restore seconds, changelog records read) of the first assignment logged after byte
+    ``since`` of ``log`` (None: none)."""
     with log.open("rb") as fh:
         fh.seek(since)
         for raw in fh:
-            line = raw.decode(errors="replace")
-            stamp = _STAMP.match(line)
-            if stamp is None:
-                continue
-            when = datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S,%f")
-            if BEGIN in line and begin is None:
-                begin = when
-            elif COMPLETE in line and begin is not None:
-                return max((when - begin).total_seconds(), 0.001)
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue  # not one of the processor's JSON lines
+            if isinstance(entry, dict) and entry.get("msg") == ASSIGNED:
+                records = int(entry["restored_records"]) + int(entry["skipped_records"])
+                return max(float(entry["restore_seconds"]), 0.001), records
     return None
 
 
@@ -62,24 +58,26 @@ class RestoreArm:
             arm.run(ctx, 0)
         ledger = ctx.shared[arm.name]
         group, state_dir, keys = ledger["group"], ledger["state_dir"], ledger["keys"]
-        changelogs = topics_named(ctx.bootstrap, f"changelog__{group}--")
-        records = sum(sum(end_offsets(ctx.bootstrap, t).values()) for t in changelogs)
+        changelog = f"{ctx.prefix}.changelog"
         log = ctx.folder("logs") / f"{group}-restore.log"
         ctx.progress(self.name, 0, 2)
-        intact_s, _, rss1 = self._restart(ctx, group, state_dir, log, 1)
+        intact_s, _, _, rss1 = self._restart(ctx, group, state_dir, log, 1)
         ctx.progress(self.name, 1, 2)
         shutil.rmtree(state_dir)
-        wiped_s, restore_s, rss2 = self._restart(ctx, group, state_dir, log, 2)
+        wiped_s, restore_s, records, rss2 = self._restart(ctx, group, state_dir, log, 2)
         ctx.progress(self.name, 2, 2)
         return ArmResult(self.name, repetition, {
             "keys_per_s": keys / restore_s, "changelog_records_per_s": records / restore_s,
             "restore_s": restore_s, "first_decision_intact_s": intact_s,
             "first_decision_wiped_s": wiped_s}, max(rss1, rss2),
-            {"keys": keys, "changelog_records": records, "changelog_topics": changelogs})
+            {"keys": keys, "changelog_records": records, "changelog_topics": [changelog],
+             "changelog_records_all_groups": sum(end_offsets(ctx.bootstrap,
+                                                             changelog).values())})
 
     def _restart(self, ctx: BenchContext, group: str, state_dir: Path, log: Path,
-                 serial: int) -> tuple[float, float, float]:
-        """(seconds from start to the sentinel's receipt, recovery seconds, peak RSS)."""
+                 serial: int) -> tuple[float, float, int, float]:
+        """(seconds from start to the sentinel's receipt, restore seconds, changelog
+        records read, peak RSS)."""
         receipts = f"{ctx.prefix}.receipts"
         start = end_offsets(ctx.bootstrap, receipts)
         sentinel = intent_for("sentinel", serial, refund_args(serial, 0), f"sentinel-{serial}",
@@ -89,14 +87,14 @@ class RestoreArm:
         since = log.stat().st_size if log.exists() else 0
         spawned = time.time()
         child = processor(ctx.bootstrap, ctx.prefix, group, state_dir, log, self.guarantee,
-                          ctx.partitions, env={"QUIXSTREAMS_STATE_LOG_LEVEL": "INFO"})
+                          ctx.partitions, env={"LEDGER_LOG_LEVEL": "INFO"})
         try:
             ctx.drain(child, group, ctx.source_topic, len(ctx.workload) + serial,
                       f"{self.name} restart {serial}")
         finally:
             rss = child.stop()
         span = read_span(ctx.bootstrap, receipts, start, 1)
-        restore_s = recovery_seconds(log, since)
-        if restore_s is None and serial == 2:
-            raise BenchError(f"restore: the processor logged no recovery span ({log})")
-        return span.last_ms / 1000 - spawned, restore_s or 0.0, rss
+        restored = recovery(log, since)
+        if restored is None:
+            raise BenchError(f"restore: the processor logged no assignment ({log})")
+        return span.last_ms / 1000 - spawned, restored[0], restored[1], rss

@@ -1,0 +1,82 @@
+"""Step a of the checkpoint: the records of one poll, decided in order against in-memory
+overlays of their partitions' stores. Nothing leaves the process until step b; dropping a
+Batch abandons it without a trace."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Message, TopicPartition
+
+from ledger_stream.domain import events as ev
+from ledger_stream.processor.changelog import Positions
+from ledger_stream.processor.partition import PartitionOverlay
+from ledger_stream.processor.step import LedgerStep, Out
+from ledger_stream.state import PartitionStore
+
+
+class Batch:
+    def __init__(self, step: LedgerStep, stores: dict[int, PartitionStore],
+                 committed: dict[int, Positions], topics: tuple[str, str],
+                 member: str | None = None, group_metadata: Any = None) -> None:
+        """``topics`` is (intents topic, attempts topic); ``member`` and ``group_metadata``
+        are the consumer's when the records were polled (the generation that owns them)."""
+        self._step = step
+        self._stores = stores
+        self._committed = committed
+        self._intents, self._attempts = topics
+        self.member = member
+        self.group_metadata = group_metadata
+        self.overlays: dict[int, PartitionOverlay] = {}
+        self.outputs: list[Out] = []
+        self.ticks: list[int] = []  # partitions to append a Tick to
+        self.records = 0
+        self._next: dict[tuple[str, int], int] = {}
+
+    def overlay(self, partition: int) -> PartitionOverlay:
+        overlay = self.overlays.get(partition)
+        if overlay is None:
+            overlay = PartitionOverlay(self._stores[partition], self._step.policy)
+            self.overlays[partition] = overlay
+        return overlay
+
+    def add(self, msg: Message) -> None:
+        """Advance the partition clock to the record's broker timestamp, fire the timers
+        that came, then decide the record (a Tick only moves the clock)."""
+        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        overlay = self.overlay(partition)
+        overlay.advance(msg.timestamp()[1])
+        now = overlay.clock
+        step = self._step
+        for due, key in overlay.due_now():
+            self.outputs.extend(step.timer(overlay, key, due, now))
+        event = step.read(msg.value(), msg.key(), topic, partition, offset, now)
+        if not isinstance(event, ev.Tick):
+            self.outputs.extend(step.decide(overlay, event, now))
+        self._next[(topic, partition)] = offset + 1
+        self.records += 1
+
+    def positions(self, partition: int) -> Positions:
+        """The next input offsets of ``partition`` once this batch is committed."""
+        before = self._committed.get(partition, Positions())
+        return Positions(self._next.get((self._intents, partition), before.intents),
+                         self._next.get((self._attempts, partition), before.attempts))
+
+    def offsets(self) -> list[TopicPartition]:
+        """The input offsets this batch commits (both topics of every partition it read)."""
+        found = []
+        for partition in self.overlays:
+            positions = self.positions(partition)
+            for topic, offset in ((self._intents, positions.intents),
+                                  (self._attempts, positions.attempts)):
+                if offset >= 0:
+                    found.append(TopicPartition(topic, partition, offset))
+        return found
+
+
+def rewind_to(positions: Positions, topics: tuple[str, str], partition: int
+              ) -> list[TopicPartition]:
+    """Where to read ``partition`` from again: its committed offsets (the start when none)."""
+    return [TopicPartition(topic, partition, offset if offset >= 0 else OFFSET_BEGINNING)
+            for topic, offset in zip(topics, (positions.intents, positions.attempts),
+                                     strict=True)]

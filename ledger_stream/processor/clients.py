@@ -1,0 +1,62 @@
+"""The processor's Kafka client settings, in one place, with the reason for each."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ledger_stream.config import Settings
+from ledger_stream.kafka.producer import producer_config
+
+# librdkafka's own log lines go through Python logging: one structured line each.
+LIBRDKAFKA = {"log_level": 4, "logger": logging.getLogger("librdkafka")}
+
+# Short enough that a processor that died with an open transaction blocks read_committed
+# readers (and the next owner's restore) only briefly; long enough for one batch.
+TRANSACTION_TIMEOUT_MS = 10_000
+
+
+def transactional_id(group: str, instance: str) -> str:
+    return f"{group}.{instance}"
+
+
+def consumer_config(settings: Settings, bootstrap: str) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": settings.consumer_group,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        # Only committed records: Ticks (and everything else a transaction wrote) of a
+        # fenced processor never reach a decision.
+        "isolation.level": "read_committed",
+        # Eager range assignment gives one member both intents-p and attempts-p (the
+        # topics share a partition count), and revokes everything before reassigning.
+        "partition.assignment.strategy": "range",
+        "session.timeout.ms": settings.session_timeout_ms,
+        "heartbeat.interval.ms": max(1_000, settings.session_timeout_ms // 5),
+        # librdkafka's default long poll (500 ms) queues metadata requests behind it.
+        "fetch.wait.max.ms": 50,
+        **LIBRDKAFKA,
+    }
+
+
+def changelog_reader_config(bootstrap: str) -> dict[str, Any]:
+    """A client for restores: assigned partitions only, never a group member."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": "ledger-restore-unused",  # required by the client, never joined
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "fetch.wait.max.ms": 50,
+        **LIBRDKAFKA,
+    }
+
+
+def producer_settings(bootstrap: str, transactional: str | None) -> dict[str, Any]:
+    """Idempotent, murmur2-partitioned; transactional when ``transactional`` is an id."""
+    config = producer_config(bootstrap, **{"acks": "all", **LIBRDKAFKA})
+    if transactional is not None:
+        config["transactional.id"] = transactional
+        config["transaction.timeout.ms"] = TRANSACTION_TIMEOUT_MS
+    return config

@@ -1,0 +1,224 @@
+"""How a batch's records reach Kafka and how its input offsets are committed: at least once
+or exactly once. Both implement steps b and c of the checkpoint (see checkpoint.py).
+
+Exactly once (the default): one transaction per batch with a stable transactional id
+(``<group>.<instance>``); the input offsets go into the transaction with the consumer's group
+metadata (KIP-447), so a processor whose generation is stale (paused past its session
+timeout, then resumed) cannot commit: its transaction is aborted and its records are never
+visible to read_committed readers. A restart with the same id aborts its predecessor's open
+transaction at once (``init_transactions``).
+
+At least once: every delivery report must be a success before the offsets are committed
+synchronously; a produce failure is never taken as acknowledged. It does not fence a zombie:
+a stale batch's records are on the topics before its commit fails.
+
+Every failure is raised as :class:`BatchAbandoned`, never as a library error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from abc import ABC, abstractmethod
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from ledger_stream.processor.exceptions import BatchAbandoned
+
+STALE_GENERATION = frozenset({
+    KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID,
+    KafkaError.REBALANCE_IN_PROGRESS, KafkaError.FENCED_INSTANCE_ID,
+    KafkaError._ASSIGNMENT_LOST,
+})
+PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+FLUSH_TIMEOUT_S = 30.0
+TXN_TIMEOUT_S = 30.0
+RETRIES = 3
+
+
+def classify(exc: KafkaException, step: str) -> BatchAbandoned:
+    """The BatchAbandoned a Kafka error during ``step`` means."""
+    err: KafkaError = exc.args[0]
+    what = f"{step}: {err.name()}: {err.str()}"
+    if err.code() in STALE_GENERATION:
+        return BatchAbandoned("fenced", f"fenced: the group moved on ({what})",
+                              await_rebalance=True)
+    if err.fatal():
+        return BatchAbandoned("producer_fatal", f"producer failed ({what})", new_producer=True)
+    if err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                      KafkaError.INVALID_PRODUCER_EPOCH):
+        return BatchAbandoned("producer_fatal", f"producer fenced ({what})", new_producer=True)
+    return BatchAbandoned("aborted", f"transaction aborted ({what})")
+
+
+class Delivery(ABC):
+    """Sends one batch's records and commits its offsets, or raises BatchAbandoned."""
+
+    def __init__(self, config: dict[str, Any], changelog_topic: str) -> None:
+        self._config = config
+        self._changelog = changelog_topic
+        self._errors: list[KafkaError] = []
+        self._changelog_next: dict[int, int] = {}
+        self._producer = self._new_producer()
+
+    def _new_producer(self) -> Producer:
+        return Producer({**self._config, "on_delivery": self._report})
+
+    def _report(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            if err.code() not in PURGED:  # records of a batch this process aborted
+                self._errors.append(err)
+        elif msg.topic() == self._changelog:
+            partition, offset = msg.partition(), msg.offset()
+            if offset + 1 > self._changelog_next.get(partition, 0):
+                self._changelog_next[partition] = offset + 1
+
+    def begin(self) -> None:
+        self.begin_reports()
+
+    def begin_reports(self) -> None:
+        """Forget the delivery reports of earlier batches."""
+        self._errors.clear()
+        self._changelog_next = {}
+
+    def send(self, topic: str, value: bytes | None, key: bytes | None,
+             partition: int | None = None, headers: list[tuple[str, bytes]] | None = None
+             ) -> None:
+        extra: dict[str, Any] = {}
+        if partition is not None:
+            extra["partition"] = partition
+        if headers:
+            extra["headers"] = headers
+        while True:
+            try:
+                self._producer.produce(topic, value=value, key=key, **extra)
+                return
+            except BufferError:
+                self._producer.poll(0.05)  # local queue full: let deliveries drain
+            except KafkaException as exc:
+                raise classify(exc, "produce") from exc
+
+    def confirm(self) -> dict[int, int]:
+        """Wait for every delivery report; the next changelog offset per partition written.
+        Raises BatchAbandoned when any record was not acknowledged."""
+        try:
+            left = self._producer.flush(FLUSH_TIMEOUT_S)
+        except KafkaException as exc:
+            raise classify(exc, "flush") from exc
+        if self._errors:
+            err = self._errors[0]
+            raise BatchAbandoned("delivery", f"delivery failed for {len(self._errors)} "
+                                 f"record(s): {err.name()}: {err.str()}",
+                                 new_producer=err.fatal())
+        if left:
+            raise BatchAbandoned("delivery", f"{left} record(s) not acknowledged after "
+                                 f"{FLUSH_TIMEOUT_S:.0f} s")
+        return dict(self._changelog_next)
+
+    @abstractmethod
+    def commit(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
+        """Commit the batch: its input offsets (and, exactly once, its records)."""
+
+    @abstractmethod
+    def abort(self) -> None:
+        """Drop what the batch sent, as far as the guarantee allows."""
+
+    def replace_producer(self) -> None:
+        """Close a failed producer and start a new one."""
+        self._close_producer()
+        self._producer = self._new_producer()
+
+    def close(self) -> None:
+        self._close_producer()
+
+    def _close_producer(self) -> None:
+        # A fatal producer cannot flush; its records are not ours to keep.
+        with contextlib.suppress(KafkaException):
+            self._producer.flush(5)
+        self._producer = None  # type: ignore[assignment]
+
+
+class AtLeastOnceDelivery(Delivery):
+    def __init__(self, config: dict[str, Any], changelog_topic: str, consumer: Consumer):
+        super().__init__(config, changelog_topic)
+        self._consumer = consumer
+
+    def commit(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
+        if not offsets:
+            return
+        try:
+            self._consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            raise classify(exc, "commit") from exc
+
+    def abort(self) -> None:
+        # Records already sent stay sent (this guarantee cannot recall them); wait for
+        # their reports so they are not counted against the next batch.
+        with contextlib.suppress(KafkaException):
+            self._producer.flush(FLUSH_TIMEOUT_S)
+        self.begin_reports()
+
+
+class ExactlyOnceDelivery(Delivery):
+    def __init__(self, config: dict[str, Any], changelog_topic: str) -> None:
+        super().__init__(config, changelog_topic)
+        self._in_transaction = False
+        self._init_transactions()
+
+    def _init_transactions(self) -> None:
+        for attempt in range(1, RETRIES + 1):
+            try:
+                self._producer.init_transactions(TXN_TIMEOUT_S)
+                return
+            except KafkaException as exc:
+                if attempt == RETRIES or not exc.args[0].retriable():
+                    raise classify(exc, "init_transactions") from exc
+                time.sleep(0.5 * attempt)
+
+    def replace_producer(self) -> None:
+        self._in_transaction = False
+        super().replace_producer()
+        self._init_transactions()
+
+    def begin(self) -> None:
+        super().begin()
+        try:
+            self._producer.begin_transaction()
+        except KafkaException as exc:
+            raise classify(exc, "begin_transaction") from exc
+        self._in_transaction = True
+
+    def commit(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
+        if offsets:
+            self._retrying("send_offsets_to_transaction",
+                           lambda: self._producer.send_offsets_to_transaction(
+                               offsets, group_metadata, TXN_TIMEOUT_S))
+        self._retrying("commit_transaction",
+                       lambda: self._producer.commit_transaction(TXN_TIMEOUT_S))
+        self._in_transaction = False
+
+    def _retrying(self, step: str, call: Any) -> None:
+        for attempt in range(1, RETRIES + 1):
+            try:
+                call()
+                return
+            except KafkaException as exc:
+                err = exc.args[0]
+                if attempt == RETRIES or not err.retriable() or err.txn_requires_abort():
+                    raise classify(exc, step) from exc
+
+    def abort(self) -> None:
+        if not self._in_transaction:
+            return
+        self._in_transaction = False
+        try:
+            self._producer.abort_transaction(TXN_TIMEOUT_S)
+        except KafkaException as exc:
+            # A producer that cannot abort is unusable: a new one (same transactional id)
+            # aborts the open transaction when it initialises.
+            raise classify(exc, "abort_transaction") from exc
+        # Serve the purged records' reports now, not during the next batch's confirmation.
+        with contextlib.suppress(KafkaException):
+            self._producer.flush(FLUSH_TIMEOUT_S)
+        self.begin_reports()

@@ -1,0 +1,36 @@
+"""Errors of the processor runtime. Kafka and store errors are wrapped with ``from exc``.
+
+Only :class:`StartupRefused` and :class:`ProcessorError` itself end the process (with one
+line saying why); a :class:`BatchAbandoned` is handled inside the loop: the batch is dropped
+and its inputs are decided again.
+"""
+
+from __future__ import annotations
+
+
+class ProcessorError(Exception):
+    """The processor cannot go on; the message says why, in one line."""
+
+
+class StartupRefused(ProcessorError):
+    """The topics are missing or configured so that decisions would not be safe (a client
+    clock could decide); the message names the fix. Nothing was consumed."""
+
+
+class BatchAbandoned(ProcessorError):
+    """The current batch must not become durable: nothing of it is committed, its overlay is
+    discarded and its inputs are read again from the committed offsets.
+
+    ``kind`` labels the metric (``fenced``, ``rebalance``, ``aborted``, ``producer_fatal``,
+    ``delivery``, ``registry``, ``store``); ``await_rebalance`` says the consumer's
+    generation is stale, so the loop waits for the group to settle before reading again;
+    ``new_producer`` says the producer is unusable (fatal error) and must be replaced.
+    """
+
+    def __init__(self, kind: str, reason: str, *, await_rebalance: bool = False,
+                 new_producer: bool = False) -> None:
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+        self.await_rebalance = await_rebalance
+        self.new_producer = new_producer

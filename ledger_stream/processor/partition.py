@@ -1,0 +1,129 @@
+"""One partition's state during one batch: an in-memory overlay over its store.
+
+The overlay holds the keys the batch changed, the partition clock and the timers that fired.
+Nothing reaches the store until the checkpoint writes :meth:`PartitionOverlay.store_batch`
+(step d, after the commit); dropping the object abandons everything it holds.
+
+The clock is the partition clock: the largest broker timestamp decided so far on intents-p
+and attempts-p, persisted with the state, so a replay decides at the same times. Timers come
+from the store's timer index and from the overlay's own new deadlines; they fire in
+``(due_ms, key)`` order, each key at most once per clock advance.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+
+from ledger_stream.domain.deadlines import due_ms
+from ledger_stream.domain.policy import Policy
+from ledger_stream.domain.state import KeyState, absent
+from ledger_stream.logs import log_fields
+from ledger_stream.state import PartitionStore, StoreBatch, TimerEntry, decode_row, encode_row
+
+logger = logging.getLogger(__name__)
+
+
+class PartitionOverlay:
+    def __init__(self, store: PartitionStore, policy: Policy) -> None:
+        self.store = store
+        self.partition = store.partition
+        self._policy = policy
+        self.clock = store.clock_ms
+        self._start_clock = self.clock
+        self._changed: dict[str, KeyState] = {}
+        self._stored_due: dict[str, int | None] = {}  # due of the stored state, per changed key
+        self._fired: set[TimerEntry] = set()
+        self._heap: list[TimerEntry] = []  # deadlines of changed keys (stale ones skipped)
+        self._scanned_to = -1  # store entries due up to here were handled in this batch
+        self._store_next = store.next_due()
+        self._rows: dict[str, bytes] | None = None
+
+    # -- the StateView of the step ------------------------------------------------------
+
+    def state(self, key: str) -> KeyState:
+        changed = self._changed.get(key)
+        if changed is not None:
+            return changed
+        row = self.store.get(key)
+        return decode_row(row) if row is not None else absent(key)
+
+    def put(self, key: str, before: KeyState, after: KeyState) -> None:
+        if key not in self._changed:
+            self._stored_due[key] = due_ms(before, self._policy)
+        self._changed[key] = after
+        due = due_ms(after, self._policy)
+        if due is not None:
+            heapq.heappush(self._heap, (due, key))
+
+    # -- time ----------------------------------------------------------------------------
+
+    def advance(self, timestamp_ms: int) -> None:
+        if timestamp_ms > self.clock:
+            self.clock = timestamp_ms
+
+    def due_now(self) -> list[TimerEntry]:
+        """The timers due at the current clock that have not fired in this batch."""
+        clock = self.clock
+        store_due = self._store_next is not None and self._store_next <= clock
+        heap_due = bool(self._heap) and self._heap[0][0] <= clock
+        if not (store_due or heap_due):
+            return []
+        found: list[TimerEntry] = []
+        if store_due:
+            for entry in self.store.due_timers(clock, self._scanned_to):
+                # A changed key's own deadline is in the heap; its stored entry is stale.
+                if entry[1] not in self._changed and entry not in self._fired:
+                    found.append(entry)
+            self._scanned_to = clock
+            self._store_next = self.store.next_due(clock)
+        while self._heap and self._heap[0][0] <= clock:
+            due, key = heapq.heappop(self._heap)
+            if due_ms(self._changed[key], self._policy) == due and (due, key) not in self._fired:
+                found.append((due, key))
+        found.sort()
+        self._fired.update(found)
+        return found
+
+    # -- what the checkpoint writes ----------------------------------------------------------
+
+    @property
+    def changed(self) -> bool:
+        return bool(self._changed) or bool(self._fired) or self.clock != self._start_clock
+
+    @property
+    def clock_moved(self) -> bool:
+        return self.clock != self._start_clock
+
+    def rows(self) -> dict[str, bytes]:
+        """The changed keys' rows, encoded once for the changelog and the store."""
+        if self._rows is None:
+            self._rows = {key: encode_row(state) for key, state in self._changed.items()}
+        return self._rows
+
+    def store_batch(self, changelog_offset: int | None) -> StoreBatch:
+        removed = set(self._fired)
+        added: set[TimerEntry] = set()
+        for key, state in self._changed.items():
+            before = self._stored_due.get(key)
+            if before is not None:
+                removed.add((before, key))
+            due = due_ms(state, self._policy)
+            if due is not None:
+                added.add((due, key))
+        for due_fired, key in self._fired:
+            if key not in self._changed:
+                added |= self._unchanged_timer(key, due_fired)
+        return StoreBatch(self.rows(), removed, added, self.clock, changelog_offset)
+
+    def _unchanged_timer(self, key: str, due_fired: int) -> set[TimerEntry]:
+        """The index entry of a key whose timer fired without changing it (an entry left by
+        another policy): its current deadline, never the one that just fired."""
+        due = due_ms(self.state(key), self._policy)
+        if due is None:
+            return set()
+        if due == due_fired:
+            logger.warning("timer changed nothing; dropped", extra=log_fields(
+                key=key, due_ms=due, partition=self.partition))
+            return set()
+        return {(due, key)}

@@ -1,0 +1,83 @@
+"""Checks before the processor reads anything: the topics exist, share one partition count,
+and the input topics' record timestamps come from a clock the processor may trust.
+
+Decisions read the partition clock (the records' broker timestamps). With
+``message.timestamp.type=LogAppendTime`` the broker stamps each record; with CreateTime the
+producer's clock does, and that is accepted only when the broker bounds how far it may be
+from its own (``message.timestamp.before.max.ms`` and ``message.timestamp.after.max.ms``
+both within ``clock_skew_bound_ms``). Otherwise the processor refuses to start, saying how
+to fix the topic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+from ledger_stream.config import Settings
+from ledger_stream.processor.exceptions import StartupRefused
+
+INPUTS = ("intents", "attempts")
+OUTPUTS = ("dispatch", "receipts", "alerts", "dlq", "changelog")
+BEFORE = "message.timestamp.before.max.ms"
+AFTER = "message.timestamp.after.max.ms"
+
+
+def timestamp_problem(topic: str, config: Mapping[str, str | None], bound_ms: int
+                      ) -> str | None:
+    """Why ``topic``'s timestamps cannot be trusted as the partition clock, or None."""
+    kind = config.get("message.timestamp.type")
+    if kind == "LogAppendTime":
+        return None
+    wide = [name for name in (BEFORE, AFTER) if _int(config.get(name)) > bound_ms]
+    if not wide:
+        return None
+    return (f"{topic} uses {kind or 'CreateTime'} timestamps and lets producer clocks "
+            f"drift more than clock_skew_bound_ms={bound_ms} ({', '.join(wide)}): set "
+            f"message.timestamp.type=LogAppendTime on it (kafka-configs --alter "
+            f"--entity-type topics --entity-name {topic} --add-config "
+            f"message.timestamp.type=LogAppendTime), or bound both {BEFORE} and {AFTER}")
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(value) if value is not None else 2**63 - 1
+    except ValueError:
+        return 2**63 - 1
+
+
+def check_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0) -> int:
+    """The input topics' partition count. Raises StartupRefused naming the fix when a topic
+    is missing, the partition counts differ, or an input topic's clock is not bounded."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+    names = {role: settings.topic(role) for role in INPUTS + OUTPUTS}
+    try:
+        found = admin.list_topics(timeout=timeout_s).topics
+    except KafkaException as exc:
+        raise StartupRefused(f"Kafka at {bootstrap} did not answer: {exc}") from exc
+    missing = sorted(name for name in names.values() if name not in found)
+    if missing:
+        raise StartupRefused(f"missing topics {', '.join(missing)}: run `ledger-stream "
+                             "topics create` with the same settings")
+    counts = {names[r]: len(found[names[r]].partitions) for r in (*INPUTS, "changelog")}
+    if len(set(counts.values())) != 1:
+        raise StartupRefused(f"partition counts differ ({counts}): intents, attempts and "
+                             "changelog must share one count, or one key's events would "
+                             "be decided by two writers")
+    for role in INPUTS:
+        problem = timestamp_problem(names[role], _describe(admin, names[role], timeout_s),
+                                    settings.clock_skew_bound_ms)
+        if problem:
+            raise StartupRefused(problem)
+    return next(iter(counts.values()))
+
+
+def _describe(admin: AdminClient, topic: str, timeout_s: float) -> dict[str, str | None]:
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    try:
+        entries = admin.describe_configs([resource], request_timeout=timeout_s)[resource]
+        return {name: entry.value for name, entry in entries.result(timeout_s).items()}
+    except KafkaException as exc:
+        raise StartupRefused(f"describing topic {topic} failed: {exc}") from exc

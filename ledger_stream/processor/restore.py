@@ -1,0 +1,156 @@
+"""Catching a partition's store up from the changelog, before any input of the partition is
+decided (on assignment).
+
+The store records the changelog offset it reflects; restore reads the changelog partition
+from there to its end (read_committed, so records of aborted transactions never count) and
+applies each record whose batch was committed: its group is ours and its input positions
+are at or below the group's committed offsets. Records of a batch that crashed before its
+commit are skipped: those inputs are decided again, and their new records come later in the
+changelog. An empty or deleted state folder starts at offset 0 and is rebuilt entirely.
+
+The timer index is derived from the restored rows (``due_ms``), and the clock from the
+``~clock`` records, so a restored store decides exactly as the one that was lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+
+from ledger_stream.domain.deadlines import due_ms
+from ledger_stream.domain.policy import Policy
+from ledger_stream.logs import log_fields
+from ledger_stream.processor import changelog
+from ledger_stream.processor.exceptions import ProcessorError
+from ledger_stream.state import PartitionStore, StoreBatch, TimerEntry, decode_row
+
+logger = logging.getLogger(__name__)
+
+CHUNK = 5_000  # records per store write while restoring
+
+
+@dataclass
+class RestoreStats:
+    applied: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+
+
+class _Applier:
+    """Applies one partition's changelog records to its store, in chunks."""
+
+    def __init__(self, store: PartitionStore, committed: changelog.Positions, group: str,
+                 policy: Policy, start: int) -> None:
+        self.store = store
+        self.stats = RestoreStats()
+        self._committed = committed
+        self._group = group
+        self._policy = policy
+        self._rows: dict[str, bytes] = {}
+        self._clock: int | None = None
+        self._last = start - 1
+
+    def add(self, record: changelog.ChangelogRecord) -> None:
+        self._last = record.offset
+        if record.group != self._group or record.value is None \
+                or not record.positions.covered_by(self._committed):
+            self.stats.skipped += 1
+            return
+        self.stats.applied += 1
+        if record.key == changelog.CLOCK_KEY:
+            self._clock = max(self._clock or 0, int(record.value))
+        else:
+            self._rows[record.key.decode("utf-8")] = record.value
+        if len(self._rows) >= CHUNK:
+            self._write(self._last + 1)
+
+    def finish(self, end_offset: int | None) -> RestoreStats:
+        final = max(self._last + 1, end_offset or 0)
+        if self._rows or self._clock is not None or final != self.store.changelog_offset:
+            self._write(final)
+        return self.stats
+
+    def _write(self, offset: int) -> None:
+        removed: set[TimerEntry] = set()
+        added: set[TimerEntry] = set()
+        for key, row in self._rows.items():
+            old = self.store.get(key)
+            if old is not None and (before := due_ms(decode_row(old), self._policy)) is not None:
+                removed.add((before, key))
+            if (after := due_ms(decode_row(row), self._policy)) is not None:
+                added.add((after, key))
+        self.store.write(StoreBatch(self._rows, removed, added, self._clock, offset))
+        self._rows, self._clock = {}, None
+
+
+def apply_records(store: PartitionStore, records: Iterable[changelog.ChangelogRecord],
+                  committed: changelog.Positions, group: str, policy: Policy,
+                  end_offset: int | None = None, start: int | None = None) -> RestoreStats:
+    """Apply the committed records of ``group`` (read from offset ``start``, by default the
+    store's) to ``store``; the store then reflects the changelog up to ``end_offset``
+    (default: after the last record)."""
+    applier = _Applier(store, committed, group, policy,
+                       store.changelog_offset if start is None else start)
+    for record in records:
+        applier.add(record)
+    return applier.finish(end_offset)
+
+
+def restore_partitions(consumer: Consumer, topic: str, stores: dict[int, PartitionStore],
+                       committed: dict[int, changelog.Positions], group: str, policy: Policy,
+                       timeout_s: float = 600.0) -> RestoreStats:
+    """Catch every store up from ``topic`` (the changelog), all partitions in one pass,
+    with ``consumer``: a client of its own (assigned, never subscribed, read_committed).
+    Raises ProcessorError on a Kafka error or when the ends are not reached in time."""
+    started = time.monotonic()
+    appliers: dict[int, _Applier] = {}
+    try:
+        ends = {p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
+                for p in stores}
+        starts = {}
+        for partition, store in stores.items():
+            start = store.changelog_offset
+            if start > ends[partition]:
+                # The store is ahead of its changelog (the topic was recreated): read it all.
+                logger.warning("state store ahead of its changelog; reading all of it",
+                               extra=log_fields(partition=partition, store_offset=start,
+                                                end=ends[partition]))
+                start = 0
+            starts[partition] = start
+            appliers[partition] = _Applier(store, committed[partition], group, policy, start)
+        for msg in _read(consumer, topic, starts, ends, started + timeout_s):
+            appliers[msg.partition()].add(changelog.parse(
+                msg.offset(), msg.key(), msg.value(), msg.headers()))
+        stats = RestoreStats()
+        for partition, applier in appliers.items():
+            done = applier.finish(ends[partition])
+            stats.applied += done.applied
+            stats.skipped += done.skipped
+    except KafkaException as exc:
+        raise ProcessorError(f"restoring from {topic} failed: {exc.args[0].str()}") from exc
+    finally:
+        consumer.unassign()
+    stats.seconds = time.monotonic() - started
+    return stats
+
+
+def _read(consumer: Consumer, topic: str, starts: dict[int, int], ends: dict[int, int],
+          deadline: float) -> Iterator[Message]:
+    todo = [TopicPartition(topic, p, starts[p]) for p in starts if starts[p] < ends[p]]
+    if not todo:
+        return
+    consumer.assign(todo)
+    tps = [TopicPartition(topic, tp.partition) for tp in todo]
+    # Positions, not the last offsets read: transaction markers take offsets that are
+    # never delivered.
+    while any(tp.offset < ends[tp.partition] for tp in consumer.position(tps)):
+        if time.monotonic() > deadline:
+            raise ProcessorError(f"restoring from {topic}: the end was not reached in time")
+        for msg in consumer.consume(5000, timeout=0.2):
+            if msg.error():
+                raise KafkaException(msg.error())
+            yield msg

@@ -1,0 +1,285 @@
+"""The processor's loop: consume → decide → produce → commit, one batch at a time.
+
+Each iteration polls for the first record (waiting up to ``POLL_S``), then drains what the
+client already fetched without waiting (``consume(max_batch - 1, timeout=0)``), adds a Tick
+for each owned partition that was quiet for ``tick_interval_ms``, and runs the checkpoint
+(checkpoint.py) on the batch. Rebalance callbacks run only inside those polls, so a batch
+never spans a rebalance: records polled across one are dropped and read again.
+
+A batch that cannot be committed (a stale generation, a fenced or failed producer, a failed
+delivery, an aborted transaction, an unreachable schema registry) is abandoned: the
+transaction is aborted, its overlays are discarded, the consumer rewinds to the committed
+offsets, one structured line says why (``batch abandoned: ...``), and the loop goes on.
+SIGTERM and SIGINT stop the loop between batches: the current batch is committed (or
+abandoned), the stores are closed, the consumer leaves the group, and the exit status is 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from types import FrameType
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Message
+
+from ledger_stream.config import Settings
+from ledger_stream.kafka.bootstrap import resolve_bootstrap
+from ledger_stream.logs import log_fields
+from ledger_stream.processor import clients, metrics
+from ledger_stream.processor.assignment import Assignment
+from ledger_stream.processor.batch import Batch, rewind_to
+from ledger_stream.processor.checkpoint import Checkpoint
+from ledger_stream.processor.delivery import AtLeastOnceDelivery, Delivery, ExactlyOnceDelivery
+from ledger_stream.processor.exceptions import BatchAbandoned, ProcessorError
+from ledger_stream.processor.policy import policy_from
+from ledger_stream.processor.preflight import check_topics
+from ledger_stream.processor.step import LedgerStep
+from ledger_stream.processor.ticks import Ticker
+from ledger_stream.serde import AvroCodec, SerdeError, make_codec
+from ledger_stream.serde.exceptions import SchemaRegistryUnavailable
+from ledger_stream.state import StateFolder, StoreError
+
+logger = logging.getLogger(__name__)
+
+POLL_S = 0.1
+BACKOFF_FIRST_S, BACKOFF_MAX_S = 0.5, 10.0
+OUTPUT_ROLES = ("dispatch", "receipts", "alerts", "dlq", "attempts", "changelog")
+
+
+class Processor:
+    """The single writer per operation key for the partitions the group gives it."""
+
+    def __init__(self, settings: Settings, codec: AvroCodec | None = None) -> None:
+        self.settings = settings
+        bootstrap = resolve_bootstrap(settings)
+        partitions = check_topics(bootstrap, settings)
+        self._folder = StateFolder(settings.resolved_state_dir, settings.consumer_group)
+        self._folder.lock()
+        self.instance = settings.processor_instance_id or self._folder.instance_hash()
+        group = settings.consumer_group
+        self._inputs = (settings.topic("intents"), settings.topic("attempts"))
+        self._step = LedgerStep(policy_from(settings),
+                                codec or make_codec(settings.schema_registry_url),
+                                {self._inputs[0]: "intents", self._inputs[1]: "attempts"},
+                                partitions)
+        self._consumer = Consumer(clients.consumer_config(settings, bootstrap))
+        self._restorer = Consumer(clients.changelog_reader_config(bootstrap))
+        self._assignment = Assignment(self._folder.open, self._restorer, self._step.policy,
+                                      self._inputs, settings.topic("changelog"), group)
+        exactly_once = settings.processing_guarantee == "exactly-once"
+        producer = clients.producer_settings(
+            bootstrap, clients.transactional_id(group, self.instance) if exactly_once else None)
+        try:
+            delivery: Delivery = (
+                ExactlyOnceDelivery(producer, settings.topic("changelog")) if exactly_once
+                else AtLeastOnceDelivery(producer, settings.topic("changelog"), self._consumer))
+        except BatchAbandoned as exc:
+            raise ProcessorError(f"cannot start the producer: {exc.reason}") from exc
+        topics = {role: settings.topic(role) for role in OUTPUT_ROLES}
+        self._checkpoint = Checkpoint(delivery, self._consumer, self._step, topics, group,
+                                      self.instance)
+        self._ticker = Ticker(settings.tick_interval_ms)
+        self._stop = threading.Event()
+        self._backoff_s = 0.0
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Run until SIGTERM or SIGINT (or :meth:`stop`)."""
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._on_signal)
+        a = self._assignment
+        self._consumer.subscribe(list(self._inputs), on_assign=a.on_assign,
+                                 on_revoke=a.on_revoke, on_lost=a.on_lost)
+        logger.info("processor started", extra=log_fields(
+            group=self.settings.consumer_group, instance=self.instance,
+            guarantee=self.settings.processing_guarantee,
+            state_dir=str(self._folder.root)))
+        try:
+            while not self._stop.is_set():
+                self._iteration()
+        finally:
+            self._shutdown()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._stop.set()
+
+    def _iteration(self) -> None:
+        records, member, metadata = self._collect()
+        ticks = self._ticks()
+        if not records and not ticks:
+            return
+        batch = Batch(self._step, self._assignment.stores, self._assignment.committed,
+                      self._inputs, member, metadata)
+        batch.ticks = ticks
+        try:
+            for msg in records:
+                batch.add(msg)
+            self._checkpoint.run(batch)
+        except BatchAbandoned as why:
+            self._abandon(why, batch)
+            return
+        except SchemaRegistryUnavailable as exc:
+            self._registry_outage(exc, batch)
+            return
+        except SerdeError as exc:
+            raise ProcessorError(f"cannot encode an output: {exc}") from exc
+        except StoreError as exc:
+            raise ProcessorError(f"state store failed after a commit: {exc}") from exc
+        self._committed(batch)
+
+    def _collect(self) -> tuple[list[Message], str | None, Any]:
+        """Records already fetched (waiting only for the first), with the consumer's member
+        id and group metadata of the generation that polled them."""
+        try:
+            first = self._consumer.poll(POLL_S)
+            if first is None:
+                return [], None, None
+            epoch = self._assignment.epoch
+            records = [first]
+            if self.settings.max_batch > 1:
+                records += self._consumer.consume(self.settings.max_batch - 1, timeout=0)
+        except KafkaException as exc:
+            raise ProcessorError(f"the consumer failed: {exc.args[0].str()}") from exc
+        if self._assignment.epoch != epoch:
+            # Eager rebalancing revokes everything before assigning anew, so these records
+            # belong to a revoked assignment: drop them (new owners read from the committed
+            # offsets, as will this process if it gets them back).
+            return [], None, None
+        wall_ms = time.time() * 1000
+        good = []
+        for msg in records:
+            if msg.error():
+                logger.warning("consumer error", extra=log_fields(error=msg.error().str()))
+                continue
+            self._ticker.seen(msg.partition(), wall_ms)
+            good.append(msg)
+        member = self._consumer.memberid()
+        metadata = self._consumer.consumer_group_metadata() if member else None
+        return good, member, metadata
+
+    def _ticks(self) -> list[int]:
+        owned = self._assignment.owned
+        wall_ms = time.time() * 1000
+        due = self._ticker.due(owned, wall_ms)
+        if due:
+            for partition in owned:
+                clock = self._assignment.stores[partition].clock_ms
+                if clock:
+                    metrics.CLOCK_LAG.labels(str(partition)).set((wall_ms - clock) / 1000)
+        return due
+
+    def _committed(self, batch: Batch) -> None:
+        for partition in batch.overlays:
+            self._assignment.committed[partition] = batch.positions(partition)
+        metrics.BATCHES.inc()
+        metrics.BATCH_RECORDS.observe(batch.records)
+        metrics.TICKS.inc(len(batch.ticks))
+        self._backoff_s = 0.0
+
+    # -- abandoning a batch -------------------------------------------------------------------
+
+    def _abandon(self, why: BatchAbandoned, batch: Batch) -> None:
+        logger.warning(f"batch abandoned: {why.reason}", extra=log_fields(
+            reason=why.kind, records=batch.records, partitions=sorted(batch.overlays)))
+        metrics.ABANDONED.labels(why.kind).inc()
+        new_producer = why.new_producer
+        try:
+            self._checkpoint.delivery.abort()
+        except BatchAbandoned:
+            new_producer = True  # it cannot abort: a new one aborts when it initialises
+        if new_producer:
+            self._replace_producer()
+        rewound = self._rewind()
+        if why.await_rebalance or not rewound or self._consumer.memberid() != batch.member:
+            self._await_rebalance()
+
+    def _registry_outage(self, exc: SchemaRegistryUnavailable, batch: Batch) -> None:
+        self._backoff_s = min(BACKOFF_MAX_S, self._backoff_s * 2 or BACKOFF_FIRST_S)
+        self._abandon(BatchAbandoned(
+            "registry", f"schema registry unavailable, retrying in {self._backoff_s:g} s: "
+            f"{exc}"), batch)
+        self._stop.wait(self._backoff_s)
+
+    def _replace_producer(self) -> None:
+        delay = BACKOFF_FIRST_S
+        while not self._stop.is_set():
+            try:
+                self._checkpoint.delivery.replace_producer()
+                return
+            except BatchAbandoned as why:
+                logger.warning("new producer failed; retrying", extra=log_fields(
+                    error=why.reason, retry_s=delay))
+                self._stop.wait(delay)
+                delay = min(BACKOFF_MAX_S, delay * 2)
+
+    def _rewind(self) -> bool:
+        """Read every owned partition again from its committed offsets. False when the
+        client refused a seek (a partition it no longer holds: a rebalance is coming)."""
+        a, done = self._assignment, True
+        for partition in a.owned:
+            for tp in rewind_to(a.committed[partition], self._inputs, partition):
+                try:
+                    self._consumer.seek(tp)
+                except KafkaException as exc:
+                    logger.warning("rewind refused", extra=log_fields(
+                        topic=tp.topic, partition=tp.partition, error=exc.args[0].str()))
+                    done = False
+        return done
+
+    def _await_rebalance(self) -> None:
+        """The group moved on without us: read nothing until it has reassigned (or a
+        session timeout passed without a rebalance, then go on from the committed
+        offsets)."""
+        a = self._assignment
+        epoch, paused = a.epoch, self._consumer.assignment()
+        self._consumer.pause(paused)
+        deadline = time.monotonic() + self.settings.session_timeout_ms / 1000
+        dropped = False
+        while a.epoch == epoch and time.monotonic() < deadline and not self._stop.is_set():
+            try:  # serves the rebalance; paused partitions return nothing new
+                dropped = self._consumer.poll(POLL_S) is not None or dropped
+            except KafkaException as exc:
+                raise ProcessorError(f"the consumer failed: {exc.args[0].str()}") from exc
+        if a.epoch != epoch:
+            # A record of the new assignment may have come back with the rebalance: read
+            # it again rather than lose it.
+            if dropped and not self._rewind():
+                raise ProcessorError("cannot rewind a new assignment to its committed "
+                                     "offsets; restart the processor")
+            return
+        self._consumer.resume(paused)
+        if not self._rewind():
+            # Reading on from anywhere but the committed offsets would skip inputs; a
+            # restart reads from them.
+            raise ProcessorError("cannot rewind to the committed offsets and no rebalance "
+                                 "came; restart the processor")
+
+    # -- stopping ---------------------------------------------------------------------------
+
+    def _shutdown(self) -> None:
+        try:
+            self._consumer.close()  # leaves the group; the revoke callback closes stores
+        except (KafkaException, RuntimeError) as exc:
+            logger.warning("consumer close failed", extra=log_fields(error=str(exc)))
+        self._assignment.close()
+        self._checkpoint.delivery.close()
+        self._restorer.close()
+        self._folder.unlock()
+        logger.info("processor stopped", extra=log_fields(instance=self.instance))
+
+
+def run_processor(settings: Settings) -> None:
+    """Run the processor until SIGTERM or SIGINT. Raises ProcessorError (one line) when it
+    cannot start or cannot go on."""
+    try:
+        processor = Processor(settings)
+    except StoreError as exc:
+        raise ProcessorError(str(exc)) from exc
+    processor.run()

@@ -1,0 +1,104 @@
+"""Step a over fake records: time is the records' broker timestamps (the partition clock),
+timers fire before the record that moved the clock past them, Ticks only move the clock,
+and the batch knows which offsets it commits."""
+
+from __future__ import annotations
+
+import pytest
+
+from ledger_stream.domain import events as ev
+from ledger_stream.domain.deadlines import TIMER_CLAIM
+from ledger_stream.domain.policy import Policy
+from ledger_stream.kafka.partitioner import partition_for
+from ledger_stream.processor.batch import Batch
+from ledger_stream.processor.changelog import Positions
+from ledger_stream.state import MemoryPartitionStore
+from tests.factories import claim, intent
+from tests.processor.fakes import (
+    ATTEMPTS,
+    CODEC,
+    INTENTS,
+    PARTITIONS,
+    FakeMessage,
+    make_step,
+    record_of,
+)
+
+pytestmark = pytest.mark.timeout(30)
+
+KEY = "acme/pay/k1"
+P = partition_for(KEY, PARTITIONS)
+POLICY = Policy(stall_after_ms=1_000, clock_skew_ms=0, reconcile_timeout_ms=10_000)
+
+
+COMMITTED = Positions(10, 20)
+
+
+def _batch(stores: dict[int, MemoryPartitionStore], committed: Positions = COMMITTED
+           ) -> Batch:
+    return Batch(make_step(POLICY), stores, {P: committed},  # type: ignore[arg-type]
+                 (INTENTS, ATTEMPTS))
+
+
+def _decoded(batch: Batch) -> list[object]:
+    return [CODEC.decode(o.value) for o in batch.outputs]
+
+
+def _tick(offset: int, timestamp: int) -> FakeMessage:
+    return FakeMessage(ATTEMPTS, P, offset, timestamp, b"~tick",
+                       CODEC.encode(ev.Tick(P, "test", 0)))
+
+
+def test_decisions_use_the_broker_timestamp_not_the_event_clock() -> None:
+    batch = _batch({P: MemoryPartitionStore(P)})
+    event = intent(key=KEY, at_ms=1)  # whatever the producer's clock said
+    batch.add(record_of(event, INTENTS, 10, 50_000))
+    receipt = next(o for o in _decoded(batch) if isinstance(o, ev.Receipt))
+    assert receipt.at_ms == 50_000
+    assert batch.overlays[P].clock == 50_000
+
+
+def test_a_tick_fires_a_deadline_with_no_other_traffic() -> None:
+    store = MemoryPartitionStore(P)
+    first = _batch({P: store})
+    first.add(record_of(intent(key=KEY), INTENTS, 10, 1_000))
+    first.add(record_of(claim(key=KEY, lease_ms=100), ATTEMPTS, 20, 1_000))
+    overlay = first.overlays[P]
+    store.write(overlay.store_batch(None))  # as step d would
+    # Lease until 1,100; reconciled at lease + skew (0) + stall (1,000) = 2,100.
+    second = _batch({P: store}, first.positions(P))
+    second.add(_tick(21, 2_099))
+    assert second.outputs == []
+    second.add(_tick(22, 2_100))
+    out = _decoded(second)
+    assert [type(o).__name__ for o in out] == ["Reconcile", "Receipt"]
+    assert out[0].claim_id == TIMER_CLAIM  # type: ignore[attr-defined]
+    assert out[1].status is ev.ReceiptStatus.RECONCILING  # type: ignore[attr-defined]
+    assert second.positions(P) == Positions(11, 23)
+
+
+def test_timers_fire_before_the_record_that_moved_the_clock() -> None:
+    store = MemoryPartitionStore(P)
+    first = _batch({P: store})
+    first.add(record_of(intent(key=KEY), INTENTS, 10, 1_000))
+    first.add(record_of(claim(key=KEY, lease_ms=100), ATTEMPTS, 20, 1_000))
+    store.write(first.overlays[P].store_batch(None))
+    second = _batch({P: store})
+    # The holder's outcome arrives after its deadline: the timer reconciles first, then
+    # the outcome settles the reconciliation.
+    late = ev.AttemptOutcome("o-1", KEY, 1, "c1", ev.OutcomeStatus.SUCCEEDED, 1, "ext-1")
+    second.add(record_of(late, ATTEMPTS, 21, 5_000))
+    kinds = [(type(o).__name__, getattr(o, "status", None)) for o in _decoded(second)]
+    assert kinds == [("Reconcile", None), ("Receipt", ev.ReceiptStatus.RECONCILING),
+                     ("Receipt", ev.ReceiptStatus.SUCCEEDED)]
+
+
+def test_offsets_cover_both_topics_of_each_partition_read() -> None:
+    batch = _batch({P: MemoryPartitionStore(P)}, Positions(10, -1))
+    batch.add(record_of(intent(key=KEY), INTENTS, 10, 1_000))
+    batch.add(record_of(intent(key=KEY), INTENTS, 11, 1_000))
+    assert batch.positions(P) == Positions(12, -1)
+    assert [(tp.topic, tp.partition, tp.offset) for tp in batch.offsets()] == \
+        [(INTENTS, P, 12)]
+    batch.add(_tick(0, 1_500))
+    assert [(tp.topic, tp.offset) for tp in batch.offsets()] == [(INTENTS, 12), (ATTEMPTS, 1)]

@@ -1,0 +1,100 @@
+"""A partition's batch overlay: reads through to the store, the partition clock, and the
+timers it fires (in (due, key) order, each once), and what step d writes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from ledger_stream.domain.deadlines import due_ms
+from ledger_stream.domain.policy import Policy
+from ledger_stream.domain.state import KeyState, Phase
+from ledger_stream.processor.partition import PartitionOverlay
+from ledger_stream.state import MemoryPartitionStore, StoreBatch, encode_row
+
+pytestmark = pytest.mark.timeout(30)
+
+POLICY = Policy(stall_after_ms=100, reconcile_timeout_ms=50, clock_skew_ms=0)
+
+
+def _dispatched(key: str, lease_until: int) -> KeyState:
+    return KeyState(key=key, phase=Phase.DISPATCHED, attempt=1, granted_claim_id="c",
+                    lease_until_ms=lease_until, intent_event_id="i", target="t")
+
+
+def _store_with(*states: KeyState, clock: int = 0) -> MemoryPartitionStore:
+    store = MemoryPartitionStore(0)
+    rows = {s.key: encode_row(s) for s in states}
+    timers = [(due_ms(s, POLICY), s.key) for s in states]
+    store.write(StoreBatch(rows, (), timers, clock))  # type: ignore[arg-type]
+    return store
+
+
+def test_reads_go_through_to_the_store_until_the_batch_changes_a_key() -> None:
+    a = _dispatched("a", 1_000)
+    overlay = PartitionOverlay(_store_with(a), POLICY)
+    assert overlay.state("a") == a
+    assert overlay.state("nobody").phase is Phase.ABSENT
+    changed = replace(a, phase=Phase.RECONCILING, phase_since_ms=5)
+    overlay.put("a", a, changed)
+    assert overlay.state("a") == changed
+    assert overlay.store.get("a") == encode_row(a)  # nothing written before step d
+
+
+def test_the_clock_only_moves_forward() -> None:
+    overlay = PartitionOverlay(_store_with(clock=500), POLICY)
+    overlay.advance(400)
+    assert (overlay.clock, overlay.clock_moved) == (500, False)
+    overlay.advance(700)
+    assert (overlay.clock, overlay.clock_moved) == (700, True)
+
+
+def test_due_timers_come_in_due_then_key_order_and_fire_once() -> None:
+    store = _store_with(_dispatched("b", 1_000), _dispatched("a", 1_000),
+                        _dispatched("c", 5_000))
+    overlay = PartitionOverlay(store, POLICY)
+    overlay.advance(1_099)
+    assert overlay.due_now() == []
+    overlay.advance(1_100)
+    assert overlay.due_now() == [(1_100, "a"), (1_100, "b")]
+    assert overlay.due_now() == []  # fired already in this batch
+    overlay.advance(10_000)
+    assert overlay.due_now() == [(5_100, "c")]
+
+
+def test_a_changed_key_fires_at_its_new_deadline_not_its_stored_one() -> None:
+    a = _dispatched("a", 1_000)
+    overlay = PartitionOverlay(_store_with(a), POLICY)
+    later = replace(a, lease_until_ms=3_000)
+    overlay.put("a", a, later)
+    overlay.advance(2_000)
+    assert overlay.due_now() == []  # the stored deadline (1,100) is stale
+    overlay.advance(3_100)
+    assert overlay.due_now() == [(3_100, "a")]
+
+
+def test_the_store_batch_moves_timer_entries_with_the_rows() -> None:
+    a = _dispatched("a", 1_000)
+    overlay = PartitionOverlay(_store_with(a), POLICY)
+    overlay.advance(1_100)
+    assert overlay.due_now() == [(1_100, "a")]
+    reconciling = replace(a, phase=Phase.RECONCILING, phase_since_ms=1_100)
+    overlay.put("a", a, reconciling)
+    batch = overlay.store_batch(changelog_offset=42)
+    assert batch.rows == {"a": encode_row(reconciling)}
+    assert set(batch.timers_removed) == {(1_100, "a")}
+    assert set(batch.timers_added) == {(1_150, "a")}
+    assert (batch.clock_ms, batch.changelog_offset) == (1_100, 42)
+
+
+def test_a_timer_that_changes_nothing_is_dropped_not_refired() -> None:
+    a = _dispatched("a", 1_000)
+    store = _store_with(a)
+    store.write(StoreBatch(timers_added=[(900, "a")]))  # left by another policy
+    overlay = PartitionOverlay(store, POLICY)
+    overlay.advance(950)
+    assert overlay.due_now() == [(900, "a")]
+    batch = overlay.store_batch(None)
+    assert (900, "a") in set(batch.timers_removed)
+    assert set(batch.timers_added) == {(1_100, "a")}

@@ -1,0 +1,96 @@
+"""Restore over a fake changelog and the memory store: committed records are applied,
+records of uncommitted batches and of other groups are skipped, the clock and the timer
+index come back, and the store remembers how far it read."""
+
+from __future__ import annotations
+
+import pytest
+
+from ledger_stream.domain import decide
+from ledger_stream.domain.deadlines import due_ms
+from ledger_stream.domain.policy import Policy
+from ledger_stream.domain.state import absent
+from ledger_stream.processor.changelog import (
+    CLOCK_KEY,
+    ChangelogRecord,
+    Positions,
+    clock_value,
+    headers,
+    parse,
+)
+from ledger_stream.processor.restore import apply_records
+from ledger_stream.state import MemoryPartitionStore, StoreBatch, decode_row, encode_row
+from tests.factories import claim, intent
+
+pytestmark = pytest.mark.timeout(30)
+
+POLICY = Policy()
+GROUP = "ledger-processor"
+
+
+def _states() -> tuple[bytes, bytes]:
+    """Key A reserved, then granted: two rows of one key."""
+    event = intent(key="acme/pay/A", at_ms=1_000)
+    reserved = decide(absent(event.key), event, POLICY, 1_000).state
+    granted = decide(reserved, claim(key=event.key, at_ms=2_000), POLICY, 2_000).state
+    return encode_row(reserved), encode_row(granted)
+
+
+def _record(offset: int, key: bytes, value: bytes, at: Positions,
+            group: str = GROUP) -> ChangelogRecord:
+    return parse(offset, key, value, headers(group, at))
+
+
+def test_committed_batches_are_applied_and_a_crashed_one_is_skipped() -> None:
+    reserved, granted = _states()
+    store = MemoryPartitionStore(0)
+    records = [
+        _record(0, b"acme/pay/A", reserved, Positions(5, 0)),
+        _record(1, CLOCK_KEY, clock_value(1_000), Positions(5, 0)),
+        # The batch that granted A crashed before its commit (attempts offset 3 > 2):
+        _record(2, b"acme/pay/A", granted, Positions(5, 3)),
+        _record(3, CLOCK_KEY, clock_value(2_000), Positions(5, 3)),
+        _record(4, b"acme/pay/B", reserved, Positions(9, 9), group="another-group"),
+    ]
+    stats = apply_records(store, records, Positions(5, 2), GROUP, POLICY)
+
+    assert (stats.applied, stats.skipped) == (2, 3)
+    assert store.get("acme/pay/A") == reserved
+    assert store.get("acme/pay/B") is None
+    assert store.clock_ms == 1_000
+    assert store.changelog_offset == 5
+    due = due_ms(decode_row(reserved), POLICY)
+    assert list(store.due_timers(2**62)) == [(due, "acme/pay/A")]
+
+
+def test_a_later_row_replaces_the_key_and_its_timer() -> None:
+    reserved, granted = _states()
+    store = MemoryPartitionStore(0)
+    stale = (due_ms(decode_row(reserved), POLICY), "acme/pay/A")
+    store.write(StoreBatch({"acme/pay/A": reserved}, (), [stale], 1_000, 2))
+    records = [_record(2, b"acme/pay/A", granted, Positions(6, 3)),
+               _record(3, CLOCK_KEY, clock_value(2_000), Positions(6, 3))]
+
+    stats = apply_records(store, records, Positions(6, 3), GROUP, POLICY, end_offset=5)
+
+    assert stats.applied == 2
+    assert store.get("acme/pay/A") == granted
+    assert list(store.due_timers(2**62)) == [(due_ms(decode_row(granted), POLICY),
+                                              "acme/pay/A")]
+    assert (store.clock_ms, store.changelog_offset) == (2_000, 5)
+
+
+def test_records_without_our_headers_are_skipped() -> None:
+    store = MemoryPartitionStore(0)
+    foreign = parse(0, b"acme/pay/A", b"[]", None)
+    broken = parse(1, b"acme/pay/A", b"[]", [("ledger.intents.next", b"x")])
+    stats = apply_records(store, [foreign, broken], Positions(10, 10), GROUP, POLICY)
+    assert (stats.applied, stats.skipped) == (0, 2)
+    assert store.get("acme/pay/A") is None
+    assert store.changelog_offset == 2
+
+
+def test_an_empty_changelog_changes_nothing() -> None:
+    store = MemoryPartitionStore(0)
+    stats = apply_records(store, [], Positions(), GROUP, POLICY, end_offset=0)
+    assert (stats.applied, stats.skipped, store.changelog_offset) == (0, 0, 0)

@@ -1,0 +1,116 @@
+"""Reading one record: every kind of hostile input is poison (data, not an exception),
+and a registry outage is not."""
+
+from __future__ import annotations
+
+import pytest
+
+from ledger_stream.domain import events as ev
+from ledger_stream.kafka.partitioner import partition_for
+from ledger_stream.processor.step import LedgerStep
+from ledger_stream.serde.exceptions import SchemaRegistryUnavailable
+from tests.factories import claim, intent
+from tests.processor.fakes import ATTEMPTS, CODEC, INTENTS, PARTITIONS, make_step
+
+pytestmark = pytest.mark.timeout(30)
+
+KEY = "acme/refund/r-1"
+HOME = partition_for(KEY, PARTITIONS)
+OTHER = (HOME + 1) % PARTITIONS
+
+
+def _read(value: bytes | None, key: bytes | None = KEY.encode(), topic: str = INTENTS,
+          partition: int = HOME) -> ev.InputEvent | ev.Tick:
+    return make_step().read(value, key, topic, partition, 7, 5_000)
+
+
+def _reason(result: object) -> str:
+    assert isinstance(result, ev.PoisonInput), result
+    assert (result.offset, result.at_ms) == (7, 5_000)
+    return result.reason
+
+
+def test_a_valid_intent_is_read_as_itself() -> None:
+    event = intent(key=KEY)
+    assert _read(CODEC.encode(event)) == event
+
+
+@pytest.mark.parametrize(("case", "expected"), [
+    ("null key", "null message key"),
+    ("wrong partition", f"record in partition {OTHER}, its key belongs to {HOME}"),
+    ("tombstone", "empty message value (tombstone)"),
+    ("garbage", "undecodable: "),
+    ("attempt on intents", "undecodable: got AttemptClaim, expected Intent"),
+    ("tick on intents", "undecodable: got Tick, expected Intent"),
+    ("invalid", "invalid Intent: args_hash is not the SHA-256 of args_json"),
+    ("key mismatch", "invalid Intent: message key differs from the event's operation key"),
+    ("not utf-8", "message key is not UTF-8"),
+])
+def test_hostile_records_are_poison_with_a_reason(case: str, expected: str) -> None:
+    good = CODEC.encode(intent(key=KEY))
+    key: bytes | None = KEY.encode()
+    value: bytes | None = good
+    partition, topic = HOME, INTENTS
+    if case == "null key":
+        key = None
+    elif case == "wrong partition":
+        partition = OTHER
+    elif case == "tombstone":
+        value = None
+    elif case == "garbage":
+        value = b"\x00garbage"
+    elif case == "attempt on intents":
+        value = CODEC.encode(claim(key=KEY))
+    elif case == "tick on intents":
+        value = CODEC.encode(ev.Tick(HOME, "p", 1))
+    elif case == "invalid":
+        value = CODEC.encode(intent(key=KEY, args_hash="0" * 64))
+    elif case == "key mismatch":
+        key = b"acme/refund/another"
+        partition = partition_for(key, PARTITIONS)
+    elif case == "not utf-8":
+        key = b"\xff\xfe"
+    assert _reason(_read(value, key, topic, partition)).startswith(expected)
+
+
+def test_a_tick_is_read_only_from_the_partition_it_names() -> None:
+    # Ticks are keyed "~tick" and written to an explicit partition: the key's partition does
+    # not apply to them, their partition field does.
+    step = make_step()
+    for partition in range(PARTITIONS):
+        tick = ev.Tick(partition, "proc-a", 123)
+        assert step.read(CODEC.encode(tick), b"~tick", ATTEMPTS, partition, 1, 9) == tick
+        wrong = ev.Tick((partition + 1) % PARTITIONS, "proc-a", 123)
+        assert _reason(step.read(CODEC.encode(wrong), b"~tick", ATTEMPTS, partition, 7,
+                                 5_000)) == f"Tick for partition {wrong.partition} read " \
+                                            f"from {partition}"
+
+
+def test_poison_is_decided_without_touching_state() -> None:
+    step = make_step()
+
+    class NoState:
+        def state(self, key: str) -> object:
+            raise AssertionError("poison must not read state")
+
+        def put(self, *args: object) -> None:
+            raise AssertionError("poison must not write state")
+
+    poison = step.read(b"junk", KEY.encode(), INTENTS, OTHER, 3, 42)
+    assert isinstance(poison, ev.PoisonInput)
+    outs = step.decide(NoState(), poison, 42)  # type: ignore[arg-type]
+    assert sorted(o.topic for o in outs) == ["alerts", "dlq"]
+    assert {o.key for o in outs} == {KEY.encode()}  # keyed by the record's own key
+    letter = CODEC.decode(next(o.value for o in outs if o.topic == "dlq"))
+    assert (letter.topic, letter.partition, letter.offset) == (INTENTS, OTHER, 3)
+
+
+def test_a_registry_outage_is_not_poison() -> None:
+    class DownCodec:
+        def decode(self, *args: object) -> object:
+            raise SchemaRegistryUnavailable("connection refused")
+
+    step = LedgerStep(make_step().policy, DownCodec(),  # type: ignore[arg-type]
+                      {INTENTS: "intents"}, PARTITIONS)
+    with pytest.raises(SchemaRegistryUnavailable):
+        step.read(b"\x00\x00\x00\x00\x01", KEY.encode(), INTENTS, HOME, 1, 1)
