@@ -63,7 +63,6 @@ class Settings(BaseSettings):
         None, description="stable id of this processor (its transactional id); default: "
         "derived from the state folder, so a restart on the same folder fences its "
         "predecessor at once")
-    commit_interval_s: float = Field(1.0, gt=0, description="processor checkpoint interval")
     max_batch: int = Field(2_000, ge=1, description="input records decided per checkpoint")
     tick_interval_ms: int = Field(
         1_000, ge=10, description="how often the processor appends a Tick to each quiet "

@@ -51,7 +51,7 @@ def machine(kafka: str, postgresql: str | None, loadavg_before: str) -> dict[str
         "cpu_count": os.cpu_count(), "cpu_model": model,
         "memory_gib": round(mem_kib / 1024**2, 1), "platform": platform.platform(),
         "python": platform.python_version(), "kafka": kafka, "postgresql": postgresql,
-        "confluent_kafka": version("confluent-kafka"), "quixstreams": version("quixstreams"),
+        "confluent_kafka": version("confluent-kafka"), "rocksdict": version("rocksdict"),
         "fastavro": version("fastavro"), "psycopg": version("psycopg"),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "loadavg_before": loadavg_before, "loadavg_after": loadavg(),

@@ -2,7 +2,7 @@
 
 Every ledger producer uses librdkafka's ``murmur2_random`` partitioner (librdkafka's default
 is CRC32), so one key lands in the same partition number on every ledger topic, whichever
-client (Java, quixstreams, this one) produced it. Producers are idempotent.
+client (Java, librdkafka with murmur2, this one) produced it. Producers are idempotent.
 """
 
 from __future__ import annotations

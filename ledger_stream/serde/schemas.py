@@ -19,6 +19,7 @@ from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 from ledger_stream.serde.exceptions import SerdeError
 
+
 def _schema_dir() -> Path:
     """``ledger_stream/schemas`` (packaged, or the symlink in a checkout); in a copy of the
     source tree that dropped the symlink (a mutation tester's), the checkout's ``schemas/``."""

@@ -67,6 +67,5 @@ def start_processor(settings: Settings, state_dir: Path, log: Path, *extra: str,
          "--group", f"{settings.topic_prefix}-processor", "--metrics-port", str(metrics_port),
          *extra],
         log,
-        env={"LEDGER_SESSION_TIMEOUT_MS": "6000", "LEDGER_COMMIT_INTERVAL_S": "0.5",
-             "LEDGER_CLOCK_SKEW_MS": "500", **(env or {})},
+        env={"LEDGER_SESSION_TIMEOUT_MS": "6000", "LEDGER_CLOCK_SKEW_MS": "500", **(env or {})},
     )
