@@ -26,3 +26,21 @@ def test_a_shorter_row_from_an_older_version_reads_with_defaults():
     shorter = row[:-2]  # as if the last two fields did not exist yet
     restored = KeyState.from_row(shorter)
     assert restored.phase is Phase.RESERVED and restored.history == ()
+
+
+def test_a_row_from_before_the_history_field_reads_with_an_empty_history():
+    row = decide(absent(KEY), intent(), POLICY, 1_000).state.to_row()
+    restored = KeyState.from_row(row[:5])
+    assert restored.phase is Phase.RESERVED and restored.history == ()
+    assert restored.attempt == 0  # a field the old row did not have: its default
+
+
+@pytest.mark.parametrize("in_flight,incoming,compatible", [
+    ("1.0", "1.9", True), ("2.1.0", "2.4", True), ("1.2.3", "1.2.4", True),
+    ("1.9", "2.0", False), ("1.2.3", "2.2.3", False), ("10", "1.0", False),
+])
+def test_workflow_versions_are_compatible_when_their_major_parts_are_equal(
+        in_flight, incoming, compatible):
+    from ledger_stream.domain.policy import versions_compatible
+
+    assert versions_compatible(in_flight, incoming) is compatible
