@@ -164,6 +164,10 @@ class ConnectorCore:
     def idle(self) -> bool:
         return not self._busy and not any(self._pending.values())
 
+    def in_flight(self) -> int:
+        """Jobs started and not finished (a gauge; and a leak would show here)."""
+        return len(self._jobs)
+
     # --- scheduling -----------------------------------------------------------------------
 
     def _job_for(self, rec: Record, now_ms: int) -> Job | None:

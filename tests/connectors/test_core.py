@@ -314,3 +314,162 @@ def test_a_found_effect_is_reported_with_the_reconcile_it_answers():
     assert (result.key, result.attempt, result.claim_id, result.status, result.external_id,
             result.target_deduplicates, result.at_ms) == (
         "acme/pay/k1", 2, "c9", ev.ReconcileStatus.FOUND, "pay-7", True, 1_100)
+
+
+def test_a_withdrawal_says_why_and_nothing_is_left_in_flight():
+    c = core()
+    claim = claimed(c, dispatch())
+    c.produced(claim.job_id, True, 1_010)
+    withdrawal = only(c.revoked([0], 2_000), Produce).event
+    assert withdrawal.error == "claim withdrawn: partition revoked or stopping"
+    assert (withdrawal.key, withdrawal.attempt, withdrawal.at_ms) == ("acme/pay/k1", 1, 2_000)
+    assert c.in_flight() == 1  # the withdrawal is on the wire until acknowledged
+
+
+def test_jobs_leave_no_trace_once_finished():
+    c = core()
+    claim = claimed(c, dispatch())
+    c.produced(claim.job_id, True, 1_010)
+    call = only(c.record(rec(ev.Grant("acme/pay/k1", 1, claim.event.claim_id, 11_000, 1), 1),
+                         1_020), Call)
+    report = only(c.called(call.job_id, OS.SUCCEEDED, "p", "", 1_100), Produce)
+    c.produced(report.job_id, True, 1_200)
+    assert c.in_flight() == 0 and c.idle()
+    lookup = only(c.record(rec(ev.Reconcile("acme/pay/k2", 1, "x", "t", 1), 2), 1_300), Lookup)
+    result = only(c.looked_up(lookup.job_id, LookupAnswer(None), 1_400), Produce)
+    c.produced(result.job_id, True, 1_500)
+    assert c.in_flight() == 0 and c.idle()
+
+
+def test_a_claim_given_up_while_recording_never_calls_on_a_later_grant():
+    c = core()
+    claim = claimed(c, dispatch())
+    assert c.revoked([0], 1_005) == []  # the claim is not acknowledged yet
+    withdrawal = only(c.produced(claim.job_id, True, 1_010), Produce)
+    assert withdrawal.event.status is OS.NOT_CALLED
+    c.assigned(0)  # the partition comes back
+    grant = ev.Grant("acme/pay/k1", 1, claim.event.claim_id, 11_000, 1_011)
+    assert not [x for x in c.record(rec(grant, 5), 1_020) if isinstance(x, Call)]
+
+
+def test_an_unsuccessful_call_is_logged_with_its_ids_and_error(caplog):
+    c = core()
+    claim = claimed(c, dispatch())
+    c.produced(claim.job_id, True, 1_010)
+    call = only(c.record(rec(ev.Grant("acme/pay/k1", 1, claim.event.claim_id, 11_000, 1), 1),
+                         1_020), Call)
+    with caplog.at_level("WARNING", logger="ledger_stream.connector.core"):
+        c.called(call.job_id, OS.UNKNOWN, "", "ReadTimeout after sending", 1_100)
+        c2 = core()
+        ok = claimed(c2, dispatch())
+        c2.produced(ok.job_id, True, 1)
+        call2 = only(c2.record(rec(ev.Grant("acme/pay/k1", 1, ok.event.claim_id, 11_000, 1),
+                                   1), 2), Call)
+        c2.called(call2.job_id, OS.SUCCEEDED, "p", "", 3)
+    (record,) = caplog.records  # the success is not a warning
+    assert record.getMessage() == "attempt outcome"
+    assert record.fields == {"key": "acme/pay/k1", "attempt": 1,
+                             "claim_id": claim.event.claim_id, "outcome": "unknown",
+                             "error": "ReadTimeout after sending"}
+
+
+def test_a_failed_ack_stops_with_the_reason():
+    c = core()
+    claim = claimed(c, dispatch())
+    (stop,) = c.produced(claim.job_id, False, 1_010, "AttemptClaim: Message size too large")
+    assert stop == Stop("an acknowledgement failed: AttemptClaim: Message size too large")
+    assert c.stopped == stop.reason
+
+
+def test_lookups_back_off_doubling_up_to_five_seconds_within_the_patience():
+    c = core(ConnectorOptions(**{**_opts(), "lookup_patience_s": 30.0}))
+    lookup = only(c.record(rec(ev.Reconcile("acme/pay/k1", 1, "x", "t", 1), 0), 1_000), Lookup)
+    assert (lookup.key, lookup.timeout_s) == ("acme/pay/k1", 2.0)
+    waits, now = [], 1_000
+    for _ in range(7):
+        assert c.looked_up(lookup.job_id, LookupAnswer(unavailable="down"), now) == []
+        wake = c.next_wake_ms()
+        waits.append(wake - now)
+        now = wake
+        lookup = only(c.tick(now), Lookup)
+    assert waits == [200, 400, 800, 1_600, 3_200, 5_000, 5_000]
+
+
+def test_the_patience_ends_exactly_at_its_deadline():
+    c = core(ConnectorOptions(**{**_opts(), "lookup_patience_s": 0.2}))
+    lookup = only(c.record(rec(ev.Reconcile("acme/pay/k1", 1, "x", "t", 1), 0), 1_000), Lookup)
+    assert c.looked_up(lookup.job_id, LookupAnswer(unavailable="down"), 1_000) == []
+    retry = only(c.tick(1_200), Lookup)
+    result = only(c.looked_up(retry.job_id, LookupAnswer(unavailable="down"), 1_200), Produce)
+    assert (result.event.status, result.event.error, result.event.external_id) == (
+        ev.ReconcileStatus.UNQUERYABLE, "down", "")
+
+
+def test_a_lookup_waits_for_the_targets_consistency_window():
+    c = core(ConnectorOptions(**{**_opts(), "lookup_delay_s": 1.5}))
+    assert c.record(rec(ev.Reconcile("acme/pay/k1", 1, "x", "t", 1), 0), 1_000) == []
+    assert c.next_wake_ms() == 2_500
+    assert c.tick(2_499) == []
+    only(c.tick(2_500), Lookup)
+
+
+def test_a_target_without_lookup_is_unqueryable_at_once():
+    c = core(queryable=False)
+    lookup = only(c.record(rec(ev.Reconcile("acme/pay/k1", 1, "x", "t", 1), 0), 1_000), Lookup)
+    result = only(c.looked_up(lookup.job_id, LookupAnswer(unavailable="no lookup"), 1_001),
+                  Produce).event
+    assert (result.status, result.error) == (ev.ReconcileStatus.UNQUERYABLE, "no lookup")
+
+
+def test_not_found_is_reported_with_empty_ids():
+    c = core()
+    lookup = only(c.record(rec(ev.Reconcile("acme/pay/k1", 1, "x", "t", 1), 0), 1_000), Lookup)
+    result = only(c.looked_up(lookup.job_id, LookupAnswer(None), 1_100), Produce).event
+    assert (result.status, result.external_id, result.error, result.at_ms) == (
+        ev.ReconcileStatus.NOT_FOUND, "", "", 1_100)
+
+
+@pytest.mark.parametrize("age_ms,fast", [(60_000, True), (60_001, False)])
+def test_the_fast_path_age_limit_is_inclusive(age_ms, fast):
+    c = core(ConnectorOptions(**{**_opts(), "fast_path": True}), deduplicates=True)
+    claim = only(c.record(rec(dispatch(), 0, ts=100_000 - age_ms), 100_000), Produce)
+    assert bool([x for x in c.produced(claim.job_id, True, 100_001)
+                 if isinstance(x, Call)]) is fast
+
+
+def test_a_dispatch_waits_for_its_not_before():
+    c = core()
+    assert c.record(rec(dispatch(not_before=5_000), 0), 1_000) == []
+    assert c.next_wake_ms() == 5_000
+    assert c.tick(4_999) == []
+    only(c.tick(5_000), Produce)
+
+
+def test_keys_of_a_revoked_partition_do_not_block_the_others():
+    c = core(ConnectorOptions(**{**_opts(), "max_in_flight": 1}))
+    first = claimed(c, dispatch("acme/pay/a"), 0, partition=0)
+    c.produced(first.job_id, True, 1_001)
+    assert c.record(rec(dispatch("acme/pay/b"), 1, partition=0), 1_002) == []  # queued
+    assert c.record(rec(dispatch("acme/pay/c"), 0, partition=1), 1_003) == []  # queued
+    out = c.revoked([0], 1_004)  # a and b go; c may start
+    assert any(isinstance(x, Produce) and x.event.key == "acme/pay/a" for x in out)
+    withdrawal = next(x for x in out if isinstance(x, Produce))
+    started = c.produced(withdrawal.job_id, True, 1_005)
+    assert [x.event.key for x in started if isinstance(x, Produce)] == ["acme/pay/c"]
+
+
+def test_the_remembered_ids_forget_the_oldest_first():
+    from ledger_stream.connector.progress import Remembered
+
+    seen = Remembered(limit=2)
+    for item in ("a", "b", "c"):
+        seen.add(item)
+    assert "a" not in seen and "b" in seen and "c" in seen
+
+
+def test_offsets_already_read_are_not_read_again():
+    from ledger_stream.connector.progress import PartitionProgress
+
+    progress = PartitionProgress()
+    assert progress.read(0) and not progress.read(0) and progress.read(1)
+    assert progress.finish(1) is None and progress.finish(0) == 2

@@ -13,10 +13,9 @@ import json
 from enum import Enum
 from typing import Any
 
-from ledger_stream.domain import absent, decide
 from ledger_stream.serde.records import to_record
-from tests.domain.protocol_doc import KEY, POLICY, ROWS, Row
-from tests.factories import now_of, reset_ids
+from tests.domain.protocol_doc import ROWS, Row, _run
+from tests.factories import reset_ids
 
 
 def _plain(value: Any) -> Any:
@@ -34,19 +33,11 @@ def _plain(value: Any) -> Any:
 def decided(row: Row) -> dict[str, Any]:
     """The row's decision, with event ids numbered from 1 (the same on every run)."""
     reset_ids()
-    state = absent(KEY)
-    for event in row.setup():
-        state = decide(state, event, POLICY, now_of(event)).state
-    event = row.then()
-    key = getattr(event, "key", None)
-    if isinstance(key, str) and key != KEY:
-        state = absent(key)
-    decision = decide(state, event, POLICY, now_of(event))
+    _, state, outputs = _run(row)
     return {
         "row": row.event,
-        "next_state": _plain(decision.state.to_row()),
-        "outputs": [{"type": type(o).__name__, **_plain(to_record(o))}
-                    for o in decision.outputs],
+        "next_state": _plain(state.to_row()),
+        "outputs": [{"type": type(o).__name__, **_plain(to_record(o))} for o in outputs],
     }
 
 

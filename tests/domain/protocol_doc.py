@@ -77,6 +77,26 @@ def _unknown_every_time() -> list[ev.InputEvent]:
             outcome(OS.UNKNOWN, attempt=3, claim_id="c3", at_ms=at + 1)]
 
 
+def _late_claimed() -> list[ev.InputEvent]:
+    return [*_granted(), claim(claim_id="c2", at_ms=12_500)]
+
+
+def _attempts_then(status: ev.OutcomeStatus) -> list[ev.InputEvent]:
+    events: list[ev.InputEvent] = [intent()]
+    for n in (1, 2):
+        events += [claim(attempt=n, claim_id=f"c{n}", at_ms=n * 10_000),
+                   outcome(status, attempt=n, claim_id=f"c{n}", at_ms=n * 10_000 + 1)]
+    return [*events, claim(attempt=3, claim_id="c3", at_ms=30_000)]
+
+
+def _two_not_applied() -> list[ev.InputEvent]:
+    return _attempts_then(OS.NOT_APPLIED)
+
+
+def _two_lapses() -> list[ev.InputEvent]:
+    return _attempts_then(OS.NOT_CALLED)
+
+
 def _success_from(attempt: int, claim_id: str, ext: str, at_ms: int) -> ev.AttemptOutcome:
     report = outcome(OS.SUCCEEDED, attempt, claim_id, at_ms, external_id=ext)
     return report
@@ -99,6 +119,9 @@ ROWS = [
     Row("Intent, approval missing (or forged, expired, other hash)", list,
         lambda: _payout(False)),
     Row("Intent, same args", _succeeded, intent),
+    Row("Intent, same args, while in progress", _granted, lambda: intent(at_ms=3_000)),
+    Row("Intent, same args, approval required and missing", lambda: [_payout(True)],
+        lambda: _payout(False)),
     Row("Intent, same args, forged approval", _succeeded,
         lambda: intent(approval=sign_approval(b"forged", KEY, "a", intent().args_hash, "",
                                               99_999))),
@@ -124,6 +147,16 @@ ROWS = [
     Row("AttemptOutcome(not_called) from the holder (its grant came too late)", _granted,
         lambda: outcome(OS.NOT_CALLED, at_ms=13_000)),
     Row("AttemptOutcome(failed) from the holder", _granted, lambda: outcome(OS.FAILED)),
+    Row("AttemptOutcome(failed) from the holder, key reconciling", _late_claimed,
+        lambda: outcome(OS.FAILED, at_ms=12_600)),
+    Row("AttemptOutcome(not_applied) from the holder, key with an operator",
+        lambda: [*_late_claimed(), reconciled(RS.UNQUERYABLE, claim_id="c2", at_ms=12_700,
+                                              dedup=False)],
+        lambda: outcome(OS.NOT_APPLIED, at_ms=12_800)),
+    Row("AttemptOutcome(not_applied) from the holder, attempts used up", _two_not_applied,
+        lambda: outcome(OS.NOT_APPLIED, attempt=3, claim_id="c3", at_ms=30_001)),
+    Row("AttemptOutcome(not_called), the third grant too late", _two_lapses,
+        lambda: outcome(OS.NOT_CALLED, attempt=3, claim_id="c3", at_ms=30_001)),
     Row("AttemptOutcome(unknown) from the holder", _granted, lambda: outcome(OS.UNKNOWN)),
     Row("AttemptOutcome(not_applied), stale attempt", lambda: [
         *_granted(), outcome(OS.NOT_APPLIED), claim(attempt=2, claim_id="c2", at_ms=4_000)],
@@ -134,10 +167,20 @@ ROWS = [
         _moved_on(True), lambda: _success_from(1, "c1", "pay-1", 17_000)),
     Row("AttemptOutcome(succeeded, same id, another claim), no deduplication", _succeeded,
         lambda: _success_from(1, "zombie", "pay-1", 9_000)),
+    Row("AttemptOutcome(succeeded, same id), the same report again", _succeeded,
+        lambda: _success_from(1, "c1", "pay-1", 9_000)),
+    Row("AttemptOutcome(succeeded) from another claim of the granted attempt", _granted,
+        lambda: _success_from(1, "c9", "pay-9", 9_000)),
+    Row("AttemptOutcome(succeeded, same id) after the window", _succeeded,
+        lambda: _success_from(1, "c1", "pay-1", 200_000)),
     Row("AttemptOutcome(succeeded), the key failed", _failed,
         lambda: outcome(OS.SUCCEEDED, at_ms=9_000)),
     Row("ReconcileResult(found)", _reconciling,
         lambda: reconciled(RS.FOUND, external_id="pay-1")),
+    Row("ReconcileResult(found), unknown key", list,
+        lambda: reconciled(RS.FOUND, external_id="pay-1")),
+    Row("ReconcileResult(not_found), stale attempt", _moved_on(True),
+        lambda: reconciled(RS.NOT_FOUND, attempt=1, claim_id="r1", at_ms=17_000)),
     Row("ReconcileResult(not_found), target deduplicates", _reconciling,
         lambda: reconciled(RS.NOT_FOUND, dedup=True)),
     Row("ReconcileResult(not_found), no deduplication", _reconciling,
@@ -159,6 +202,9 @@ ROWS = [
     Row("Timer, replay window over", _succeeded, _timer(103_001)),
     Row("undecodable or invalid event", _granted,
         lambda: ev.PoisonInput("ledger.intents", 0, 9, "undecodable", 9_000)),
+    Row("undecodable event with its key and bytes", list,
+        lambda: ev.PoisonInput("ledger.attempts", 2, 7, "undecodable: no Avro marker", 9_000,
+                               b"acme/refund/x", b"\x00\x01")),
 ]
 
 
@@ -176,13 +222,17 @@ def _describe(out: ev.OutputEvent) -> str:
 
 
 def _run(row: Row) -> tuple[KeyState, KeyState, tuple[ev.OutputEvent, ...]]:
-    state = absent(KEY)
+    """The row's setup decided key by key, then its event: (state before, after, outputs)."""
+    states: dict[str, KeyState] = {}
     for event in row.setup():
-        state = decide(state, event, POLICY, now_of(event)).state
+        key = event.key  # type: ignore[union-attr]
+        states[key] = decide(states.get(key) or absent(key), event, POLICY,
+                             now_of(event)).state
     event = row.then()
-    key = getattr(event, "key", None)
-    if isinstance(key, str) and key != KEY:
-        state = absent(key)
+    key = getattr(event, "key", None) or KEY
+    if isinstance(key, bytes):  # a poison record's raw key, as the runtime reads it
+        key = key.decode("utf-8", "replace")
+    state = states.get(key) or absent(key)
     decision = decide(state, event, POLICY, now_of(event))
     return state, decision.state, decision.outputs
 

@@ -97,3 +97,97 @@ def test_the_tenant_is_the_first_segment_of_the_key():
 
     assert tenant_of("acme/refund/inv-1") == "acme"
     assert tenant_of("acme") == "acme"
+
+
+def test_operation_keys_join_tenant_action_and_business_ids():
+    from ledger_stream.domain.keys import operation_key
+
+    assert operation_key("acme", "refund", "inv-1", 7) == "acme/refund/inv-1/7"
+
+
+@pytest.mark.parametrize("parts,says", [
+    (("acme", "refund"), "an operation key needs at least one business id"),
+    (("acme", "", "x"), "invalid operation key part ''"),
+    (("acme", "refund", "a/b"), "invalid operation key part 'a/b'"),
+    (("acme", "refund", "a\nb"), "invalid operation key part 'a\\nb'"),
+    (("ac\x00me", "refund", "x"), "invalid operation key part 'ac\\x00me'"),
+])
+def test_an_operation_key_part_that_could_collide_is_refused(parts, says):
+    from ledger_stream.domain.keys import InvalidKeyError, operation_key
+
+    with pytest.raises(InvalidKeyError) as raised:
+        operation_key(*parts)
+    assert str(raised.value) == says
+
+
+def test_canonical_json_keeps_non_ascii_text_and_keys_as_they_are():
+    assert canonical_json({"é": "ü"}) == '{"é":"ü"}'
+
+
+def test_canonical_numbers_never_use_an_exponent():
+    assert canonical_json([Decimal("1.5E-7"), Decimal("2.50"), 1e-7]) == \
+        "[0.00000015,2.5,0.0000001]"
+
+
+@pytest.mark.parametrize("value,says", [
+    (float("nan"), "material arguments must not contain NaN or infinity"),
+    (Decimal("Infinity"), "material arguments must not contain NaN or infinity"),
+])
+def test_non_finite_numbers_say_why(value, says):
+    with pytest.raises(ValueError) as raised:
+        canonical_json(value)
+    assert str(raised.value) == says
+
+
+def test_non_json_values_say_which_type_and_string_keys_are_required():
+    with pytest.raises(TypeError) as raised:
+        canonical_json({"when": object()})
+    assert str(raised.value) == "material arguments must be JSON values, not object"
+    with pytest.raises(TypeError) as raised:
+        canonical_json({(1, 2): "x"})
+    assert str(raised.value) == "material argument object keys must be strings"
+
+
+def test_the_approval_signature_is_an_hmac_over_the_documented_text():
+    """A known answer: the approval service and the ledger must agree byte for byte."""
+    import hashlib
+    import hmac
+
+    from ledger_stream.domain.approval import sign_approval
+
+    approval = sign_approval(b"secret", "acme/payout/p1", "ap-1", "ab" * 32, "rev-3", 1234)
+    text = "\n".join(("ledger-approval-v1", "acme/payout/p1", "ap-1", "ab" * 32, "rev-3",
+                      "1234")).encode("utf-8")
+    assert approval.signature == hmac.new(b"secret", text, hashlib.sha256).hexdigest()
+    assert (approval.approval_id, approval.payload_hash, approval.policy_revision,
+            approval.expires_at_ms) == ("ap-1", "ab" * 32, "rev-3", 1234)
+
+
+@pytest.mark.parametrize("case,says", [
+    ("payload", "approval payload hash differs from the intent's args hash"),
+    ("revision", "approval policy revision differs from the intent's"),
+    ("expired", "approval expired"),
+    ("at expiry", "approval expired"),
+    ("no revision asked", None),
+    ("valid", None),
+])
+def test_each_approval_problem_is_named(case, says):
+    from ledger_stream.domain.approval import approval_problem, sign_approval
+
+    base = intent(key="acme/payout/p1", policy_revision="rev-1")
+    payload = "0" * 64 if case == "payload" else base.args_hash
+    revision = "rev-0" if case in ("revision", "no revision asked") else "rev-1"
+    approval = sign_approval(b"k", base.key, "ap", payload, revision, 10_000)
+    subject = intent(key="acme/payout/p1", approval=approval,
+                     policy_revision="" if case == "no revision asked" else "rev-1")
+    now = {"expired": 10_001, "at expiry": 10_000}.get(case, 9_999)
+    assert approval_problem(subject, b"k", True, now) == says
+
+
+@pytest.mark.parametrize("at_ms,lease_ms,valid", [(1, 1, True), (0, 1, False),
+                                                  (1, 0, False)])
+def test_the_smallest_valid_times_and_leases_are_one_millisecond(at_ms, lease_ms, valid):
+    from tests.factories import claim
+
+    event = claim(at_ms=at_ms, lease_ms=lease_ms)
+    assert (invalid_reason(event, event.key) is None) is valid

@@ -44,3 +44,13 @@ def test_workflow_versions_are_compatible_when_their_major_parts_are_equal(
     from ledger_stream.domain.policy import versions_compatible
 
     assert versions_compatible(in_flight, incoming) is compatible
+
+
+def test_a_sealed_marker_from_before_outcomes_were_kept_reads_as_rejected():
+    from ledger_stream.domain import events as ev
+    from ledger_stream.domain.outputs import key_status
+
+    old_marker = KeyState(KEY, phase=Phase.EXPIRED)
+    assert key_status(old_marker) is ev.ReceiptStatus.REJECTED
+    assert key_status(KeyState(KEY, phase=Phase.SUCCEEDED, sealed_outcome="failed")) is \
+        ev.ReceiptStatus.SUCCEEDED
