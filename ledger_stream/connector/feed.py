@@ -15,6 +15,7 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from ledger_stream.connector.commands import Record
+from ledger_stream.kafka.message import position
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import AvroCodec, DecodeError, SchemaRegistryUnavailable
 
@@ -67,24 +68,26 @@ class DispatchFeed:
             return []
         records, paused = [], set()
         for msg in (first, *self._consumer.consume(500, timeout=0)):
-            if msg.error():
-                if msg.error().code() != KafkaError._PARTITION_EOF:
-                    logger.warning("dispatch read error", extra=log_fields(err=str(msg.error())))
+            err = msg.error()
+            if err is not None:
+                if err.code() != KafkaError._PARTITION_EOF:
+                    logger.warning("dispatch read error", extra=log_fields(err=err.str()))
                 continue
-            if msg.partition() in paused:
+            _, partition, offset = position(msg)
+            if partition in paused:
                 continue
             try:
                 records.append(self._record(msg))
             except SchemaRegistryUnavailable as exc:
                 # A registry outage is not bad data: read the record again later.
-                paused.add(msg.partition())
-                self.rewind(msg.partition(), msg.offset())
+                paused.add(partition)
+                self.rewind(partition, offset)
                 logger.warning("schema registry unavailable; reading again", extra=log_fields(
-                    partition=msg.partition(), offset=msg.offset(), err=str(exc)))
+                    partition=partition, offset=offset, err=str(exc)))
         return records
 
     def _record(self, msg: Message) -> Record:
-        partition, offset = msg.partition(), msg.offset()
+        _, partition, offset = position(msg)
         try:
             event: object = self._codec.decode(msg.value())
         except DecodeError as exc:
@@ -105,7 +108,10 @@ class DispatchFeed:
         if not tps:
             return
         try:
-            self._consumer.commit(offsets=tps, asynchronous=not wait)
+            if wait:
+                self._consumer.commit(offsets=tps, asynchronous=False)
+            else:
+                self._consumer.commit(offsets=tps, asynchronous=True)
         except KafkaException as exc:
             logger.warning("dispatch offsets not committed", extra=log_fields(
                 offsets=offsets, err=str(exc)))

@@ -21,6 +21,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import approval_problem
+from ledger_stream.kafka.message import position
 from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.serde import AvroCodec, DecodeError
 from ledger_stream.testing.agents import APPROVAL_SECRET, AgentWorld
@@ -132,7 +133,7 @@ def read_topics(bootstrap: str, names: list[str], timeout_s: float = 30.0,
                 if msg.error():
                     continue
                 with contextlib.suppress(DecodeError):
-                    found[msg.topic()].append(codec.decode(msg.value()))
+                    found[position(msg)[0]].append(codec.decode(msg.value()))
         return found
     finally:
         consumer.close()

@@ -9,6 +9,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Message, TopicPartition
 
 from ledger_stream.domain import events as ev
+from ledger_stream.kafka.message import position
 from ledger_stream.processor.changelog import Positions
 from ledger_stream.processor.partition import PartitionOverlay
 from ledger_stream.processor.step import LedgerStep, Out
@@ -43,7 +44,7 @@ class Batch:
     def add(self, msg: Message) -> None:
         """Advance the partition clock to the record's broker timestamp, fire the timers
         that came, then decide the record (a Tick only moves the clock)."""
-        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        topic, partition, offset = position(msg)
         overlay = self.overlay(partition)
         overlay.advance(msg.timestamp()[1])
         now = overlay.clock

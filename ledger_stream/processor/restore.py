@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from ledger_stream.domain.deadlines import due_ms
 from ledger_stream.domain.policy import Policy
+from ledger_stream.kafka.message import headers, position
 from ledger_stream.logs import log_fields
 from ledger_stream.processor import changelog
 from ledger_stream.processor.exceptions import ProcessorError
@@ -123,8 +124,8 @@ def restore_partitions(consumer: Consumer, topic: str, stores: dict[int, Partiti
             starts[partition] = start
             appliers[partition] = _Applier(store, committed[partition], group, policy, start)
         for msg in _read(consumer, topic, starts, ends, started + timeout_s):
-            appliers[msg.partition()].add(changelog.parse(
-                msg.offset(), msg.key(), msg.value(), msg.headers()))
+            _, partition, offset = position(msg)
+            appliers[partition].add(changelog.parse(offset, msg.key(), msg.value(), headers(msg)))
         stats = RestoreStats()
         for partition, applier in appliers.items():
             done = applier.finish(ends[partition])

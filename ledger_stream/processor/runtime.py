@@ -27,6 +27,7 @@ from confluent_kafka import Consumer, KafkaException, Message
 
 from ledger_stream.config import Settings
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
+from ledger_stream.kafka.message import error_text, position
 from ledger_stream.logs import log_fields
 from ledger_stream.processor import clients, metrics
 from ledger_stream.processor.assignment import Assignment
@@ -156,9 +157,9 @@ class Processor:
         good = []
         for msg in records:
             if msg.error():
-                logger.warning("consumer error", extra=log_fields(error=msg.error().str()))
+                logger.warning("consumer error", extra=log_fields(error=error_text(msg)))
                 continue
-            self._ticker.seen(msg.partition(), wall_ms)
+            self._ticker.seen(position(msg)[1], wall_ms)
             good.append(msg)
         member = self._consumer.memberid()
         metadata = self._consumer.consumer_group_metadata() if member else None

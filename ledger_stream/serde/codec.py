@@ -81,7 +81,7 @@ class AvroCodec:
             raise EncodeError(f"{name} does not fit its schema: {exc}") from exc
         return buf.getvalue()
 
-    def decode_record(self, data: bytes) -> tuple[str, dict[str, Any]]:
+    def decode_record(self, data: bytes | None) -> tuple[str, dict[str, Any]]:
         """(event type name, record as a dict in the current reader schema).
 
         Raises ``DecodeError`` for bytes that are not a ledger event (poison), and lets
@@ -112,7 +112,7 @@ class AvroCodec:
             raise DecodeError(f"{writer.name} body is not a record")
         return writer.name, record
 
-    def decode(self, data: bytes, expect: tuple[type[Any], ...] = ()) -> Any:
+    def decode(self, data: bytes | None, expect: tuple[type[Any], ...] = ()) -> Any:
         """The domain event in ``data``; DecodeError if it is not one (of ``expect``)."""
         name, record = self.decode_record(data)
         cls = EVENT_TYPES.get(name)

@@ -68,8 +68,8 @@ class OpenLoop:
                 continue
             now = time.perf_counter()
             for msg in (first, *consumer.consume(500, 0)):
-                if not msg.error():
-                    identity = match(msg.value())
+                if not msg.error() and (value := msg.value()) is not None:
+                    identity = match(value)
                     if identity is not None:
                         arrived.setdefault(identity, now)
 

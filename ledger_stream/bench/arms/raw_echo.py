@@ -68,6 +68,8 @@ def echo(bootstrap: str, source: str, out: str, group: str, mode: str) -> None:
             if msg.error():
                 continue
             value = msg.value()
+            if value is None:
+                continue
             if transform is not None:
                 value = transform(value)
             try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -35,7 +36,8 @@ def wait_until_answering(
     while not all(can_connect(port) for port in broker_ports):
         check_processes()
         _sleep_until_next_poll(deadline, "accept connections")
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _quiet})
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": _quiet}
+    admin = AdminClient(conf)
     while True:
         check_processes()
         remaining = deadline - time.monotonic()

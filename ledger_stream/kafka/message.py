@@ -1,0 +1,31 @@
+"""Typed access to a consumed record's position.
+
+The client types ``topic()``, ``partition()`` and ``offset()`` as optional because a message
+it builds to carry an error has none; a record read from a partition always has all three."""
+
+from __future__ import annotations
+
+from confluent_kafka import Message
+
+
+def position(msg: Message) -> tuple[str, int, int]:
+    """(topic, partition, offset) of a consumed record; ValueError for an error message."""
+    topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+    if topic is None or partition is None or offset is None:
+        raise ValueError(f"a message without a position (error: {msg.error()})")
+    return topic, partition, offset
+
+
+def error_text(msg: Message) -> str:
+    """The message's error as text ('' when it carries none)."""
+    err = msg.error()
+    return err.str() if err is not None else ""
+
+
+def headers(msg: Message) -> list[tuple[str, bytes | None]]:
+    """The record's headers as (name, bytes) pairs ([] when it has none)."""
+    raw = msg.headers()
+    if raw is None:
+        return []
+    items = raw.items() if isinstance(raw, dict) else raw
+    return [(name, value.encode() if isinstance(value, str) else value) for name, value in items]
