@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install jars test test-fast lint typecheck demo bench falsify clean
+.PHONY: install jars test test-fast lint typecheck model simulate mutate demo bench falsify clean
 
 install: $(STAMP)
 
@@ -25,8 +25,28 @@ typecheck: install
 	$(BIN)/mypy
 
 ## The whole suite, against a real Kafka the fixtures start (or LEDGER_KAFKA_BOOTSTRAP).
+## It includes the protocol model's check (tests/model/, the same tests as `make model`).
 test: install jars lint typecheck
 	$(BIN)/python -m pytest
+
+## The protocol model (tests/model/): SPIN checks every configuration of tests/model/configs.txt
+## (about 2 minutes; needs `spin` and `gcc`: apt-get install -y spin gcc). See docs/testing.md.
+model: install
+	$(BIN)/python -m pytest tests/model -q
+
+## The deterministic simulation (ledger_stream/simulation/): N seeded schedules from SEED, on
+## every core; a failing seed prints its shortened trace (replay it with --replay SEED).
+SEED ?= 0
+N    ?= 100000
+simulate: install
+	$(BIN)/ledger-stream simulate --seed $(SEED) --runs $(N)
+
+## Mutation testing of the decision core and the connector core (pyproject [tool.mutmut]),
+## about 25 minutes on 2 cores; `$(BIN)/mutmut results` lists the survivors. docs/testing.md.
+mutate: install
+	rm -rf mutants
+	LEDGER_SIM_TEST_RUNS=800 LEDGER_SIM_WORKERS=1 $(BIN)/mutmut run --max-children 2
+	$(BIN)/mutmut results
 
 ## Only the tests that need no broker.
 test-fast: install

@@ -31,14 +31,19 @@ def effect_seen(state: KeyState, record: AttemptRecord, source: str, deduplicate
                        f"attempt {record.attempt} applied {ext!r} after the key failed", now)
         return Decision(late, (state_receipt(late, now), alert))
     outputs: tuple[OutputEvent, ...] = (state_receipt(done, now),)
-    granted_elsewhere = state.phase is Phase.DISPATCHED and not (
+    # The current attempt was granted to another claim, and its outcome is not known to be
+    # "nothing applied" (it is running, unknown, or with an operator).
+    granted_elsewhere = bool(state.granted_claim_id) and state.phase in (
+        Phase.DISPATCHED, Phase.RECONCILING, Phase.NEEDS_OPERATOR) and not (
         record.attempt == state.attempt and record.claim_id == state.granted_claim_id)
     if granted_elsewhere and not by_lookup and not deduplicates:
-        # A real call landed while another claim holds a grant at a target that does not
-        # deduplicate: a second effect may be on its way.
+        # A real call landed while another claim holds (or held, with an outcome nobody
+        # knows) the grant of a target that does not deduplicate: a second effect may exist
+        # or be on its way. (Found by the model: a frozen holder's late success while the
+        # next attempt was being reconciled settled the key with no alert.)
         outputs += (alert_for(state.key, AlertKind.DUPLICATE_EFFECT, source,
                            f"attempt {record.attempt} applied {ext!r} while attempt "
-                           f"{state.attempt} is granted to claim {state.granted_claim_id}",
+                           f"{state.attempt} was granted to claim {state.granted_claim_id}",
                            now),)
     return Decision(done, outputs)
 
