@@ -17,6 +17,12 @@ def effect_seen(state: KeyState, record: AttemptRecord, source: str, deduplicate
     """A report that the target holds the key's effect: settles the key, or is the same
     effect again, or is a duplicate. Never dropped."""
     now, ext = record.at_ms, record.external_id
+    if state.phase is Phase.EXPIRED and state.sealed_outcome == Phase.FAILED.value:
+        # The key failed and was sealed: its first effect, too late to change it.
+        return Decision(state, (alert_for(
+            state.key, AlertKind.LATE_EFFECT, source,
+            f"attempt {record.attempt} applied {ext!r} after the key failed and was sealed",
+            now),))
     if state.phase in (Phase.SUCCEEDED, Phase.EXPIRED):
         if _same_effect(state, record, deduplicates, by_lookup):
             return Decision(state.with_record(record) if state.phase.live else state)

@@ -55,6 +55,7 @@ class Processor:
 
     def __init__(self, settings: Settings, codec: AvroCodec | None = None) -> None:
         self.settings = settings
+        policy = policy_from(settings)  # first: a missing approval secret is refused at once
         bootstrap = resolve_bootstrap(settings)
         partitions = check_topics(bootstrap, settings)
         self._folder = StateFolder(settings.resolved_state_dir, settings.consumer_group)
@@ -62,7 +63,7 @@ class Processor:
         self.instance = settings.processor_instance_id or self._folder.instance_hash()
         group = settings.consumer_group
         self._inputs = (settings.topic("intents"), settings.topic("attempts"))
-        self._step = LedgerStep(policy_from(settings),
+        self._step = LedgerStep(policy,
                                 codec or make_codec(settings.schema_registry_url),
                                 {self._inputs[0]: "intents", self._inputs[1]: "attempts"},
                                 partitions)

@@ -179,6 +179,8 @@ ROWS = [
         lambda: _success_from(1, "c1", "pay-1", 200_000)),
     Row("AttemptOutcome(succeeded), the key failed", _failed,
         lambda: outcome(OS.SUCCEEDED, at_ms=9_000)),
+    Row("AttemptOutcome(succeeded), the key failed and was sealed", _failed,
+        lambda: _success_from(1, "c9", "pay-9", 200_000)),
     Row("ReconcileResult(found)", _reconciling,
         lambda: reconciled(RS.FOUND, external_id="pay-1")),
     Row("ReconcileResult(found), unknown key", list,

@@ -131,6 +131,18 @@ def test_a_sealed_key_still_reports_a_second_effect():
     assert sealed.phase is Phase.EXPIRED and alerts(out) == [AK.DUPLICATE_EFFECT]
 
 
+def test_a_success_on_a_failed_and_sealed_key_is_a_late_effect_not_a_duplicate():
+    # Found by review: the sealed key kept "failed" and no external id, and the first effect
+    # reported after the window was labelled a second one.
+    policy = Policy(replay_window_ms=10_000)
+    state, _ = run([intent(), claim(1, "c1", 2_000), outcome(OS.FAILED, 1, "c1", 3_000)],
+                   policy=policy)
+    for report in (success(1, "c9", 20_000, "pay-1"),
+                   reconciled(RS.FOUND, 1, "r1", 20_000, external_id="pay-1")):
+        sealed, out = run([report], state, policy)
+        assert sealed.phase is Phase.EXPIRED and alerts(out) == [AK.LATE_EFFECT]
+
+
 def test_the_holder_confirming_an_operators_applied_after_the_window_is_not_a_duplicate():
     # Found by the simulation: the operator said "applied" (the effect the holder made),
     # the key was sealed, then the holder's own late success arrived. Same effect.

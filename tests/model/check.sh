@@ -29,7 +29,7 @@ if ! gcc ${OPT:--O1} -w -DSAFETY -DNOREDUCE ${SEARCH:--DBFS -DCOLLAPSE} -DVECTOR
      -DMEMLIM=${MEMLIM:-4000} -o pan pan.c; then echo "RESULT $name build=gcc-failed"; exit 3; fi
 start=$(date +%s.%N)
 ./pan -m${DEPTH:-10000} -w${HASH:-22} ${PANARGS:-} > pan.out 2>&1 || true
-secs=$(echo "$(date +%s.%N) - $start" | bc)
+secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
 # A depth-first counterexample can be long: with SHORTEST=1, search again breadth-first for a
 # shortest one (kept only if that search finds it).
 if [ -f ledger.pml.trail ] && [ -n "${SHORTEST:-}" ] && ! echo "${SEARCH:-}" | grep -q BFS; then
