@@ -2,8 +2,10 @@
 
 ``submit`` produces the intent (murmur2 partitioner, idempotent producer, acknowledged
 before it returns) and returns the key's terminal receipt, or the current pending one when
-``wait`` runs out. Submitting the same intent again, from any process, any number of times,
-never causes a second effect: the ledger answers with the original outcome.
+``wait`` runs out. Every submit of a client shares one receipts subscription
+(``receipt_hub.ReceiptHub``): no consumer is created per call. Submitting the same intent
+again, from any process, any number of times, never causes a second effect: the ledger answers
+with the original outcome.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from ledger_stream.domain.keys import args_hash, canonical_json, tenant_of
 from ledger_stream.domain.validation import invalid_reason
 from ledger_stream.failpoints import failpoint
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
+from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import key_receipts
 from ledger_stream.sdk.errors import InvalidIntentError, raise_for
-from ledger_stream.sdk.receipt_reader import KeyReceiptReader
+from ledger_stream.sdk.receipt_hub import ReceiptHub
 from ledger_stream.serde import AvroCodec, make_codec
 
 PENDING = frozenset({ev.ReceiptStatus.ACCEPTED, ev.ReceiptStatus.IN_PROGRESS,
@@ -48,6 +51,7 @@ class LedgerClient:
         self._receipts_topic = self.settings.topic("receipts")
         self._partitions: int | None = None
         self._lock = threading.Lock()
+        self._hub: ReceiptHub | None = None
 
     def intent(self, key: str, action: str, target: str, args: Any, *,
                workflow: ev.Workflow, payload: Any = None, approval: ev.Approval | None = None,
@@ -79,52 +83,52 @@ class LedgerClient:
         NeedsReconciliation or EffectFailed for answers that mean "no" (unless
         ``raise_errors`` is False); TimeoutError if no answer at all came within ``wait``.
         """
-        reader = KeyReceiptReader(self.bootstrap, self._receipts_topic, intent.key,
-                                  self._partition_count(), self._codec)
+        deadline = time.monotonic() + wait
+        waiter = self.receipts().follow(intent.key)
         try:
-            failpoint("before_intent")
-            self._producer.send("intents", intent)
-            self._producer.flush()
-            failpoint("after_intent")
-            receipt = self._follow(reader, intent, time.monotonic() + wait)
+            self._produce(intent)
+            follow = _Follow(intent)
+            while not follow.done and (left := deadline - time.monotonic()) > 0:
+                follow.take(waiter.read(left))
         finally:
-            reader.close()
+            waiter.close()
         failpoint("after_receipt")
+        receipt = follow.answer()
         return raise_for(receipt) if raise_errors else receipt
 
-    def _follow(self, reader: KeyReceiptReader, intent: ev.Intent,
-                deadline: float) -> ev.Receipt:
-        """Our answer, then the key's state changes until one is terminal."""
-        answer: ev.Receipt | None = None
-        while (left := deadline - time.monotonic()) > 0:
-            for receipt in reader.read(left):
-                if answer is None and receipt.intent_event_id != intent.event_id:
-                    continue  # written before our answer
-                if answer is not None and receipt.status is not receipt.key_status:
-                    continue  # another intent's rejection: not a change of the key
-                answer = receipt
-                if answer.status not in PENDING:
-                    return answer
-        if answer is None:
-            raise TimeoutError(f"no receipt for {intent.key} within the wait; the intent "
-                               "is recorded and will be decided: submit it again to ask")
-        return answer
+    def _produce(self, intent: ev.Intent) -> None:
+        failpoint("before_intent")
+        self._producer.send("intents", intent)
+        self._producer.flush()
+        failpoint("after_intent")
+
+    def receipts(self) -> ReceiptHub:
+        """The client's receipts subscription (started on first use)."""
+        with self._lock:
+            if self._hub is None:
+                partitions = self._partition_count_locked()
+                self._hub = ReceiptHub(self.bootstrap, self._receipts_topic, self._codec,
+                                       lambda key: partition_for(key, partitions))
+            return self._hub
 
     def status(self, key: str) -> ev.Receipt | None:
         """The key's latest receipt (its state is ``key_status``), or None if unknown."""
         found = key_receipts(self.bootstrap, self._receipts_topic, key, self._codec)
         return found[-1] if found else None
 
-    def _partition_count(self) -> int:
-        with self._lock:
-            if self._partitions is None:
-                admin = AdminClient({"bootstrap.servers": self.bootstrap})
-                meta = admin.list_topics(self._receipts_topic, timeout=10)
-                self._partitions = len(meta.topics[self._receipts_topic].partitions)
-            return self._partitions
+    def _partition_count_locked(self) -> int:
+        if self._partitions is None:
+            admin = AdminClient({"bootstrap.servers": self.bootstrap})
+            meta = admin.list_topics(self._receipts_topic, timeout=10)
+            self._partitions = len(meta.topics[self._receipts_topic].partitions)
+        return self._partitions
 
     def close(self) -> None:
-        """Flush what was produced and release the Kafka client. Not usable afterwards."""
+        """Flush what was produced and release the Kafka clients. Not usable afterwards."""
+        with self._lock:
+            hub, self._hub = self._hub, None
+        if hub is not None:
+            hub.close()
         self._producer.close()
 
     def __enter__(self) -> LedgerClient:
@@ -134,8 +138,40 @@ class LedgerClient:
         self.close()
 
 
+class _Follow:
+    """Our answer among a key's receipts, then the key's changes until one is terminal."""
+
+    def __init__(self, intent: ev.Intent) -> None:
+        self._intent = intent
+        self._answer: ev.Receipt | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._answer is not None and self._answer.status not in PENDING
+
+    def take(self, receipts: list[ev.Receipt]) -> None:
+        for receipt in receipts:
+            if self.done:
+                return
+            if self._answer is None and receipt.intent_event_id != self._intent.event_id:
+                continue  # written before our answer
+            if self._answer is not None and receipt.status is not receipt.key_status:
+                continue  # another intent's rejection: not a change of the key
+            self._answer = receipt
+
+    def answer(self) -> ev.Receipt:
+        """The terminal receipt, or the latest pending one; TimeoutError if none came."""
+        if self._answer is None:
+            raise TimeoutError(f"no receipt for {self._intent.key} within the wait; the "
+                               "intent is recorded and will be decided: submit it again to ask")
+        return self._answer
+
+
 class AsyncLedgerClient:
-    """The same API for asyncio code; blocking Kafka calls run in worker threads."""
+    """The same API for asyncio code. Waiting for receipts is native (the client's one
+    receipts subscription delivers into the event loop); only producing the intent and its
+    acknowledgement, and ``status``, run in a worker thread.
+    """
 
     def __init__(self, settings: Settings | None = None, **kwargs: Any) -> None:
         self._client = LedgerClient(settings, **kwargs)
@@ -145,11 +181,25 @@ class AsyncLedgerClient:
 
     async def submit(self, intent: ev.Intent, wait: float = 30.0, *,
                      raise_errors: bool = True) -> ev.Receipt:
-        return await asyncio.to_thread(self._client.submit, intent, wait,
-                                       raise_errors=raise_errors)
+        """As ``LedgerClient.submit``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        hub = await asyncio.to_thread(self._client.receipts)
+        waiter = await asyncio.to_thread(hub.follow_async, intent.key, loop)
+        try:
+            await asyncio.to_thread(self._client._produce, intent)
+            follow = _Follow(intent)
+            while not follow.done and (left := deadline - loop.time()) > 0:
+                follow.take(await waiter.read_async(left))
+        finally:
+            waiter.close()
+        failpoint("after_receipt")
+        receipt = follow.answer()
+        return raise_for(receipt) if raise_errors else receipt
 
     async def status(self, key: str) -> ev.Receipt | None:
         return await asyncio.to_thread(self._client.status, key)
 
     async def close(self) -> None:
         await asyncio.to_thread(self._client.close)
+

@@ -20,8 +20,6 @@ from ledger_stream import (
     sign_approval,
 )
 from ledger_stream.config import Settings
-from ledger_stream.sdk.receipt_reader import KeyReceiptReader
-from ledger_stream.serde import AvroCodec
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
 
@@ -123,13 +121,3 @@ def test_approval_is_bound_to_the_arguments(ledger_topics: Settings, tmp_path: P
             assert len(sandbox.effects(k)) == 1
     finally:
         stack.close()
-
-
-def test_receipt_reader_reads_only_the_keys_partition(ledger_topics: Settings):
-    reader = KeyReceiptReader(ledger_topics.kafka_bootstrap, ledger_topics.topic("receipts"),
-                              key(), ledger_topics.partitions, AvroCodec())
-    try:
-        assignment = reader._consumer.assignment()
-        assert len(assignment) == 1 and assignment[0].offset >= 0
-    finally:
-        reader.close()

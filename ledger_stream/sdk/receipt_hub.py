@@ -1,0 +1,211 @@
+"""One receipts subscription per client, shared by every ``submit`` of the process.
+
+A background thread reads the receipts partitions that some caller is waiting on and hands
+each receipt to the waiters of its key. A waiter is registered *before* its intent is
+produced, and a partition is first read from its end offset at that moment, so the answer
+(written after the intent) cannot be missed: records written later have later offsets, and a
+read-committed consumer is never past a transaction that is still open. Partitions stay
+assigned for the client's life (a handful; their records are skipped unread unless their key
+is awaited), so the second submit to a partition costs no Kafka round trip at all.
+
+The thread waits for records with ``poll`` and then drains what is already fetched: there is
+no fixed batch wait between a receipt's arrival and its waiter. Only that thread touches the
+consumer (a client call on it from another thread blocks while it polls); the end offsets come
+from a second, never-polled consumer, and the thread applies new assignments between polls
+(the start offset is fixed before the intent is produced, so a late assignment misses nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import TypeVar
+
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+
+from ledger_stream.domain.events import Receipt
+from ledger_stream.kafka.offsets import end_offset
+from ledger_stream.logs import log_fields
+from ledger_stream.serde import AvroCodec, DecodeError
+
+logger = logging.getLogger(__name__)
+
+W = TypeVar("W", bound="ReceiptWaiter")
+
+POLL_S = 0.05  # how long one poll waits for the first record; a new partition waits at most this
+DRAIN = 500  # records taken per drain of what is already fetched
+
+
+class ReceiptWaiter:
+    """The receipts of one key, from the moment it was registered, for one thread."""
+
+    def __init__(self, hub: ReceiptHub, key: str) -> None:
+        self.key = key
+        self._hub = hub
+        self._queue: queue.SimpleQueue[Receipt] = queue.SimpleQueue()
+
+    def deliver(self, receipt: Receipt) -> None:
+        self._queue.put(receipt)
+
+    def read(self, timeout_s: float) -> list[Receipt]:
+        """What arrived: waits up to ``timeout_s`` for the first receipt, then takes the rest
+        already delivered (may be empty)."""
+        try:
+            found = [self._queue.get(timeout=max(0.0, timeout_s))]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                found.append(self._queue.get_nowait())
+            except queue.Empty:
+                return found
+
+    def close(self) -> None:
+        self._hub.forget(self)
+
+
+class AsyncReceiptWaiter(ReceiptWaiter):
+    """The same for a coroutine: delivered into the event loop, no thread per wait."""
+
+    def __init__(self, hub: ReceiptHub, key: str, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(hub, key)
+        self._loop = loop
+        self._aqueue: asyncio.Queue[Receipt] = asyncio.Queue()
+
+    def deliver(self, receipt: Receipt) -> None:
+        self._loop.call_soon_threadsafe(self._aqueue.put_nowait, receipt)
+
+    async def read_async(self, timeout_s: float) -> list[Receipt]:
+        try:
+            found = [await asyncio.wait_for(self._aqueue.get(), max(0.0, timeout_s))]
+        except TimeoutError:
+            return []
+        while not self._aqueue.empty():
+            found.append(self._aqueue.get_nowait())
+        return found
+
+
+class ReceiptHub:
+    """The client's one receipts consumer and the thread that demultiplexes it by key."""
+
+    def __init__(self, bootstrap: str, topic: str, codec: AvroCodec,
+                 partition_of: Callable[[str], int]) -> None:
+        self._topic = topic
+        self._codec = codec
+        self._partition_of = partition_of
+        config = {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"ledger-sdk-{uuid.uuid4().hex}",  # never joined: partitions assigned
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "fetch.wait.max.ms": 10,
+        }
+        self._consumer = Consumer(config)  # the thread's alone
+        self._offsets = Consumer(config)  # end offsets, under _assign_lock; never polled
+        self._to_assign: queue.SimpleQueue[TopicPartition] = queue.SimpleQueue()
+        self._waiters: dict[bytes, set[ReceiptWaiter]] = {}
+        self._assigned: set[int] = set()
+        self._lock = threading.Lock()  # waiters
+        self._assign_lock = threading.Lock()  # one partition assignment at a time
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ledger-receipts", daemon=True)
+        self._thread.start()
+
+    @property
+    def assigned(self) -> frozenset[int]:
+        return frozenset(self._assigned)
+
+    def follow(self, key: str) -> ReceiptWaiter:
+        """Start collecting ``key``'s receipts (call before producing the intent)."""
+        return self._register(ReceiptWaiter(self, key))
+
+    def follow_async(self, key: str, loop: asyncio.AbstractEventLoop) -> AsyncReceiptWaiter:
+        """The same for a coroutine running in ``loop`` (callable from any thread)."""
+        return self._register(AsyncReceiptWaiter(self, key, loop))
+
+    def _register(self, waiter: W) -> W:
+        if self._closed.is_set():
+            raise RuntimeError("the client is closed")
+        with self._lock:
+            self._waiters.setdefault(waiter.key.encode("utf-8"), set()).add(waiter)
+        try:
+            self._read_partition(self._partition_of(waiter.key))
+        except BaseException:
+            self.forget(waiter)
+            raise
+        return waiter
+
+    def forget(self, waiter: ReceiptWaiter) -> None:
+        with self._lock:
+            waiters = self._waiters.get(waiter.key.encode("utf-8"))
+            if waiters is not None:
+                waiters.discard(waiter)
+                if not waiters:
+                    del self._waiters[waiter.key.encode("utf-8")]
+
+    def _read_partition(self, partition: int) -> None:
+        """Read ``partition`` from its current end, once (later waiters share it)."""
+        if partition in self._assigned:
+            return
+        with self._assign_lock:
+            if partition in self._assigned:
+                return
+            start = end_offset(self._offsets, TopicPartition(self._topic, partition))
+            self._to_assign.put(TopicPartition(self._topic, partition, start))
+            self._assigned.add(partition)
+
+    def _run(self) -> None:
+        while not self._closed.is_set():
+            try:
+                self._assign_new()
+                first = self._consumer.poll(POLL_S)
+                if first is None:
+                    continue
+                for msg in (first, *self._consumer.consume(DRAIN, timeout=0)):
+                    self._hand_over(msg)
+            except KafkaException as exc:  # the client retries by itself; say so, go on
+                logger.warning("receipts read error", extra=log_fields(err=str(exc)))
+                time.sleep(POLL_S)
+            except RuntimeError:  # the consumer was closed under us: we are stopping
+                return
+
+    def _assign_new(self) -> None:
+        new = []
+        while True:
+            try:
+                new.append(self._to_assign.get_nowait())
+            except queue.Empty:
+                break
+        if new:
+            self._consumer.incremental_assign(new)
+
+    def _hand_over(self, msg: Message) -> None:
+        if msg.error():
+            return
+        key = msg.key()
+        with self._lock:
+            waiters = tuple(self._waiters.get(key, ())) if key is not None else ()
+        if not waiters:
+            return
+        try:
+            receipt = self._codec.decode(msg.value(), expect=(Receipt,))
+        except DecodeError as exc:
+            logger.warning("undecodable receipt skipped", extra=log_fields(
+                partition=msg.partition(), offset=msg.offset(), reason=str(exc)))
+            return
+        for waiter in waiters:
+            waiter.deliver(receipt)
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._thread.join(timeout=5 + POLL_S)
+        self._consumer.close()
+        with self._assign_lock:
+            self._offsets.close()
