@@ -70,7 +70,7 @@ def ledger_settings(kafka_bootstrap: str) -> Settings:
 
 @pytest.fixture
 def ledger_topics(ledger_settings: Settings) -> Iterator[Settings]:
-    """``ledger_settings`` with its six ledger topics created (deleted again afterwards)."""
+    """``ledger_settings`` with its ledger topics created (deleted again afterwards)."""
     bootstrap = ledger_settings.kafka_bootstrap
     assert bootstrap is not None
     topics.require_matching(topics.create_topics(bootstrap, ledger_settings))

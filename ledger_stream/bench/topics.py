@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from ledger_stream.bench.exceptions import BenchError
 from ledger_stream.config import Settings
+from ledger_stream.kafka.message import fetched
 from ledger_stream.kafka.producer import producer_config
 from ledger_stream.kafka.topics import create_topics, ledger_topics, require_matching
 
@@ -113,7 +114,7 @@ def read_span(bootstrap: str, topic: str, start: dict[int, int], expected: int,
         count, first, last = 0, 2**63, 0
         deadline = time.monotonic() + timeout_s
         while count < expected and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, timeout=0.5):
+            for msg in fetched(consumer, 1000, 0.5):
                 if msg.error():
                     continue
                 count += 1

@@ -18,11 +18,15 @@ def effect_seen(state: KeyState, record: AttemptRecord, source: str, deduplicate
     effect again, or is a duplicate. Never dropped."""
     now, ext = record.at_ms, record.external_id
     if state.phase is Phase.EXPIRED and state.sealed_outcome == Phase.FAILED.value:
-        # The key failed and was sealed: its first effect, too late to change it.
-        return Decision(state, (alert_for(
-            state.key, AlertKind.LATE_EFFECT, source,
-            f"attempt {record.attempt} applied {ext!r} after the key failed and was sealed",
-            now),))
+        # The key failed and was sealed: this is its first effect. The sealed key now says
+        # so (a second, different effect is then a duplicate), and stays sealed.
+        late = replace(state, sealed_outcome=Phase.SUCCEEDED.value, external_id=ext,
+                       settled_by=record.claim_id,
+                       status_detail="effect reported after the key failed and was sealed")
+        alert = alert_for(state.key, AlertKind.LATE_EFFECT, source,
+                          f"attempt {record.attempt} applied {ext!r} after the key failed "
+                          "and was sealed", now)
+        return Decision(late, (state_receipt(late, now), alert))
     if state.phase in (Phase.SUCCEEDED, Phase.EXPIRED):
         if _same_effect(state, record, deduplicates, by_lookup):
             return Decision(state.with_record(record) if state.phase.live else state)

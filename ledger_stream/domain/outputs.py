@@ -35,7 +35,7 @@ def receipt_for(state: KeyState, answering: str, at_ms: int, *, status: ReceiptS
                 = None, reason: Reason = Reason.NONE, detail: str = "",
                 args_hash: str | None = None) -> Receipt:
     """The key's receipt as an answer to event ``answering`` (an intent or a state change)."""
-    status = status or _PHASE_RECEIPT[state.phase]
+    status = status or key_status(state)
     return Receipt(
         receipt_id=ids.receipt_id(state.key, answering, state.attempt, status.value),
         key=state.key,

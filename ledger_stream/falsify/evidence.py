@@ -21,7 +21,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import approval_problem
-from ledger_stream.kafka.message import position
+from ledger_stream.kafka.message import fetched, position
 from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.serde import AvroCodec, DecodeError
 from ledger_stream.testing.agents import APPROVAL_SECRET, AgentWorld
@@ -129,7 +129,7 @@ def read_topics(bootstrap: str, names: list[str], timeout_s: float = 30.0,
         # take offsets that are never delivered.
         while time.monotonic() < deadline and any(
                 tp.offset < ends[(tp.topic, tp.partition)] for tp in consumer.position(parts)):
-            for msg in consumer.consume(500, timeout=0.2):
+            for msg in fetched(consumer, 500, 0.2):
                 if msg.error():
                     continue
                 with contextlib.suppress(DecodeError):

@@ -5,7 +5,7 @@ it builds to carry an error has none; a record read from a partition always has 
 
 from __future__ import annotations
 
-from confluent_kafka import Message
+from confluent_kafka import Consumer, Message
 
 
 def position(msg: Message) -> tuple[str, int, int]:
@@ -29,3 +29,13 @@ def headers(msg: Message) -> list[tuple[str, bytes | None]]:
         return []
     items = raw.items() if isinstance(raw, dict) else raw
     return [(name, value.encode() if isinstance(value, str) else value) for name, value in items]
+
+
+def fetched(consumer: Consumer, max_records: int, timeout_s: float) -> list[Message]:
+    """Waits up to ``timeout_s`` for the first record, then takes what the client has already
+    fetched, up to ``max_records``. Never waits for a batch to fill, as ``consume(n, t)`` does
+    (it returns only at ``n`` records or at ``t``)."""
+    first = consumer.poll(timeout_s)
+    if first is None:
+        return []
+    return [first, *consumer.consume(max_records - 1, timeout=0)] if max_records > 1 else [first]

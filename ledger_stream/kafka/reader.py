@@ -9,6 +9,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from ledger_stream.kafka.message import fetched
 from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.serde import AvroCodec
 
@@ -48,7 +49,7 @@ def read_topic(
                 break
             if until is not None and until(records):
                 break
-            for msg in consumer.consume(500, timeout=0.2):
+            for msg in fetched(consumer, 500, 0.2):
                 if msg.error():
                     continue
                 records.append((msg.key(), msg.value()) if raw else codec.decode(msg.value()))

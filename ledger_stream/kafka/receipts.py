@@ -8,6 +8,7 @@ import uuid
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from ledger_stream.domain.events import Receipt
+from ledger_stream.kafka.message import fetched
 from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.serde import AvroCodec, DecodeError
@@ -35,7 +36,7 @@ def key_receipts(bootstrap: str, topic: str, key: str, codec: AvroCodec | None =
         # The consumer's position, not the last record's offset: transaction markers take
         # offsets that are never delivered.
         while consumer.position([tp])[0].offset < end and time.monotonic() < deadline:
-            for msg in consumer.consume(500, timeout=0.5):
+            for msg in fetched(consumer, 500, 0.5):
                 if msg.error():
                     continue
                 if msg.key() == wanted:

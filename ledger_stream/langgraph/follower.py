@@ -19,6 +19,7 @@ from confluent_kafka import Consumer
 
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
+from ledger_stream.kafka.message import fetched
 from ledger_stream.langgraph.tool import PENDING, receipt_summary
 from ledger_stream.serde import AvroCodec, DecodeError
 
@@ -44,7 +45,7 @@ class ReceiptFollower:
     def poll(self, timeout_s: float = 0.5) -> int:
         """Handle what arrived; returns how many thread states were updated."""
         before = self.updated
-        for msg in self._consumer.consume(500, timeout=timeout_s):
+        for msg in fetched(self._consumer, 500, timeout_s):
             if msg.error():
                 continue
             try:

@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from ledger_stream.domain.deadlines import due_ms
 from ledger_stream.domain.policy import Policy
-from ledger_stream.kafka.message import headers, position
+from ledger_stream.kafka.message import fetched, headers, position
 from ledger_stream.logs import log_fields
 from ledger_stream.processor import changelog
 from ledger_stream.processor.exceptions import ProcessorError
@@ -151,7 +151,7 @@ def _read(consumer: Consumer, topic: str, starts: dict[int, int], ends: dict[int
     while any(tp.offset < ends[tp.partition] for tp in consumer.position(tps)):
         if time.monotonic() > deadline:
             raise ProcessorError(f"restoring from {topic}: the end was not reached in time")
-        for msg in consumer.consume(5000, timeout=0.2):
+        for msg in fetched(consumer, 5000, 0.2):
             if msg.error():
                 raise KafkaException(msg.error())
             yield msg

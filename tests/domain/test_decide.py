@@ -401,3 +401,72 @@ def test_a_grant_that_came_too_late_to_call_does_not_use_up_an_attempt():
     state, out = run(events, policy=Policy(max_attempts=3, retry_backoff_ms=0))
     assert (state.phase, state.attempt, state.lapses) == (Phase.RESERVED, 7, 6)
     assert [a.kind for a in of(out, ev.Alert)] == [ev.AlertKind.STALLED]  # said once
+
+
+# --- from the second mutation run's survivors ---------------------------------------------
+
+
+def test_a_duplicate_intent_gets_the_keys_status_detail():
+    declined = ev.AttemptOutcome("o-declined", KEY, 1, "c1", OS.FAILED, 3_000, "",
+                                 "card declined")
+    state, _ = run([intent(), claim(), declined])
+    _, out = run([intent(at_ms=4_000)], state)
+    (receipt,) = of(out, ev.Receipt)
+    assert len(out) == 1
+    assert (receipt.status, receipt.detail) == (ev.ReceiptStatus.FAILED, "card declined")
+
+
+def test_every_dispatch_carries_the_intents_payload():
+    payload = '{"memo":"rent for march"}'
+    state, out = run([intent(payload_json=payload), claim(),
+                      outcome(OS.NOT_APPLIED, at_ms=3_000)])
+    assert [(d.attempt, d.payload_json) for d in of(out, ev.Dispatch)] == [
+        (1, payload), (2, payload)]
+    assert state.payload_json == payload
+
+
+def _two_unknown_attempts(second_result: ev.ReconcileResult | None) -> list[ev.InputEvent]:
+    """Attempts 1 and 2 end unknown; attempt 1's lookup finds nothing (dedup: resend)."""
+    events: list[ev.InputEvent] = [
+        intent(), claim(1, "c1", 2_000), outcome(OS.UNKNOWN, 1, "c1", 2_001),
+        reconciled(RS.NOT_FOUND, 1, "r1", 20_000, dedup=True),
+        claim(2, "c2", 30_000), outcome(OS.UNKNOWN, 2, "c2", 30_001)]
+    return events + ([second_result] if second_result else [])
+
+
+def test_a_holders_late_definite_report_settles_only_its_own_unknown_attempt():
+    # attempt 2's holder answers after all: attempt 1 is still unknown, so using up the
+    # attempts (max 3) must end with an operator, never in a definite failure
+    events = _two_unknown_attempts(None) + [
+        outcome(OS.NOT_APPLIED, 2, "c2", 30_002),
+        claim(3, "c3", 31_000), outcome(OS.NOT_APPLIED, 3, "c3", 31_001)]
+    state, out = run(events)
+    assert (state.phase, state.unknown_attempts) == (Phase.NEEDS_OPERATOR, 1)
+    assert of(out, ev.Receipt)[-1].status is ev.ReceiptStatus.NEEDS_RECONCILIATION
+
+
+def test_an_operators_not_applied_settles_only_the_attempt_it_answers():
+    events = _two_unknown_attempts(reconciled(RS.NOT_FOUND, 2, "r2", 50_000, dedup=False)) + [
+        resolution(RES.NOT_APPLIED, attempt=2, at_ms=60_000),
+        claim(3, "c3", 70_000), outcome(OS.NOT_APPLIED, 3, "c3", 70_001)]
+    state, out = run(events)
+    assert (state.phase, state.unknown_attempts) == (Phase.NEEDS_OPERATOR, 1)
+    assert of(out, ev.Receipt)[-1].status is ev.ReceiptStatus.NEEDS_RECONCILIATION
+
+
+def test_an_effect_found_after_the_key_failed_is_alerted_with_the_lookup_as_source():
+    state, _ = run([intent(), claim(), outcome(OS.FAILED)])
+    found = reconciled(RS.FOUND, external_id="pay-1", dedup=False)
+    state2, out = run([found], state)
+    assert state2.phase is Phase.SUCCEEDED
+    (alert,) = of(out, ev.Alert)
+    assert (alert.kind, alert.source_event_id) == (ev.AlertKind.LATE_EFFECT, found.event_id)
+
+
+def test_a_lookup_result_for_a_key_that_is_not_live_changes_nothing():
+    state, out = run([reconciled(RS.NOT_FOUND)])  # a key this ledger never had
+    assert (state, out) == (absent(KEY), [])
+    settled, _ = run([intent(), claim(), outcome(OS.SUCCEEDED, external_id="pay-1")])
+    late = reconciled(RS.NOT_FOUND, at_ms=3_000 + POLICY.replay_window_ms + 1)
+    state, out = run([late], settled)
+    assert (state, out) == (settled.sealed(), [])

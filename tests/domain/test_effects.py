@@ -141,6 +141,13 @@ def test_a_success_on_a_failed_and_sealed_key_is_a_late_effect_not_a_duplicate()
                    reconciled(RS.FOUND, 1, "r1", 20_000, external_id="pay-1")):
         sealed, out = run([report], state, policy)
         assert sealed.phase is Phase.EXPIRED and alerts(out) == [AK.LATE_EFFECT]
+        (receipt,) = of(out, ev.Receipt)
+        assert (receipt.status, receipt.external_id) == (ev.ReceiptStatus.SUCCEEDED, "pay-1")
+        # The sealed key now holds that effect: the same report again is nothing new, and
+        # another effect is a second one.
+        assert alerts(run([report], sealed, policy)[1]) == []
+        assert alerts(run([success(1, "c8", 21_000, "pay-2")], sealed, policy)[1]) == [
+            AK.DUPLICATE_EFFECT]
 
 
 def test_the_holder_confirming_an_operators_applied_after_the_window_is_not_a_duplicate():

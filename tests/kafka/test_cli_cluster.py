@@ -12,6 +12,7 @@ import pytest
 from ledger_stream.config import Settings
 from ledger_stream.kafka.local import LocalCluster, jar_cache
 from ledger_stream.kafka.local.ports import pick_free_ports, port_is_free
+from ledger_stream.kafka.topics import LEDGER_TOPICS
 
 
 def _free_port_pair() -> int:
@@ -51,10 +52,10 @@ def test_up_topics_status_down(tmp_path: Path) -> None:
 
         created = cli("topics", "create", "--partitions", "3")
         assert created.returncode == 0, created.stderr
-        assert created.stdout.count(": created") == 6
+        assert created.stdout.count(": created") == len(LEDGER_TOPICS)
 
         repeated = cli("topics", "create", "--partitions", "3")
-        assert repeated.returncode == 0 and repeated.stdout.count(": exists") == 6
+        assert repeated.returncode == 0 and repeated.stdout.count(": exists") == len(LEDGER_TOPICS)
 
         differing = cli("topics", "create", "--partitions", "4")
         assert differing.returncode == 2
