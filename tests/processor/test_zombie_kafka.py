@@ -30,6 +30,7 @@ from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import args_hash, canonical_json
 from ledger_stream.domain.outputs import key_status
+from ledger_stream.kafka.local import LocalCluster, ensure_jars, jar_cache
 from ledger_stream.kafka.producer import EventProducer, producer_config
 from ledger_stream.kafka.topics import ledger_topics
 from ledger_stream.testing.processes import Proc, start_processor
@@ -41,6 +42,25 @@ FAST_COMPACTION = {"segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
                    "delete.retention.ms": "100"}
 PAUSE_S = 10.0  # longer than the processors' session timeout (6 s, see start_processor)
 LEASE_MS = 600_000  # no lease ends during the test: no deadline changes a key
+
+
+@pytest.fixture(scope="module")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A broker of this module's own. Compaction is asserted here, and a broker's one log
+    cleaner works through the dirtiest logs first: on the suite's shared broker it can be busy
+    for minutes with earlier tests' compacted topics (seen: no compaction within 150 s)."""
+    if Settings().kafka_bootstrap:  # a cluster given from outside: use it as the suite does
+        yield str(Settings().kafka_bootstrap)
+        return
+    settings = Settings()
+    libs = ensure_jars(jar_cache(settings), settings.kafka_version)
+    cluster = LocalCluster(tmp_path_factory.mktemp("zombie-kafka"))
+    try:
+        status = cluster.start(libs, settings.kafka_version, nodes=1)
+        assert status.bootstrap is not None
+        yield status.bootstrap
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture
@@ -268,8 +288,12 @@ def test_a_zombie_never_makes_a_latest_receipt_stale(compacting_topics: Settings
         wait_for("every input to be decided", lambda: _committed_everything(s), 120, [a, b])
         assert load.error is None, load.error
         _assert_no_processor_failed(a, b)
+        # The zombie says once why its stale batch went: it tried to commit and was fenced
+        # ("batch abandoned"), or, when librdkafka saw the session expire before the next
+        # commit, its partitions were taken back first ("partitions lost").
         abandoned = log_lines(a, "batch abandoned: ")
-        assert len(abandoned) == 1, a.tail(60)
+        lost = log_lines(a, r"partitions lost \(session expired\)")
+        assert len(abandoned) <= 1 and (abandoned or lost), a.tail(60)
     finally:
         load.halt.set()
         load.join(30)
