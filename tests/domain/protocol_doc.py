@@ -374,9 +374,15 @@ target that does not deduplicate applies the effect twice. No rule on the ledger
 close this (DESIGN §6.5; `tests/protocol_traces/irreducible-frozen-holder.txt`): what the
 ledger guarantees is that it is **reported**. The late call's success reaches the ledger as
 a report of another effect and raises `duplicate_effect` (and a success that lands while
-the next attempt is granted raises it at once). Targets that deduplicate by key are immune:
-the second call returns the first receipt. Such targets are the only ones that get the
-fast path and automatic resends; for the others an operator decides, after the lease.
+the next attempt is granted, is being reconciled or is with an operator raises it at once).
+It is reported only if the late call's own report arrives: a holder that froze, called and
+then died without reporting leaves the second effect unseen, and a lookup cannot stand in
+for its report (a lookup by key finds *an* effect, not whose, so a lookup for the earlier
+attempt that finds one while a later attempt is granted settles the key with no alert;
+alerting there would be a false alarm whenever the effect found is the later attempt's).
+Targets that deduplicate by key are immune: the second call returns the first receipt. Such
+targets are the only ones that get the fast path and automatic resends; for the others an
+operator decides, after the lease.
 """
 
 
