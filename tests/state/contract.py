@@ -3,16 +3,13 @@ module subclasses it with its own ``make_store`` (the memory and the RocksDB sto
 
 from __future__ import annotations
 
-import pytest
-
 from ledger_stream.state import PartitionStore, StoreBatch
 
 
 class PartitionStoreContract:
-    """Subclasses define ``make_store(partition)`` and, when the backend is durable,
-    ``reopen(store)`` returning the same partition's store opened again."""
-
-    durable = False
+    """Subclasses define ``make_store(partition)``; a durable backend subclasses
+    ``DurableStoreContract`` and defines ``reopen(store)`` (the same partition's store opened
+    again)."""
 
     def make_store(self, partition: int = 0) -> PartitionStore:
         raise NotImplementedError
@@ -74,9 +71,11 @@ class PartitionStoreContract:
         assert store.get(key) == b"[]"
         assert list(store.due_timers(5)) == [(5, key)]
 
+
+class DurableStoreContract(PartitionStoreContract):
+    """The contract plus durability: subclasses also define ``reopen(store)``."""
+
     def test_a_durable_store_keeps_everything_across_reopen(self) -> None:
-        if not self.durable:
-            pytest.skip("not a durable backend")
         store = self.make_store(1)
         store.write(StoreBatch({"k": b"[9]"}, (), [(50, "k")], 1234, 99))
         again = self.reopen(store)

@@ -17,13 +17,12 @@ from ledger_stream.state import (
     StateFolderLocked,
     StoreError,
 )
-from tests.state.contract import PartitionStoreContract
+from tests.state.contract import DurableStoreContract
 
 pytestmark = pytest.mark.timeout(60)
 
 
-class TestRocksDBPartitionStore(PartitionStoreContract):
-    durable = True
+class TestRocksDBPartitionStore(DurableStoreContract):
 
     @pytest.fixture(autouse=True)
     def _folder(self, tmp_path: Path) -> Iterator[None]:
