@@ -42,7 +42,7 @@ simulate: install
 	$(BIN)/ledger-stream simulate --seed $(SEED) --runs $(N)
 
 ## Mutation testing of the decision core and the connector core (pyproject [tool.mutmut]),
-## about 25 minutes on 2 cores; `$(BIN)/mutmut results` lists the survivors. docs/testing.md.
+## 10–20 minutes on 2 cores; `$(BIN)/mutmut results` lists the survivors. docs/testing.md.
 mutate: install
 	rm -rf mutants
 	LEDGER_SIM_TEST_RUNS=800 LEDGER_SIM_WORKERS=1 $(BIN)/mutmut run --max-children 2
