@@ -56,8 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from ledger_stream import LedgerClient, Workflow, operation_key
     from ledger_stream.config import Settings
     from ledger_stream.kafka import topics
-    from ledger_stream.kafka.local.cluster import LocalCluster
-    from ledger_stream.kafka.local.jars import ensure_jars, jar_cache
+    from ledger_stream.kafka.local.ephemeral import kafka_for
     from ledger_stream.testing.sandbox import SandboxProc
     from ledger_stream.testing.stack import Stack
 
@@ -65,18 +64,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[sdk-latency] {line}", file=sys.stderr, flush=True)
 
     tmp = Path(tempfile.mkdtemp(prefix="ledger-sdk-latency-"))
-    base = Settings()
-    cluster = LocalCluster(tmp / "kafka", progress=say)
-    status = cluster.start(ensure_jars(jar_cache(base), base.kafka_version, progress=say),
-                           base.kafka_version, nodes=1)
-    assert status.bootstrap is not None
-    try:
-        s = Settings(kafka_bootstrap=status.bootstrap, topic_prefix="sdk-latency",
+    with kafka_for(Settings(kafka_bootstrap=None), say) as (bootstrap, _):
+        s = Settings(kafka_bootstrap=bootstrap, topic_prefix="sdk-latency",
                      partitions=3, replication_factor=1)
-        topics.require_matching(topics.create_topics(status.bootstrap, s))
-        producer = Producer({"bootstrap.servers": status.bootstrap, "linger.ms": 0,
-                             "acks": "all"})
-        consumer = Consumer({"bootstrap.servers": status.bootstrap, "group.id": "raw",
+        topics.require_matching(topics.create_topics(bootstrap, s))
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "raw",
                              "fetch.wait.max.ms": 10})
         consumer.assign([TopicPartition(s.topic("alerts"), 0, 0)])
         consumer.poll(0.5)
@@ -125,8 +118,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fresh submit      {percentiles(new)}")
         print(f"status            {percentiles(looked)}")
         return 0
-    finally:
-        cluster.stop()
 
 
 if __name__ == "__main__":

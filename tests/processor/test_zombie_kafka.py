@@ -30,7 +30,7 @@ from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import args_hash, canonical_json
 from ledger_stream.domain.outputs import key_status
-from ledger_stream.kafka.local import LocalCluster, ensure_jars, jar_cache
+from ledger_stream.kafka.local.ephemeral import kafka_for
 from ledger_stream.kafka.producer import EventProducer, producer_config
 from ledger_stream.kafka.topics import ledger_topics
 from ledger_stream.testing.processes import Proc, start_processor
@@ -45,22 +45,12 @@ LEASE_MS = 600_000  # no lease ends during the test: no deadline changes a key
 
 
 @pytest.fixture(scope="module")
-def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def kafka_bootstrap() -> Iterator[str]:
     """A broker of this module's own. Compaction is asserted here, and a broker's one log
     cleaner works through the dirtiest logs first: on the suite's shared broker it can be busy
     for minutes with earlier tests' compacted topics (seen: no compaction within 150 s)."""
-    if Settings().kafka_bootstrap:  # a cluster given from outside: use it as the suite does
-        yield str(Settings().kafka_bootstrap)
-        return
-    settings = Settings()
-    libs = ensure_jars(jar_cache(settings), settings.kafka_version)
-    cluster = LocalCluster(tmp_path_factory.mktemp("zombie-kafka"))
-    try:
-        status = cluster.start(libs, settings.kafka_version, nodes=1)
-        assert status.bootstrap is not None
-        yield status.bootstrap
-    finally:
-        cluster.stop()
+    with kafka_for(Settings(), lambda _: None) as (bootstrap, _):
+        yield bootstrap
 
 
 @pytest.fixture
