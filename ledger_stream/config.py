@@ -113,6 +113,14 @@ class Settings(BaseSettings):
         "declared unqueryable for that key")
     connector_metrics_port: int = Field(0, ge=0, description="connector /metrics port (0: off)")
 
+    # Receipts view (``ledger-stream view``) and the clients that ask it
+    view_url: str | None = Field(
+        None, description="receipts view the SDK's status asks (e.g. http://127.0.0.1:8077); "
+        "unset: status reads the key's partition")
+    view_host: str = Field("127.0.0.1", description="address the view listens on")
+    view_port: int = Field(8077, ge=0, le=65535, description="the view's HTTP port (0: any)")
+    view_state_dir: Path | None = Field(None, description="view store (default: HOME/view)")
+
     # Approval policy
     approval_secret: SecretStr | None = Field(
         None, description="HMAC key of the approval service (required unless dev_mode)"
@@ -141,6 +149,10 @@ class Settings(BaseSettings):
     @property
     def resolved_state_dir(self) -> Path:
         return self.state_dir or self.home / "state"
+
+    @property
+    def resolved_view_dir(self) -> Path:
+        return self.view_state_dir or self.home / "view"
 
     def topic(self, name: str) -> str:
         """Full name of a ledger topic, e.g. ``topic("intents") == "ledger.intents"``."""

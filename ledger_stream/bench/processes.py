@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -112,10 +113,12 @@ class Child:
 
 def processor(bootstrap: str, prefix: str, group: str, state_dir: Path, log: Path,
               guarantee: str, partitions: int, env: dict[str, str] | None = None) -> Child:
-    """The real processor (``ledger-stream processor``) with its own group and state."""
+    """The real processor (``ledger-stream processor``) with its own group and state. The
+    workload asks for no approval, so a secret of the run's own does (unless one is set)."""
+    secret = os.environ.get("LEDGER_APPROVAL_SECRET") or secrets.token_hex(32)
     return Child(
         ["processor", "--bootstrap", bootstrap, "--topic-prefix", prefix, "--group", group,
          "--state-dir", str(state_dir), "--guarantee", guarantee, "--metrics-port", "0"],
         log, env={"LEDGER_PARTITIONS": str(partitions), "LEDGER_LOG_LEVEL": "WARNING",
-                  **(env or {})},
+                  "LEDGER_APPROVAL_SECRET": secret, **(env or {})},
     )

@@ -48,12 +48,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=200, metavar="N",
                         help="calls per operation (fresh submits and status: N/4, at least "
                              "20; default 200)")
+    parser.add_argument("--status-sizes", default="0,200000,2000000", metavar="N,N,...",
+                        help="receipts in the topic when status is measured through the "
+                        "receipts view (and by reading the partition, 10 calls); empty to "
+                        "skip (default 0,200000,2000000)")
     args = parser.parse_args(argv)
     if args.calls < 1:
         parser.error("--calls must be at least 1")
+    try:
+        sizes = [int(n) for n in args.status_sizes.split(",") if n.strip()]
+    except ValueError:
+        parser.error(f"--status-sizes must be integers separated by commas, got "
+                     f"{args.status_sizes!r}")
+    if any(n < 0 for n in sizes):
+        parser.error("--status-sizes must not be negative")
     os.environ.setdefault("LEDGER_DEV_MODE", "1")  # a private, throwaway stack
 
     from ledger_stream import LedgerClient, Workflow, operation_key
+    from ledger_stream.bench import status_lookup
     from ledger_stream.config import Settings
     from ledger_stream.kafka import topics
     from ledger_stream.kafka.local.ephemeral import kafka_for
@@ -113,10 +125,20 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             stack.close()
             sandbox.stop()
+        lookups = [status_lookup.measure(bootstrap, n, args.calls, 10, timed, say)
+                   for n in sizes]
         print(f"raw round trip    {percentiles(raw)}")
         print(f"duplicate submit  {percentiles(dup)}")
         print(f"fresh submit      {percentiles(new)}")
-        print(f"status            {percentiles(looked)}")
+        print(f"status (scan)     {percentiles(looked)}")
+        for found in lookups:
+            print(f"status at {found.receipts:>9,} receipts: view {percentiles(found.view)}")
+            print(f"{'':30}64 threads {percentiles(found.view_64)}, "
+                  f"{found.view_64_per_s:,.0f} status/s")
+            print(f"{'':30}scan {percentiles(found.scan)}")
+            print(f"{'':30}view caught up in {found.catch_up_s:.1f} s "
+                  f"({found.catch_up_per_s:,.0f} receipts/s), peak RSS "
+                  f"{found.view_rss_mb:.0f} MiB")
         return 0
 
 

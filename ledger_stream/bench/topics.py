@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from ledger_stream.bench.exceptions import BenchError
 from ledger_stream.config import Settings
 from ledger_stream.kafka.message import fetched
+from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.kafka.producer import producer_config
 from ledger_stream.kafka.topics import create_topics, ledger_topics, require_matching
 
@@ -145,8 +146,7 @@ class CommitWatcher:
 
 def _ends(consumer: Consumer, topic: str) -> dict[int, int]:
     meta = consumer.list_topics(topic, timeout=10).topics[topic]
-    return {p: consumer.get_watermark_offsets(TP(topic, p), timeout=10)[1]
-            for p in meta.partitions}
+    return {p: end_offset(consumer, TP(topic, p)) for p in meta.partitions}
 
 
 def _consumer(bootstrap: str, group: str | None = None) -> Consumer:

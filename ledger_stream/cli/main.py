@@ -22,6 +22,7 @@ from ledger_stream.cli import (
     sandbox_cmd,
     simulate_cmd,
     topics_cmd,
+    view_cmd,
 )
 from ledger_stream.cli.common import CliError
 from ledger_stream.logs import configure_logging
@@ -31,6 +32,7 @@ COMMANDS = (
     falsify_cmd,
     bench_cmd,
     simulate_cmd,
+    view_cmd,
 )
 
 

@@ -24,6 +24,7 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from ledger_stream.domain.deadlines import due_ms
 from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.message import fetched, headers, position
+from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.logs import log_fields
 from ledger_stream.processor import changelog
 from ledger_stream.processor.exceptions import ProcessorError
@@ -110,8 +111,7 @@ def restore_partitions(consumer: Consumer, topic: str, stores: dict[int, Partiti
     started = time.monotonic()
     appliers: dict[int, _Applier] = {}
     try:
-        ends = {p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
-                for p in stores}
+        ends = {p: end_offset(consumer, TopicPartition(topic, p)) for p in stores}
         starts = {}
         for partition, store in stores.items():
             start = store.changelog_offset

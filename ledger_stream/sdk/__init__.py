@@ -9,7 +9,9 @@ from ledger_stream.sdk.errors import (
     InvalidIntentError,
     LedgerError,
     NeedsReconciliation,
+    StaleStatusError,
     VersionHeldError,
+    ViewUnavailableError,
 )
 
 __all__ = [
@@ -22,5 +24,7 @@ __all__ = [
     "LedgerClient",
     "LedgerError",
     "NeedsReconciliation",
+    "StaleStatusError",
     "VersionHeldError",
+    "ViewUnavailableError",
 ]

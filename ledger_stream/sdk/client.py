@@ -24,11 +24,13 @@ from ledger_stream.domain.keys import args_hash, canonical_json, tenant_of
 from ledger_stream.domain.validation import invalid_reason
 from ledger_stream.failpoints import failpoint
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
+from ledger_stream.kafka.end_offsets import EndOffsets
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import key_receipts
 from ledger_stream.sdk.errors import InvalidIntentError, raise_for
 from ledger_stream.sdk.receipt_hub import ReceiptHub
+from ledger_stream.sdk.view_client import ViewClient
 from ledger_stream.serde import AvroCodec, make_codec
 
 PENDING = frozenset({ev.ReceiptStatus.ACCEPTED, ev.ReceiptStatus.IN_PROGRESS,
@@ -52,6 +54,9 @@ class LedgerClient:
         self._partitions: int | None = None
         self._lock = threading.Lock()
         self._hub: ReceiptHub | None = None
+        self._view = ViewClient(self.settings.view_url) if self.settings.view_url else None
+        self._admin_client: AdminClient | None = None
+        self._ends: EndOffsets | None = None
 
     def intent(self, key: str, action: str, target: str, args: Any, *,
                workflow: ev.Workflow, payload: Any = None, approval: ev.Approval | None = None,
@@ -111,15 +116,40 @@ class LedgerClient:
                                        lambda key: partition_for(key, partitions))
             return self._hub
 
-    def status(self, key: str) -> ev.Receipt | None:
-        """The key's latest receipt (its state is ``key_status``), or None if unknown."""
-        found = key_receipts(self.bootstrap, self._receipts_topic, key, self._codec)
-        return found[-1] if found else None
+    def status(self, key: str, wait: float = 2.0) -> ev.Receipt | None:
+        """The key's latest receipt (its state is ``key_status``), or None if it has none.
+
+        It reflects every receipt written before the call. With ``view_url`` set
+        (LEDGER_VIEW_URL) one lookup in the receipts view answers, whatever the topic's size:
+        the view first catches up to the key partition's end offset as of this call, and
+        StaleStatusError says it could not within ``wait`` seconds (ViewUnavailableError: it
+        could not be asked). Without a view the key's partition is read to that end offset.
+        """
+        if self._view is None:
+            found = key_receipts(self.bootstrap, self._receipts_topic, key, self._codec)
+            return found[-1] if found else None
+        after = self._end_offsets().get(partition_for(key, self._partition_count()))
+        return self._view.status(key, after, wait)
+
+    def _partition_count(self) -> int:
+        with self._lock:
+            return self._partition_count_locked()
+
+    def _end_offsets(self) -> EndOffsets:
+        with self._lock:
+            if self._ends is None:
+                self._ends = EndOffsets(self._admin(), self._receipts_topic,
+                                        self._partition_count_locked())
+            return self._ends
+
+    def _admin(self) -> AdminClient:
+        if self._admin_client is None:
+            self._admin_client = AdminClient({"bootstrap.servers": self.bootstrap})
+        return self._admin_client
 
     def _partition_count_locked(self) -> int:
         if self._partitions is None:
-            admin = AdminClient({"bootstrap.servers": self.bootstrap})
-            meta = admin.list_topics(self._receipts_topic, timeout=10)
+            meta = self._admin().list_topics(self._receipts_topic, timeout=10)
             self._partitions = len(meta.topics[self._receipts_topic].partitions)
         return self._partitions
 
@@ -197,8 +227,9 @@ class AsyncLedgerClient:
         receipt = follow.answer()
         return raise_for(receipt) if raise_errors else receipt
 
-    async def status(self, key: str) -> ev.Receipt | None:
-        return await asyncio.to_thread(self._client.status, key)
+    async def status(self, key: str, wait: float = 2.0) -> ev.Receipt | None:
+        """As ``LedgerClient.status``."""
+        return await asyncio.to_thread(self._client.status, key, wait)
 
     async def close(self) -> None:
         await asyncio.to_thread(self._client.close)

@@ -64,3 +64,17 @@ def raise_for(receipt: Receipt) -> Receipt:
         raise EffectFailed(receipt, f"{receipt.key}: failed ({receipt.reason.value}): "
                                     f"{receipt.detail}")
     return receipt
+
+
+class StaleStatusError(Exception):
+    """The receipts view had not applied the key's partition up to the receipts written
+    before ``status`` was called, within the wait. Nothing is wrong with the key; ask again."""
+
+    def __init__(self, key: str, position: int, wanted: int) -> None:
+        super().__init__(f"{key}: the view is at offset {position} of the key's partition, "
+                         f"not yet at {wanted}")
+        self.key, self.position, self.wanted = key, position, wanted
+
+
+class ViewUnavailableError(Exception):
+    """The receipts view (LEDGER_VIEW_URL) could not be asked."""

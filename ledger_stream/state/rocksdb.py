@@ -36,17 +36,22 @@ def _int(raw: bytes | None) -> int:
     return int.from_bytes(raw, "big") if raw else 0
 
 
+def open_raw(path: Path, what: str) -> Rdict:
+    """A raw-bytes RocksDB at ``path``, created if missing; StoreError naming ``what``."""
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return Rdict(str(path), options)
+    except Exception as exc:  # rocksdict raises plain Exception for IO and lock errors
+        raise StoreError(f"cannot open the {what} {path}: {exc}") from exc
+
+
 class RocksDBPartitionStore(PartitionStore):
     def __init__(self, path: Path, partition: int) -> None:
         super().__init__(partition)
         self.path = path
-        options = Options(raw_mode=True)
-        options.create_if_missing(True)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = Rdict(str(path), options)
-        except Exception as exc:  # rocksdict raises plain Exception for IO and lock errors
-            raise StoreError(f"cannot open the state store {path}: {exc}") from exc
+        self._db = open_raw(path, "state store")
         self._closed = False
         self._clock = _int(self._db.get(_CLOCK))
         self._offset = _int(self._db.get(_CHANGELOG))

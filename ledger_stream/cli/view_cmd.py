@@ -1,0 +1,50 @@
+"""``ledger-stream view``: serve each key's latest receipt over HTTP, O(1) per lookup."""
+
+from __future__ import annotations
+
+import argparse
+
+from confluent_kafka import KafkaException
+
+from ledger_stream.cli.common import CliError, add_common_flags, settings_from
+from ledger_stream.kafka.exceptions import KafkaSetupError
+from ledger_stream.state.exceptions import StoreError
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "view",
+        help="serve the receipts view (each key's latest receipt) for status lookups",
+        description="Read every partition of <prefix>.receipts into a local RocksDB (each "
+        "key's latest receipt and the position reached, written together) and answer "
+        "GET /v1/operations/KEY[?after=OFFSET&wait_ms=MS], /healthz and /metrics. Clients "
+        "with LEDGER_VIEW_URL set ask it instead of reading the key's partition. A restart "
+        "resumes from the stored positions. Runs until SIGTERM or Ctrl-C. See docs/view.md.",
+    )
+    parser.add_argument("--host", metavar="ADDR",
+                        help="listen address (env: LEDGER_VIEW_HOST; default 127.0.0.1)")
+    parser.add_argument("--port", type=int, metavar="PORT",
+                        help="HTTP port, 0 for any free one (logged) (env: LEDGER_VIEW_PORT; "
+                        "default 8077)")
+    parser.add_argument("--state-dir", metavar="DIR",
+                        help="view store folder (env: LEDGER_VIEW_STATE_DIR; default HOME/view)")
+    add_common_flags(parser)
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ledger_stream.view.follower import ViewStartError
+    from ledger_stream.view.service import run_view
+
+    settings = settings_from(args, view_host=args.host, view_port=args.port,
+                             view_state_dir=args.state_dir)
+    try:
+        run_view(settings)
+    except OSError as exc:
+        raise CliError(f"cannot serve the view on {settings.view_host}:{settings.view_port}: "
+                       f"{exc}") from exc
+    except (KafkaSetupError, StoreError, ViewStartError) as exc:
+        raise CliError(str(exc)) from exc
+    except KafkaException as exc:
+        raise CliError(f"cannot read {settings.topic('receipts')}: {exc.args[0].str()}") from exc
+    return 0

@@ -1,0 +1,73 @@
+"""End offsets of a topic's partitions for many concurrent callers, one request at a time.
+
+Each caller needs an end offset read *after* it called (a status must reflect every receipt
+written before it). Callers that arrive while a request is in flight wait for the next one,
+which starts when the flight lands and covers everyone who arrived by then: like a group
+commit, N concurrent callers cost about two requests, not N. One request asks every partition
+(``list_offsets``, read-committed: the last stable offset), so callers of different
+partitions share it too.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+REQUEST_TIMEOUT_S = 5.0
+
+
+class EndOffsets:
+    def __init__(self, admin: AdminClient, topic: str, partitions: int,
+                 patience_s: float = 15.0) -> None:
+        self._admin = admin
+        self._topic = topic
+        self._partitions = partitions
+        self._patience_s = patience_s
+        self._cv = threading.Condition()
+        self._issued = 0  # tickets handed out
+        self._answered = 0  # every ticket up to here has an answer in _ends
+        self._running = False
+        self._ends: dict[int, int] = {}
+
+    def get(self, partition: int) -> int:
+        """``partition``'s end offset as of a request sent after this call began."""
+        with self._cv:
+            self._issued += 1
+            ticket = self._issued
+            while self._answered < ticket:
+                if self._running:
+                    self._cv.wait()
+                    continue
+                self._running, covers = True, self._issued
+                try:
+                    self._cv.release()
+                    try:
+                        ends = self._query()
+                    finally:
+                        self._cv.acquire()
+                    self._ends, self._answered = ends, covers
+                finally:
+                    self._running = False
+                    self._cv.notify_all()
+            return self._ends[partition]
+
+    def _query(self) -> dict[int, int]:
+        """Every partition's last stable offset, retried through leader elections."""
+        deadline = time.monotonic() + self._patience_s
+        wanted = {TopicPartition(self._topic, p): OffsetSpec.latest()
+                  for p in range(self._partitions)}
+        while True:
+            try:
+                futures = self._admin.list_offsets(
+                    wanted, isolation_level=IsolationLevel.READ_COMMITTED,
+                    request_timeout=REQUEST_TIMEOUT_S)
+                return {tp.partition: int(f.result().offset) for tp, f in futures.items()}
+            except KafkaException:
+                # NOT_LEADER / LEADER_NOT_AVAILABLE after topic creation or a broker restart
+                # pass in moments; anything else is raised once the patience runs out.
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)

@@ -1,0 +1,142 @@
+"""The view over HTTP (standard library server, one thread per connection, keep-alive).
+
+- ``GET /v1/operations/{key}[?after=OFFSET][&wait_ms=MS]``: the key's latest receipt as
+  JSON (``receipt`` is null for a key with none), its partition, and the view's ``position``
+  in it. With ``after``, the answer waits (up to ``wait_ms``, default 1000, at most 30000)
+  until the view has applied the partition up to that offset; ``caught_up`` says whether it
+  had.
+- ``GET /healthz``: each partition's position; 503 once the view has failed.
+- ``GET /metrics``: Prometheus.
+
+The key is the last path segment, percent-encoded. Errors are JSON ``{"error": ...}`` with
+400 (a bad parameter), 404 (another path), 503 (the view failed).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from prometheus_client import CONTENT_TYPE_LATEST, Histogram, generate_latest
+
+from ledger_stream.domain.events import Receipt
+from ledger_stream.kafka.partitioner import partition_for
+from ledger_stream.logs import log_fields
+from ledger_stream.serde import AvroCodec, DecodeError
+from ledger_stream.serde.records import to_record
+from ledger_stream.view.follower import ReceiptView, ViewFailed
+
+logger = logging.getLogger(__name__)
+
+OPERATIONS = "/v1/operations/"
+DEFAULT_WAIT_MS, MAX_WAIT_MS = 1_000, 30_000
+REQUEST_SECONDS = Histogram("ledger_view_request_seconds", "view lookups, answered",
+                            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 1))
+
+
+class BadRequest(ValueError):
+    """A parameter the view cannot use (400)."""
+
+
+class Unreadable(Exception):
+    """The view holds bytes it cannot decode for the key (500): a schema it does not know."""
+
+
+def operation(view: ReceiptView, codec: AvroCodec, key: str, query: dict[str, list[str]],
+              ) -> dict[str, Any]:
+    """The answer to ``GET /v1/operations/{key}``."""
+    if not key:
+        raise BadRequest("the operation key is empty")
+    partition = partition_for(key.encode("utf-8"), view.partitions)
+    caught_up = True
+    if "after" in query:
+        after = _int_param(query, "after", 0, 2**63)
+        wait_ms = _int_param(query, "wait_ms", 0, MAX_WAIT_MS, DEFAULT_WAIT_MS)
+        caught_up = view.wait_for(partition, after, wait_ms / 1000)
+    raw = view.latest(key.encode("utf-8"))
+    receipt = None
+    if raw is not None:
+        try:
+            receipt = to_record(codec.decode(raw, expect=(Receipt,)))
+        except DecodeError as exc:
+            raise Unreadable(f"the key's latest receipt cannot be decoded: {exc}") from exc
+    return {"key": key, "partition": partition, "position": view.position(partition),
+            "caught_up": caught_up, "receipt": receipt}
+
+
+def _int_param(query: dict[str, list[str]], name: str, low: int, high: int,
+               default: int | None = None) -> int:
+    values = query.get(name)
+    if not values:
+        if default is None:
+            raise BadRequest(f"{name} is required")
+        return default
+    try:
+        value = int(values[-1])
+    except ValueError:
+        raise BadRequest(f"{name} must be an integer, got {values[-1]!r}") from None
+    if not low <= value <= high:
+        raise BadRequest(f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def make_server(view: ReceiptView, codec: AvroCodec, host: str, port: int,
+                ) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        # One segment per answer: headers and body written apart meet Nagle's algorithm and
+        # the client's delayed ACK, 40 ms per request.
+        disable_nagle_algorithm = True
+        wbufsize = 1 << 16
+
+        def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+            url = urlsplit(self.path)
+            try:
+                if url.path.startswith(OPERATIONS):
+                    with REQUEST_SECONDS.time():
+                        body = operation(view, codec, unquote(url.path[len(OPERATIONS):]),
+                                         parse_qs(url.query))
+                    self._json(HTTPStatus.OK, body)
+                elif url.path == "/healthz":
+                    self._json(HTTPStatus.OK, {"topic": view.topic, "positions": {
+                        str(p): o for p, o in view.positions().items()}})
+                elif url.path == "/metrics":
+                    self._send(HTTPStatus.OK, generate_latest(), CONTENT_TYPE_LATEST)
+                else:
+                    self._json(HTTPStatus.NOT_FOUND, {"error": f"no such path: {url.path}"})
+            except BadRequest as exc:
+                self._json(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
+            except Unreadable as exc:
+                logger.warning("undecodable receipt in the view", extra=log_fields(
+                    error=str(exc)))
+                self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(exc)})
+            except ViewFailed as exc:
+                self._json(HTTPStatus.SERVICE_UNAVAILABLE, {"error": f"view failed: {exc}"})
+
+        def _json(self, status: HTTPStatus, body: dict[str, Any]) -> None:
+            self._send(status, json.dumps(body).encode("utf-8"), "application/json")
+
+        def _send(self, status: HTTPStatus, data: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            return  # one line per request is noise; /metrics counts them
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    return server
+
+
+def serve_in_thread(server: ThreadingHTTPServer) -> threading.Thread:
+    thread = threading.Thread(target=server.serve_forever, name="ledger-view-http", daemon=True)
+    thread.start()
+    return thread

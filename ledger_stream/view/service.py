@@ -1,0 +1,53 @@
+"""``ledger-stream view`` as a process: the follower and its HTTP server until SIGTERM."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from types import FrameType
+
+from ledger_stream.config import Settings
+from ledger_stream.kafka.bootstrap import resolve_bootstrap
+from ledger_stream.logs import log_fields
+from ledger_stream.serde import make_codec
+from ledger_stream.view.follower import ReceiptView
+from ledger_stream.view.server import make_server, serve_in_thread
+from ledger_stream.view.store import ViewStore
+
+logger = logging.getLogger(__name__)
+
+
+def run_view(settings: Settings) -> None:
+    """Serve the receipts view until SIGTERM or SIGINT. Raises StoreError or
+    KafkaException (one line) when it cannot start."""
+    bootstrap = resolve_bootstrap(settings)
+    store = ViewStore(settings.resolved_view_dir / settings.topic_prefix)
+    try:
+        view = ReceiptView(bootstrap, settings.topic("receipts"), store)
+    except BaseException:
+        store.close()
+        raise
+    server = make_server(view, make_codec(settings.schema_registry_url), settings.view_host,
+                         settings.view_port)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, on_signal)
+    view.start()
+    serve_in_thread(server)
+    logger.info("view serving", extra=log_fields(
+        url=f"http://{settings.view_host}:{server.server_port}", topic=view.topic,
+        partitions=view.partitions,
+        state_dir=str(store.path)))
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        server.shutdown()
+        server.server_close()
+        view.close()
+        logger.info("view stopped", extra=log_fields(positions=view.positions()))
