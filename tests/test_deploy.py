@@ -29,3 +29,16 @@ def test_compose_file_is_complete():
             assert dependency in services, f"{name} depends on unknown {dependency}"
     assert services["processor"]["command"] == ["ledger-stream", "processor"]
     assert services["processor"]["environment"]["LEDGER_KAFKA_BOOTSTRAP"] == "kafka:19092"
+
+
+def test_every_ledger_command_in_compose_parses():
+    """A renamed flag or subcommand would make a service exit at start: parse each one."""
+    from ledger_stream.cli.main import build_parser
+
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    commands = {name: s["command"] for name, s in services.items()
+                if isinstance(s.get("command"), list) and s["command"][0] == "ledger-stream"}
+    assert {"processor", "view", "connector-payments", "sandbox"} <= set(commands)
+    for name, command in commands.items():
+        args = build_parser().parse_args(command[1:])
+        assert args.handler, name

@@ -20,6 +20,16 @@ def _fault(spec: str) -> Fault:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
+def _latency(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of milliseconds: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {value}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     # The sandbox is a test fixture, not part of Settings: its two environment fallbacks
     # are read here, as argparse defaults.
@@ -40,6 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="arm a fault at start-up, for any new key (repeatable). Modes: commit_then_drop, "
         "delay_before_commit, error_before_commit, crash_before_commit (exit 70), "
         "crash_after_commit (exit 71)",
+    )
+    parser.add_argument(
+        "--latency-ms", metavar="MS", type=_latency, default=0,
+        help="time every payment request takes before it is handled, as a real API's does "
+        "(default 0)",
     )
     parser.add_argument(
         "--log-level", metavar="LEVEL",
@@ -68,7 +83,8 @@ def _run(args: argparse.Namespace) -> int:
         print(line, flush=True)
 
     try:
-        return run_sandbox(args.host, args.port, args.db, tuple(args.fault), announce)
+        return run_sandbox(args.host, args.port, args.db, tuple(args.fault), announce,
+                           latency_s=args.latency_ms / 1000)
     except OSError as exc:
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc}") from exc
     except sqlite3.Error as exc:

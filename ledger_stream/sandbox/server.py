@@ -62,10 +62,11 @@ class SandboxServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128  # the default 5 drops SYNs under a burst of concurrent clients
 
-    def __init__(self, address: tuple[str, int], store: PaymentStore, faults: FaultBoard) -> None:
+    def __init__(self, address: tuple[str, int], store: PaymentStore, faults: FaultBoard,
+                 latency_s: float = 0.0) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
-        self.store, self.faults = store, faults
+        self.store, self.faults, self.latency_s = store, faults, latency_s
         super().__init__(address, SandboxHandler)
 
     @property
@@ -95,6 +96,9 @@ def key_digest(key: str | None) -> str | None:
 class SandboxHandler(BaseHTTPRequestHandler):
     server: SandboxServer
     protocol_version = "HTTP/1.1"
+    # Headers and body leave as two writes; without TCP_NODELAY the body waits for the
+    # client's delayed ACK of the headers (40 ms per call).
+    disable_nagle_algorithm = True
     server_version = "ledger-stream-sandbox"
     _status: int | str = 0  # for the log line: the status sent, or what happened instead
     _key: str | None = None
@@ -142,6 +146,8 @@ class SandboxHandler(BaseHTTPRequestHandler):
     # -- handlers ----------------------------------------------------------------------------
 
     def _post_payment(self) -> None:
+        if self.server.latency_s:
+            time.sleep(self.server.latency_s)  # a real API's own time, before anything
         key = _header(self.headers.get("Idempotency-Key"))
         if not key:
             raise HttpError(400, "missing_idempotency_key", "send an Idempotency-Key header")
@@ -288,24 +294,24 @@ class SandboxHandler(BaseHTTPRequestHandler):
 
 
 def make_server(host: str, port: int, db: str | Path, faults: tuple[Fault, ...] = (),
-                ) -> SandboxServer:
+                latency_s: float = 0.0) -> SandboxServer:
     """A bound, listening sandbox (not yet serving). Raises OSError or sqlite3.Error."""
     store = PaymentStore(db)
     try:
-        return SandboxServer((host, port), store, FaultBoard(faults))
+        return SandboxServer((host, port), store, FaultBoard(faults), latency_s)
     except BaseException:
         store.close()
         raise
 
 
 def run_sandbox(host: str, port: int, db: str | Path, faults: tuple[Fault, ...] = (),
-                announce: Callable[[str], None] = print) -> int:
+                announce: Callable[[str], None] = print, latency_s: float = 0.0) -> int:
     """Serve until SIGTERM or SIGINT, then stop cleanly and return 0.
 
     ``announce`` gets ``sandbox listening on <url>`` once the socket accepts connections
     (with port 0 the URL names the port the system picked). Must run on the main thread.
     """
-    server = make_server(host, port, db, faults)
+    server = make_server(host, port, db, faults, latency_s)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
                 for sig in (signal.SIGTERM, signal.SIGINT)}

@@ -48,8 +48,10 @@ class SandboxProc:
     """One sandbox process on ``db``. Stop it with ``stop()`` or ``kill()``; never by name."""
 
     def __init__(self, db: Path, *, port: int = 0, faults: Sequence[str] = (),
-                 command: Sequence[str] = MODULE_COMMAND, start_timeout_s: float = 20.0) -> None:
+                 command: Sequence[str] = MODULE_COMMAND, start_timeout_s: float = 20.0,
+                 latency_ms: int = 0) -> None:
         self.db, self.faults, self.command = Path(db), tuple(faults), tuple(command)
+        self.latency_ms = latency_ms
         self.start_timeout_s = start_timeout_s
         self.url = ""
         self._output: deque[str] = deque(maxlen=2000)
@@ -125,7 +127,8 @@ class SandboxProc:
 
     def _try_start(self, port: int, deadline: float) -> str | None:
         """None once listening; else why not (the process has been stopped)."""
-        args = [sys.executable, *self.command, "--port", str(port), "--db", str(self.db)]
+        args = [sys.executable, *self.command, "--port", str(port), "--db", str(self.db),
+                "--latency-ms", str(self.latency_ms)]
         for fault in self.faults:
             args += ["--fault", fault]
         self._popen = popen = subprocess.Popen(

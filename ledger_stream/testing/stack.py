@@ -65,6 +65,13 @@ class Stack:
 
     def submit(self, key: str, args: dict[str, Any], target: str,
                payload: dict[str, Any] | None = None) -> ev.Intent:
+        intent = self.submit_nowait(key, args, target, payload)
+        self.producer.flush()
+        return intent
+
+    def submit_nowait(self, key: str, args: dict[str, Any], target: str,
+                      payload: dict[str, Any] | None = None) -> ev.Intent:
+        """Produce the intent without waiting for its acknowledgement (flush the producer)."""
         intent = ev.Intent(
             event_id=uuid.uuid4().hex, key=key, tenant=key.split("/", 1)[0],
             action=key.split("/")[1], target=target, args_json=canonical_json(args),
@@ -73,7 +80,6 @@ class Stack:
             payload_json=canonical_json(payload) if payload else "",
         )
         self.producer.send("intents", intent)
-        self.producer.flush()
         return intent
 
     def receipts(self, key: str) -> list[ev.Receipt]:

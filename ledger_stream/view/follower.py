@@ -128,6 +128,10 @@ class ReceiptView:
         self._check()
         return bool(reached) and self._positions[partition] >= offset
 
+    def check(self) -> None:
+        """Raise ViewFailed once the view has stopped applying receipts."""
+        self._check()
+
     def _check(self) -> None:
         if self._failure is not None:
             raise ViewFailed(self._failure)

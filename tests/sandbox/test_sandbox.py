@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -207,3 +208,17 @@ def test_help_shows_the_environment_fallbacks_and_bad_faults_exit_2():
                          timeout=30)
     assert bad.returncode == 2
     assert "unknown fault mode 'explode'" in bad.stderr
+    slow = subprocess.run([*command, "--latency-ms", "-5"], capture_output=True, text=True,
+                          timeout=30)
+    assert slow.returncode == 2
+    assert "--latency-ms: must not be negative: -5" in slow.stderr
+
+
+def test_latency_is_spent_on_every_payment_request(tmp_path: Path):
+    """A bench target with a real API's call time: the time is the server's (measured around
+    the call, it can only be longer), and the answer is the same as without it."""
+    with SandboxProc(tmp_path / "sandbox.db", latency_ms=150) as sandbox:
+        started = time.monotonic()
+        assert sandbox.post_payment(KEY, BODY).status == 201
+        assert time.monotonic() - started >= 0.15
+        assert len(sandbox.effects(KEY)) == 1

@@ -207,3 +207,26 @@ def test_the_view_command_names_a_missing_topic(ledger_settings: Settings, tmp_p
                  str(tmp_path)])
     assert code == 2
     assert "receipts is not available" in capsys.readouterr().err
+
+
+def test_a_failed_store_makes_the_view_answer_503(served: Served, ledger_topics: Settings,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A view that cannot write must not go on answering from rows it no longer updates."""
+    from ledger_stream.state.exceptions import StoreError
+
+    def broken(rows: dict[bytes, bytes], positions: dict[int, int]) -> None:
+        raise StoreError("disk full")
+
+    monkeypatch.setattr(served.view._store, "apply", broken)
+    key = operation_key("acme", "refund", uuid.uuid4().hex[:8])
+    producer = EventProducer(ledger_topics, ledger_topics.kafka_bootstrap, AvroCodec())
+    producer.send("receipts", receipt(key, "i1", ev.ReceiptStatus.ACCEPTED))
+    producer.flush()
+    with pytest.raises(ViewUnavailableError, match="503"):
+        ViewClient(served.url).status(key, end_of(ledger_topics, key), 10)
+    try:
+        urllib.request.urlopen(served.url + "/healthz", timeout=10)
+        raise AssertionError("healthz answered 200")
+    except urllib.error.HTTPError as err:
+        assert err.code == 503
+        assert json.loads(err.read()) == {"error": "view failed: disk full"}
