@@ -21,6 +21,7 @@ from ledger_stream.kafka import topics
 from ledger_stream.kafka.local import LocalCluster, ensure_jars, jar_cache
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
+from tests.simulation import background
 
 BROKER_FIXTURES = {"kafka_bootstrap", "ledger_settings", "ledger_topics"}
 
@@ -34,6 +35,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if BROKER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.kafka)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    background.start_if_selected([item.nodeid for item in session.items])
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    background.stop()
 
 
 def _progress(line: str) -> None:
