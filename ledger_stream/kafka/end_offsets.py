@@ -31,13 +31,21 @@ class EndOffsets:
         self._answered = 0  # every ticket up to here has an answer in _ends
         self._running = False
         self._ends: dict[int, int] = {}
+        self._failed: tuple[int, BaseException] | None = None  # (tickets covered, error)
 
-    def get(self, partition: int) -> int:
-        """``partition``'s end offset as of a request sent after this call began."""
+    def get(self, partition: int, patience_s: float | None = None) -> int:
+        """``partition``'s end offset as of a request sent after this call began. A failed
+        request fails every caller it covered (each does not retry on its own); the request
+        this caller leads is retried for ``patience_s`` (default: the instance's)."""
+        if not 0 <= partition < self._partitions:
+            raise ValueError(f"partition {partition} of {self._topic} does not exist "
+                             f"({self._partitions} partitions)")
         with self._cv:
             self._issued += 1
             ticket = self._issued
             while self._answered < ticket:
+                if self._failed is not None and self._failed[0] >= ticket:
+                    raise self._failed[1]
                 if self._running:
                     self._cv.wait()
                     continue
@@ -45,18 +53,22 @@ class EndOffsets:
                 try:
                     self._cv.release()
                     try:
-                        ends = self._query()
+                        ends = self._query(self._patience_s if patience_s is None
+                                           else patience_s)
                     finally:
                         self._cv.acquire()
                     self._ends, self._answered = ends, covers
+                except BaseException as exc:
+                    self._failed = (covers, exc)
+                    raise
                 finally:
                     self._running = False
                     self._cv.notify_all()
             return self._ends[partition]
 
-    def _query(self) -> dict[int, int]:
+    def _query(self, patience_s: float) -> dict[int, int]:
         """Every partition's last stable offset, retried through leader elections."""
-        deadline = time.monotonic() + self._patience_s
+        deadline = time.monotonic() + patience_s
         wanted = {TopicPartition(self._topic, p): OffsetSpec.latest()
                   for p in range(self._partitions)}
         while True:

@@ -25,6 +25,7 @@ from ledger_stream.domain.validation import invalid_reason
 from ledger_stream.failpoints import failpoint
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
 from ledger_stream.kafka.end_offsets import EndOffsets
+from ledger_stream.kafka.exceptions import KafkaSetupError
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import key_receipts
@@ -119,17 +120,21 @@ class LedgerClient:
     def status(self, key: str, wait: float = 2.0) -> ev.Receipt | None:
         """The key's latest receipt (its state is ``key_status``), or None if it has none.
 
-        It reflects every receipt written before the call. With ``view_url`` set
-        (LEDGER_VIEW_URL) one lookup in the receipts view answers, whatever the topic's size:
-        the view first catches up to the key partition's end offset as of this call, and
-        StaleStatusError says it could not within ``wait`` seconds (ViewUnavailableError: it
-        could not be asked). Without a view the key's partition is read to that end offset.
+        It reflects every receipt a read-committed reader could see when it began. With
+        ``view_url`` set (LEDGER_VIEW_URL) one lookup in the receipts view answers, whatever
+        the topic's size: the view first catches up to the key partition's end offset as of
+        this call, and StaleStatusError says it could not within ``wait`` seconds
+        (ViewUnavailableError: it could not be asked or refused). Without a view the key's
+        partition is read to that end offset.
         """
         if self._view is None:
             found = key_receipts(self.bootstrap, self._receipts_topic, key, self._codec)
             return found[-1] if found else None
-        after = self._end_offsets().get(partition_for(key, self._partition_count()))
-        return self._view.status(key, after, wait)
+        partitions = self._partition_count()
+        partition = partition_for(key, partitions)
+        after = self._end_offsets().get(partition, patience_s=max(wait, 0.5))
+        return self._view.status(key, after, wait, topic=self._receipts_topic,
+                                 partition=partition, partitions=partitions)
 
     def _partition_count(self) -> int:
         with self._lock:
@@ -150,7 +155,12 @@ class LedgerClient:
     def _partition_count_locked(self) -> int:
         if self._partitions is None:
             meta = self._admin().list_topics(self._receipts_topic, timeout=10)
-            self._partitions = len(meta.topics[self._receipts_topic].partitions)
+            topic = meta.topics[self._receipts_topic]
+            if topic.error is not None or not topic.partitions:
+                # Not cached: the topic may exist on the next call.
+                raise KafkaSetupError(f"{self._receipts_topic} is not available "
+                                      f"({topic.error}): run `ledger-stream topics create`")
+            self._partitions = len(topic.partitions)
         return self._partitions
 
     def close(self) -> None:

@@ -6,11 +6,13 @@ import http.client
 import json
 import threading
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 from ledger_stream.domain.events import Receipt
 from ledger_stream.sdk.errors import StaleStatusError, ViewUnavailableError
 from ledger_stream.serde.records import from_record
+
+MAX_WAIT_S = 30.0  # the view waits at most this long (server.MAX_WAIT_MS)
 
 
 class ViewClient:
@@ -24,12 +26,22 @@ class ViewClient:
         self._local = threading.local()
         self.url = url
 
-    def status(self, key: str, after: int, wait_s: float) -> Receipt | None:
+    def status(self, key: str, after: int, wait_s: float, *, topic: str = "",
+               partition: int | None = None, partitions: int | None = None) -> Receipt | None:
         """The key's latest receipt once the view has applied its partition up to ``after``.
-        Raises StaleStatusError when it had not within ``wait_s``; ViewUnavailableError
-        when the view cannot be asked."""
-        path = (f"{self._base}/v1/operations/{quote(key, safe='')}"
-                f"?after={after}&wait_ms={int(wait_s * 1000)}")
+        ``topic``, ``partition`` and ``partitions`` say what ``after`` is an offset of: a
+        view of another topic or partition count refuses (409) rather than compare it with
+        an unrelated position. Raises StaleStatusError when the view had not caught up within
+        ``wait_s``; ViewUnavailableError when it cannot be asked or refuses."""
+        wait_s = min(max(wait_s, 0.0), MAX_WAIT_S)
+        query: dict[str, int | str] = {"after": after, "wait_ms": int(wait_s * 1000)}
+        if topic:
+            query["topic"] = topic
+        if partition is not None:
+            query["partition"] = partition
+        if partitions is not None:
+            query["partitions"] = partitions
+        path = f"{self._base}/v1/operations/{quote(key, safe='')}?{urlencode(query)}"
         body = self._get(path, wait_s)
         if not body["caught_up"]:
             raise StaleStatusError(key, body["position"], after)
@@ -46,7 +58,7 @@ class ViewClient:
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()
                 self._local.conn = None
-                if attempt == 2:
+                if attempt == 2 or isinstance(exc, TimeoutError):  # no second wait
                     raise ViewUnavailableError(f"the view at {self.url} cannot be reached: "
                                                f"{exc}") from exc
                 continue
@@ -58,9 +70,13 @@ class ViewClient:
         raise AssertionError("unreachable")
 
     def _connection(self, wait_s: float) -> http.client.HTTPConnection:
+        """This thread's connection, its timeout set for this request's wait."""
+        timeout = self._timeout_s + wait_s
         conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = http.client.HTTPConnection(self._host, self._port,
-                                              timeout=self._timeout_s + wait_s)
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
             self._local.conn = conn
+        conn.timeout = timeout
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout)
         return conn

@@ -9,8 +9,8 @@ end offset" must see the position pass them.
 
 Freshness: :meth:`ReceiptView.wait_for` blocks until a partition's position reaches a given
 offset. The SDK asks for the key partition's end offset at the moment ``status`` is called,
-so a status reflects every receipt written before the call (or says it could not within its
-wait).
+so a status reflects every receipt visible to read-committed readers when it was called (or
+says it could not within its wait).
 """
 
 from __future__ import annotations
@@ -151,12 +151,27 @@ class ReceiptView:
                     APPLIED.inc(len(rows))
             except KafkaException as exc:  # the client retries by itself; say so, go on
                 logger.warning("receipts read error", extra=log_fields(error=str(exc)))
+                # Records read but not applied must be read again: back to what is applied.
+                try:
+                    self._rewind()
+                except KafkaException as again:
+                    self._fail(f"cannot rewind after a read error: {again}")
+                    return
                 time.sleep(POLL_S)
             except StoreError as exc:
                 self._fail(str(exc))
                 return
-            except RuntimeError:  # the consumer was closed under us: we are stopping
+            except Exception as exc:
+                if self._closed.is_set():
+                    return  # the consumer was closed under us: we are stopping
+                self._fail(f"{type(exc).__name__}: {exc}")
                 return
+
+    def _rewind(self) -> None:
+        with self._changed:
+            positions = dict(self._positions)
+        self._consumer.assign([TopicPartition(self.topic, p, offset or OFFSET_BEGINNING)
+                               for p, offset in positions.items()])
 
     def _read(self) -> dict[bytes, bytes]:
         rows: dict[bytes, bytes] = {}
@@ -195,5 +210,10 @@ class ReceiptView:
             self._changed.notify_all()
         if self._thread.is_alive():
             self._thread.join(timeout=5 + POLL_S)
+            if self._thread.is_alive():
+                # Closing a client or store another thread is inside of is worse than
+                # leaving both to the process's exit.
+                logger.warning("view thread still busy; not closing its consumer and store")
+                return
         self._consumer.close()
         self._store.close()

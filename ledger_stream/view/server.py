@@ -4,12 +4,14 @@
   JSON (``receipt`` is null for a key with none), its partition, and the view's ``position``
   in it. With ``after``, the answer waits (up to ``wait_ms``, default 1000, at most 30000)
   until the view has applied the partition up to that offset; ``caught_up`` says whether it
-  had.
+  had (null without ``after``). ``topic``, ``partition`` and ``partitions`` name what
+  ``after`` is an offset of; a view of another topic or partitioning answers 409.
 - ``GET /healthz``: each partition's position; 503 once the view has failed.
 - ``GET /metrics``: Prometheus.
 
-The key is the last path segment, percent-encoded. Errors are JSON ``{"error": ...}`` with
-400 (a bad parameter), 404 (another path), 503 (the view failed).
+The key is everything after ``/v1/operations/``, percent-encoded UTF-8. Errors are JSON
+``{"error": ...}`` with 400 (a bad parameter), 404 (another path), 409 (another topic or
+partitioning), 503 (the view failed or cannot answer now).
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ class BadRequest(ValueError):
     """A parameter the view cannot use (400)."""
 
 
+class Mismatch(ValueError):
+    """The caller's offset is of another topic or partitioning (409)."""
+
+
 class Unreadable(Exception):
     """The view holds bytes it cannot decode for the key (500): a schema it does not know."""
 
@@ -53,7 +59,8 @@ def operation(view: ReceiptView, codec: AvroCodec, key: str, query: dict[str, li
     if not key:
         raise BadRequest("the operation key is empty")
     partition = partition_for(key.encode("utf-8"), view.partitions)
-    caught_up = True
+    _check_same_log(view, partition, query)
+    caught_up: bool | None = None  # not asked
     if "after" in query:
         after = _int_param(query, "after", 0, 2**63)
         wait_ms = _int_param(query, "wait_ms", 0, MAX_WAIT_MS, DEFAULT_WAIT_MS)
@@ -67,6 +74,23 @@ def operation(view: ReceiptView, codec: AvroCodec, key: str, query: dict[str, li
             raise Unreadable(f"the key's latest receipt cannot be decoded: {exc}") from exc
     return {"key": key, "partition": partition, "position": view.position(partition),
             "caught_up": caught_up, "receipt": receipt}
+
+
+def _check_same_log(view: ReceiptView, partition: int, query: dict[str, list[str]]) -> None:
+    """The caller's ``after`` is an offset of its topic and partition: refuse (409) when
+    they are not this view's, rather than compare it with an unrelated position."""
+    topic = query.get("topic", [""])[-1]
+    if topic and topic != view.topic:
+        raise Mismatch(f"this view reads {view.topic}, not {topic}")
+    if "partitions" in query:
+        theirs = _int_param(query, "partitions", 1, 1 << 20)
+        if theirs != view.partitions:
+            raise Mismatch(f"{view.topic} has {view.partitions} partitions here, the caller "
+                           f"counts {theirs}")
+    if "partition" in query:
+        asked = _int_param(query, "partition", 0, 1 << 20)
+        if asked != partition:
+            raise Mismatch(f"the key is in partition {partition} here, the caller says {asked}")
 
 
 def _int_param(query: dict[str, list[str]], name: str, low: int, high: int,
@@ -98,8 +122,12 @@ def make_server(view: ReceiptView, codec: AvroCodec, host: str, port: int,
             try:
                 if url.path.startswith(OPERATIONS):
                     with REQUEST_SECONDS.time():
-                        body = operation(view, codec, unquote(url.path[len(OPERATIONS):]),
-                                         parse_qs(url.query))
+                        try:
+                            key = unquote(url.path[len(OPERATIONS):], errors="strict")
+                        except UnicodeDecodeError:
+                            raise BadRequest("the key is not percent-encoded UTF-8") from None
+                        body = operation(view, codec, key,
+                                         parse_qs(url.query, keep_blank_values=True))
                     self._json(HTTPStatus.OK, body)
                 elif url.path == "/healthz":
                     view.check()
@@ -109,6 +137,8 @@ def make_server(view: ReceiptView, codec: AvroCodec, host: str, port: int,
                     self._send(HTTPStatus.OK, generate_latest(), CONTENT_TYPE_LATEST)
                 else:
                     self._json(HTTPStatus.NOT_FOUND, {"error": f"no such path: {url.path}"})
+            except Mismatch as exc:
+                self._json(HTTPStatus.CONFLICT, {"error": str(exc)})
             except BadRequest as exc:
                 self._json(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
             except Unreadable as exc:
@@ -117,6 +147,13 @@ def make_server(view: ReceiptView, codec: AvroCodec, host: str, port: int,
                 self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(exc)})
             except ViewFailed as exc:
                 self._json(HTTPStatus.SERVICE_UNAVAILABLE, {"error": f"view failed: {exc}"})
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # the caller left while we waited
+            except Exception as exc:  # a schema registry outage, a store closing: say so
+                logger.warning("view request failed", extra=log_fields(
+                    error=f"{type(exc).__name__}: {exc}"))
+                self._json(HTTPStatus.SERVICE_UNAVAILABLE,
+                           {"error": f"{type(exc).__name__}: {exc}"})
 
         def _json(self, status: HTTPStatus, body: dict[str, Any]) -> None:
             self._send(status, json.dumps(body).encode("utf-8"), "application/json")

@@ -230,3 +230,35 @@ def test_a_failed_store_makes_the_view_answer_503(served: Served, ledger_topics:
     except urllib.error.HTTPError as err:
         assert err.code == 503
         assert json.loads(err.read()) == {"error": "view failed: disk full"}
+
+
+def test_an_offset_of_another_topic_or_partitioning_is_refused(served: Served) -> None:
+    """Comparing the caller's offset with an unrelated partition's position would answer
+    'caught up' with an old receipt."""
+    key = operation_key("acme", "refund", uuid.uuid4().hex[:8])
+    partition = partition_for(key, served.view.partitions)
+    client = ViewClient(served.url)
+    with pytest.raises(ViewUnavailableError, match="409.*partitions here, the caller counts 7"):
+        client.status(key, 0, 1, partitions=7)
+    with pytest.raises(ViewUnavailableError, match="409.*not other.receipts"):
+        client.status(key, 0, 1, topic="other.receipts")
+    with pytest.raises(ViewUnavailableError, match="409.*the caller says"):
+        client.status(key, 0, 1, partition=(partition + 1) % served.view.partitions)
+    assert client.status(key, 0, 1, topic=served.view.topic, partition=partition,
+                         partitions=served.view.partitions) is None
+
+
+def test_without_after_nothing_is_claimed_and_odd_parameters_are_refused(
+        served: Served) -> None:
+    def get(path: str) -> tuple[int, dict[str, object]]:
+        try:
+            with urllib.request.urlopen(served.url + path, timeout=10) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read())
+
+    status, body = get("/v1/operations/acme%2Frefund%2Fx")
+    assert status == 200 and body["caught_up"] is None
+    assert get("/v1/operations/acme%2Frefund%2Fx?after=") == (
+        400, {"error": "after must be an integer, got ''"})
+    assert get("/v1/operations/acme%2Frefund%2F%FF")[0] == 400
