@@ -18,6 +18,7 @@ from ledger_stream.cli import (
     falsify_cmd,
     kafka_cmd,
     processor_cmd,
+    receipts_cmd,
     reconcile_cmd,
     sandbox_cmd,
     simulate_cmd,
@@ -28,11 +29,8 @@ from ledger_stream.cli.common import CliError
 from ledger_stream.logs import configure_logging
 
 COMMANDS = (
-    kafka_cmd, topics_cmd, processor_cmd, connector_cmd, reconcile_cmd, sandbox_cmd, demo_cmd,
-    falsify_cmd,
-    bench_cmd,
-    simulate_cmd,
-    view_cmd,
+    kafka_cmd, topics_cmd, processor_cmd, connector_cmd, view_cmd, receipts_cmd, reconcile_cmd,
+    sandbox_cmd, demo_cmd, falsify_cmd, bench_cmd, simulate_cmd,
 )
 
 

@@ -8,15 +8,26 @@ import uuid
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from ledger_stream.domain.events import Receipt
+from ledger_stream.kafka.exceptions import KafkaSetupError
 from ledger_stream.kafka.message import fetched
 from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.serde import AvroCodec, DecodeError
 
 
-def key_partition(consumer: Consumer, topic: str, key: str) -> TopicPartition:
-    partitions = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-    return TopicPartition(topic, partition_for(key, partitions))
+def key_partition(consumer: Consumer, topic: str, key: str,
+                  patience_s: float = 10.0) -> TopicPartition:
+    """The key's partition of ``topic``. A topic just created may take a moment to show in
+    metadata; KafkaSetupError when it does not within ``patience_s``."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        if meta.error is None and meta.partitions:
+            return TopicPartition(topic, partition_for(key, len(meta.partitions)))
+        if time.monotonic() > deadline:
+            raise KafkaSetupError(f"{topic} is not available ({meta.error}): run "
+                                  "`ledger-stream topics create` with the same settings")
+        time.sleep(0.2)
 
 
 def key_receipts(bootstrap: str, topic: str, key: str, codec: AvroCodec | None = None,

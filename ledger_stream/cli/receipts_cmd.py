@@ -1,0 +1,80 @@
+"""``ledger-stream receipts KEY``: a key's receipts, as a table or JSON lines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from ledger_stream.cli.common import CliError, add_common_flags, settings_from
+from ledger_stream.domain import events as ev
+
+COLUMNS = ("at", "status", "key_status", "reason", "attempts", "external_id", "intent_event_id")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "receipts", help="print a key's receipts (or only its latest, from the view)",
+        description="Print every receipt of KEY still in <prefix>.receipts, oldest first, "
+        "reading only the key's partition (compaction keeps at least the latest). With "
+        "--latest only the key's current receipt, asked from the receipts view when "
+        "LEDGER_VIEW_URL is set. Exit status 1 when the key has no receipt.",
+    )
+    parser.add_argument("key", metavar="KEY", help="operation key, e.g. acme/refund/inv-881")
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON object per receipt (the Avro fields) instead of a table")
+    parser.add_argument("--latest", action="store_true", help="only the latest receipt")
+    parser.add_argument("--view-url", metavar="URL",
+                        help="receipts view to ask with --latest (env: LEDGER_VIEW_URL)")
+    add_common_flags(parser)
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from confluent_kafka import KafkaException
+
+    from ledger_stream.domain.keys import operation_key
+    from ledger_stream.kafka.bootstrap import resolve_bootstrap
+    from ledger_stream.kafka.exceptions import KafkaSetupError
+    from ledger_stream.kafka.receipts import key_receipts
+    from ledger_stream.sdk import LedgerClient, StaleStatusError, ViewUnavailableError
+
+    parts = args.key.split("/")
+    try:
+        if len(parts) < 3:
+            raise ValueError("an operation key is tenant/action/business-id")
+        operation_key(*parts)
+    except ValueError as exc:
+        raise CliError(f"{args.key!r}: {exc}") from exc
+    settings = settings_from(args, view_url=args.view_url)
+    try:
+        if args.latest:
+            with LedgerClient(settings) as client:
+                latest = client.status(args.key)
+            found = [latest] if latest is not None else []
+        else:
+            found = key_receipts(resolve_bootstrap(settings), settings.topic("receipts"),
+                                 args.key)
+    except (KafkaSetupError, StaleStatusError, ViewUnavailableError) as exc:
+        raise CliError(str(exc)) from exc
+    except KafkaException as exc:
+        raise CliError(f"cannot read receipts: {exc.args[0].str()}") from exc
+    if not found:
+        print(f"no receipt for {args.key}")
+        return 1
+    if args.json:
+        from ledger_stream.serde.records import to_record
+        for receipt in found:
+            print(json.dumps(to_record(receipt), sort_keys=True))
+    else:
+        print("\t".join(COLUMNS))
+        for receipt in found:
+            print("\t".join(_row(receipt)))
+    return 0
+
+
+def _row(r: ev.Receipt) -> tuple[str, ...]:
+    at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(r.at_ms / 1000)) + \
+        f".{r.at_ms % 1000:03d}Z"
+    return (at, r.status.value, r.key_status.value, r.reason.value, str(r.attempts),
+            r.external_id or "-", r.intent_event_id)
