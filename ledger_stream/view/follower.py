@@ -20,7 +20,14 @@ import threading
 import time
 import uuid
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
 from prometheus_client import Counter, Gauge
 
 from ledger_stream.kafka.message import error_text, fetched, position
@@ -62,6 +69,7 @@ class ReceiptView:
         })
         try:
             self.partitions = self._partition_count()
+            self._check_topic_id(bootstrap, store)
         except BaseException:
             self._consumer.close()
             raise
@@ -84,6 +92,24 @@ class ReceiptView:
                 raise ViewStartError(f"{self.topic} is not available ({meta.error}): run "
                                      "`ledger-stream topics create` with the same settings")
             time.sleep(0.2)
+
+    def _check_topic_id(self, bootstrap: str, store: ViewStore) -> None:
+        """Rows of a deleted topic must not answer for the topic created in its place, nor a
+        position in it be taken for one in the new topic: a store of another topic id is
+        emptied first."""
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        try:
+            found = admin.describe_topics(TopicCollection([self.topic]), request_timeout=10)
+            topic_id = str(found[self.topic].result(15).topic_id)
+        except KafkaException as exc:
+            raise ViewStartError(f"cannot describe {self.topic}: {exc.args[0].str()}") from exc
+        stored = store.topic_id()
+        if stored == topic_id:
+            return
+        if stored is not None:
+            logger.warning("the receipts topic was created again; rebuilding the view",
+                           extra=log_fields(topic=self.topic, old_id=stored, new_id=topic_id))
+        store.reset(topic_id)
 
     def _start_positions(self, stored: dict[int, int]) -> dict[int, int]:
         positions = {}

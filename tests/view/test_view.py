@@ -262,3 +262,44 @@ def test_without_after_nothing_is_claimed_and_odd_parameters_are_refused(
     assert get("/v1/operations/acme%2Frefund%2Fx?after=") == (
         400, {"error": "after must be an integer, got ''"})
     assert get("/v1/operations/acme%2Frefund%2F%FF")[0] == 400
+
+
+def test_a_topic_created_again_is_read_afresh_not_answered_from_old_rows(
+        ledger_topics: Settings, tmp_path: Path) -> None:
+    """The receipts topic deleted and created again while the view was down: the old topic's
+    rows and positions must not answer for the new one (the new topic's offsets start at 0,
+    and can pass the stored position)."""
+    from confluent_kafka.admin import AdminClient
+
+    from ledger_stream.kafka import topics
+
+    old_key = operation_key("acme", "refund", uuid.uuid4().hex[:8])
+    producer = EventProducer(ledger_topics, ledger_topics.kafka_bootstrap, AvroCodec())
+    producer.send("receipts", receipt(old_key, "i1", ev.ReceiptStatus.SUCCEEDED))
+    producer.flush()
+    first = Served(ledger_topics, tmp_path / "view")
+    assert ViewClient(first.url).status(old_key, end_of(ledger_topics, old_key), 10) \
+        is not None
+    first.close()
+
+    name = ledger_topics.topic("receipts")
+    admin = AdminClient({"bootstrap.servers": ledger_topics.kafka_bootstrap})
+    admin.delete_topics([name])[name].result(30)
+    deadline = time.monotonic() + 30
+    while name in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline, "the topic was not deleted"
+        time.sleep(0.2)
+    topics.require_matching(topics.create_topics(ledger_topics.kafka_bootstrap, ledger_topics))
+    new_key = operation_key("acme", "refund", uuid.uuid4().hex[:8])
+    fresh = EventProducer(ledger_topics, ledger_topics.kafka_bootstrap, AvroCodec())
+    done = receipt(new_key, "i2", ev.ReceiptStatus.SUCCEEDED)
+    fresh.send("receipts", done)
+    fresh.flush()
+
+    again = Served(ledger_topics, tmp_path / "view")
+    try:
+        client = ViewClient(again.url)
+        assert client.status(new_key, end_of(ledger_topics, new_key), 10) == done
+        assert client.status(old_key, end_of(ledger_topics, old_key), 10) is None
+    finally:
+        again.close()
