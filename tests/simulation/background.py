@@ -10,8 +10,10 @@ imported by the tests' own process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -31,7 +33,8 @@ class Background:
         self.popen = subprocess.Popen(
             [sys.executable, "-m", "ledger_stream.cli.main", "simulate", "--seed", "0",
              "--runs", str(RUNS)],
-            stdout=self._out, stderr=self._err, preexec_fn=lambda: os.nice(19))
+            stdout=self._out, stderr=self._err, preexec_fn=lambda: os.nice(19),
+            start_new_session=True)  # its own process group: the pool's workers are in it
 
     def result(self, timeout_s: float) -> tuple[int, dict[str, Any], str]:
         """(exit status, the JSON summary, the tail of stderr with any failing trace)."""
@@ -47,8 +50,11 @@ class Background:
         return code, summary, tail
 
     def stop(self) -> None:
+        """Stop the child and its worker processes (an interrupted run): the process group
+        the child leads, by its id. Killing only the child would leave its workers running."""
         if self.popen.poll() is None:
-            self.popen.kill()  # by PID, this child only
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
             self.popen.wait(10)
 
 
