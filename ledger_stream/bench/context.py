@@ -26,6 +26,11 @@ class Sizes:
     latency_seconds: float = 20.0
     growth_keys: tuple[int, ...] = (10_000, 100_000, 1_000_000)
     growth_batch: int = 50_000
+    sdk_calls: int = 200  # sequential calls per SDK operation
+    sdk_agents: int = 64  # threads sharing one client
+    status_sizes: tuple[int, ...] = (0, 200_000, 2_000_000)  # receipts behind the view
+    call_ms: int = 20  # the sandbox's time per call (sdk and connector arms)
+    dispatches: int = 3_000  # the connector arm's intents
 
 
 @dataclass

@@ -14,7 +14,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from ledger_stream.bench.context import Sizes
 
 ARM_NAMES = ("bytes-echo", "avro-echo", "ledger", "pg-naive", "pg-tuned", "latency",
-             "growth", "restore")
+             "growth", "restore", "scale-out", "sdk", "connector")
 Mode = Literal["at-least-once", "exactly-once", "both"]
 
 
@@ -42,7 +42,8 @@ class BenchOptions(BaseSettings):
         small = self.model_copy(update={"intents": min(self.intents, 2_000), "keys": None,
                                         "partitions": min(self.partitions, 3), "repeat": 1})
         return small, Sizes(pg_naive_intents=500, latency_seconds=2.0,
-                            growth_keys=(1_000, 10_000), growth_batch=2_000)
+                            growth_keys=(1_000, 10_000), growth_batch=2_000, sdk_calls=10,
+                            sdk_agents=8, status_sizes=(1_000,), dispatches=100)
 
     def arm_names(self) -> tuple[str, ...]:
         """The selected arms in canonical order; ValueError names an unknown one."""

@@ -29,9 +29,16 @@ TARGETS = [
     ("ledger_alo_vs_pg_naive", ">=", 10.0), ("ledger_alo_vs_pg_tuned", ">=", 1.0),
     ("latency_p99_ledger_vs_raw", "<=", 4.0), ("growth_cost_largest_vs_smallest", "<=", 1.5),
     ("restore_keys_per_s", ">=", 100_000.0),
+    ("sdk_duplicate_p50_vs_raw", "<=", 3.0), ("sdk_duplicate_p99_vs_raw", "<=", 6.0),
+    # fresh submit p50 over its budget: the target's call time + 4 raw round trips
+    ("sdk_fresh_p50_vs_budget", "<=", 1.0),
+    ("sdk_status_view_p99_ms_at_largest", "<=", 20.0),
+    ("connector_payments_per_s", ">=", 500.0),
 ]
 PRIMARY = {"records_per_s": "rec/s", "decisions_per_s": "dec/s", "claims_per_s": "claims/s",
-           "ledger_p99_ms": "ms p99", "keys_per_s": "keys/s"}
+           "ledger_p99_ms": "ms p99", "keys_per_s": "keys/s",
+           "decisions_per_s_3": "dec/s, 3 procs", "duplicate_p50_ms": "ms dup p50",
+           "payments_per_s": "payments/s"}
 
 
 def machine(kafka: str, postgresql: str | None, loadavg_before: str) -> dict[str, Any]:
@@ -96,6 +103,22 @@ def ratios(arms: dict[str, Any]) -> dict[str, float | None]:
                    if k.startswith("us_per_decision_"))
     found["growth_cost_largest_vs_smallest"] = div(costs[-1][1], costs[0][1]) if costs else None
     found["restore_keys_per_s"] = fig("restore", "keys_per_s")
+    for count in (2, 3):
+        found[f"scale_out_speedup_{count}"] = fig("scale-out", f"speedup_{count}")
+    raw_p50, raw_p99 = fig("sdk", "raw_p50_ms"), fig("sdk", "raw_p99_ms")
+    found["sdk_duplicate_p50_vs_raw"] = div(fig("sdk", "duplicate_p50_ms"), raw_p50)
+    found["sdk_duplicate_p99_vs_raw"] = div(fig("sdk", "duplicate_p99_ms"), raw_p99)
+    sdk = arms.get("sdk", {}).get("median", {})
+    call_ms = sdk.get("call_ms")
+    found["sdk_fresh_p50_vs_budget"] = div(
+        fig("sdk", "fresh_p50_ms"),
+        call_ms + 4 * raw_p50 if call_ms is not None and raw_p50 is not None else None)
+    sizes = sorted(int(k.split("_")[2]) for k in sdk
+                   if k.startswith("status_view_") and k.count("_") == 4
+                   and k.endswith("_p99_ms"))
+    found["sdk_status_view_p99_ms_at_largest"] = (
+        fig("sdk", f"status_view_{sizes[-1]}_p99_ms") if sizes else None)
+    found["connector_payments_per_s"] = fig("connector", "payments_per_s")
     return found
 
 

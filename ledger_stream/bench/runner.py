@@ -6,8 +6,8 @@ Steps:
 2. Generate the workload from its seed and write it once to ``<prefix>.intents``.
 3. Run the throughput arms interleaved, A B C A B C, ``repeat`` times, so drift on the
    machine (page cache, compaction, a noisy neighbour) spreads over all of them.
-4. Run the arms that need their results (latency at half the ledger's measured rate,
-   restore from the ledger's state) and the growth arm, once each.
+4. Run the arms that need their results (latency at half the ledger's measured rate) and
+   the arms with topics of their own (restore, growth, scale-out, sdk, connector), once each.
 5. Delete what was created (topics on a given cluster, the PostgreSQL server, temporary
    folders) and hand the results to :mod:`.report`.
 """
@@ -24,12 +24,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ledger_stream.bench.arms.connector import ConnectorArm
 from ledger_stream.bench.arms.growth import GrowthArm
 from ledger_stream.bench.arms.latency import LatencyArm
 from ledger_stream.bench.arms.ledger import LedgerArm
 from ledger_stream.bench.arms.postgres import PostgresArm
 from ledger_stream.bench.arms.raw_echo import EchoArm
 from ledger_stream.bench.arms.restore import RestoreArm
+from ledger_stream.bench.arms.scale_out import ScaleOutArm
+from ledger_stream.bench.arms.sdk import SdkArm
 from ledger_stream.bench.context import Arm, ArmResult, BenchContext
 from ledger_stream.bench.options import BenchOptions
 from ledger_stream.bench.topics import (
@@ -96,6 +99,12 @@ def plan(options: BenchOptions) -> tuple[list[Arm], list[Arm]]:
             once.append(GrowthArm())
         elif name == "restore":
             once.append(RestoreArm(latency_guarantee))
+        elif name == "scale-out":
+            once.append(ScaleOutArm(latency_guarantee))
+        elif name == "sdk":
+            once.append(SdkArm())
+        elif name == "connector":
+            once.append(ConnectorArm())
     return repeated, once
 
 

@@ -5,14 +5,16 @@ ledger_stream.bench.sdk_latency --status-sizes ...``.
 For each size N: a topic set of its own (12 partitions), N filler receipts on distinct keys
 (one shared value: the view stores bytes, it does not read them), then the measured keys'
 real receipts; a ``ledger-stream view`` child process reads it all (its catch-up time is
-reported), and one client asks ``status`` for the measured keys, sequentially, then from 64
-threads at once (ten calls per measured key, each thread's connection opened beforehand).
+reported), and one client asks ``status`` for the measured keys, sequentially, then from
+``agents`` threads at once (ten calls per measured key, each thread's connection opened
+beforehand).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import json
+import shutil
 import tempfile
 import time
 import urllib.request
@@ -57,11 +59,14 @@ def _receipt(key: str) -> ev.Receipt:
 
 def measure(bootstrap: str, size: int, calls: int, scan_calls: int,
             timed: Callable[[int, Callable[[int], object]], list[float]],
-            say: Callable[[str], None]) -> Lookup:
+            say: Callable[[str], None], prefix: str | None = None,
+            agents: int = CONCURRENT) -> Lookup:
+    """``prefix``: the topic set's (default ``sdk-status-<size>``); ``agents`` threads in
+    the concurrent part."""
     from ledger_stream import LedgerClient, operation_key
 
     codec = AvroCodec()
-    prefix = f"sdk-status-{size}"
+    prefix = prefix or f"sdk-status-{size}"
     s = Settings(kafka_bootstrap=bootstrap, topic_prefix=prefix, partitions=PARTITIONS,
                  replication_factor=1)
     topics.require_matching(topics.create_topics(bootstrap, s))
@@ -86,8 +91,8 @@ def measure(bootstrap: str, size: int, calls: int, scan_calls: int,
             client.status(keys[0])  # first use starts the client's clients
             viewed = timed(calls, lambda i: _check(client.status(keys[i]), keys[i]))
             total = 10 * calls
-            with concurrent.futures.ThreadPoolExecutor(CONCURRENT) as pool:
-                list(pool.map(lambda i: client.status(keys[i]), range(CONCURRENT)))  # connect
+            with concurrent.futures.ThreadPoolExecutor(agents) as pool:
+                list(pool.map(lambda i: client.status(keys[i % calls]), range(agents)))
                 began = time.perf_counter()
                 concurrent_s = list(pool.map(
                     lambda i: timed(1, lambda _: _check(client.status(keys[i % calls]),
@@ -100,6 +105,7 @@ def measure(bootstrap: str, size: int, calls: int, scan_calls: int,
         return Lookup(size + calls, caught_up, viewed, concurrent_s, rate, scanned, rss)
     finally:
         view.stop()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _check(receipt: ev.Receipt | None, key: str) -> None:

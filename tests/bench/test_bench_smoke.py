@@ -14,7 +14,7 @@ from ledger_stream.bench.report import TARGETS, THROUGHPUT_RATIOS
 from ledger_stream.cli import bench_cmd
 
 EXPECTED_ARMS = {"bytes-echo", "avro-echo", "ledger-alo", "ledger-eos", "pg-naive",
-                 "pg-tuned", "latency", "growth", "restore"}
+                 "pg-tuned", "latency", "growth", "restore", "scale-out", "sdk", "connector"}
 
 
 def _bench(argv: list[str]) -> int:
@@ -29,7 +29,7 @@ def _positive_numbers(figures: dict[str, object]) -> dict[str, object]:
             if k not in ("repetition", "notes") and not (isinstance(v, float | int) and v > 0)}
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)
 def test_smoke_run_reports_every_arm_and_ratio(kafka_bootstrap: str, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,7 +49,8 @@ def test_smoke_run_reports_every_arm_and_ratio(kafka_bootstrap: str, tmp_path: P
         assert not _positive_numbers(arm["median"]), (name, arm["median"])
         for run in arm["runs"]:
             assert not _positive_numbers(run), (name, run)
-    expected_ratios = {name for name, *_ in THROUGHPUT_RATIOS} | {name for name, *_ in TARGETS}
+    expected_ratios = ({name for name, *_ in THROUGHPUT_RATIOS} | {name for name, *_ in TARGETS}
+                       | {"scale_out_speedup_2", "scale_out_speedup_3"})
     assert set(report["ratios"]) == expected_ratios
     assert not _positive_numbers(report["ratios"]), report["ratios"]
     assert {row["ratio"] for row in report["targets"]} == {name for name, *_ in TARGETS}

@@ -195,3 +195,8 @@ def _run_tool(command: list[str], what: str) -> str:
 
 def _last_lines(text: str, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def running_pids() -> list[int]:
+    """PIDs of the brokers this process started that still run (for CPU accounting)."""
+    return [pid for pid, process in _started.items() if process.poll() is None]
