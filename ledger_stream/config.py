@@ -121,6 +121,16 @@ class Settings(BaseSettings):
     view_port: int = Field(8077, ge=0, le=65535, description="the view's HTTP port (0: any)")
     view_state_dir: Path | None = Field(None, description="view store (default: HOME/view)")
 
+    # MCP server (``ledger-stream mcp``): what it offers is the operator's choice, not the model's
+    mcp_tenant: str | None = Field(None, description="tenant of every operation the MCP "
+                                   "server submits")
+    mcp_effects: str | None = Field(None, description="effects the MCP server offers, "
+                                    "NAME=ACTION@TARGET[,...] (e.g. refund=refund@payments)")
+    mcp_transport: Literal["stdio", "http"] = Field(
+        "stdio", description="MCP transport: stdio, or streamable HTTP")
+    mcp_host: str = Field("127.0.0.1", description="address the MCP server listens on (http)")
+    mcp_port: int = Field(8078, ge=0, le=65535, description="the MCP server's HTTP port")
+
     # Approval policy
     approval_secret: SecretStr | None = Field(
         None, description="HMAC key of the approval service (required unless dev_mode)"

@@ -11,6 +11,9 @@
 - ``parallel``: the model asks for two refunds (``<invoice>-a``, ``<invoice>-b``) in one
   message; the two tool calls run as parallel tasks of one step (``Send``), each carrying
   the approval for its own invoice.
+- ``refund-agent``: the same agent built with LangChain's ``create_agent`` and a plain tool
+  (:mod:`examples.refund_agent.agent`), protected by ``LedgerMiddleware`` instead of
+  ``ledger_tool``; the user's request is a message, the approval a middleware hook.
 
 Each variant applies refunds either through the ledger (``Effects.client``) or directly
 against the payments API (``Effects.bypass_url``), to show what the ledger prevents.
@@ -81,6 +84,10 @@ def _state_approval(state: dict[str, Any]) -> Approval | None:
     return Approval(**state["approval"]) if state.get("approval") else None
 
 
+def _state_input(invoice: str, amount: float) -> dict[str, Any]:
+    return {"invoice": invoice, "amount": amount, "messages": []}
+
+
 @dataclass(frozen=True)
 class Variant:
     name: str
@@ -88,6 +95,8 @@ class Variant:
     effect_node: str  # the node a replay or fork restarts from
     material: Material  # the arguments an approval binds, from (invoice, amount)
     build: Callable[[Effects, Any], Any]  # (effects, checkpointer) -> compiled graph
+    approval_node: str = "approval"  # the node a fork's edited tool call is written as
+    start_input: Callable[[str, float], dict[str, Any]] = _state_input  # a thread's input
 
 
 # --- refund (1.x) ---------------------------------------------------------------------------
@@ -214,10 +223,25 @@ def _build_parallel(fx: Effects, checkpointer: Any) -> Any:
     return builder.compile(checkpointer=checkpointer)
 
 
+def _build_agent(fx: Effects, checkpointer: Any) -> Any:
+    from examples.refund_agent import agent
+
+    return agent.build_agent(fx.client, fx.bypass_url, fx.version, checkpointer,
+                             fx.http_timeout_s)
+
+
+def _agent_input(invoice: str, amount: float) -> dict[str, Any]:
+    from examples.refund_agent import agent
+
+    return agent.start_input(invoice, amount)
+
+
 VARIANTS = {v.name: v for v in (
     Variant("refund", VERSION, "tools", refund_args, _build_refund),
     Variant("refund-v2", "2.0", "payments", refund_args_v2, _build_v2),
     Variant("effect-before-interrupt", VERSION, "refund_then_confirm", refund_args,
             _build_effect_before_interrupt),
     Variant("parallel", VERSION, "tools", refund_args, _build_parallel),
+    Variant("refund-agent", VERSION, "tools", refund_args, _build_agent,
+            approval_node="RefundApproval.after_model", start_input=_agent_input),
 )}

@@ -34,8 +34,8 @@ from examples.refund_agent.graph import refund_key
 from examples.refund_agent.variants import VARIANTS, Effects, Variant
 from ledger_stream import LedgerClient, args_hash, sign_approval
 from ledger_stream.config import Settings
-from ledger_stream.processor.policy import approval_secret
 from ledger_stream.langgraph import ToolCall
+from ledger_stream.processor.policy import approval_secret
 
 
 def _checkpointer(args: argparse.Namespace, stack: ExitStack) -> Any:
@@ -80,7 +80,7 @@ def _before_tools(graph: Any, config: dict[str, Any], node: str = "tools") -> di
 
 
 def _fork(graph: Any, config: dict[str, Any], amount: float | None,
-          node: str = "tools") -> dict[str, Any]:
+          node: str = "tools", as_node: str = "approval") -> dict[str, Any]:
     """Fork the pre-call checkpoint; with ``amount``, the model's tool call is edited."""
     before = _before_tools(graph, config, node)
     snapshot = graph.get_state(before)
@@ -89,7 +89,7 @@ def _fork(graph: Any, config: dict[str, Any], amount: float | None,
     if amount is not None:
         calls[0]["args"] = {**calls[0]["args"], "amount": amount}
     edited = AIMessage(content="", tool_calls=calls, id=call_message.id)
-    return dict(graph.update_state(before, {"messages": [edited]}, as_node="approval"))
+    return dict(graph.update_state(before, {"messages": [edited]}, as_node=as_node))
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -106,8 +106,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if args.start_at:  # line up with other workers: all read the same checkpoint
             time.sleep(max(0.0, args.start_at - time.time()))
         if args.action == "start":
-            graph.invoke({"invoice": args.invoice, "amount": args.amount, "messages": []},
-                         config, **invoke)
+            graph.invoke(variant.start_input(args.invoice, args.amount), config, **invoke)
         elif args.action == "approve":
             graph.invoke(Command(resume=_approval(settings, graph, config, variant)), config,
                          **invoke)
@@ -118,7 +117,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         elif args.action == "replay":
             graph.invoke(None, _before_tools(graph, config, node), **invoke)
         elif args.action == "fork":
-            graph.invoke(None, _fork(graph, config, args.amount, node), **invoke)
+            graph.invoke(None, _fork(graph, config, args.amount, node, variant.approval_node),
+                         **invoke)
         values = graph.get_state(config).values
         return {"thread": args.thread, "ledger_receipts": values.get("ledger_receipts", {}),
                 "last_message": str(values["messages"][-1].content) if values.get("messages")

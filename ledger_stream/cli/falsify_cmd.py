@@ -50,6 +50,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--postgres-dsn", metavar="DSN", default=os.environ.get("LEDGER_FALSIFY_POSTGRES_DSN"),
         help="PostgreSQL server for the PostgresSaver cases, a database is created per case "
         "(env: LEDGER_FALSIFY_POSTGRES_DSN; default: start a throwaway server)")
+    parser.add_argument(
+        "--agent", choices=("tool", "middleware"),
+        default=os.environ.get("LEDGER_FALSIFY_AGENT", "tool"),
+        help="the agent that runs the scenarios: the LangGraph agent on ledger_tool, or the "
+        "LangChain create_agent agent on LedgerMiddleware (env: LEDGER_FALSIFY_AGENT; "
+        "default tool)")
     parser.add_argument("--list", action="store_true",
                         help="print the selected cases and what each expects, run nothing")
     parser.add_argument("--out", metavar="FILE",
@@ -79,6 +85,9 @@ def _say(line: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.agent not in ("tool", "middleware"):
+        raise CliError(f"--agent (LEDGER_FALSIFY_AGENT) must be tool or middleware, not "
+                       f"{args.agent!r}")
     if args.list:
         return _list(args)
     root = Path.cwd()
@@ -88,7 +97,8 @@ def _run(args: argparse.Namespace) -> int:
     from ledger_stream import falsify
     from ledger_stream.kafka.local.ephemeral import kafka_for
 
-    cases = falsify.select(_numbers(args.scenarios), args.quick, _savers(args.savers))
+    cases = falsify.select(_numbers(args.scenarios), args.quick, _savers(args.savers),
+                           args.agent)
     if not cases:
         raise CliError("no case matches the selection")
     settings = settings_from(args)
@@ -128,7 +138,8 @@ def _run(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     from ledger_stream.falsify import select
 
-    for case in select(_numbers(args.scenarios), args.quick, _savers(args.savers)):
+    for case in select(_numbers(args.scenarios), args.quick, _savers(args.savers),
+                       args.agent):
         bypass = "ledger + bypassed" if case.bypass else "ledger only"
         print(f"{case.label:34} {case.title} [{bypass}]\n{'':34} expect: {case.expectation}")
     return 0

@@ -17,6 +17,7 @@ from ledger_stream.cli import (
     demo_cmd,
     falsify_cmd,
     kafka_cmd,
+    mcp_cmd,
     processor_cmd,
     receipts_cmd,
     reconcile_cmd,
@@ -30,7 +31,7 @@ from ledger_stream.logs import configure_logging
 
 COMMANDS = (
     kafka_cmd, topics_cmd, processor_cmd, connector_cmd, view_cmd, receipts_cmd, reconcile_cmd,
-    sandbox_cmd, demo_cmd, falsify_cmd, bench_cmd, simulate_cmd,
+    sandbox_cmd, demo_cmd, falsify_cmd, bench_cmd, simulate_cmd, mcp_cmd,
 )
 
 

@@ -13,15 +13,17 @@ saver, ``langgraph-checkpoint-postgres`` and a PostgreSQL server.
 """
 
 from ledger_stream.falsify.gate import GATE_KEYS, gate_passed, release_gate
-from ledger_stream.falsify.matrix import CASES, Case, select
+from ledger_stream.falsify.matrix import AGENTS, CASES, MIDDLEWARE_CASES, Case, select
 from ledger_stream.falsify.report import document, table
 from ledger_stream.falsify.result import RunResult
 from ledger_stream.falsify.run import Run
 from ledger_stream.falsify.runner import play, run_case, run_matrix
 
 __all__ = [
+    "AGENTS",
     "CASES",
     "GATE_KEYS",
+    "MIDDLEWARE_CASES",
     "Case",
     "Run",
     "RunResult",

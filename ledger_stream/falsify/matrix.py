@@ -3,12 +3,17 @@
 A :class:`Case` is one scenario in one setting (checkpoint saver, durability, failpoint).
 Each case runs in a world of its own (fresh topics, processor, connector, sandbox), with
 the ledger and, where that is meaningful, once more with the ledger bypassed.
+
+The agent's flavour: the cases as written run the refund agent built on ``ledger_tool``.
+``select(..., agent="middleware")`` gives the same cases run by the agent built with
+LangChain's ``create_agent`` and ``LedgerMiddleware`` (variant ``refund-agent``), labelled
+``M<label>``; the scenarios that need a graph of their own (13, 14, 15) are not repeated.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ledger_stream.falsify.result import RunResult
 from ledger_stream.falsify.run import Run
@@ -40,6 +45,7 @@ class Case:
     durability: str = "sync"
     processor_env: Mapping[str, str] = field(default_factory=dict)
     quick: bool = False  # part of the fast subset (`make test`, `--quick`)
+    graph: str | None = None  # the agent variant workers run unless a scenario names one
 
 
 ONE = "one effect, key succeeded"
@@ -117,11 +123,30 @@ CASES: tuple[Case, ...] = (
 )
 
 
+AGENTS = ("tool", "middleware")
+OWN_GRAPH = {13, 14, 15}  # scenarios that run a variant of their own
+MIDDLEWARE_QUICK = {"1", "2", "4"}  # the middleware cases `make test` runs
+
+
+def _middleware(case: Case) -> Case:
+    return replace(case, label=f"M{case.label}", title=f"{case.title} (create_agent + "
+                   "LedgerMiddleware)", graph="refund-agent",
+                   quick=case.label in MIDDLEWARE_QUICK)
+
+
+MIDDLEWARE_CASES: tuple[Case, ...] = tuple(
+    _middleware(c) for c in CASES if c.number not in OWN_GRAPH)
+
+
 def select(numbers: Iterable[int] | None = None, quick: bool = False,
-           savers: Iterable[str] = SAVERS) -> list[Case]:
+           savers: Iterable[str] = SAVERS, agent: str = "tool") -> list[Case]:
     """The cases of the given scenario numbers (all when None), only the fast subset with
-    ``quick``, only the given checkpoint savers."""
+    ``quick``, only the given checkpoint savers, run by the ``agent`` flavour (``tool``:
+    ``ledger_tool``; ``middleware``: ``create_agent`` with ``LedgerMiddleware``)."""
+    if agent not in AGENTS:
+        raise ValueError(f"unknown agent flavour {agent!r}; choose from {', '.join(AGENTS)}")
     wanted = set(numbers) if numbers is not None else None
     allowed = set(savers)
-    return [c for c in CASES if (wanted is None or c.number in wanted)
+    cases = CASES if agent == "tool" else MIDDLEWARE_CASES
+    return [c for c in cases if (wanted is None or c.number in wanted)
             and (c.quick or not quick) and c.saver in allowed]

@@ -70,8 +70,9 @@ class Run:
     """The scenario's handle on its world; see the module docstring for the verdict."""
 
     def __init__(self, world: AgentWorld, *, scenario: int, label: str, title: str,
-                 ledger: bool, durability: str = "sync") -> None:
+                 ledger: bool, durability: str = "sync", graph: str | None = None) -> None:
         self.world, self.ledger, self.durability = world, ledger, durability
+        self.graph = graph  # the variant workers run when the scenario names none
         self.scenario, self.label, self.title = scenario, label, title
         self.expected: dict[str, tuple[int, str]] = {}  # key -> (effects, final key status)
         self.conflicts: list[tuple[str, str]] = []  # (key, args hash) that must never apply
@@ -106,6 +107,7 @@ class Run:
     def worker(self, thread: str, action: str, *extra: str, failpoint: str | None = None,
                version: str | None = None, graph: str | None = None,
                timeout_s: float = 120) -> WorkerRun:
+        graph = graph or self.graph
         args = [*extra, *(("--graph", graph) if graph else ())]
         return self.world.worker(thread, action, *args, failpoint=failpoint,
                                  bypass=not self.ledger, durability=self.durability,

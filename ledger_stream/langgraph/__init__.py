@@ -3,8 +3,12 @@
 ``ledger_tool`` turns a function returning an effect's material arguments into a tool whose
 effect the ledger applies once per operation key; ``LedgerReceipts`` is the state field the
 receipts land in; ``ReceiptFollower`` settles threads left holding a pending receipt.
-Tested with langgraph 1.2.22, langgraph-checkpoint-sqlite 3.1.2.
+``LedgerMiddleware`` (``pip install ledger-stream[agents]``) does it for every tool of a
+LangChain ``create_agent`` agent, each tool declared an ``Effect`` or read-only.
+Tested with langgraph 1.2.22, langgraph-checkpoint-sqlite 3.1.2, langchain 1.5.0.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from ledger_stream.langgraph.follower import ReceiptFollower
 from ledger_stream.langgraph.tool import (
@@ -15,7 +19,22 @@ from ledger_stream.langgraph.tool import (
     receipt_summary,
 )
 
+if TYPE_CHECKING:
+    from ledger_stream.langgraph.middleware import Effect, LedgerMiddleware
+
+
+def __getattr__(name: str) -> Any:
+    # The middleware needs langchain (the [agents] extra); ledger_tool does not.
+    if name in ("Effect", "LedgerMiddleware"):
+        from ledger_stream.langgraph import middleware
+
+        return getattr(middleware, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
+    "Effect",
+    "LedgerMiddleware",
     "LedgerReceipts",
     "ReceiptFollower",
     "ToolCall",

@@ -16,6 +16,7 @@ from ledger_stream.config import Settings
 from ledger_stream.falsify import (
     CASES,
     GATE_KEYS,
+    MIDDLEWARE_CASES,
     RunResult,
     gate_passed,
     release_gate,
@@ -26,10 +27,14 @@ from ledger_stream.falsify import (
 from ledger_stream.falsify.scenarios.failpoints import FAILPOINTS
 
 QUICK = select(quick=True)
+# The same scenarios run by the create_agent agent on LedgerMiddleware (a few of them here;
+# `ledger-stream falsify --agent middleware` runs them all).
+QUICK_MIDDLEWARE = select(quick=True, agent="middleware")
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("case", QUICK, ids=[c.label.replace(" ", "-") for c in QUICK])
+@pytest.mark.parametrize("case", QUICK + QUICK_MIDDLEWARE,
+                         ids=[c.label.replace(" ", "-") for c in QUICK + QUICK_MIDDLEWARE])
 def test_quick_case(case, ledger_settings: Settings, tmp_path: Path):
     results = run_case(case, ledger_settings, tmp_path)
     assert [r.with_ledger for r in results] == ([True, False] if case.bypass else [True]), \
@@ -48,6 +53,9 @@ def test_the_matrix_covers_every_scenario_and_failpoint():
     assert len(fives) == len(FAILPOINTS) * 2 * 2  # savers x durabilities
     assert {c.number for c in QUICK} == {1, 2, 3, 4, 5, 6, 11, 15}
     assert all((c.saver, c.durability) == ("sqlite", "sync") for c in QUICK)
+    assert [c.label for c in QUICK_MIDDLEWARE] == ["M1", "M2", "M4"]
+    assert all(c.graph == "refund-agent" and c.bypass for c in QUICK_MIDDLEWARE)
+    assert {c.number for c in MIDDLEWARE_CASES} == set(range(1, 13))
 
 
 def _result(**kw) -> RunResult:

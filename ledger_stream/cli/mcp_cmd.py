@@ -1,0 +1,75 @@
+"""``ledger-stream mcp``: serve the ledger to MCP hosts over stdio or streamable HTTP."""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+
+from ledger_stream.cli.common import CliError, add_common_flags, settings_from
+from ledger_stream.kafka.exceptions import KafkaSetupError
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "mcp",
+        help="serve the ledger as an MCP server (submit_effect, get_operation, "
+        "list_unresolved)",
+        description="An MCP server for hosts that cannot use the Python SDK: submit_effect "
+        "applies a registered effect once per operation id, get_operation answers its state "
+        "and receipt, list_unresolved lists what is not settled. The tenant and the effects "
+        "come from this configuration, never from the model. Needs `pip install "
+        "ledger-stream[mcp]`. stdio: the host starts this command; http: streamable HTTP at "
+        "http://HOST:PORT/mcp. Runs until the host closes stdin, SIGTERM or Ctrl-C.",
+    )
+    parser.add_argument("--tenant", metavar="NAME",
+                        help="tenant of every operation (env: LEDGER_MCP_TENANT; required)")
+    parser.add_argument("--effects", metavar="NAME=ACTION@TARGET,...",
+                        help="effects offered, e.g. refund=refund@payments (env: "
+                        "LEDGER_MCP_EFFECTS; required)")
+    parser.add_argument("--transport", choices=("stdio", "http"),
+                        help="stdio or streamable HTTP (env: LEDGER_MCP_TRANSPORT; "
+                        "default stdio)")
+    parser.add_argument("--host", metavar="ADDR",
+                        help="HTTP listen address (env: LEDGER_MCP_HOST; default 127.0.0.1)")
+    parser.add_argument("--port", type=int, metavar="PORT",
+                        help="HTTP port (env: LEDGER_MCP_PORT; default 8078)")
+    add_common_flags(parser)
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    settings = settings_from(args, mcp_tenant=args.tenant, mcp_effects=args.effects,
+                             mcp_transport=args.transport, mcp_host=args.host,
+                             mcp_port=args.port)
+    try:
+        from ledger_stream.mcp.server import LedgerTools, build_server
+    except ImportError as exc:
+        raise CliError(f"the MCP server needs the mcp package: pip install "
+                       f"'ledger-stream[mcp]' ({exc})") from exc
+    from ledger_stream.domain.keys import InvalidKeyError, operation_key
+    from ledger_stream.mcp.effects import EffectSpecError, parse_effects
+    from ledger_stream.sdk.client import LedgerClient
+
+    if not settings.mcp_tenant:
+        raise CliError("--tenant (LEDGER_MCP_TENANT) is required: the server's operations "
+                       "belong to one tenant")
+    try:
+        operation_key(settings.mcp_tenant, "check", "check")
+    except InvalidKeyError as exc:
+        raise CliError(f"--tenant: {exc}") from exc
+    try:
+        effects = parse_effects(settings.mcp_effects or "")
+    except EffectSpecError as exc:
+        raise CliError(f"--effects (LEDGER_MCP_EFFECTS): {exc}") from exc
+    try:
+        client = LedgerClient(settings)
+    except KafkaSetupError as exc:
+        raise CliError(str(exc)) from exc
+    with client:
+        server = build_server(LedgerTools(client, settings.mcp_tenant, effects),
+                              session=f"mcp-{uuid.uuid4().hex[:8]}")
+        if settings.mcp_transport == "stdio":
+            server.run("stdio")
+        else:
+            server.run("streamable-http", host=settings.mcp_host, port=settings.mcp_port)
+    return 0

@@ -1,0 +1,164 @@
+"""A LangChain 1.x agent middleware (``create_agent(..., middleware=[LedgerMiddleware(...)])``)
+that routes every tool call of the agent through the ledger, by default.
+
+Each tool is one of three things, declared when the middleware is built:
+
+- an **effect** (:class:`Effect`): the call becomes an intent. Its arguments are first
+  validated and coerced by the tool's own schema, as the tool node would (so ``"12.5"`` and
+  ``12.5`` are one amount, and a call missing an argument is a tool error, not an intent).
+  Its operation key is built from a *business id* the effect names among the arguments
+  (``invoice``, an order id): never the model's tool call id, which a re-run of the model
+  node regenerates. Its material arguments are the validated arguments (or the effect's
+  ``material`` of them). The
+  tool's own function is **not** run: a connector for ``target`` applies the effect, once per
+  key, and the ledger's receipt is the tool's result.
+- **exempt** (read-only tools, by name): the call runs as the agent would run it.
+- **undeclared**: refused with a tool error, nothing submitted and nothing run. An agent
+  gains a tool with side effects only by declaring how the ledger keys it.
+
+The receipt comes back as the ToolMessage's content (JSON, no payment details), with status
+``error`` for a refusal the model should read (a conflict: same business id, other
+arguments; a held or failed effect), and lands in ``ledger_receipts`` (the state field this
+middleware adds). Tool names and schemas are untouched: the model sees the same tools.
+
+Tested with langchain 1.5.0 on langgraph 1.2.22.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NotRequired
+
+from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.types import Command
+from pydantic import BaseModel, ValidationError
+
+from ledger_stream.domain import events as ev
+from ledger_stream.domain.keys import InvalidKeyError, operation_key
+from ledger_stream.langgraph.tool import LedgerReceipts, receipt_summary
+from ledger_stream.sdk.client import LedgerClient
+
+REFUSED = (ev.ReceiptStatus.REJECTED, ev.ReceiptStatus.HELD, ev.ReceiptStatus.FAILED)
+Handler = Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+
+
+@dataclass(frozen=True)
+class Effect:
+    """How the ledger keys and applies one tool's calls.
+
+    ``business_id`` names the argument (or arguments, joined into the key in order) that
+    identify the business intent: ``"invoice"``. ``material`` picks the material arguments
+    from the call's (default: all of them). ``approval`` reads an approval from the agent's
+    state, for actions the ledger's policy guards.
+    """
+
+    action: str
+    target: str
+    business_id: str | tuple[str, ...]
+    material: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    approval: Callable[[Mapping[str, Any]], ev.Approval | None] | None = None
+
+    def key(self, tenant: str, args: Mapping[str, Any]) -> str:
+        names = (self.business_id,) if isinstance(self.business_id, str) else self.business_id
+        missing = [n for n in names if args.get(n) in (None, "")]
+        if missing:
+            raise InvalidKeyError(f"the call has no {', '.join(missing)} (its business id)")
+        return operation_key(tenant, self.action, *(str(args[n]) for n in names))
+
+
+class LedgerAgentState(AgentState[Any]):
+    """What the middleware adds to the agent's state: the latest receipt summary per key."""
+
+    ledger_receipts: NotRequired[LedgerReceipts]
+
+
+class LedgerMiddleware(AgentMiddleware[LedgerAgentState, Any, Any]):
+    """Every tool call through the ledger unless the tool is declared read-only."""
+
+    state_schema = LedgerAgentState
+
+    def __init__(self, client: LedgerClient, *, tenant: str, graph: str, version: str,
+                 effects: Mapping[str, Effect], exempt: Iterable[str] = (),
+                 wait: float = 30.0) -> None:
+        super().__init__()
+        both = set(effects) & set(exempt)
+        if both:
+            raise ValueError(f"tool(s) {', '.join(sorted(both))} declared both as an effect "
+                             f"and exempt")
+        operation_key(tenant, "check", "check")  # a bad tenant fails here, not per call
+        self.client, self.tenant, self.graph, self.version = client, tenant, graph, version
+        self.effects = dict(effects)
+        self.exempt = frozenset(exempt)
+        self.wait = wait
+
+    def wrap_tool_call(self, request: ToolCallRequest, handler: Handler
+                       ) -> ToolMessage | Command[Any]:
+        name = request.tool_call["name"]
+        if name in self.exempt:
+            return handler(request)
+        return self._through_ledger(request)
+
+    async def awrap_tool_call(self, request: ToolCallRequest,
+                              handler: Callable[[ToolCallRequest], Any]
+                              ) -> ToolMessage | Command[Any]:
+        name = request.tool_call["name"]
+        if name in self.exempt:
+            result: ToolMessage | Command[Any] = await handler(request)
+            return result
+        # The client is synchronous and thread-safe: the wait runs off the event loop.
+        return await asyncio.to_thread(self._through_ledger, request)
+
+    def _through_ledger(self, request: ToolCallRequest) -> ToolMessage | Command[Any]:
+        call = request.tool_call
+        name, call_id, args = call["name"], str(call.get("id") or ""), dict(call["args"])
+        effect = self.effects.get(name)
+        if effect is None:
+            return _error(call_id, name, f"tool {name!r} is not declared to the ledger: "
+                          "declare it as an effect (with its business id) or as read-only; "
+                          "nothing was done")
+        try:
+            args = _validated(request.tool, args)
+        except ValidationError as exc:
+            return _error(call_id, name, f"invalid arguments for {name}: "
+                          f"{_errors(exc)}; nothing was done")
+        try:
+            key = effect.key(self.tenant, args)
+        except InvalidKeyError as exc:
+            return _error(call_id, name, f"{exc}; nothing was done")
+        material = effect.material(args) if effect.material else args
+        state = request.state if isinstance(request.state, Mapping) else {}
+        config = getattr(request.runtime, "config", None) or {}
+        thread_id = str(config.get("configurable", {}).get("thread_id", ""))
+        intent = self.client.intent(
+            key, effect.action, effect.target, material,
+            workflow=ev.Workflow(self.graph, self.version, thread_id, "tools"),
+            approval=effect.approval(state) if effect.approval else None)
+        receipt = self.client.submit(intent, self.wait, raise_errors=False)
+        summary = receipt_summary(receipt)
+        message = ToolMessage(content=json.dumps(summary), tool_call_id=call_id, name=name,
+                              status="error" if receipt.status in REFUSED else "success")
+        return Command(update={"messages": [message], "ledger_receipts": {key: summary}})
+
+
+def _validated(tool: BaseTool | None, args: dict[str, Any]) -> dict[str, Any]:
+    """``args`` through the tool's call schema (a pydantic model); unchanged without one."""
+    schema = getattr(tool, "tool_call_schema", None) if tool is not None else None
+    if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+        return args
+    return dict(schema.model_validate(args).model_dump())
+
+
+def _errors(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                     for e in exc.errors())
+
+
+def _error(call_id: str, name: str, why: str) -> ToolMessage:
+    return ToolMessage(content=json.dumps({"error": why}), tool_call_id=call_id, name=name,
+                       status="error")

@@ -1,0 +1,183 @@
+"""``ledger-stream mcp``: the ledger as an MCP server, so any MCP host (Claude, IDE agents,
+the OpenAI Agents SDK, a non-Python agent) can apply an effect once per operation id.
+
+Tools (structured content, JSON schemas from the models below):
+
+- ``submit_effect(effect, operation_id, arguments, wait_seconds)``: submit an intent for a
+  registered effect; the same operation id with the same arguments, from any session or
+  after a server restart, gets the original receipt, never a second effect. Other arguments
+  under the same id are rejected (``reason: conflict``).
+- ``get_operation(effect, operation_id)``: the operation's latest receipt, or ``found:
+  false``.
+- ``list_unresolved()``: the server tenant's operations whose effect is not settled yet.
+
+The tenant, the effects (name → action and connector target) and the workflow identity come
+from the server's configuration, never from the model. Every answer carries ``resolved``:
+false while the effect's outcome is not settled (accepted, in progress, reconciling, held,
+waiting for an operator), with ``hold_downstream: true``, so a host holds the work that
+depends on it and asks ``get_operation`` again later.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel, Field
+
+from ledger_stream.domain import events as ev
+from ledger_stream.domain.keys import InvalidKeyError
+from ledger_stream.kafka.reader import read_topic
+from ledger_stream.mcp.effects import RegisteredEffect
+from ledger_stream.sdk.client import LedgerClient
+from ledger_stream.sdk.errors import InvalidIntentError
+
+SETTLED = frozenset({ev.ReceiptStatus.SUCCEEDED, ev.ReceiptStatus.FAILED,
+                     ev.ReceiptStatus.REJECTED})
+OPEN_KEY = frozenset({ev.ReceiptStatus.ACCEPTED, ev.ReceiptStatus.IN_PROGRESS,
+                      ev.ReceiptStatus.RECONCILING, ev.ReceiptStatus.NEEDS_RECONCILIATION})
+MAX_WAIT_S = 120.0
+
+
+class Operation(BaseModel):
+    """What the ledger says about one operation (no payment details: ids and hashes)."""
+
+    found: bool = Field(description="false: the ledger has no receipt for this operation")
+    effect: str
+    operation_id: str
+    key: str = Field(description="the ledger's operation key")
+    status: str | None = Field(None, description="this answer's status: succeeded, failed, "
+                               "rejected, held, accepted, in_progress, reconciling, "
+                               "needs_reconciliation")
+    key_status: str | None = Field(None, description="the operation's own status")
+    reason: str | None = Field(None, description="why, for rejected or held (conflict, ...)")
+    resolved: bool = Field(description="true once the outcome is settled")
+    hold_downstream: bool = Field(description="true: hold work that depends on this effect "
+                                  "and ask get_operation again later")
+    external_id: str | None = Field(None, description="the target's id for the effect")
+    attempts: int | None = None
+    receipt_id: str | None = None
+    detail: str | None = None
+
+
+class Unresolved(BaseModel):
+    operations: list[Operation]
+    count: int
+
+
+def _answer(effect: RegisteredEffect, operation_id: str, key: str,
+            receipt: ev.Receipt | None, submitted: bool = False) -> Operation:
+    if receipt is None:
+        # Submitted but not answered yet: hold. Never submitted: nothing to hold for.
+        return Operation(found=False, effect=effect.name, operation_id=operation_id, key=key,
+                         resolved=False, hold_downstream=submitted,
+                         detail="submitted; no receipt yet" if submitted else None)
+    resolved = receipt.status in SETTLED
+    return Operation(found=True, effect=effect.name, operation_id=operation_id, key=key,
+                     status=receipt.status.value, key_status=receipt.key_status.value,
+                     reason=receipt.reason.value, resolved=resolved,
+                     hold_downstream=not resolved, external_id=receipt.external_id or None,
+                     attempts=receipt.attempts, receipt_id=receipt.receipt_id,
+                     detail=receipt.detail or None)
+
+
+class LedgerTools:
+    """The tools' logic, apart from the MCP plumbing (unit-testable with any client)."""
+
+    def __init__(self, client: LedgerClient, tenant: str,
+                 effects: dict[str, RegisteredEffect], graph: str = "mcp",
+                 version: str = "1") -> None:
+        self.client, self.tenant, self.effects = client, tenant, effects
+        self.graph, self.version = graph, version
+
+    def _effect(self, name: str) -> RegisteredEffect:
+        try:
+            return self.effects[name]
+        except KeyError:
+            raise ValueError(f"unknown effect {name!r}; this server offers "
+                             f"{', '.join(sorted(self.effects))}") from None
+
+    def _key(self, effect: RegisteredEffect, operation_id: str) -> str:
+        try:
+            return effect.key(self.tenant, operation_id)
+        except InvalidKeyError as exc:
+            raise ValueError(f"unusable operation_id {operation_id!r}: {exc}") from None
+
+    def submit(self, effect: str, operation_id: str, arguments: dict[str, Any],
+               wait_seconds: float, session: str) -> Operation:
+        spec = self._effect(effect)
+        key = self._key(spec, operation_id)
+        if not 0 <= wait_seconds <= MAX_WAIT_S:
+            raise ValueError(f"wait_seconds must be between 0 and {MAX_WAIT_S:g}")
+        try:
+            intent = self.client.intent(key, spec.action, spec.target, arguments,
+                                        workflow=ev.Workflow(self.graph, self.version,
+                                                             session, spec.name))
+            receipt = self.client.submit(intent, wait_seconds, raise_errors=False)
+        except InvalidIntentError as exc:
+            raise ValueError(str(exc)) from None
+        except TimeoutError:  # no answer within the wait: whatever the ledger has now
+            return _answer(spec, operation_id, key, self.client.status(key), submitted=True)
+        return _answer(spec, operation_id, key, receipt)
+
+    def get(self, effect: str, operation_id: str) -> Operation:
+        spec = self._effect(effect)
+        key = self._key(spec, operation_id)
+        return _answer(spec, operation_id, key, self.client.status(key))
+
+    def unresolved(self) -> Unresolved:
+        """Reads the receipts topic to its end (O(receipts): for a host's occasional look,
+        not a hot path)."""
+        by_action = {e.action: e for e in self.effects.values()}
+        latest: dict[str, ev.Receipt] = {}
+        for receipt in read_topic(self.client.bootstrap, self.client.settings.topic("receipts"),
+                                  timeout_s=60.0):
+            latest[receipt.key] = receipt
+        found = []
+        for key, receipt in sorted(latest.items()):
+            tenant, _, rest = key.partition("/")
+            action, _, operation_id = rest.partition("/")
+            if tenant != self.tenant or action not in by_action:
+                continue
+            if receipt.key_status in OPEN_KEY or receipt.status is ev.ReceiptStatus.HELD:
+                found.append(_answer(by_action[action], operation_id, key, receipt))
+        return Unresolved(operations=found, count=len(found))
+
+
+def build_server(tools: LedgerTools, session: str) -> MCPServer:
+    """The MCP server over ``tools``; ``session`` names this server run in the intents'
+    workflow identity (the thread field)."""
+    effects = ", ".join(f"{e.name} ({e.action} at {e.target})"
+                        for e in tools.effects.values())
+    server = MCPServer(
+        "ledger-stream", version="1",
+        instructions=f"Applies effects once per operation id for tenant {tools.tenant}. "
+        f"Effects offered: {effects}. Use a stable business id (an invoice or order number) "
+        "as operation_id, never a per-call id; repeat the same call safely after any error "
+        "or restart. When an answer has resolved false, hold dependent work and call "
+        "get_operation later.")
+
+    @server.tool(description="Apply a registered effect once for this operation id. The "
+                 "same id with the same arguments always returns the original outcome; the "
+                 "same id with other arguments is rejected (reason conflict).")
+    def submit_effect(effect: str, operation_id: str, arguments: dict[str, Any],
+                      wait_seconds: float = 30.0) -> Operation:
+        try:
+            return tools.submit(effect, operation_id, arguments, wait_seconds, session)
+        except ValueError as exc:  # the caller's mistake: a tool error saying which
+            raise ToolError(str(exc)) from None
+
+    @server.tool(description="The latest state and receipt of an operation.")
+    def get_operation(effect: str, operation_id: str) -> Operation:
+        try:
+            return tools.get(effect, operation_id)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+
+    @server.tool(description="Operations of this tenant whose effect is not settled yet "
+                 "(accepted, in progress, reconciling, held, waiting for an operator).")
+    def list_unresolved() -> Unresolved:
+        return tools.unresolved()
+
+    return server

@@ -1,0 +1,201 @@
+"""``ledger-stream mcp`` driven by the MCP SDK's own client, over stdio and streamable HTTP, on
+the real broker, processor, HTTP connector and payments sandbox. Effects are counted in the
+sandbox's own ledger (the ground truth), never from what the server answers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from ledger_stream.cli.main import main as cli
+from ledger_stream.config import Settings
+from ledger_stream.kafka.local.ports import pick_free_ports
+from ledger_stream.mcp.effects import EffectSpecError, parse_effects
+from ledger_stream.testing.sandbox import SandboxProc
+from ledger_stream.testing.stack import Stack
+
+REPO = Path(__file__).resolve().parents[2]
+EFFECTS = "refund=refund@payments,mail=send_email@smtp"
+pytestmark = pytest.mark.timeout(180)
+
+
+def server_args(settings: Settings, *extra: str) -> list[str]:
+    assert settings.kafka_bootstrap
+    return ["-m", "ledger_stream.cli.main", "mcp", "--tenant", "acme", "--effects", EFFECTS,
+            "--bootstrap", settings.kafka_bootstrap, "--topic-prefix", settings.topic_prefix,
+            *extra]
+
+
+def stdio(settings: Settings) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=server_args(settings),
+                                 env=dict(os.environ), cwd=str(REPO))
+
+
+async def _calls(server: Any, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    async with Client(server, read_timeout_seconds=90) as client:
+        return [await client.call_tool(name, arguments) for name, arguments in calls]
+
+
+def calls(server: Any, *pairs: tuple[str, dict[str, Any]]) -> list[Any]:
+    """One session (one server process for stdio): the tools' results, in order."""
+    return asyncio.run(_calls(server, list(pairs)))
+
+
+def refund(invoice: str, amount: float, wait: float = 60.0) -> tuple[str, dict[str, Any]]:
+    return "submit_effect", {"effect": "refund", "operation_id": invoice,
+                             "arguments": {"invoice": invoice, "amount": amount},
+                             "wait_seconds": wait}
+
+
+def content(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result
+    data: dict[str, Any] = result.structured_content
+    return data
+
+
+@pytest.fixture
+def payments(stack: Stack, sandbox: SandboxProc) -> SandboxProc:
+    stack.connector("http", "--name", "payments", "--base-url", sandbox.url)
+    return sandbox
+
+
+def test_stdio_repeat_after_a_restart_pays_once_conflicts_refused_open_work_listed(
+        stack: Stack, payments: SandboxProc) -> None:
+    invoice, welcome = f"inv-{uuid.uuid4().hex[:8]}", f"welcome-{uuid.uuid4().hex[:8]}"
+    key = f"acme/refund/{invoice}"
+    server = stdio(stack.settings)
+
+    (listed,) = asyncio.run(_list_tools(server))
+    first = content(calls(server, refund(invoice, 12.5))[0])
+    # A new session: the server process of the first call has exited; this is another one.
+    again, conflict, state, mail, unresolved, missing = (content(r) for r in calls(
+        server, refund(invoice, 12.5), refund(invoice, 99.0),
+        ("get_operation", {"effect": "refund", "operation_id": invoice}),
+        # No connector for smtp: the intent is accepted and stays unsettled.
+        ("submit_effect", {"effect": "mail", "operation_id": welcome,
+                           "arguments": {"to_hash": "ab12"}, "wait_seconds": 2}),
+        ("list_unresolved", {}),
+        ("get_operation", {"effect": "refund", "operation_id": "never-submitted"})))
+
+    (paid,) = payments.effects(key)  # the sandbox's own ledger: one payment
+    assert listed == {"submit_effect", "get_operation", "list_unresolved"}
+    assert (first["status"], first["resolved"], first["hold_downstream"]) == (
+        "succeeded", True, False)
+    assert first["external_id"] == again["external_id"] == paid["id"]
+    assert again["status"] == "succeeded"
+    assert (conflict["status"], conflict["reason"], conflict["resolved"]) == (
+        "rejected", "conflict", True)
+    assert (state["found"], state["key_status"], state["external_id"]) == (
+        True, "succeeded", paid["id"])
+    assert (mail["status"], mail["resolved"], mail["hold_downstream"]) == (
+        "accepted", False, True)
+    assert [op["key"] for op in unresolved["operations"]] == [f"acme/send_email/{welcome}"]
+    assert missing["found"] is False
+
+
+async def _list_tools(server: Any) -> list[set[str]]:
+    async with Client(server, read_timeout_seconds=90) as client:
+        return [{tool.name for tool in (await client.list_tools()).tools}]
+
+
+def test_bad_calls_are_tool_errors_that_say_what_is_wrong(ledger_settings: Settings) -> None:
+    unknown, bad_id, bad_wait = calls(
+        stdio(ledger_settings),
+        ("submit_effect", {"effect": "wire", "operation_id": "x", "arguments": {}}),
+        ("submit_effect", {"effect": "refund", "operation_id": "a/b", "arguments": {}}),
+        ("submit_effect", {"effect": "refund", "operation_id": "a", "arguments": {},
+                           "wait_seconds": -1}))
+    assert unknown.is_error and "unknown effect 'wire'" in unknown.content[0].text
+    assert bad_id.is_error and "unusable operation_id 'a/b'" in bad_id.content[0].text
+    assert bad_wait.is_error and "wait_seconds must be between" in bad_wait.content[0].text
+
+
+def _http_server(settings: Settings, port: int, log: Path) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, *server_args(
+        settings, "--transport", "http", "--port", str(port))], cwd=REPO,
+        stdout=log.open("ab"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return proc
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"the MCP server did not listen on {port}: {log.read_text()}")
+
+
+@pytest.fixture
+def http_port() -> Iterator[int]:
+    yield pick_free_ports(1)[0]
+
+
+def test_streamable_http_repeat_after_a_sigkilled_server_pays_once(
+        stack: Stack, payments: SandboxProc, http_port: int, tmp_path: Path) -> None:
+    invoice = f"inv-{uuid.uuid4().hex[:8]}"
+    url = f"http://127.0.0.1:{http_port}/mcp"
+    proc = _http_server(stack.settings, http_port, tmp_path / "mcp.log")
+    try:
+        first = content(calls(url, refund(invoice, 40.0))[0])
+        proc.kill()  # SIGKILL by PID: the host's next call meets a new server
+        proc.wait(10)
+        proc = _http_server(stack.settings, http_port, tmp_path / "mcp.log")
+        again = content(calls(url, refund(invoice, 40.0))[0])
+    finally:
+        proc.kill()
+        proc.wait(10)
+    (paid,) = payments.effects(f"acme/refund/{invoice}")
+    assert first["external_id"] == again["external_id"] == paid["id"]
+
+
+def test_without_the_ledger_the_repeat_pays_twice(sandbox: SandboxProc) -> None:
+    """The falsification pair of the stdio test: the same host behaviour (a call repeated on
+    a new server process) against an MCP server that calls the payments API directly."""
+    invoice = f"inv-{uuid.uuid4().hex[:8]}"
+    direct = StdioServerParameters(
+        command=sys.executable, args=["-m", "examples.mcp.direct_server", "--payments-url",
+                                      sandbox.url], env=dict(os.environ), cwd=str(REPO))
+    for _ in range(2):
+        assert not calls(direct, refund(invoice, 12.5))[0].is_error
+    paid = [e for e in sandbox.ledger()["effects"]
+            if e["idempotency_key"].startswith(f"bypass-{invoice}-")]
+    assert len(paid) == 2
+
+
+def test_effects_are_parsed_or_refused_with_the_reason() -> None:
+    parsed = parse_effects(" refund=refund@payments , mail=send_email@smtp")
+    assert {n: (e.action, e.target) for n, e in parsed.items()} == {
+        "refund": ("refund", "payments"), "mail": ("send_email", "smtp")}
+    for bad, why in (("refund", "NAME=ACTION@TARGET"), ("a=b@c,a=d@e", "registered twice"),
+                     ("", "no effects"), ("r=re/fund@p", "bad action")):
+        with pytest.raises(EffectSpecError, match=why):
+            parse_effects(bad)
+
+
+def test_cli_says_what_is_missing(capsys: pytest.CaptureFixture[str],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LEDGER_MCP_TENANT", raising=False)
+    assert cli(["mcp", "--effects", EFFECTS, "--bootstrap", "127.0.0.1:1"]) == 2
+    assert "--tenant (LEDGER_MCP_TENANT) is required" in capsys.readouterr().err
+    assert cli(["mcp", "--tenant", "acme", "--effects", "refund", "--bootstrap",
+                "127.0.0.1:1"]) == 2
+    assert "NAME=ACTION@TARGET" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as bad_flag:
+        cli(["mcp", "--transport", "ftp"])
+    assert bad_flag.value.code == 2
+    assert "invalid choice: 'ftp'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as helped:
+        cli(["mcp", "--help"])
+    assert helped.value.code == 0
+    assert "submit_effect" in capsys.readouterr().out
