@@ -21,6 +21,7 @@ from ledger_stream.kafka import topics
 from ledger_stream.kafka.local import LocalCluster, ensure_jars, jar_cache
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
+from tests.model import background as model_background
 from tests.simulation import background
 
 BROKER_FIXTURES = {"kafka_bootstrap", "ledger_settings", "ledger_topics"}
@@ -38,11 +39,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    background.start_if_selected([item.nodeid for item in session.items])
+    nodeids = [item.nodeid for item in session.items]
+    background.start_if_selected(nodeids)
+    model_background.start_if_selected(nodeids)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     background.stop()
+    model_background.stop()
 
 
 def _progress(line: str) -> None:

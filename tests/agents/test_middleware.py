@@ -140,6 +140,23 @@ def test_an_effect_becomes_an_intent_keyed_by_its_business_id_and_never_runs(tmp
     assert values["ledger_receipts"]["acme/refund/inv-7"]["status"] == "succeeded"
 
 
+def test_the_async_path_submits_the_same_intent_off_the_event_loop():
+    import asyncio
+
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    client = RecordingClient()
+    RAN.clear()
+    agent = create_agent(OneCallModel(call={"name": "issue_refund",
+                                            "args": {"invoice": "inv-8", "amount": 3}}),
+                         TOOLS, middleware=[middleware(client)], checkpointer=InMemorySaver())
+    values = asyncio.run(agent.ainvoke({"messages": [HumanMessage("go")]},
+                                       {"configurable": {"thread_id": "t2"}}))
+    (intent,) = client.intents
+    assert intent.key == "acme/refund/inv-8" and RAN == []
+    assert values["ledger_receipts"]["acme/refund/inv-8"]["status"] == "succeeded"
+
+
 def test_a_conflict_is_a_tool_error_the_model_reads(tmp_path):
     client = RecordingClient(ev.ReceiptStatus.REJECTED, ev.Reason.CONFLICT)
     message = tool_message(run(client, {"name": "issue_refund",

@@ -13,30 +13,17 @@ step for step too (``model_replay.py``), so the failure says whether the real co
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.model import background
 from tests.model.model_replay import replay_problems
 
 HERE = Path(__file__).resolve().parent
 TRACES = HERE.parent / "protocol_traces"
 INSTALL = "apt-get install -y spin gcc  (Debian/Ubuntu packages; the model needs both)"
-
-
-def configurations() -> list[tuple[str, dict[str, str], list[str]]]:
-    """``configs.txt``: one configuration per line, ``NAME [VAR=value ...] -DFLAG=value ...``."""
-    found = []
-    for line in (HERE / "configs.txt").read_text(encoding="utf-8").splitlines():
-        words = line.split("#", 1)[0].split()
-        if not words:
-            continue
-        env = dict(w.split("=", 1) for w in words[1:] if not w.startswith("-"))
-        found.append((words[0], env, [w for w in words[1:] if w.startswith("-")]))
-    return found
 
 
 def _missing_tools() -> list[str]:
@@ -49,20 +36,18 @@ def test_spin_and_gcc_are_installed():
     assert not missing, f"{' and '.join(missing)} not found: the model check needs them; {INSTALL}"
 
 
-@pytest.mark.timeout(150)
-@pytest.mark.parametrize(("name", "env", "flags"), configurations(), ids=lambda v: v
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(("name", "env", "flags"), background.configurations(), ids=lambda v: v
                          if isinstance(v, str) else "")
 def test_model_configuration_holds(name: str, env: dict[str, str], flags: list[str],
                                    tmp_path_factory: pytest.TempPathFactory):
     missing = _missing_tools()
     assert not missing, f"{' and '.join(missing)} not found: cannot check the model; {INSTALL}"
-    build = tmp_path_factory.mktemp("spin")
-    run_env = {**os.environ, **env, "LSMODEL_DIR": str(build), "TRACE_DIR": str(TRACES),
-               "SHORTEST": "1"}
-    done = subprocess.run(["sh", str(HERE / "check.sh"), name, *flags], env=run_env,
-                          capture_output=True, text=True, timeout=140, check=False)
-    out = done.stdout + done.stderr
-    if done.returncode == 1:
+    searches = background.running()  # started at collection (tests/model/background.py)
+    found = searches.result(name, 540) if searches is not None else None
+    returncode, out = found or background.search(name, env, flags,
+                                                 tmp_path_factory.mktemp("spin"))
+    if returncode == 1:
         trace = TRACES / f"ourmodel-{name}.txt"
         problems, _ = replay_problems(trace)
         verdict = (f"replayed on the real code: {problems}" if problems else
@@ -71,7 +56,7 @@ def test_model_configuration_holds(name: str, env: dict[str, str], flags: list[s
         pytest.fail(f"SPIN found a counterexample in {name} {' '.join(flags)}\n{out}\n"
                     f"trace written to {trace}; {verdict}\n\n{trace.read_text()}",
                     pytrace=False)
-    assert done.returncode == 0, f"{name}: the search did not complete\n{out}"
+    assert returncode == 0, f"{name}: the search did not complete\n{out}"
 
 
 def _model_traces() -> list[Path | None]:
