@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import signal
+import threading
 
 from ledger_stream.cli.common import CliError, add_common_flags, settings_from
 from ledger_stream.kafka.exceptions import KafkaSetupError
@@ -50,6 +52,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
+    # SIGTERM while still starting (imports, topic checks, stores) is a request to stop, not
+    # a kill: the processor then exits 0 without joining the group.
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
     from ledger_stream.processor import ProcessorError, run_processor
     from ledger_stream.processor.metrics import serve_metrics
     from ledger_stream.processor.policy import ConfigError
@@ -64,7 +71,7 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(f"cannot serve metrics on port {settings.metrics_port}: {exc}") from exc
     try:
-        run_processor(settings)
+        run_processor(settings, stop)
     except (KafkaSetupError, ProcessorError, ConfigError) as exc:
         raise CliError(str(exc)) from exc
     return 0

@@ -53,7 +53,10 @@ OUTPUT_ROLES = ("dispatch", "receipts", "alerts", "dlq", "attempts", "changelog"
 class Processor:
     """The single writer per operation key for the partitions the group gives it."""
 
-    def __init__(self, settings: Settings, codec: AvroCodec | None = None) -> None:
+    def __init__(self, settings: Settings, codec: AvroCodec | None = None,
+                 stop: threading.Event | None = None) -> None:
+        """``stop``: set by a SIGTERM that came while the process was still starting (the
+        command installs its handler first); the loop then never starts."""
         self.settings = settings
         policy = policy_from(settings)  # first: a missing approval secret is refused at once
         bootstrap = resolve_bootstrap(settings)
@@ -84,7 +87,7 @@ class Processor:
         self._checkpoint = Checkpoint(delivery, self._consumer, self._step, topics, group,
                                       self.instance)
         self._ticker = Ticker(settings.tick_interval_ms)
-        self._stop = threading.Event()
+        self._stop = stop or threading.Event()
         self._backoff_s = 0.0
 
     # -- the loop -------------------------------------------------------------------------
@@ -277,11 +280,11 @@ class Processor:
         logger.info("processor stopped", extra=log_fields(instance=self.instance))
 
 
-def run_processor(settings: Settings) -> None:
-    """Run the processor until SIGTERM or SIGINT. Raises ProcessorError (one line) when it
-    cannot start or cannot go on."""
+def run_processor(settings: Settings, stop: threading.Event | None = None) -> None:
+    """Run the processor until SIGTERM or SIGINT (or ``stop`` is set). Raises ProcessorError
+    (one line) when it cannot start or cannot go on."""
     try:
-        processor = Processor(settings)
+        processor = Processor(settings, stop=stop)
     except StoreError as exc:
         raise ProcessorError(str(exc)) from exc
     processor.run()

@@ -20,7 +20,7 @@ from ledger_stream.kafka.reader import read_topic
 from ledger_stream.kafka.topics import ledger_topics
 from ledger_stream.serde import make_codec
 from ledger_stream.state import decode_row
-from ledger_stream.testing.processes import start_processor
+from ledger_stream.testing.processes import Proc, start_processor
 from tests.factories import claim, intent, outcome
 from tests.processor.support import (
     CODEC,
@@ -335,6 +335,54 @@ def test_two_processors_share_partitions_and_survive_one_being_killed(
     one_dispatch_id_per_key(s)
     keys = {d.key for d in read_all(s, "dispatch") if isinstance(d, ev.Dispatch)}
     assert len(keys) == 400
+
+
+def test_three_processors_rebalancing_during_batches_decide_exactly_as_the_model(
+        ledger_topics: Settings, tmp_path: Path):
+    """Issue 10, item 3: two members join, one leaves on SIGTERM and one is SIGKILLed while
+    intents stream in and small batches are in flight. Exactly once, the outputs on the topics
+    are the pure core's, one copy each, and every key is dispatched with one attempt id."""
+    s = ledger_topics
+    events = _workload(keys=1200, duplicate_share=0.3, seed=13)
+    thirds = [events[: len(events) // 3], events[len(events) // 3: 2 * len(events) // 3],
+              events[2 * len(events) // 3:]]
+    quiet = {"LEDGER_TICK_INTERVAL_MS": "600000", "LEDGER_MAX_BATCH": "50"}
+    producer = EventProducer(s, s.kafka_bootstrap)
+    procs = []
+
+    def start(name: str) -> Proc:
+        proc = start_processor(s, tmp_path / f"state-{name}", tmp_path / f"{name}.log",
+                               "--guarantee", "exactly-once", env=quiet)
+        procs.append(proc)
+        return proc
+
+    def send(chunk: list[ev.Intent]) -> None:
+        for event in chunk:
+            producer.send("intents", event)
+        producer.flush()
+
+    def decided(at_least: int) -> None:
+        read_topic(s.kafka_bootstrap, s.topic("receipts"), timeout_s=90,
+                   until=lambda found: len(found) >= at_least)
+
+    try:
+        a = start("a")
+        send(thirds[0])
+        decided(len(thirds[0]) // 3)  # a is mid-stream
+        b, c = start("b"), start("c")  # two joins while a decides
+        send(thirds[1])
+        wait_for("b and c to hold partitions", lambda: all(
+            log_lines(p, "partitions assigned") for p in (b, c)), 60, procs)
+        decided(len(thirds[0]) + len(thirds[1]) // 3)
+        assert b.stop() == 0, b.tail()  # a graceful leave mid-stream
+        send(thirds[2])
+        decided(len(thirds[0]) + len(thirds[1]) + len(thirds[2]) // 4)
+        c.kill()  # a crash mid-stream: its partitions move after its session ends
+        receipts_for(s, {e.event_id for e in events}, timeout_s=120, proc=a)
+        assert a.stop() == 0, a.tail()
+    finally:
+        kill_all(procs)
+    assert_outputs_match_the_model(s, events, exactly_once=True)
 
 
 def test_exactly_once_mode_decides_the_same(ledger_topics: Settings, tmp_path: Path):
