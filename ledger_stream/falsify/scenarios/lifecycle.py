@@ -8,8 +8,11 @@
     differently (amount in minor units): the same key, another args hash. Expected: v2
     resuming a v1 thread does not run the renamed step at all (LangGraph drops a pending
     task whose node the graph no longer has: no intent, no effect); v2 asking while v1's
-    refund is in flight is held (``version_mismatch``, no dispatch); v2 asking after v1's
-    refund settled is rejected as a conflict; one effect, with v1's arguments.
+    refund is in flight is rejected as a conflict (other arguments are a conflict whatever
+    the version says, DESIGN §5, since commit 98f2ab6), and so is v2 asking after it
+    settled; the v1 graph deployed as version 2.0 (the same arguments) asking while v1's
+    refund is in flight is held (``version_mismatch``, no dispatch); one effect, with v1's
+    arguments.
 """
 
 from __future__ import annotations
@@ -102,9 +105,17 @@ def incompatible_update(run: Run) -> RunResult:
              "renamed step: no intent")
     v2 = run.start(invoice, AMOUNT, graph=V2)
     run.conflict(key, args_hash(refund_args_v2(invoice, AMOUNT)))
-    held = run.receipt(run.ok(run.worker(v2, "approve", graph=V2), "v2 approve"), key)
+    early = run.receipt(run.ok(run.worker(v2, "approve", graph=V2), "v2 approve"), key)
+    run.check((early.get("status"), early.get("reason")) == ("rejected", "conflict"),
+              f"v2 while v1 is in flight was answered {early}, expected rejected/conflict")
+    run.check(run.has_alert(key, "conflicting_arguments"), "no conflicting_arguments alert")
+    # The same arguments under an incompatible version: held until v1's refund settles.
+    same = run.start(invoice, AMOUNT, version="2.0")
+    held = run.receipt(run.ok(run.worker(same, "approve", version="2.0"),
+                              "v1 graph as 2.0 approve"), key)
     run.check((held.get("status"), held.get("reason")) == ("held", "version"),
-              f"v2 while v1 is in flight was answered {held}, expected held/version")
+              f"the v1 graph as 2.0 while v1 is in flight was answered {held}, "
+              "expected held/version")
     run.check(run.has_alert(key, "version_mismatch"), "no version_mismatch alert")
     world.start_connector()
     run.check(run.wait_status(key, {"succeeded"}) == "succeeded", "v1's refund never settled")
