@@ -8,6 +8,7 @@ the ledger uses that cluster and ``up`` starts nothing.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from ledger_stream.cli.common import CliError, add_common_flags, settings_from
@@ -53,6 +54,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help=f"how long to wait for the brokers to answer (default {DEFAULT_START_TIMEOUT_S:.0f})",
     )
+    up.add_argument("--json", action="store_true",
+                    help="print one JSON object (bootstrap, nodes, pids) instead of prose")
     add_common_flags(up)
     up.set_defaults(handler=_up)
 
@@ -61,6 +64,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="show whether the local Kafka runs, its PIDs and bootstrap",
         description="Show the local Kafka's state. Exit status 0 when it runs, 1 when not.",
     )
+    status.add_argument("--json", action="store_true",
+                        help="print one JSON object (running, bootstrap, nodes) instead of prose")
     add_common_flags(status)
     status.set_defaults(handler=_status)
 
@@ -92,9 +97,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     fetch.set_defaults(handler=_fetch)
 
 
+def _as_json(status: ClusterStatus, started: bool, external: str | None = None) -> str:
+    """One line for scripts: ``bootstrap`` is what LEDGER_KAFKA_BOOTSTRAP should be."""
+    return json.dumps({
+        "bootstrap": external or status.bootstrap, "external": external is not None,
+        "running": external is not None or status.running, "started": started,
+        "cluster_dir": None if external else str(status.cluster_dir),
+        "nodes": [] if external else [
+            {"node_id": n.node_id, "pid": n.pid, "alive": n.alive,
+             "broker": f"127.0.0.1:{n.broker_port}",
+             "controller": f"127.0.0.1:{n.controller_port}",
+             "log": str(n.dir / "broker.log")} for n in status.nodes]})
+
+
 def _up(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     if settings.kafka_bootstrap:
+        if args.json:
+            print(_as_json(LocalCluster.for_settings(settings).status(), False,
+                           settings.kafka_bootstrap))
+            return 0
         print(
             f"using the Kafka at {settings.kafka_bootstrap} "
             "(--bootstrap / LEDGER_KAFKA_BOOTSTRAP); nothing started"
@@ -108,7 +130,8 @@ def _up(args: argparse.Namespace) -> int:
                 f"a {len(current.nodes)}-node local Kafka already runs at {current.bootstrap}; "
                 "run `ledger-stream kafka down --wipe` before starting another size"
             )
-        print(f"local Kafka is already running at {current.bootstrap} ({_nodes(current)})")
+        print(_as_json(current, False) if args.json else
+              f"local Kafka is already running at {current.bootstrap} ({_nodes(current)})")
         return 0
     try:
         libs = ensure_jars(jar_cache(settings), settings.kafka_version, progress=_progress)
@@ -121,6 +144,9 @@ def _up(args: argparse.Namespace) -> int:
         )
     except KafkaSetupError as exc:
         raise CliError(str(exc)) from exc
+    if args.json:
+        print(_as_json(started, True))
+        return 0
     print(f"Kafka {settings.kafka_version} ready at {started.bootstrap} ({_nodes(started)})")
     print("stop it with `ledger-stream kafka down`")
     return 0
@@ -139,6 +165,9 @@ def _fetch(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     status = LocalCluster.for_settings(settings).status()
+    if args.json:
+        print(_as_json(status, False))
+        return 0 if status.running else 1
     if settings.kafka_bootstrap:
         print(f"commands use the Kafka at {settings.kafka_bootstrap} (LEDGER_KAFKA_BOOTSTRAP)")
     if not status.nodes:

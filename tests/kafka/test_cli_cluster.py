@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -50,6 +51,12 @@ def test_up_topics_status_down(tmp_path: Path) -> None:
         again = cli("kafka", "up")
         assert again.returncode == 0 and "already running" in again.stdout
 
+        scripted = json.loads(cli("kafka", "up", "--json").stdout)  # for scripts: one object
+        assert (scripted["bootstrap"], scripted["running"], scripted["started"]) == (
+            f"127.0.0.1:{port}", True, False)
+        assert [n["broker"] for n in scripted["nodes"]] == [f"127.0.0.1:{port}"]
+        assert all(isinstance(n["pid"], int) and n["alive"] for n in scripted["nodes"])
+
         created = cli("topics", "create", "--partitions", "3")
         assert created.returncode == 0, created.stderr
         assert created.stdout.count(": created") == len(LEDGER_TOPICS)
@@ -71,3 +78,5 @@ def test_up_topics_status_down(tmp_path: Path) -> None:
     assert down.returncode == 0 and "stopped local Kafka" in down.stdout
     after = cli("kafka", "status")
     assert after.returncode == 1 and "stopped" in after.stdout
+    stopped = cli("kafka", "status", "--json")
+    assert stopped.returncode == 1 and json.loads(stopped.stdout)["running"] is False

@@ -45,7 +45,9 @@ def search(name: str, env: dict[str, str], flags: list[str], build: Path,
     popen = subprocess.Popen(["sh", str(HERE / "check.sh"), name, *flags], env=run_env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              preexec_fn=(lambda: os.nice(19)) if nice else None,
-                             start_new_session=True)  # its own group: pan, gcc and sh
+                             # its own process group (pan, gcc, sh) in the tests' session, so
+                             # nice 19 holds under autogroup scheduling
+                             process_group=0)
     _current.append(popen)
     try:
         out, _ = popen.communicate(timeout=SEARCH_TIMEOUT_S)

@@ -34,7 +34,10 @@ class Background:
             [sys.executable, "-m", "ledger_stream.cli.main", "simulate", "--seed", "0",
              "--runs", str(RUNS)],
             stdout=self._out, stderr=self._err, preexec_fn=lambda: os.nice(19),
-            start_new_session=True)  # its own process group: the pool's workers are in it
+            # Its own process group (the pool's workers are in it), but the tests' session:
+            # with the kernel's autogroup scheduling, a new session would be a group of its
+            # own that nice 19 does not lower against the tests.
+            process_group=0)
 
     def result(self, timeout_s: float) -> tuple[int, dict[str, Any], str]:
         """(exit status, the JSON summary, the tail of stderr with any failing trace)."""
