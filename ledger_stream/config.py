@@ -28,6 +28,12 @@ def _default_home() -> Path:
     return Path(base) / "ledger-stream"
 
 
+def shared_jar_cache() -> Path:
+    """The user's one Kafka jar cache, whatever HOME a command is given: a cluster started
+    with ``--home DIR`` reuses the jars instead of fetching them again."""
+    return _default_home() / "jars"
+
+
 class Settings(BaseSettings):
     """Everything a ledger-stream process can be told. Immutable once built."""
 
@@ -41,7 +47,8 @@ class Settings(BaseSettings):
     )
     kafka_version: str = Field("4.1.1", description="Apache Kafka version of the local broker")
     home: Path = Field(default_factory=_default_home, description="cache for jars and broker data")
-    jar_cache: Path | None = Field(None, description="Kafka jar cache (default: HOME/jars)")
+    jar_cache: Path | None = Field(None, description="Kafka jar cache (default: the user's "
+                                   "~/.cache/ledger-stream/jars, shared by every HOME)")
     topic_prefix: str = Field("ledger", description="prefix of every ledger topic")
     partitions: int = Field(12, ge=1, description="partition count shared by all ledger topics")
     replication_factor: int = Field(1, ge=1, description="replication factor of ledger topics")

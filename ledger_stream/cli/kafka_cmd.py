@@ -29,8 +29,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "up",
         help="start the local Kafka and wait until it answers",
         description="Fetch Kafka's jars once (needs mvn) into LEDGER_JAR_CACHE (default "
-        "HOME/jars), start 1 or 3 KRaft nodes on 127.0.0.1 in the background and print the "
-        "bootstrap address when they answer. "
+        "~/.cache/ledger-stream/jars, shared by every --home), start 1 or 3 KRaft nodes "
+        "on 127.0.0.1 in the background and print the bootstrap address when they answer. "
         "Data is kept in HOME/cluster between `down` and `up`. Starts nothing when "
         "LEDGER_KAFKA_BOOTSTRAP or --bootstrap names a cluster.",
     )
@@ -91,7 +91,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "fetch",
         help="fetch the Kafka jars from Maven Central (once) without starting anything",
         description="Resolve Apache Kafka's broker jars with Maven into the jar cache "
-        "(LEDGER_JAR_CACHE, default HOME/jars). Does nothing when they are there already.",
+        "(LEDGER_JAR_CACHE, default ~/.cache/ledger-stream/jars). Does nothing when they "
+        "are there already.",
     )
     add_common_flags(fetch)
     fetch.set_defaults(handler=_fetch)

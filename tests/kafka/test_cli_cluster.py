@@ -30,8 +30,10 @@ def _free_port_pair() -> int:
 def test_up_topics_status_down(tmp_path: Path) -> None:
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
-    # An isolated home, but the jars of the usual cache: they are fetched once per machine.
-    env |= {"LEDGER_HOME": str(home), "LEDGER_JAR_CACHE": str(jar_cache(Settings()))}
+    # An isolated home; the jars come from the user's shared cache without LEDGER_JAR_CACHE
+    # (fetched once per machine, whatever --home or LEDGER_HOME a command is given).
+    env |= {"LEDGER_HOME": str(home)}
+    assert jar_cache(Settings(home=home)) == jar_cache(Settings())
     port = _free_port_pair()
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -47,6 +49,7 @@ def test_up_topics_status_down(tmp_path: Path) -> None:
         up = cli("kafka", "up", "--port", str(port))
         assert up.returncode == 0, up.stderr
         assert f"ready at 127.0.0.1:{port}" in up.stdout
+        assert not (home / "jars").exists()  # nothing fetched again into the new home
 
         again = cli("kafka", "up")
         assert again.returncode == 0 and "already running" in again.stdout

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ledger_stream.config import Settings
+from ledger_stream.config import Settings, shared_jar_cache
 from ledger_stream.kafka.exceptions import JarFetchError
 from ledger_stream.kafka.local.filelock import exclusive
 from ledger_stream.kafka.local.toolchain import require_tool
@@ -63,7 +63,7 @@ POM_TEMPLATE = """\
 
 def jar_cache(settings: Settings) -> Path:
     """Folder that holds one ``kafka-<version>`` subfolder per fetched Kafka version."""
-    return settings.jar_cache or settings.home / "jars"
+    return settings.jar_cache or shared_jar_cache()
 
 
 def ensure_jars(
