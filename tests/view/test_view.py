@@ -11,6 +11,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -141,13 +142,18 @@ def test_a_restarted_view_resumes_from_its_stored_positions(ledger_topics: Setti
         again.close()
 
 
+def _get(served: Served, path: str) -> tuple[int, Any]:
+    """(HTTP status, JSON body) of GET ``path``, error statuses included."""
+    try:
+        with urllib.request.urlopen(served.url + path, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
 def test_bad_requests_say_what_is_wrong(served: Served) -> None:
-    def get(path: str) -> tuple[int, dict[str, str]]:
-        try:
-            with urllib.request.urlopen(served.url + path, timeout=10) as response:
-                return response.status, json.loads(response.read())
-        except urllib.error.HTTPError as err:
-            return err.code, json.loads(err.read())
+    def get(path: str) -> tuple[int, Any]:
+        return _get(served, path)
 
     assert get("/v1/operations/acme%2Frefund%2Fx?after=soon") == (
         400, {"error": "after must be an integer, got 'soon'"})
@@ -250,12 +256,8 @@ def test_an_offset_of_another_topic_or_partitioning_is_refused(served: Served) -
 
 def test_without_after_nothing_is_claimed_and_odd_parameters_are_refused(
         served: Served) -> None:
-    def get(path: str) -> tuple[int, dict[str, object]]:
-        try:
-            with urllib.request.urlopen(served.url + path, timeout=10) as response:
-                return response.status, json.loads(response.read())
-        except urllib.error.HTTPError as err:
-            return err.code, json.loads(err.read())
+    def get(path: str) -> tuple[int, Any]:
+        return _get(served, path)
 
     status, body = get("/v1/operations/acme%2Frefund%2Fx")
     assert status == 200 and body["caught_up"] is None
