@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NotRequired
 
 from langchain.agents import create_agent
@@ -34,10 +34,19 @@ from ledger_stream.failpoints import failpoint
 from ledger_stream.langgraph import Effect, LedgerMiddleware
 
 APPROVAL_NODE = "RefundApproval.after_model"
+Material = Callable[[str, float], dict[str, Any]]  # (invoice, amount) -> material arguments
 
 
 class ScriptedChatModel(BaseChatModel):
-    """Asks for the refund the user requested, then reports the tool's answer."""
+    """Asks for the refund the user requested, then reports the tool's answer.
+
+    ``tool_name`` is the refund tool the script calls. With ``parts``, the script asks for
+    one refund per ``<invoice>-<part>`` in one message: parallel tool calls, which
+    ``create_agent`` runs as tasks of one step.
+    """
+
+    tool_name: str = "issue_refund"
+    parts: tuple[str, ...] = ()
 
     @property
     def _llm_type(self) -> str:
@@ -57,19 +66,23 @@ class ScriptedChatModel(BaseChatModel):
         else:
             request = next(json.loads(str(m.content)) for m in messages
                            if isinstance(m, HumanMessage))
+            invoices = [f"{request['invoice']}-{p}" for p in self.parts] or [request["invoice"]]
             reply = AIMessage(content="", tool_calls=[{
-                "name": "issue_refund", "id": f"call_{uuid.uuid4().hex[:12]}",
-                "args": {"invoice": request["invoice"], "amount": request["amount"]}}])
+                "name": self.tool_name, "id": f"call_{uuid.uuid4().hex[:12]}",
+                "args": {"invoice": invoice, "amount": request["amount"]}}
+                for invoice in invoices])
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
 class ApprovalState(AgentState[Any]):
     approval: NotRequired[dict[str, Any] | None]
+    approvals: NotRequired[dict[str, dict[str, Any]]]  # invoice -> approval, several calls
 
 
 class RefundApproval(AgentMiddleware[ApprovalState, Any, Any]):
     """Pause for a human once the model asks for a refund; the answer is an approval signed
-    by the approval service, kept in state for the ledger to check."""
+    by the approval service, kept in state for the ledger to check. When the model asks for
+    several refunds at once, the human answers one approval per invoice."""
 
     state_schema = ApprovalState
 
@@ -77,39 +90,55 @@ class RefundApproval(AgentMiddleware[ApprovalState, Any, Any]):
         calls = getattr(state["messages"][-1], "tool_calls", None)
         if not calls:
             return None
+        if len(calls) > 1:
+            decisions = interrupt({"action": "refund", "calls": [c["args"] for c in calls]})
+            return {"approvals": decisions}
         decision = interrupt({"action": "refund", "args": calls[0]["args"]})
         return {"approval": decision}
 
 
-def refund_tool(payments_url: str | None, timeout_s: float = 10.0) -> BaseTool:
+def call_approval(state: Mapping[str, Any], args: Mapping[str, Any]) -> Approval | None:
+    """The approval the human gave for this call's invoice."""
+    if state.get("approvals"):
+        found = state["approvals"].get(args["invoice"])
+    else:
+        found = state.get("approval")
+    return Approval(**found) if found else None
+
+
+def refund_tool(payments_url: str | None, timeout_s: float = 10.0, name: str = "issue_refund",
+                material: Material = refund_args) -> BaseTool:
     """The tool as written without the ledger. With the ledger (``payments_url`` None) the
     middleware must never let it run."""
 
-    @tool
+    @tool(name)
     def issue_refund(invoice: str, amount: float) -> str:
         """Refund an invoice to the customer's original payment method."""
         if payments_url is None:
-            raise RuntimeError("issue_refund ran although the ledger middleware owns it")
-        return post_refund(payments_url, refund_args(invoice, amount), timeout_s)
+            raise RuntimeError(f"{name} ran although the ledger middleware owns it")
+        return post_refund(payments_url, material(invoice, amount), timeout_s)
 
     return issue_refund
 
 
-def ledger_middleware(client: Any, version: str) -> LedgerMiddleware:
+def ledger_middleware(client: Any, version: str, name: str = "issue_refund",
+                      material: Material = refund_args) -> LedgerMiddleware:
     return LedgerMiddleware(client, tenant=TENANT, graph=GRAPH, version=version, effects={
-        "issue_refund": Effect(
-            action="refund", target="payments", business_id="invoice",
-            material=lambda args: refund_args(args["invoice"], args["amount"]),
-            approval=lambda state: Approval(**state["approval"]) if state.get("approval")
-            else None)})
+        name: Effect(action="refund", target="payments", business_id="invoice",
+                     material=lambda args: material(args["invoice"], args["amount"]),
+                     approval=call_approval)})
 
 
 def build_agent(client: Any, bypass_url: str | None, version: str, checkpointer: Any,
-                http_timeout_s: float = 10.0) -> Any:
+                http_timeout_s: float = 10.0, *, tool_name: str = "issue_refund",
+                material: Material = refund_args, parts: tuple[str, ...] = ()) -> Any:
+    """The agent; ``tool_name`` and ``material`` are what a version calls its refund tool
+    and the arguments it binds, ``parts`` makes the model ask for several refunds at once."""
     middleware: list[AgentMiddleware[Any, Any, Any]] = [RefundApproval()]
     if client is not None:
-        middleware.append(ledger_middleware(client, version))
-    return create_agent(ScriptedChatModel(), [refund_tool(bypass_url, http_timeout_s)],
+        middleware.append(ledger_middleware(client, version, tool_name, material))
+    model = ScriptedChatModel(tool_name=tool_name, parts=parts)
+    return create_agent(model, [refund_tool(bypass_url, http_timeout_s, tool_name, material)],
                         middleware=middleware, checkpointer=checkpointer)
 
 

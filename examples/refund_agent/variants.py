@@ -14,6 +14,8 @@
 - ``refund-agent``: the same agent built with LangChain's ``create_agent`` and a plain tool
   (:mod:`examples.refund_agent.agent`), protected by ``LedgerMiddleware`` instead of
   ``ledger_tool``; the user's request is a message, the approval a middleware hook.
+- ``refund-agent-v2`` and ``refund-agent-parallel``: ``refund-v2`` and ``parallel`` for the
+  ``create_agent`` agent (v2 renames the tool, since create_agent's nodes keep their names).
 
 Each variant applies refunds either through the ledger (``Effects.client``) or directly
 against the payments API (``Effects.bypass_url``), to show what the ledger prevents.
@@ -55,6 +57,7 @@ from ledger_stream.failpoints import failpoint
 from ledger_stream.langgraph import ToolCall, ledger_tool, receipt_summary
 
 Material = Callable[[str, float], dict[str, Any]]
+AGENT_APPROVAL_NODE = "RefundApproval.after_model"  # examples.refund_agent.agent.APPROVAL_NODE
 
 
 @dataclass(frozen=True)
@@ -230,6 +233,25 @@ def _build_agent(fx: Effects, checkpointer: Any) -> Any:
                              fx.http_timeout_s)
 
 
+def _build_agent_v2(fx: Effects, checkpointer: Any) -> Any:
+    """Version 2.0 of the create_agent agent: the refund tool is renamed (``issue_refund``
+    -> ``refund_invoice``; create_agent's nodes keep their names, so the tool is what a new
+    version renames) and binds the amount in minor units."""
+    from examples.refund_agent import agent
+
+    return agent.build_agent(fx.client, fx.bypass_url, fx.version, checkpointer,
+                             fx.http_timeout_s, tool_name="refund_invoice",
+                             material=refund_args_v2)
+
+
+def _build_agent_parallel(fx: Effects, checkpointer: Any) -> Any:
+    """The create_agent agent whose model asks for two refunds in one message."""
+    from examples.refund_agent import agent
+
+    return agent.build_agent(fx.client, fx.bypass_url, fx.version, checkpointer,
+                             fx.http_timeout_s, parts=("a", "b"))
+
+
 def _agent_input(invoice: str, amount: float) -> dict[str, Any]:
     from examples.refund_agent import agent
 
@@ -243,5 +265,9 @@ VARIANTS = {v.name: v for v in (
             _build_effect_before_interrupt),
     Variant("parallel", VERSION, "tools", refund_args, _build_parallel),
     Variant("refund-agent", VERSION, "tools", refund_args, _build_agent,
-            approval_node="RefundApproval.after_model", start_input=_agent_input),
+            approval_node=AGENT_APPROVAL_NODE, start_input=_agent_input),
+    Variant("refund-agent-v2", "2.0", "tools", refund_args_v2, _build_agent_v2,
+            approval_node=AGENT_APPROVAL_NODE, start_input=_agent_input),
+    Variant("refund-agent-parallel", VERSION, "tools", refund_args, _build_agent_parallel,
+            approval_node=AGENT_APPROVAL_NODE, start_input=_agent_input),
 )}

@@ -7,7 +7,8 @@ the ledger and, where that is meaningful, once more with the ledger bypassed.
 The agent's flavour: the cases as written run the refund agent built on ``ledger_tool``.
 ``select(..., agent="middleware")`` gives the same cases run by the agent built with
 LangChain's ``create_agent`` and ``LedgerMiddleware`` (variant ``refund-agent``), labelled
-``M<label>``; the scenarios that need a graph of their own (13, 14, 15) are not repeated.
+``M<label>``, with the scenarios' own variants (v2, parallel calls) in their create_agent form;
+scenario 14 is not repeated (its refund runs inside a node, not as a tool call).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class Case:
     processor_env: Mapping[str, str] = field(default_factory=dict)
     quick: bool = False  # part of the fast subset (`make test`, `--quick`)
     graph: str | None = None  # the agent variant workers run unless a scenario names one
+    variants: Mapping[str, str] = field(default_factory=dict)  # a scenario's variant -> this
 
 
 ONE = "one effect, key succeeded"
@@ -125,18 +127,20 @@ CASES: tuple[Case, ...] = (
 
 
 AGENTS = ("tool", "middleware")
-OWN_GRAPH = {13, 14, 15}  # scenarios that run a variant of their own
+NOT_A_TOOL_CALL = {14}  # the refund runs inside a node, not as a tool call: no middleware
 MIDDLEWARE_QUICK = {"1", "2", "4"}  # the middleware cases `make test` runs
+# The variants the scenarios name, as the create_agent agent has them.
+MIDDLEWARE_VARIANTS = {"refund-v2": "refund-agent-v2", "parallel": "refund-agent-parallel"}
 
 
 def _middleware(case: Case) -> Case:
     return replace(case, label=f"M{case.label}", title=f"{case.title} (create_agent + "
-                   "LedgerMiddleware)", graph="refund-agent",
+                   "LedgerMiddleware)", graph="refund-agent", variants=MIDDLEWARE_VARIANTS,
                    quick=case.label in MIDDLEWARE_QUICK)
 
 
 MIDDLEWARE_CASES: tuple[Case, ...] = tuple(
-    _middleware(c) for c in CASES if c.number not in OWN_GRAPH)
+    _middleware(c) for c in CASES if c.number not in NOT_A_TOOL_CALL)
 
 
 def select(numbers: Iterable[int] | None = None, quick: bool = False,

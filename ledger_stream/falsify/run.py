@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from ledger_stream.domain import events as ev
@@ -70,9 +70,11 @@ class Run:
     """The scenario's handle on its world; see the module docstring for the verdict."""
 
     def __init__(self, world: AgentWorld, *, scenario: int, label: str, title: str,
-                 ledger: bool, durability: str = "sync", graph: str | None = None) -> None:
+                 ledger: bool, durability: str = "sync", graph: str | None = None,
+                 variants: Mapping[str, str] | None = None) -> None:
         self.world, self.ledger, self.durability = world, ledger, durability
         self.graph = graph  # the variant workers run when the scenario names none
+        self._variants = dict(variants or {})  # a scenario's variant -> this agent's form
         self.scenario, self.label, self.title = scenario, label, title
         self.expected: dict[str, tuple[int, str]] = {}  # key -> (effects, final key status)
         self.conflicts: list[tuple[str, str]] = []  # (key, args hash) that must never apply
@@ -103,6 +105,10 @@ class Run:
         self.conflicts.append((key, args_hash))
 
     # --- workers ----------------------------------------------------------------------------
+
+    def variant(self, name: str) -> str:
+        """The variant ``name`` (as the scenario knows it) in this run's agent flavour."""
+        return self._variants.get(name, name)
 
     def worker(self, thread: str, action: str, *extra: str, failpoint: str | None = None,
                version: str | None = None, graph: str | None = None,

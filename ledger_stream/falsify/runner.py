@@ -31,7 +31,7 @@ DatabaseFor = Callable[[Case], str]  # a fresh PostgreSQL database (DSN) for a c
 def play(case: Case, world: AgentWorld, ledger: bool) -> RunResult:
     """One run of ``case`` in ``world``: with the ledger, or bypassing it."""
     run = Run(world, scenario=case.number, label=case.label, title=case.title, ledger=ledger,
-              durability=case.durability, graph=case.graph)
+              durability=case.durability, graph=case.graph, variants=case.variants)
     try:
         return case.play(run)
     except Exception as exc:

@@ -54,15 +54,16 @@ class Effect:
 
     ``business_id`` names the argument (or arguments, joined into the key in order) that
     identify the business intent: ``"invoice"``. ``material`` picks the material arguments
-    from the call's (default: all of them). ``approval`` reads an approval from the agent's
-    state, for actions the ledger's policy guards.
+    from the call's (default: all of them). ``approval`` reads the approval for this call
+    from the agent's state and the call's validated arguments, for actions the ledger's
+    policy guards (with several calls in one step, each finds its own approval).
     """
 
     action: str
     target: str
     business_id: str | tuple[str, ...]
     material: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-    approval: Callable[[Mapping[str, Any]], ev.Approval | None] | None = None
+    approval: Callable[[Mapping[str, Any], Mapping[str, Any]], ev.Approval | None] | None = None
 
     def key(self, tenant: str, args: Mapping[str, Any]) -> str:
         names = (self.business_id,) if isinstance(self.business_id, str) else self.business_id
@@ -138,7 +139,7 @@ class LedgerMiddleware(AgentMiddleware[LedgerAgentState, Any, Any]):
         intent = self.client.intent(
             key, effect.action, effect.target, material,
             workflow=ev.Workflow(self.graph, self.version, thread_id, "tools"),
-            approval=effect.approval(state) if effect.approval else None)
+            approval=effect.approval(state, args) if effect.approval else None)
         receipt = self.client.submit(intent, self.wait, raise_errors=False)
         summary = receipt_summary(receipt)
         message = ToolMessage(content=json.dumps(summary), tool_call_id=call_id, name=name,

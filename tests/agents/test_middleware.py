@@ -213,3 +213,28 @@ def test_declaring_a_tool_both_ways_is_refused():
     with pytest.raises(ValueError, match="both as an effect and exempt"):
         LedgerMiddleware(RecordingClient(), tenant="acme", graph="g", version="1",
                          effects={"a": Effect("refund", "p", "id")}, exempt=["a"])
+
+
+def test_parallel_calls_in_one_step_each_carry_the_approval_of_their_own_call(tmp_path):
+    """The refund agent's model asks for two refunds in one message; create_agent runs the
+    two tool calls as tasks of one step, and each intent must carry its own invoice's
+    approval (the middleware hands the approval reader the call's arguments)."""
+    from langgraph.types import Command
+
+    from examples.refund_agent.agent import build_agent, start_input
+
+    client = RecordingClient()
+    saver = SqliteSaver(sqlite3.connect(tmp_path / "cp.sqlite", check_same_thread=False))
+    agent = build_agent(client, None, "1.0", saver, parts=("a", "b"))
+    config = {"configurable": {"thread_id": "t1"}}
+    agent.invoke(start_input("inv-9", 40.0), config)
+    asked = agent.get_state(config).tasks[0].interrupts[0].value["calls"]
+    assert sorted(c["invoice"] for c in asked) == ["inv-9-a", "inv-9-b"]
+    approvals = {c["invoice"]: {"approval_id": f"ap-{c['invoice']}", "payload_hash": "h",
+                                "policy_revision": "", "expires_at_ms": 1, "signature": "s"}
+                 for c in asked}
+    values = agent.invoke(Command(resume=approvals), config)
+    assert sorted((i.key, i.approval.approval_id if i.approval else None)
+                  for i in client.intents) == [
+        ("acme/refund/inv-9-a", "ap-inv-9-a"), ("acme/refund/inv-9-b", "ap-inv-9-b")]
+    assert set(values["ledger_receipts"]) == {"acme/refund/inv-9-a", "acme/refund/inv-9-b"}

@@ -44,9 +44,10 @@ def parallel_tool_calls(run: Run) -> RunResult:
     base = run.invoice_id()  # the model asks for <base>-a and <base>-b
     for part in ("a", "b"):
         run.track(refund_key(f"{base}-{part}"))
-    thread = run.start(base, graph=PARALLEL)
-    run.killed(run.worker(thread, "approve", failpoint="after_receipt", graph=PARALLEL),
+    graph = run.variant(PARALLEL)
+    thread = run.start(base, graph=graph)
+    run.killed(run.worker(thread, "approve", failpoint="after_receipt", graph=graph),
                "approve, killed after the first receipt")
-    run.ok(run.worker(thread, "resume", graph=PARALLEL), "resume")
-    run.ok(run.worker(thread, "replay", graph=PARALLEL), "replay")
+    run.ok(run.worker(thread, "resume", graph=graph), "resume")
+    run.ok(run.worker(thread, "replay", graph=graph), "replay")
     return run.finish()

@@ -89,23 +89,24 @@ def incompatible_update(run: Run) -> RunResult:
     world = run.world
     invoice = run.new_invoice()
     key = refund_key(invoice)
+    v2_graph = run.variant(V2)  # the v2 of this run's agent flavour
     v1 = run.start(invoice, AMOUNT)
     if not run.ledger:  # both versions pay the same refund
         run.ok(run.worker(v1, "approve"), "v1 approve")
-        v2 = run.start(invoice, AMOUNT, graph=V2)
-        run.ok(run.worker(v2, "approve", graph=V2), "v2 approve")
+        v2 = run.start(invoice, AMOUNT, graph=v2_graph)
+        run.ok(run.worker(v2, "approve", graph=v2_graph), "v2 approve")
         return run.finish()
     world.stop_connector()  # v1's refund stays in flight
     run.killed(run.worker(v1, "approve", failpoint="after_intent"),
                "v1 approve, killed after its intent")
-    resumed = run.worker(v1, "resume", graph=V2)
+    resumed = run.worker(v1, "resume", graph=v2_graph)
     v2_intents = [i for i in run.intents(key) if not i.workflow.version.startswith("1")]
     run.check(not v2_intents, f"v2 resuming a v1 thread sent {len(v2_intents)} intents")
     run.note(f"v2 resumed the v1 thread (exit {resumed.returncode}) without running the "
              "renamed step: no intent")
-    v2 = run.start(invoice, AMOUNT, graph=V2)
+    v2 = run.start(invoice, AMOUNT, graph=v2_graph)
     run.conflict(key, args_hash(refund_args_v2(invoice, AMOUNT)))
-    early = run.receipt(run.ok(run.worker(v2, "approve", graph=V2), "v2 approve"), key)
+    early = run.receipt(run.ok(run.worker(v2, "approve", graph=v2_graph), "v2 approve"), key)
     run.check((early.get("status"), early.get("reason")) == ("rejected", "conflict"),
               f"v2 while v1 is in flight was answered {early}, expected rejected/conflict")
     run.check(run.has_alert(key, "conflicting_arguments"), "no conflicting_arguments alert")
@@ -121,7 +122,7 @@ def incompatible_update(run: Run) -> RunResult:
     run.check(run.wait_status(key, {"succeeded"}) == "succeeded", "v1's refund never settled")
     original = run.receipt(run.ok(run.worker(v1, "replay"), "v1 replay"), key)
     run.check(original.get("status") == "succeeded", f"v1's replay was answered {original}")
-    retried = run.receipt(run.ok(run.worker(v2, "replay", graph=V2), "v2 replay"), key)
+    retried = run.receipt(run.ok(run.worker(v2, "replay", graph=v2_graph), "v2 replay"), key)
     run.check((retried.get("status"), retried.get("reason")) == ("rejected", "conflict"),
               f"v2 after v1 settled was answered {retried}, expected rejected/conflict")
     return run.finish()
