@@ -48,3 +48,11 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
         )
     except ValidationError as exc:
         raise CliError(f"invalid setting: {exc}") from exc
+
+
+def iso_ms(at_ms: int) -> str:
+    """A ledger timestamp (ms since the epoch) as UTC ISO 8601 with milliseconds."""
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at_ms / 1000)) + \
+        f".{at_ms % 1000:03d}Z"

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from ledger_stream.cli import (
+    alerts_cmd,
     bench_cmd,
     connector_cmd,
     demo_cmd,
@@ -30,7 +31,8 @@ from ledger_stream.cli.common import CliError
 from ledger_stream.logs import configure_logging
 
 COMMANDS = (
-    kafka_cmd, topics_cmd, processor_cmd, connector_cmd, view_cmd, receipts_cmd, reconcile_cmd,
+    kafka_cmd, topics_cmd, processor_cmd, connector_cmd, view_cmd, receipts_cmd, alerts_cmd,
+    reconcile_cmd,
     sandbox_cmd, demo_cmd, falsify_cmd, bench_cmd, simulate_cmd, mcp_cmd,
 )
 

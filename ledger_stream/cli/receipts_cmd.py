@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 
-from ledger_stream.cli.common import CliError, add_common_flags, settings_from
+from ledger_stream.cli.common import CliError, add_common_flags, iso_ms, settings_from
 from ledger_stream.domain import events as ev
 
 COLUMNS = ("at", "status", "key_status", "reason", "attempts", "external_id", "intent_event_id")
@@ -74,7 +73,5 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _row(r: ev.Receipt) -> tuple[str, ...]:
-    at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(r.at_ms / 1000)) + \
-        f".{r.at_ms % 1000:03d}Z"
-    return (at, r.status.value, r.key_status.value, r.reason.value, str(r.attempts),
+    return (iso_ms(r.at_ms), r.status.value, r.key_status.value, r.reason.value, str(r.attempts),
             r.external_id or "-", r.intent_event_id)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from ledger_stream.kafka.message import fetched
+from ledger_stream.kafka.exceptions import KafkaSetupError
+from ledger_stream.kafka.message import fetched, position
 from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.serde import AvroCodec
 
@@ -62,3 +64,30 @@ def _at_end(consumer: Consumer, topic: str, ends: dict[int, int]) -> bool:
     """Positions, not last offsets: transaction markers take offsets never delivered."""
     positions = consumer.position([TopicPartition(topic, p) for p in ends])
     return all(tp.offset >= ends[tp.partition] or ends[tp.partition] == 0 for tp in positions)
+
+
+def tail_topic(bootstrap: str, topic: str, *, follow: bool,
+               stop: threading.Event | None = None, poll_s: float = 0.5,
+               ) -> Iterator[tuple[int, int, bytes | None]]:
+    """(partition, offset, value) of every committed record of ``topic`` from the beginning,
+    in offset order per partition; with ``follow``, then every new one until ``stop`` is set.
+    Nothing is committed: the caller's position is its own."""
+    stop = stop or threading.Event()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"tail-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        if meta.error is not None:
+            raise KafkaSetupError(f"cannot read {topic}: {meta.error.str()}")
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions])
+        ends = {p: end_offset(consumer, TopicPartition(topic, p)) for p in meta.partitions}
+        while not stop.is_set():
+            if not follow and _at_end(consumer, topic, ends):
+                return
+            for msg in fetched(consumer, 500, poll_s):
+                if msg.error():
+                    continue
+                _, partition, offset = position(msg)
+                yield partition, offset, msg.value()
+    finally:
+        consumer.close()

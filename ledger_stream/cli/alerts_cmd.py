@@ -1,0 +1,101 @@
+"""``ledger-stream alerts [--follow] [--kind K] [--tenant T]``: the ledger's alerts, as a
+table or JSON lines, then (with ``--follow``) each new one as it is raised."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from typing import Any
+
+from ledger_stream.cli.common import CliError, add_common_flags, iso_ms, settings_from
+from ledger_stream.domain import events as ev
+
+COLUMNS = ("at", "kind", "key", "detail", "partition", "offset")
+KINDS = tuple(k.value for k in ev.AlertKind)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "alerts", help="print the ledger's alerts (and follow new ones)",
+        description="Print every alert still in <prefix>.alerts, in log order per "
+        "partition, then exit; with --follow keep printing new alerts until Ctrl-C or "
+        "SIGTERM. A record that does not decode as an alert is reported on stderr with its "
+        "position and skipped. Alerts carry keys, ids and hashes, never arguments.")
+    parser.add_argument("--follow", "-f", action="store_true",
+                        help="after the alerts already raised, print each new one")
+    parser.add_argument("--kind", action="append", choices=KINDS, metavar="KIND",
+                        help=f"only alerts of this kind (repeatable): {', '.join(KINDS)}")
+    parser.add_argument("--tenant", metavar="T", help="only alerts for keys of tenant T")
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON object per alert (its fields, partition and offset)")
+    add_common_flags(parser)
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from confluent_kafka import KafkaException
+
+    from ledger_stream.domain.keys import InvalidKeyError, operation_key
+    from ledger_stream.kafka.bootstrap import resolve_bootstrap
+    from ledger_stream.kafka.exceptions import KafkaSetupError
+    from ledger_stream.kafka.reader import tail_topic
+    from ledger_stream.serde import AvroCodec
+
+    if args.tenant is not None:
+        try:
+            operation_key(args.tenant, "alerts", "check")
+        except InvalidKeyError as exc:
+            raise CliError(f"--tenant {args.tenant!r}: {exc}") from exc
+    settings = settings_from(args)
+    topic = settings.topic("alerts")
+    kinds = set(args.kind or KINDS)
+    prefix = f"{args.tenant}/" if args.tenant is not None else ""
+    stop = threading.Event()
+    if args.follow:
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    codec, shown = AvroCodec(), 0
+    if not args.json:
+        print("\t".join(COLUMNS), flush=True)
+    try:
+        records = tail_topic(resolve_bootstrap(settings), topic, follow=args.follow, stop=stop)
+        for partition, offset, value in records:
+            alert = _decoded(codec, value, topic, partition, offset)
+            if alert is None or alert.kind.value not in kinds or not alert.key.startswith(prefix):
+                continue
+            shown += 1
+            print(_line(alert, partition, offset, args.json), flush=True)
+    except KafkaSetupError as exc:
+        raise CliError(str(exc)) from exc
+    except KafkaException as exc:
+        raise CliError(f"cannot read {topic}: {exc.args[0].str()}") from exc
+    except KeyboardInterrupt:
+        pass
+    print(f"{shown} alert(s)", file=sys.stderr)
+    return 0
+
+
+def _decoded(codec: Any, value: bytes | None, topic: str, partition: int,
+             offset: int) -> ev.Alert | None:
+    try:
+        event = codec.decode(value) if value is not None else None
+    except Exception as exc:  # a bad record is reported, never fatal
+        print(f"skipped {topic}[{partition}]@{offset}: {exc}", file=sys.stderr)
+        return None
+    if not isinstance(event, ev.Alert):
+        print(f"skipped {topic}[{partition}]@{offset}: not an alert "
+              f"({type(event).__name__})", file=sys.stderr)
+        return None
+    return event
+
+
+def _line(alert: ev.Alert, partition: int, offset: int, as_json: bool) -> str:
+    if as_json:
+        from ledger_stream.serde.records import to_record
+
+        return json.dumps({**to_record(alert), "partition": partition, "offset": offset},
+                          sort_keys=True)
+    return "\t".join((iso_ms(alert.at_ms), alert.kind.value, alert.key, alert.detail,
+                      str(partition), str(offset)))
