@@ -9,10 +9,18 @@ The public surface for agent code::
         intent = ledger.intent(key, "refund", "payments", {"amount": 125, "currency": "EUR"},
                                workflow=Workflow("refund-agent", "1.0"))
         receipt = ledger.submit(intent, wait=30)   # the original receipt on every re-run
+
+Reading a ledger topic yourself (receipts, alerts, ...) with any Kafka consumer::
+
+    from ledger_stream import AvroCodec
+
+    event = AvroCodec().decode(message.value())   # a Receipt, an Alert, ...
 """
 
 from ledger_stream.domain.approval import sign_approval
 from ledger_stream.domain.events import (
+    Alert,
+    AlertKind,
     Approval,
     Intent,
     Origin,
@@ -29,20 +37,27 @@ from ledger_stream.sdk import (
     ExpiredKeyError,
     LedgerClient,
     LedgerError,
+    LedgerUnavailable,
     NeedsReconciliation,
     VersionHeldError,
 )
+from ledger_stream.serde import AvroCodec, DecodeError
 
 __all__ = [
+    "Alert",
+    "AlertKind",
     "Approval",
     "ApprovalError",
     "AsyncLedgerClient",
+    "AvroCodec",
     "ConflictError",
+    "DecodeError",
     "EffectFailed",
     "ExpiredKeyError",
     "Intent",
     "LedgerClient",
     "LedgerError",
+    "LedgerUnavailable",
     "NeedsReconciliation",
     "Origin",
     "Receipt",

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import BeforeValidator, Field, SecretStr
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -33,6 +33,17 @@ def shared_jar_cache() -> Path:
     with ``--home DIR`` reuses the jars instead of fetching them again."""
     return _default_home() / "jars"
 
+
+
+def _port_or_off(value: Any) -> Any:
+    """``off`` (or an empty value) is no port at all."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("off", "")):
+        return None
+    return value
+
+
+# A TCP port for /metrics: 0 picks a free one (the process logs it), None ("off") serves none.
+MetricsPort = Annotated[Annotated[int, Field(ge=0, le=65535)] | None, BeforeValidator(_port_or_off)]
 
 class Settings(BaseSettings):
     """Everything a ledger-stream process can be told. Immutable once built."""
@@ -92,7 +103,8 @@ class Settings(BaseSettings):
         10_000, ge=6_000, description="consumer session timeout: how fast a dead member's "
         "partitions move to the survivors"
     )
-    metrics_port: int = Field(9464, ge=0, description="Prometheus /metrics port (0: off)")
+    metrics_port: MetricsPort = Field(
+        9464, description="Prometheus /metrics port (0: any free port, logged; off: none)")
     retry_backoff_ms: int = Field(1_000, ge=0, description="delay before a retried dispatch")
     max_attempts: int = Field(5, ge=1, description="attempts before a retryable failure is final")
 
@@ -118,7 +130,8 @@ class Settings(BaseSettings):
     connector_lookup_patience_s: float = Field(
         30.0, ge=0, description="how long a failing lookup is retried before the target is "
         "declared unqueryable for that key")
-    connector_metrics_port: int = Field(0, ge=0, description="connector /metrics port (0: off)")
+    connector_metrics_port: MetricsPort = Field(
+        None, description="connector /metrics port (0: any free port, logged; off: none)")
 
     # Receipts view (``ledger-stream view``) and the clients that ask it
     view_url: str | None = Field(

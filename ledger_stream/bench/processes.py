@@ -118,7 +118,7 @@ def processor(bootstrap: str, prefix: str, group: str, state_dir: Path, log: Pat
     secret = os.environ.get("LEDGER_APPROVAL_SECRET") or secrets.token_hex(32)
     return Child(
         ["processor", "--bootstrap", bootstrap, "--topic-prefix", prefix, "--group", group,
-         "--state-dir", str(state_dir), "--guarantee", guarantee, "--metrics-port", "0"],
+         "--state-dir", str(state_dir), "--guarantee", guarantee, "--metrics-port", "off"],
         log, env={"LEDGER_PARTITIONS": str(partitions), "LEDGER_LOG_LEVEL": "WARNING",
                   "LEDGER_APPROVAL_SECRET": secret, **(env or {})},
     )

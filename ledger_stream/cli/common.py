@@ -56,3 +56,16 @@ def iso_ms(at_ms: int) -> str:
 
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at_ms / 1000)) + \
         f".{at_ms % 1000:03d}Z"
+
+
+def port_or_off(text: str) -> str:
+    """An argparse type: a TCP port (0: any free port) or ``off``."""
+    if text.strip().lower() == "off":
+        return "off"
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a port nor off") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0-65535)")
+    return str(port)

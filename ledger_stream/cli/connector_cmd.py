@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from ledger_stream.cli.common import CliError, add_common_flags, settings_from
+from ledger_stream.cli.common import CliError, add_common_flags, port_or_off, settings_from
 from ledger_stream.config import Settings
 from ledger_stream.connector.target import Target
 
@@ -25,8 +25,9 @@ def _protocol_flags(parser: argparse.ArgumentParser) -> None:
                        "before a lookup (env: LEDGER_CONNECTOR_LOOKUP_DELAY_S; default 0)")
     group.add_argument("--instance-id", help="this instance's id in claims "
                        "(env: LEDGER_CONNECTOR_INSTANCE_ID)")
-    group.add_argument("--metrics-port", type=int, help="Prometheus /metrics port, 0: off "
-                       "(env: LEDGER_CONNECTOR_METRICS_PORT; default 0)")
+    group.add_argument("--metrics-port", type=port_or_off, metavar="PORT",
+                       help="Prometheus /metrics port, 0 for any free port (logged), off for "
+                       "none (env: LEDGER_CONNECTOR_METRICS_PORT; default off)")
     group.add_argument("--max-in-flight", type=int, help="dispatches handled at once by this "
                        "instance (env: LEDGER_CONNECTOR_MAX_IN_FLIGHT; default 64)")
     group.add_argument("--fast-path", action="store_true", default=None,
@@ -196,7 +197,11 @@ def _run(args: argparse.Namespace) -> int:
         worker = ConnectorWorker(settings, resolve_bootstrap(settings), target, options)
     except (ValueError, KafkaSetupError) as exc:
         raise CliError(str(exc)) from exc
-    serve_metrics(settings.connector_metrics_port)
+    try:
+        serve_metrics(settings.connector_metrics_port, f"connector {target.name}")
+    except OSError as exc:
+        raise CliError(f"cannot serve metrics on port {settings.connector_metrics_port}: "
+                       f"{exc}") from exc
     stop = _stop_on_signals()
     return worker.run(stop)
 

@@ -6,7 +6,7 @@ import argparse
 import signal
 import threading
 
-from ledger_stream.cli.common import CliError, add_common_flags, settings_from
+from ledger_stream.cli.common import CliError, add_common_flags, port_or_off, settings_from
 from ledger_stream.kafka.exceptions import KafkaSetupError
 
 
@@ -44,8 +44,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "default HOME/state)",
     )
     parser.add_argument(
-        "--metrics-port", type=int, metavar="PORT",
-        help="Prometheus /metrics port, 0 to disable (env: LEDGER_METRICS_PORT; default 9464)",
+        "--metrics-port", type=port_or_off, metavar="PORT",
+        help="Prometheus /metrics port, 0 for any free port (logged), off for none (env: "
+        "LEDGER_METRICS_PORT; default 9464)",
     )
     add_common_flags(parser)
     parser.set_defaults(handler=_run)
@@ -67,7 +68,7 @@ def _run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
     )
     try:
-        serve_metrics(settings.metrics_port)
+        serve_metrics(settings.metrics_port, "processor")
     except OSError as exc:
         raise CliError(f"cannot serve metrics on port {settings.metrics_port}: {exc}") from exc
     try:

@@ -49,6 +49,7 @@ from ledger_stream.connector.target import LookupUnavailable, Target
 from ledger_stream.domain import events as ev
 from ledger_stream.failpoints import failpoint
 from ledger_stream.kafka.producer import producer_config
+from ledger_stream.kafka.reach import wait_for_kafka
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import AvroCodec
 
@@ -65,7 +66,8 @@ def _now_ms() -> int:
 class ConnectorWorker:
     def __init__(self, settings: Settings, bootstrap: str, target: Target,
                  options: ConnectorOptions, codec: AvroCodec | None = None) -> None:
-        self._target = target
+        self._target, self._bootstrap = target, bootstrap
+        self._group = f"{settings.topic_prefix}.connector.{target.name}"
         instance = options.instance_id or f"{target.name}-{uuid.uuid4().hex[:8]}"
         self._core = ConnectorCore(target.name, target.deduplicates, target.queryable,
                                    replace(options, instance_id=instance),
@@ -79,7 +81,7 @@ class ConnectorWorker:
                                         thread_name_prefix=f"{target.name}-call")
         self._to_commit: dict[int, int] = {}
         self._feed = DispatchFeed(bootstrap, settings.topic("dispatch"),
-                                  f"{settings.topic_prefix}.connector.{target.name}",
+                                  self._group,
                                   self._codec, settings.session_timeout_ms,
                                   self._assigned, self._revoked)
         self.exit_status = 0
@@ -90,6 +92,12 @@ class ConnectorWorker:
         """Handle dispatches until ``stop`` is set (or nothing came for ``idle_exit_s``).
         Returns the exit status: 0, or 3 when an acknowledgement failed."""
         stop = stop or threading.Event()
+        if not wait_for_kafka(self._bootstrap, f"connector {self._target.name}", stop):
+            self._close()
+            return self.exit_status
+        logger.info("connector started", extra=log_fields(
+            target=self._target.name, instance=self._core.instance, group=self._group,
+            max_in_flight=self._opts.max_in_flight, deduplicates=self._target.deduplicates))
         idle_since = time.monotonic()
         try:
             while not stop.is_set() and not self._core.stopped:

@@ -51,3 +51,10 @@ class TopicConfigMismatch(KafkaSetupError):
 class DeliveryFailed(KafkaSetupError):
     """The broker refused a produced record, or did not acknowledge it in time. Nothing that
     depends on that record may be treated as done (no offset commit, no "submitted")."""
+
+
+def kafka_error_text(exc: BaseException) -> str:
+    """The librdkafka error a KafkaException carries, as its one-line text."""
+    error = exc.args[0] if exc.args else None
+    text = getattr(error, "str", None)
+    return str(text()) if callable(text) else str(exc)

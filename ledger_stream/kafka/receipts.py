@@ -8,6 +8,7 @@ import uuid
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from ledger_stream.domain.events import Receipt
+from ledger_stream.kafka.clientlog import CLIENT_LOGGING
 from ledger_stream.kafka.exceptions import KafkaSetupError
 from ledger_stream.kafka.message import fetched
 from ledger_stream.kafka.offsets import end_offset
@@ -35,8 +36,9 @@ def key_receipts(bootstrap: str, topic: str, key: str, codec: AvroCodec | None =
     """Every receipt of ``key`` still in ``topic`` (compaction keeps at least the latest),
     in order. Reads only the key's partition, up to its end at the time of the call."""
     codec = codec or AvroCodec()
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"receipts-{uuid.uuid4()}",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_LOGGING,
+                         "group.id": f"receipts-{uuid.uuid4()}", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
     try:
         tp = key_partition(consumer, topic, key)
         end = end_offset(consumer, tp)

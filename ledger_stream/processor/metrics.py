@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+from ledger_stream.logs import log_fields
+
+logger = logging.getLogger(__name__)
 
 DECISIONS = Counter(
     "ledger_decisions_total", "Events decided, by event type and outcome", ["event", "outcome"]
@@ -57,7 +63,13 @@ CLOCK_LAG = Gauge(
 )
 
 
-def serve_metrics(port: int) -> None:
-    """Serve ``/metrics`` on ``port`` in a daemon thread; 0 turns it off."""
-    if port:
-        start_http_server(port)
+def serve_metrics(port: int | None, who: str) -> int | None:
+    """Serve ``/metrics`` on ``port`` in a daemon thread (0: a free port) and log where; the
+    port served, or None when ``port`` is None (off)."""
+    if port is None:
+        return None
+    server, _ = start_http_server(port)
+    served = int(server.server_port)
+    logger.info("metrics served", extra=log_fields(
+        who=who, port=served, url=f"http://0.0.0.0:{served}/metrics"))
+    return served

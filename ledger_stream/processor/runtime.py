@@ -28,6 +28,7 @@ from confluent_kafka import Consumer, KafkaException, Message
 from ledger_stream.config import Settings
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
 from ledger_stream.kafka.message import error_text, position
+from ledger_stream.kafka.reach import wait_for_kafka
 from ledger_stream.logs import log_fields
 from ledger_stream.processor import clients, metrics
 from ledger_stream.processor.assignment import Assignment
@@ -282,7 +283,12 @@ class Processor:
 
 def run_processor(settings: Settings, stop: threading.Event | None = None) -> None:
     """Run the processor until SIGTERM or SIGINT (or ``stop`` is set). Raises ProcessorError
-    (one line) when it cannot start or cannot go on."""
+    (one line) when it cannot start or cannot go on. Until Kafka answers, it says so and
+    keeps asking."""
+    stop = stop or threading.Event()
+    policy_from(settings)  # a missing approval secret is refused before any connection
+    if not wait_for_kafka(resolve_bootstrap(settings), "processor", stop):
+        return
     try:
         processor = Processor(settings, stop=stop)
     except StoreError as exc:

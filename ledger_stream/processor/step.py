@@ -15,6 +15,7 @@ propagates, so the runtime retries the same records later.
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -25,8 +26,11 @@ from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState, Phase, absent
 from ledger_stream.domain.validation import invalid_reason
 from ledger_stream.kafka.partitioner import partition_for
+from ledger_stream.logs import log_fields
 from ledger_stream.processor import metrics
 from ledger_stream.serde import AvroCodec, DecodeError
+
+logger = logging.getLogger(__name__)
 
 INTENT_TYPES: tuple[type[Any], ...] = (ev.Intent,)
 ATTEMPT_TYPES: tuple[type[Any], ...] = (
@@ -111,19 +115,27 @@ class LedgerStep:
         started = time.perf_counter()
         if isinstance(event, ev.PoisonInput):
             key_text = event.key.decode("utf-8", "replace") if event.key else ""
-            decision = decide(absent(key_text), event, self.policy, now_ms)
+            state = absent(key_text)
+            decision = decide(state, event, self.policy, now_ms)
             _child(metrics.DLQ, event.topic).inc()
             out_key = event.key
         else:
-            state = view.state(event.key)
+            key_text = event.key
+            state = view.state(key_text)
             decision = decide(state, event, self.policy, now_ms)
             if decision.state is not state:
-                view.put(event.key, state, decision.state)
+                view.put(key_text, state, decision.state)
                 _count_operator_queue(state.phase, decision.state.phase)
-            out_key = event.key.encode("utf-8")
+            out_key = key_text.encode("utf-8")
         outs = [Out(_TOPIC_OF[type(o)], out_key, self._codec.encode(o))
                 for o in decision.outputs]
-        _count(event, decision)
+        outcome = _count(event, decision)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("decided", extra=log_fields(
+                key=key_text, event=type(event).__name__,
+                event_id=getattr(event, "event_id", ""), outcome=outcome,
+                phase=f"{state.phase.value}->{decision.state.phase.value}",
+                outputs=[type(o).__name__ for o in decision.outputs]))
         if not isinstance(event, ev.Timer):
             metrics.DECISION_SECONDS.observe(time.perf_counter() - started)
         return outs
@@ -158,7 +170,8 @@ def _count_operator_queue(before: Phase, after: Phase) -> None:
         metrics.OPERATOR_QUEUE.dec()
 
 
-def _count(event: ev.InputEvent, decision: Decision) -> None:
+def _count(event: ev.InputEvent, decision: Decision) -> str:
+    """Count the decision in the metrics; its outcome label."""
     outcome = "applied"
     for out in decision.outputs:
         if isinstance(out, ev.Alert):
@@ -176,3 +189,4 @@ def _count(event: ev.InputEvent, decision: Decision) -> None:
     if isinstance(event, ev.PoisonInput):
         outcome = "poison"
     _child(metrics.DECISIONS, type(event).__name__, outcome).inc()
+    return outcome

@@ -14,8 +14,11 @@ import asyncio
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from ledger_stream.config import Settings
@@ -24,12 +27,13 @@ from ledger_stream.domain.keys import args_hash, canonical_json, tenant_of
 from ledger_stream.domain.validation import invalid_reason
 from ledger_stream.failpoints import failpoint
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
+from ledger_stream.kafka.clientlog import CLIENT_LOGGING
 from ledger_stream.kafka.end_offsets import EndOffsets
-from ledger_stream.kafka.exceptions import KafkaSetupError
+from ledger_stream.kafka.exceptions import DeliveryFailed, KafkaSetupError, kafka_error_text
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import key_receipts
-from ledger_stream.sdk.errors import InvalidIntentError, raise_for
+from ledger_stream.sdk.errors import InvalidIntentError, LedgerUnavailable, raise_for
 from ledger_stream.sdk.receipt_hub import ReceiptHub
 from ledger_stream.sdk.view_client import ViewClient
 from ledger_stream.serde import AvroCodec, make_codec
@@ -87,10 +91,12 @@ class LedgerClient:
 
         Raises ConflictError, ApprovalError, ExpiredKeyError, VersionHeldError,
         NeedsReconciliation or EffectFailed for answers that mean "no" (unless
-        ``raise_errors`` is False); TimeoutError if no answer at all came within ``wait``.
+        ``raise_errors`` is False); TimeoutError if no answer at all came within ``wait``;
+        LedgerUnavailable when Kafka cannot be reached or does not acknowledge the intent.
         """
         deadline = time.monotonic() + wait
-        waiter = self.receipts().follow(intent.key)
+        with self._reaching("submit"):
+            waiter = self.receipts().follow(intent.key)
         try:
             self._produce(intent)
             follow = _Follow(intent)
@@ -104,9 +110,23 @@ class LedgerClient:
 
     def _produce(self, intent: ev.Intent) -> None:
         failpoint("before_intent")
-        self._producer.send("intents", intent)
-        self._producer.flush()
+        with self._reaching(f"record the intent for {intent.key}"):
+            self._producer.send("intents", intent)
+            self._producer.flush()
         failpoint("after_intent")
+
+    @contextmanager
+    def _reaching(self, what: str) -> Iterator[None]:
+        """Kafka's failures as LedgerUnavailable, naming the cluster and what was tried."""
+        try:
+            yield
+        except DeliveryFailed as exc:
+            raise LedgerUnavailable(
+                f"cannot {what}: Kafka at {self.bootstrap} did not acknowledge it ({exc}); "
+                "it may still be recorded, and submitting it again is safe") from exc
+        except KafkaException as exc:
+            raise LedgerUnavailable(f"cannot {what}: Kafka at {self.bootstrap}: "
+                                    f"{kafka_error_text(exc)}") from exc
 
     def receipts(self) -> ReceiptHub:
         """The client's receipts subscription (started on first use)."""
@@ -128,11 +148,13 @@ class LedgerClient:
         partition is read to that end offset.
         """
         if self._view is None:
-            found = key_receipts(self.bootstrap, self._receipts_topic, key, self._codec)
+            with self._reaching(f"read the receipts of {key}"):
+                found = key_receipts(self.bootstrap, self._receipts_topic, key, self._codec)
             return found[-1] if found else None
-        partitions = self._partition_count()
-        partition = partition_for(key, partitions)
-        after = self._end_offsets().get(partition, patience_s=max(wait, 0.5))
+        with self._reaching(f"read the end of the receipts of {key}"):
+            partitions = self._partition_count()
+            partition = partition_for(key, partitions)
+            after = self._end_offsets().get(partition, patience_s=max(wait, 0.5))
         return self._view.status(key, after, wait, topic=self._receipts_topic,
                                  partition=partition, partitions=partitions)
 
@@ -149,7 +171,8 @@ class LedgerClient:
 
     def _admin(self) -> AdminClient:
         if self._admin_client is None:
-            self._admin_client = AdminClient({"bootstrap.servers": self.bootstrap})
+            self._admin_client = AdminClient({"bootstrap.servers": self.bootstrap,
+                                               **CLIENT_LOGGING})
         return self._admin_client
 
     def _partition_count_locked(self) -> int:

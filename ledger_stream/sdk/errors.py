@@ -66,6 +66,12 @@ def raise_for(receipt: Receipt) -> Receipt:
     return receipt
 
 
+class LedgerUnavailable(ConnectionError):
+    """Kafka could not be reached, or did not acknowledge the intent in time. Nothing is
+    known to be decided: an intent not acknowledged may still reach the ledger later, and
+    submitting it again is safe (the ledger answers a repeat with the original outcome)."""
+
+
 class StaleStatusError(Exception):
     """The receipts view had not applied the key's partition up to the receipts written
     before ``status`` was called, within the wait. Nothing is wrong with the key; ask again."""

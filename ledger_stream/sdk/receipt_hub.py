@@ -29,6 +29,7 @@ from typing import TypeVar
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from ledger_stream.domain.events import Receipt
+from ledger_stream.kafka.clientlog import CLIENT_LOGGING
 from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import AvroCodec, DecodeError
@@ -100,6 +101,7 @@ class ReceiptHub:
         self._partition_of = partition_of
         config = {
             "bootstrap.servers": bootstrap,
+            **CLIENT_LOGGING,
             "group.id": f"ledger-sdk-{uuid.uuid4().hex}",  # never joined: partitions assigned
             "enable.auto.commit": False,
             "isolation.level": "read_committed",

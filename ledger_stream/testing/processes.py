@@ -59,7 +59,7 @@ class Proc:
 
 
 def start_processor(settings: Settings, state_dir: Path, log: Path, *extra: str,
-                    metrics_port: int = 0, env: dict[str, str] | None = None) -> Proc:
+                    metrics_port: int | str = "off", env: dict[str, str] | None = None) -> Proc:
     assert settings.kafka_bootstrap
     return Proc(
         ["processor", "--bootstrap", settings.kafka_bootstrap,

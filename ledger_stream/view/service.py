@@ -9,6 +9,7 @@ from types import FrameType
 
 from ledger_stream.config import Settings
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
+from ledger_stream.kafka.reach import wait_for_kafka
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import make_codec
 from ledger_stream.view.follower import ReceiptView
@@ -22,6 +23,15 @@ def run_view(settings: Settings) -> None:
     """Serve the receipts view until SIGTERM or SIGINT. Raises StoreError or
     KafkaException (one line) when it cannot start."""
     bootstrap = resolve_bootstrap(settings)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, on_signal)
+    if not wait_for_kafka(bootstrap, "view", stop):
+        return
     store = ViewStore(settings.resolved_view_dir / settings.topic_prefix)
     try:
         view = ReceiptView(bootstrap, settings.topic("receipts"), store)
@@ -30,13 +40,6 @@ def run_view(settings: Settings) -> None:
         raise
     server = make_server(view, make_codec(settings.schema_registry_url), settings.view_host,
                          settings.view_port)
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, on_signal)
     view.start()
     serve_in_thread(server)
     logger.info("view serving", extra=log_fields(

@@ -3,6 +3,7 @@ the pure model of what a crash-free processor outputs, and waiting on real proce
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import time
@@ -117,6 +118,18 @@ def kill_all(procs: Iterable[Proc]) -> None:
 def log_lines(proc: Proc, pattern: str) -> list[str]:
     text = proc.log.read_text(errors="replace")
     return [line for line in text.splitlines() if re.search(pattern, line)]
+
+
+def served_metrics_port(proc: Proc, timeout_s: float = 30.0) -> int:
+    """The port a process started with ``--metrics-port 0`` logged it serves /metrics on."""
+    found: list[int] = []
+
+    def logged() -> bool:
+        found.extend(json.loads(line)["port"] for line in log_lines(proc, '"metrics served"'))
+        return bool(found)
+
+    wait_for("the metrics port in the log", logged, timeout_s, [proc])
+    return found[0]
 
 
 def free_port() -> int:

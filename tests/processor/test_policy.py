@@ -35,7 +35,7 @@ def test_the_processor_command_refuses_before_connecting(
     monkeypatch.delenv("LEDGER_APPROVAL_SECRET", raising=False)
     monkeypatch.delenv("LEDGER_DEV_MODE", raising=False)
     # An address nothing answers at: the refusal must come before any connection attempt.
-    code = main(["processor", "--bootstrap", "127.0.0.1:9", "--metrics-port", "0"])
+    code = main(["processor", "--bootstrap", "127.0.0.1:9", "--metrics-port", "off"])
     assert code != 0
     err = capsys.readouterr().err
     assert "LEDGER_APPROVAL_SECRET" in err and "Traceback" not in err

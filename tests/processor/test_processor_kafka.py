@@ -25,7 +25,6 @@ from tests.factories import claim, intent, outcome
 from tests.processor.support import (
     CODEC,
     assert_outputs_match_the_model,
-    free_port,
     kill_all,
     log_lines,
     one_dispatch_id_per_key,
@@ -33,6 +32,7 @@ from tests.processor.support import (
     read_raw,
     receipts_for,
     scrape,
+    served_metrics_port,
     wait_exit,
     wait_for,
 )
@@ -43,9 +43,9 @@ pytestmark = pytest.mark.timeout(240)
 
 def test_duplicates_conflicts_orphans_and_poison(ledger_topics: Settings, tmp_path: Path):
     s = ledger_topics
-    port = free_port()
-    proc = start_processor(s, tmp_path / "state", tmp_path / "processor.log", metrics_port=port)
+    proc = start_processor(s, tmp_path / "state", tmp_path / "processor.log", metrics_port=0)
     try:
+        port = served_metrics_port(proc)  # --metrics-port 0: a free port, logged
         producer = EventProducer(s, s.kafka_bootstrap)
         first = intent(key="acme/refund/A")
         duplicate = intent(key="acme/refund/A")
