@@ -92,9 +92,9 @@ class RefundApproval(AgentMiddleware[ApprovalState, Any, Any]):
             return None
         if len(calls) > 1:
             decisions = interrupt({"action": "refund", "calls": [c["args"] for c in calls]})
-            return {"approvals": decisions}
+            return {"approvals": decisions, "approval": None}
         decision = interrupt({"action": "refund", "args": calls[0]["args"]})
-        return {"approval": decision}
+        return {"approval": decision, "approvals": None}  # never an earlier step's
 
 
 def call_approval(state: Mapping[str, Any], args: Mapping[str, Any]) -> Approval | None:

@@ -27,6 +27,7 @@ import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -115,8 +116,12 @@ def _build_refund(fx: Effects, checkpointer: Any) -> Any:
 
 
 def refund_args_v2(invoice: str, amount: float) -> dict[str, Any]:
-    """Version 2 binds the amount in minor units: another args hash for the same refund."""
-    return {"invoice": invoice, "amount_minor": round(amount * 100), "currency": "EUR"}
+    """Version 2 binds the amount in minor units: another args hash for the same refund.
+    An amount finer than a cent is refused, never rounded into another refund's."""
+    cents = Decimal(str(amount)) * 100
+    if cents != cents.to_integral_value():
+        raise ValueError(f"amount {amount} has more than two decimals")
+    return {"invoice": invoice, "amount_minor": int(cents), "currency": "EUR"}
 
 
 def _v2_tool(fx: Effects) -> BaseTool:

@@ -16,10 +16,18 @@ Each tool is one of three things, declared when the middleware is built:
 - **undeclared**: refused with a tool error, nothing submitted and nothing run. An agent
   gains a tool with side effects only by declaring how the ledger keys it.
 
-The receipt comes back as the ToolMessage's content (JSON, no payment details), with status
-``error`` for a refusal the model should read (a conflict: same business id, other
-arguments; a held or failed effect), and lands in ``ledger_receipts`` (the state field this
-middleware adds). Tool names and schemas are untouched: the model sees the same tools.
+The receipt comes back as the ToolMessage's content (JSON, no payment details, with
+``resolved``), and lands in ``ledger_receipts`` (the state field this middleware adds). The
+message's status is ``success`` only for an effect that succeeded. It is ``error`` for:
+- a refusal the model should read (a conflict: same business id, other arguments; a held
+  or failed effect);
+- an effect not settled yet (accepted, in progress, reconciling, waiting for an operator,
+  or no answer within ``wait``). The content then says the call is recorded and that
+  calling again is safe.
+
+Tool names and schemas are untouched: the model sees the same tools. Tools the model
+provider runs itself (built-in tools given as dicts) never reach a tool node, so the
+middleware refuses a model call that offers one unless it is declared exempt.
 
 Tested with langchain 1.5.0 on langgraph 1.2.22.
 """
@@ -32,7 +40,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NotRequired
 
-from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.prebuilt.tool_node import ToolCallRequest
@@ -42,9 +50,11 @@ from pydantic import BaseModel, ValidationError
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import InvalidKeyError, operation_key
 from ledger_stream.langgraph.tool import LedgerReceipts, receipt_summary
-from ledger_stream.sdk.client import LedgerClient
+from ledger_stream.sdk.client import PENDING, LedgerClient
+from ledger_stream.sdk.errors import InvalidIntentError, LedgerUnavailable
 
-REFUSED = (ev.ReceiptStatus.REJECTED, ev.ReceiptStatus.HELD, ev.ReceiptStatus.FAILED)
+NOT_YET = ("not settled yet: the call is recorded and the ledger will apply it at most "
+           "once; call the tool again with the same arguments to ask, it is safe")
 Handler = Callable[[ToolCallRequest], ToolMessage | Command[Any]]
 
 
@@ -53,8 +63,10 @@ class Effect:
     """How the ledger keys and applies one tool's calls.
 
     ``business_id`` names the argument (or arguments, joined into the key in order) that
-    identify the business intent: ``"invoice"``. ``material`` picks the material arguments
-    from the call's (default: all of them). ``approval`` reads the approval for this call
+    identify the business intent: ``"invoice"`` (surrounding whitespace is dropped).
+    ``material`` picks the material arguments from the call's (default: all of them);
+    ``payload`` the rest the connector needs but a repeat may change (an e-mail's wording),
+    which the ledger does not compare. ``approval`` reads the approval for this call
     from the agent's state and the call's validated arguments, for actions the ledger's
     policy guards (with several calls in one step, each finds its own approval).
     """
@@ -63,6 +75,7 @@ class Effect:
     target: str
     business_id: str | tuple[str, ...]
     material: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    payload: Callable[[dict[str, Any]], Any] | None = None
     approval: Callable[[Mapping[str, Any], Mapping[str, Any]], ev.Approval | None] | None = None
 
     def key(self, tenant: str, args: Mapping[str, Any]) -> str:
@@ -70,7 +83,7 @@ class Effect:
         missing = [n for n in names if args.get(n) in (None, "")]
         if missing:
             raise InvalidKeyError(f"the call has no {', '.join(missing)} (its business id)")
-        return operation_key(tenant, self.action, *(str(args[n]) for n in names))
+        return operation_key(tenant, self.action, *(str(args[n]).strip() for n in names))
 
 
 class LedgerAgentState(AgentState[Any]):
@@ -93,10 +106,37 @@ class LedgerMiddleware(AgentMiddleware[LedgerAgentState, Any, Any]):
             raise ValueError(f"tool(s) {', '.join(sorted(both))} declared both as an effect "
                              f"and exempt")
         operation_key(tenant, "check", "check")  # a bad tenant fails here, not per call
+        if not (graph.strip() and version.strip()):
+            raise ValueError("graph and version must name the workflow (intents carry them)")
+        actions: dict[str, str] = {}
+        for name, effect in effects.items():
+            if effect.action in actions:
+                raise ValueError(f"tools {actions[effect.action]!r} and {name!r} share the "
+                                 f"action {effect.action!r}: their calls would share keys, "
+                                 "and the second would get the first's receipt")
+            actions[effect.action] = name
         self.client, self.tenant, self.graph, self.version = client, tenant, graph, version
         self.effects = dict(effects)
         self.exempt = frozenset(exempt)
         self.wait = wait
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]
+                        ) -> Any:
+        self._refuse_provider_tools(request)
+        return handler(request)
+
+    async def awrap_model_call(self, request: ModelRequest,
+                               handler: Callable[[ModelRequest], Any]) -> Any:
+        self._refuse_provider_tools(request)
+        return await handler(request)
+
+    def _refuse_provider_tools(self, request: ModelRequest) -> None:
+        """A tool given as a dict runs at the model provider: no tool call reaches us."""
+        hidden = [str(t.get("name") or t.get("type")) for t in request.tools
+                  if isinstance(t, dict) and (t.get("name") or t.get("type")) not in self.exempt]
+        if hidden:
+            raise ValueError(f"built-in provider tool(s) {', '.join(hidden)} run outside the "
+                             "ledger's reach: declare them exempt (read-only) or remove them")
 
     def wrap_tool_call(self, request: ToolCallRequest, handler: Handler
                        ) -> ToolMessage | Command[Any]:
@@ -128,31 +168,59 @@ class LedgerMiddleware(AgentMiddleware[LedgerAgentState, Any, Any]):
         except ValidationError as exc:
             return _error(call_id, name, f"invalid arguments for {name}: "
                           f"{_errors(exc)}; nothing was done")
+        except ValueError as exc:
+            return _error(call_id, name, f"invalid arguments for {name}: {exc}; "
+                          "nothing was done")
         try:
             key = effect.key(self.tenant, args)
         except InvalidKeyError as exc:
             return _error(call_id, name, f"{exc}; nothing was done")
-        material = effect.material(args) if effect.material else args
         state = request.state if isinstance(request.state, Mapping) else {}
         config = getattr(request.runtime, "config", None) or {}
         thread_id = str(config.get("configurable", {}).get("thread_id", ""))
-        intent = self.client.intent(
-            key, effect.action, effect.target, material,
-            workflow=ev.Workflow(self.graph, self.version, thread_id, "tools"),
-            approval=effect.approval(state, args) if effect.approval else None)
-        receipt = self.client.submit(intent, self.wait, raise_errors=False)
+        try:
+            intent = self.client.intent(
+                key, effect.action, effect.target,
+                effect.material(args) if effect.material else args,
+                workflow=ev.Workflow(self.graph, self.version, thread_id, "tools"),
+                payload=effect.payload(args) if effect.payload else None,
+                approval=effect.approval(state, args) if effect.approval else None)
+        except (InvalidIntentError, KeyError, TypeError, ValueError) as exc:
+            return _error(call_id, name, f"cannot make an intent of this call: {exc}; "
+                          "nothing was done")
+        try:
+            receipt = self.client.submit(intent, self.wait, raise_errors=False)
+        except TimeoutError:
+            return _error(call_id, name, f"{key}: no answer within {self.wait:g} s; {NOT_YET}")
+        except LedgerUnavailable as exc:
+            return _error(call_id, name, f"{key}: the ledger cannot be reached ({exc}); "
+                          "nothing is known to be done; calling again is safe")
+        resolved = receipt.status not in PENDING and \
+            receipt.status is not ev.ReceiptStatus.NEEDS_RECONCILIATION
         summary = receipt_summary(receipt)
-        message = ToolMessage(content=json.dumps(summary), tool_call_id=call_id, name=name,
-                              status="error" if receipt.status in REFUSED else "success")
+        content = {**summary, "resolved": resolved}
+        if not resolved:
+            content["note"] = NOT_YET
+        succeeded = receipt.status is ev.ReceiptStatus.SUCCEEDED
+        message = ToolMessage(content=json.dumps(content), tool_call_id=call_id, name=name,
+                              status="success" if succeeded else "error")
         return Command(update={"messages": [message], "ledger_receipts": {key: summary}})
 
 
 def _validated(tool: BaseTool | None, args: dict[str, Any]) -> dict[str, Any]:
-    """``args`` through the tool's call schema (a pydantic model); unchanged without one."""
+    """``args`` through the tool's call schema, as JSON values (dates, UUIDs, enums as
+    text). A pydantic schema validates and coerces; a JSON schema (a dict, as tools built
+    from MCP servers have) is checked for its required arguments only, without coercion,
+    so ``"12.5"`` and ``12.5`` stay two argument hashes there (a conflict, never a second
+    effect). ValidationError or ValueError say what is wrong."""
     schema = getattr(tool, "tool_call_schema", None) if tool is not None else None
-    if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
-        return args
-    return dict(schema.model_validate(args).model_dump())
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        return dict(schema.model_validate(args).model_dump(mode="json"))
+    if isinstance(schema, dict):
+        missing = [n for n in schema.get("required", ()) if n not in args]
+        if missing:
+            raise ValueError(f"missing required argument(s) {', '.join(missing)}")
+    return args
 
 
 def _errors(exc: ValidationError) -> str:

@@ -26,7 +26,7 @@ class RegisteredEffect:
 
     def key(self, tenant: str, operation_id: str) -> str:
         """The operation key of ``operation_id`` (InvalidKeyError for an unusable id)."""
-        return operation_key(tenant, self.action, operation_id)
+        return operation_key(tenant, self.action, operation_id.strip())
 
 
 def parse_effects(text: str) -> dict[str, RegisteredEffect]:
@@ -43,6 +43,10 @@ def parse_effects(text: str) -> dict[str, RegisteredEffect]:
                                   "(e.g. refund=refund@payments)")
         if name in found:
             raise EffectSpecError(f"effect {name!r} is registered twice")
+        shared = next((e.name for e in found.values() if e.action == action), None)
+        if shared is not None:
+            raise EffectSpecError(f"effects {shared!r} and {name!r} share the action "
+                                  f"{action!r}: their operations would share keys")
         try:
             operation_key("tenant", action, "id")
         except InvalidKeyError as exc:

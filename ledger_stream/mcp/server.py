@@ -15,7 +15,13 @@ The tenant, the effects (name → action and connector target) and the workflow 
 from the server's configuration, never from the model. Every answer carries ``resolved``:
 false while the effect's outcome is not settled (accepted, in progress, reconciling, held,
 waiting for an operator), with ``hold_downstream: true``, so a host holds the work that
-depends on it and asks ``get_operation`` again later.
+depends on it and asks ``get_operation`` again later. ``get_operation`` and
+``list_unresolved`` judge the operation by its own status (``key_status``), not by the
+latest receipt, which may answer another caller's rejected intent; ``submit_effect`` by the
+answer to its own intent.
+
+The operation key is the operation id as the model wrote it (surrounding whitespace
+dropped): the host's instructions must make it a stable business id.
 """
 
 from __future__ import annotations
@@ -28,15 +34,20 @@ from pydantic import BaseModel, Field
 
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import InvalidKeyError
-from ledger_stream.kafka.reader import read_topic
+from ledger_stream.kafka.exceptions import KafkaSetupError
+from ledger_stream.kafka.reader import tail_topic
 from ledger_stream.mcp.effects import RegisteredEffect
 from ledger_stream.sdk.client import LedgerClient
-from ledger_stream.sdk.errors import InvalidIntentError
+from ledger_stream.sdk.errors import (
+    InvalidIntentError,
+    LedgerUnavailable,
+    StaleStatusError,
+    ViewUnavailableError,
+)
+from ledger_stream.serde import DecodeError
 
 SETTLED = frozenset({ev.ReceiptStatus.SUCCEEDED, ev.ReceiptStatus.FAILED,
                      ev.ReceiptStatus.REJECTED})
-OPEN_KEY = frozenset({ev.ReceiptStatus.ACCEPTED, ev.ReceiptStatus.IN_PROGRESS,
-                      ev.ReceiptStatus.RECONCILING, ev.ReceiptStatus.NEEDS_RECONCILIATION})
 MAX_WAIT_S = 120.0
 
 
@@ -64,16 +75,21 @@ class Operation(BaseModel):
 class Unresolved(BaseModel):
     operations: list[Operation]
     count: int
+    skipped: int = Field(0, description="receipts records that did not decode (reported, "
+                         "not fatal)")
 
 
 def _answer(effect: RegisteredEffect, operation_id: str, key: str,
-            receipt: ev.Receipt | None, submitted: bool = False) -> Operation:
+            receipt: ev.Receipt | None, own: ev.Intent | None = None) -> Operation:
+    """The operation as ``receipt`` shows it. With ``own`` (the intent this call submitted)
+    and a receipt answering it, settled is that answer's status; otherwise the key's."""
     if receipt is None:
         # Submitted but not answered yet: hold. Never submitted: nothing to hold for.
         return Operation(found=False, effect=effect.name, operation_id=operation_id, key=key,
-                         resolved=False, hold_downstream=submitted,
-                         detail="submitted; no receipt yet" if submitted else None)
-    resolved = receipt.status in SETTLED
+                         resolved=False, hold_downstream=own is not None,
+                         detail="submitted; no receipt yet" if own is not None else None)
+    answers_own = own is not None and receipt.intent_event_id == own.event_id
+    resolved = (receipt.status if answers_own else receipt.key_status) in SETTLED
     return Operation(found=True, effect=effect.name, operation_id=operation_id, key=key,
                      status=receipt.status.value, key_status=receipt.key_status.value,
                      reason=receipt.reason.value, resolved=resolved,
@@ -114,25 +130,53 @@ class LedgerTools:
             intent = self.client.intent(key, spec.action, spec.target, arguments,
                                         workflow=ev.Workflow(self.graph, self.version,
                                                              session, spec.name))
-            receipt = self.client.submit(intent, wait_seconds, raise_errors=False)
-        except InvalidIntentError as exc:
+        except (InvalidIntentError, TypeError) as exc:
             raise ValueError(str(exc)) from None
-        except TimeoutError:  # no answer within the wait: whatever the ledger has now
-            return _answer(spec, operation_id, key, self.client.status(key), submitted=True)
-        return _answer(spec, operation_id, key, receipt)
+        try:
+            receipt = self.client.submit(intent, wait_seconds, raise_errors=False)
+        except TimeoutError:
+            return _answer(spec, operation_id, key, self._settled_for(intent), own=intent)
+        except LedgerUnavailable as exc:
+            raise ValueError(f"{exc}. Repeat the same call (same operation_id and "
+                             "arguments) later: it is safe") from None
+        return _answer(spec, operation_id, key, receipt, own=intent)
+
+    def _settled_for(self, intent: ev.Intent) -> ev.Receipt | None:
+        """No answer to ``intent`` within the wait: the key's settled receipt if it binds
+        the same arguments (the ledger will answer the repeat with it), else nothing yet."""
+        try:
+            latest = self.client.status(intent.key)
+        except (LedgerUnavailable, StaleStatusError, ViewUnavailableError, KafkaSetupError):
+            return None
+        if latest is None or latest.args_hash != intent.args_hash or \
+                latest.key_status not in SETTLED:
+            return None
+        return latest
 
     def get(self, effect: str, operation_id: str) -> Operation:
         spec = self._effect(effect)
         key = self._key(spec, operation_id)
-        return _answer(spec, operation_id, key, self.client.status(key))
+        try:
+            return _answer(spec, operation_id, key, self.client.status(key))
+        except (LedgerUnavailable, StaleStatusError, ViewUnavailableError,
+                KafkaSetupError) as exc:
+            raise ValueError(f"cannot read {key} now: {exc}; ask again later") from None
 
     def unresolved(self) -> Unresolved:
         """Reads the receipts topic to its end (O(receipts): for a host's occasional look,
-        not a hot path)."""
+        not a hot path). A record that does not decode is counted in ``skipped``."""
         by_action = {e.action: e for e in self.effects.values()}
         latest: dict[str, ev.Receipt] = {}
-        for receipt in read_topic(self.client.bootstrap, self.client.settings.topic("receipts"),
-                                  timeout_s=60.0):
+        skipped = 0
+        topic = self.client.settings.topic("receipts")
+        for _, _, value in tail_topic(self.client.bootstrap, topic, follow=False):
+            try:
+                receipt = self.client.codec.decode(value) if value is not None else None
+            except DecodeError:
+                receipt = None
+            if not isinstance(receipt, ev.Receipt):
+                skipped += 1
+                continue
             latest[receipt.key] = receipt
         found = []
         for key, receipt in sorted(latest.items()):
@@ -140,9 +184,10 @@ class LedgerTools:
             action, _, operation_id = rest.partition("/")
             if tenant != self.tenant or action not in by_action:
                 continue
-            if receipt.key_status in OPEN_KEY or receipt.status is ev.ReceiptStatus.HELD:
-                found.append(_answer(by_action[action], operation_id, key, receipt))
-        return Unresolved(operations=found, count=len(found))
+            answer = _answer(by_action[action], operation_id, key, receipt)
+            if not answer.resolved:
+                found.append(answer)
+        return Unresolved(operations=found, count=len(found), skipped=skipped)
 
 
 def build_server(tools: LedgerTools, session: str) -> MCPServer:

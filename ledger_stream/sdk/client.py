@@ -63,6 +63,11 @@ class LedgerClient:
         self._admin_client: AdminClient | None = None
         self._ends: EndOffsets | None = None
 
+    @property
+    def codec(self) -> AvroCodec:
+        """The codec this client reads and writes ledger events with."""
+        return self._codec
+
     def intent(self, key: str, action: str, target: str, args: Any, *,
                workflow: ev.Workflow, payload: Any = None, approval: ev.Approval | None = None,
                policy_revision: str = "", origin: ev.Origin = ev.Origin.FRESH) -> ev.Intent:

@@ -68,3 +68,69 @@ def test_the_tenant_comes_from_the_server_not_the_caller() -> None:
     tools(client).submit("refund", "inv-9", {"tenant": "other"}, 0, "s1")
     assert client.submitted[0].key == "acme/refund/inv-9"
     assert client.submitted[0].tenant == "acme"
+
+
+def test_an_operation_in_flight_stays_unresolved_after_another_callers_conflict() -> None:
+    from tests.decide_ledger import DecideLedger
+
+    t = tools(DecideLedger())
+    first = t.submit("refund", "inv-1", {"amount": 10}, 1, "host-a")
+    assert (first.status, first.resolved) == ("accepted", False)
+    other = t.submit("refund", "inv-1", {"amount": 11}, 1, "host-b")
+    assert (other.status, other.reason, other.resolved) == ("rejected", "conflict", True)
+    now = t.get("refund", "inv-1")  # the latest receipt is host-b's rejection
+    assert (now.key_status, now.resolved, now.hold_downstream) == ("accepted", False, True)
+
+
+def settled(args_hash: str) -> ev.Receipt:
+    return ev.Receipt(receipt_id="r0", key="acme/refund/inv-1", intent_event_id="earlier",
+                      status=ev.ReceiptStatus.SUCCEEDED, reason=ev.Reason.NONE,
+                      args_hash=args_hash, attempts=1, at_ms=1, external_id="re_10",
+                      key_status=ev.ReceiptStatus.SUCCEEDED)
+
+
+def test_an_unanswered_submit_never_takes_another_intents_outcome() -> None:
+    from ledger_stream.domain.keys import args_hash
+
+    other = tools(SilentLedger(settled(args_hash({"amount": 10}))))
+    answer = other.submit("refund", "inv-1", {"amount": 250}, 0, "s")  # a conflict to be
+    assert (answer.found, answer.resolved, answer.hold_downstream, answer.external_id) == (
+        False, False, True, None)
+    same = tools(SilentLedger(settled(args_hash({"amount": 10}))))
+    answer = same.submit("refund", "inv-1", {"amount": 10}, 0, "s")  # the original's repeat
+    assert (answer.status, answer.resolved, answer.external_id) == ("succeeded", True, "re_10")
+
+
+def test_effects_sharing_an_action_are_refused() -> None:
+    from ledger_stream.mcp.effects import EffectSpecError
+
+    with pytest.raises(EffectSpecError, match="share the action"):
+        parse_effects("refund=refund@payments,refund_eu=refund@payments-eu")
+
+
+def test_list_unresolved_reads_the_topic_with_the_clients_codec_and_skips_poison(
+        ledger_topics: Any) -> None:
+    """On the real broker: open and settled operations, one of another tenant, and a record
+    that is not a receipt; only the tenant's open one is listed, the bad record counted."""
+    from confluent_kafka import Producer
+
+    from ledger_stream.kafka.producer import EventProducer
+
+    def receipt(key: str, status: ev.ReceiptStatus) -> ev.Receipt:
+        return ev.Receipt(receipt_id=key, key=key, intent_event_id="i", status=status,
+                          reason=ev.Reason.NONE, args_hash="0" * 64, attempts=1, at_ms=1,
+                          external_id="", key_status=status)
+
+    producer = EventProducer(ledger_topics, ledger_topics.kafka_bootstrap)
+    for key, status in (("acme/refund/open", ev.ReceiptStatus.IN_PROGRESS),
+                        ("acme/refund/done", ev.ReceiptStatus.SUCCEEDED),
+                        ("globex/refund/open", ev.ReceiptStatus.ACCEPTED)):
+        producer.send("receipts", receipt(key, status))
+    producer.flush()
+    raw = Producer({"bootstrap.servers": ledger_topics.kafka_bootstrap})
+    raw.produce(ledger_topics.topic("receipts"), b"not avro", key=b"acme/refund/x")
+    raw.flush()
+    with LedgerClient(ledger_topics) as client:
+        listed = tools(client).unresolved()
+    assert [o.key for o in listed.operations] == ["acme/refund/open"]
+    assert (listed.count, listed.skipped) == (1, 1)
