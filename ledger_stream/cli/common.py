@@ -69,3 +69,18 @@ def port_or_off(text: str) -> str:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0-65535)")
     return str(port)
+
+
+def checked_key(text: str) -> str:
+    """``text`` if it is an operation key (tenant/action/business-id); CliError saying why
+    not otherwise."""
+    from ledger_stream.domain.keys import operation_key
+
+    parts = text.split("/")
+    try:
+        if len(parts) < 3:
+            raise ValueError("an operation key is tenant/action/business-id")
+        operation_key(*parts)
+    except ValueError as exc:
+        raise CliError(f"{text!r}: {exc}") from exc
+    return text

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from ledger_stream.cli.common import CliError, add_common_flags, iso_ms, settings_from
+from ledger_stream.cli.common import (
+    CliError,
+    add_common_flags,
+    checked_key,
+    iso_ms,
+    settings_from,
+)
 from ledger_stream.domain import events as ev
 
 COLUMNS = ("at", "status", "key_status", "reason", "attempts", "external_id", "intent_event_id")
@@ -32,19 +38,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _run(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException
 
-    from ledger_stream.domain.keys import operation_key
     from ledger_stream.kafka.bootstrap import resolve_bootstrap
     from ledger_stream.kafka.exceptions import KafkaSetupError
     from ledger_stream.kafka.receipts import key_receipts
-    from ledger_stream.sdk import LedgerClient, StaleStatusError, ViewUnavailableError
+    from ledger_stream.sdk import (
+        LedgerClient,
+        LedgerUnavailable,
+        StaleStatusError,
+        ViewUnavailableError,
+    )
 
-    parts = args.key.split("/")
-    try:
-        if len(parts) < 3:
-            raise ValueError("an operation key is tenant/action/business-id")
-        operation_key(*parts)
-    except ValueError as exc:
-        raise CliError(f"{args.key!r}: {exc}") from exc
+    checked_key(args.key)
     settings = settings_from(args, view_url=args.view_url)
     try:
         if args.latest:
@@ -54,7 +58,7 @@ def _run(args: argparse.Namespace) -> int:
         else:
             found = key_receipts(resolve_bootstrap(settings), settings.topic("receipts"),
                                  args.key)
-    except (KafkaSetupError, StaleStatusError, ViewUnavailableError) as exc:
+    except (KafkaSetupError, LedgerUnavailable, StaleStatusError, ViewUnavailableError) as exc:
         raise CliError(str(exc)) from exc
     except KafkaException as exc:
         raise CliError(f"cannot read receipts: {exc.args[0].str()}") from exc

@@ -1,16 +1,18 @@
-"""Reading receipts for one key from its partition only (never the whole topic)."""
+"""Reading one key's records (its receipts, or any ledger topic's) from its partition only
+(never the whole topic)."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from ledger_stream.domain.events import Receipt
 from ledger_stream.kafka.clientlog import CLIENT_LOGGING
 from ledger_stream.kafka.exceptions import KafkaSetupError
-from ledger_stream.kafka.message import fetched
+from ledger_stream.kafka.message import fetched, position
 from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.serde import AvroCodec, DecodeError
@@ -31,32 +33,61 @@ def key_partition(consumer: Consumer, topic: str, key: str,
         time.sleep(0.2)
 
 
-def key_receipts(bootstrap: str, topic: str, key: str, codec: AvroCodec | None = None,
-                 timeout_s: float = 10.0) -> list[Receipt]:
-    """Every receipt of ``key`` still in ``topic`` (compaction keeps at least the latest),
-    in order. Reads only the key's partition, up to its end at the time of the call."""
-    codec = codec or AvroCodec()
+@dataclass(frozen=True)
+class KeyRecord:
+    """One record of a key, where the log has it."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int  # the record's timestamp (LogAppendTime on the input topics)
+    value: bytes | None
+
+
+def key_records(bootstrap: str, topic: str, key: str, timeout_s: float = 10.0
+                ) -> list[KeyRecord]:
+    """Every committed record of ``key`` still in ``topic``, in offset order. Reads only the
+    key's partition, up to its end at the time of the call; KafkaSetupError when the end is
+    not reached within ``timeout_s`` (never a silently partial answer)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_LOGGING,
-                         "group.id": f"receipts-{uuid.uuid4()}", "enable.auto.commit": False,
+                         "group.id": f"key-{uuid.uuid4()}", "enable.auto.commit": False,
                          "isolation.level": "read_committed"})
     try:
         tp = key_partition(consumer, topic, key)
         end = end_offset(consumer, tp)
+        start = int(consumer.get_watermark_offsets(tp, timeout=10)[0])
+        found: list[KeyRecord] = []
+        if start >= end:  # empty, or everything before the end deleted
+            return found
         consumer.assign([TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING)])
         wanted = key.encode("utf-8")
-        found: list[Receipt] = []
         deadline = time.monotonic() + timeout_s
         # The consumer's position, not the last record's offset: transaction markers take
-        # offsets that are never delivered.
-        while consumer.position([tp])[0].offset < end and time.monotonic() < deadline:
+        # offsets that are never delivered. Before the first fetch it has none (negative).
+        while (reached := consumer.position([tp])[0].offset) < end:
+            if time.monotonic() > deadline:
+                raise KafkaSetupError(f"read {topic}[{tp.partition}] only up to offset "
+                                      f"{reached} of {end} within {timeout_s:g} s")
             for msg in fetched(consumer, 500, 0.5):
-                if msg.error():
+                if msg.error() or msg.key() != wanted:
                     continue
-                if msg.key() == wanted:
-                    try:
-                        found.append(codec.decode(msg.value(), expect=(Receipt,)))
-                    except DecodeError:
-                        continue
+                _, partition, offset = position(msg)
+                found.append(KeyRecord(topic, partition, offset, msg.timestamp()[1],
+                                       msg.value()))
         return found
     finally:
         consumer.close()
+
+
+def key_receipts(bootstrap: str, topic: str, key: str, codec: AvroCodec | None = None,
+                 timeout_s: float = 10.0) -> list[Receipt]:
+    """Every receipt of ``key`` still in ``topic`` (compaction keeps at least the latest),
+    in order (records that are not receipts skipped)."""
+    codec = codec or AvroCodec()
+    found: list[Receipt] = []
+    for record in key_records(bootstrap, topic, key, timeout_s):
+        try:
+            found.append(codec.decode(record.value, expect=(Receipt,)))
+        except DecodeError:
+            continue
+    return found

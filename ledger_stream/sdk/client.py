@@ -132,6 +132,8 @@ class LedgerClient:
         except KafkaException as exc:
             raise LedgerUnavailable(f"cannot {what}: Kafka at {self.bootstrap}: "
                                     f"{kafka_error_text(exc)}") from exc
+        except KafkaSetupError as exc:
+            raise LedgerUnavailable(f"cannot {what}: {exc}") from exc
 
     def receipts(self) -> ReceiptHub:
         """The client's receipts subscription (started on first use)."""

@@ -1,0 +1,81 @@
+"""Everything the ledger knows about one key, as one redacted JSON document for an incident
+review: the raw events with topic, partition and offset (ordered by log offset within each
+topic, never by a wall clock), the timeline, the receipts, the alerts and the operators'
+decisions.
+
+Redaction: material arguments and payloads are replaced by their SHA-256 (an intent's
+``args_hash`` is already that of its arguments), approval signatures are dropped, and a dead
+letter's bytes become their length and SHA-256. Keys, ids, hashes, statuses and the ledger's
+own details stay: they are what a review needs, and they carry no payment details.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from typing import Any
+
+from ledger_stream.domain import events as ev
+from ledger_stream.history.timeline import Located, timeline
+from ledger_stream.serde.records import to_record
+
+REDACTION = ("material arguments and payloads replaced by their SHA-256; approval signatures "
+             "dropped; dead-letter bytes replaced by their length and SHA-256")
+
+
+def _sha(data: str | bytes) -> str:
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    return hashlib.sha256(raw).hexdigest()
+
+
+def redacted(event: Any) -> dict[str, Any]:
+    """The event as a JSON-able record without arguments, payloads or secrets."""
+    record = to_record(event)
+    for name in ("args_json", "payload_json"):
+        if record.get(name):
+            record[name] = {"redacted": True, "sha256": _sha(record[name])}
+    approval = record.get("approval")
+    if isinstance(approval, dict):
+        record["approval"] = {**approval, "signature": {"redacted": True}}
+    for name in ("key", "value"):
+        if isinstance(event, ev.DeadLetter) and isinstance(record.get(name), bytes | str):
+            raw = getattr(event, name) or b""
+            record[name] = {"redacted": True, "length": len(raw), "sha256": _sha(raw)}
+    return record
+
+
+def _raw(located: Located) -> dict[str, Any]:
+    entry: dict[str, Any] = {"topic": located.topic, "partition": located.partition,
+                             "offset": located.offset, "timestamp_ms": located.timestamp_ms}
+    if located.event is None:
+        return {**entry, "type": None, "error": located.error}
+    return {**entry, "type": type(located.event).__name__, "event": redacted(located.event)}
+
+
+def _of(records: Iterable[Located], kind: type) -> list[dict[str, Any]]:
+    return [{"topic": r.topic, "partition": r.partition, "offset": r.offset,
+             **redacted(r.event)} for r in records if isinstance(r.event, kind)]
+
+
+def evidence(key: str, records: list[Located], generated_at_ms: int) -> dict[str, Any]:
+    """The evidence document of ``key`` from its records (``history.read_key``)."""
+    ordered = sorted(records, key=lambda r: (r.topic, r.partition, r.offset))
+    topics: dict[str, dict[str, Any]] = {}
+    for r in ordered:
+        topic = topics.setdefault(r.role, {"topic": r.topic, "partition": r.partition,
+                                           "records": []})
+        topic["records"].append(_raw(r))
+    latest = next((r.event for r in reversed(ordered) if isinstance(r.event, ev.Receipt)),
+                  None)
+    return {
+        "key": key,
+        "generated_at_ms": generated_at_ms,
+        "state": latest.key_status.value if latest is not None else None,
+        "redaction": REDACTION,
+        "topics": topics,
+        "timeline": [row.as_dict() for row in timeline(records)],
+        "receipts": _of(ordered, ev.Receipt),
+        "alerts": _of(ordered, ev.Alert),
+        "operator_actions": _of(ordered, ev.OperatorResolution),
+        "undecodable": sum(1 for r in ordered if r.event is None),
+    }
