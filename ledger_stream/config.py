@@ -11,13 +11,15 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, SecretStr
+from pydantic import BeforeValidator, Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
+from ledger_stream.kafka.client_config import reserved_in
 
 ENV_PREFIX = "LEDGER_"
 DAY_MS = 24 * 3600 * 1000
@@ -52,10 +54,24 @@ class Settings(BaseSettings):
         env_prefix=ENV_PREFIX, frozen=True, extra="ignore", env_nested_delimiter="__"
     )
 
+    @field_validator("kafka_client")
+    @classmethod
+    def _no_reserved_client_property(cls, value: dict[str, str]) -> dict[str, str]:
+        reserved = reserved_in(value)
+        if reserved:
+            raise ValueError(f"may not set {', '.join(reserved)}: the ledger sets them per "
+                             "client, and its guarantees depend on them")
+        return value
+
     # Kafka
     kafka_bootstrap: str | None = Field(
         None, description="existing cluster to use; when unset the local broker is used"
     )
+    kafka_client: dict[str, str] = Field(
+        default_factory=dict, repr=False,
+        description="extra librdkafka properties for every Kafka client, for the cluster's "
+        "security: security.protocol, sasl.mechanism, sasl.username, sasl.password, "
+        "ssl.ca.location, ... (env: JSON object)")
     kafka_version: str = Field("4.1.1", description="Apache Kafka version of the local broker")
     home: Path = Field(default_factory=_default_home, description="cache for jars and broker data")
     jar_cache: Path | None = Field(None, description="Kafka jar cache (default: the user's "

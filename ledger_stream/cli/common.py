@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ledger_stream.config import Settings, load_settings
+from ledger_stream.kafka.client_config import use_client_settings
 
 
 class CliError(Exception):
@@ -38,7 +39,7 @@ def add_common_flags(parser: argparse.ArgumentParser) -> None:
 def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
     """Settings from the common flags plus ``extra`` flag values, env and file."""
     try:
-        return load_settings(
+        settings = load_settings(
             config_file=args.config,
             kafka_bootstrap=args.bootstrap,
             home=args.home,
@@ -48,6 +49,8 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
         )
     except ValidationError as exc:
         raise CliError(f"invalid setting: {exc}") from exc
+    use_client_settings(settings.kafka_client)  # every Kafka client of this command
+    return settings
 
 
 def iso_ms(at_ms: int) -> str:

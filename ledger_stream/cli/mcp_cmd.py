@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import uuid
 
 from ledger_stream.cli.common import CliError, add_common_flags, settings_from
 from ledger_stream.kafka.exceptions import KafkaSetupError
+from ledger_stream.logs import log_fields
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -65,9 +67,13 @@ def _run(args: argparse.Namespace) -> int:
         client = LedgerClient(settings)
     except KafkaSetupError as exc:
         raise CliError(str(exc)) from exc
+    session = f"mcp-{uuid.uuid4().hex[:8]}"  # this run's instance id, in every intent
+    logging.getLogger("ledger_stream.mcp").info("mcp server started", extra=log_fields(
+        instance=session, tenant=settings.mcp_tenant, effects=sorted(effects),
+        transport=settings.mcp_transport))
     with client:
         server = build_server(LedgerTools(client, settings.mcp_tenant, effects),
-                              session=f"mcp-{uuid.uuid4().hex[:8]}")
+                              session=session)
         if settings.mcp_transport == "stdio":
             server.run("stdio")
         else:

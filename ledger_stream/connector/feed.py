@@ -15,7 +15,7 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from ledger_stream.connector.commands import Record
-from ledger_stream.kafka.clientlog import CLIENT_LOGGING
+from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.message import position
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import AvroCodec, DecodeError, SchemaRegistryUnavailable
@@ -34,7 +34,7 @@ class DispatchFeed:
         self._backlog: dict[int, int] = {}  # partition -> high watermark at assignment
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap,
-            **CLIENT_LOGGING,
+            **CLIENT_CONFIG,
             "group.id": group,
             "client.id": f"{group}-{uuid.uuid4().hex[:6]}",
             "enable.auto.commit": False,

@@ -1,6 +1,7 @@
 """librdkafka's own log lines through Python logging, one structured line each.
 
-Every Kafka client of the project is configured with :data:`CLIENT_LOGGING`. librdkafka then
+Every Kafka client of the project is configured with ``client_config.CLIENT_CONFIG``, which
+names :data:`LOGGER`. librdkafka then
 hands its lines to the ``librdkafka`` logger (when the client is polled) instead of writing
 them raw to stderr. An unreachable broker makes librdkafka repeat the same line many times a
 second. :class:`FoldRepeats` passes each distinct line once per window, and the next one it
@@ -17,7 +18,6 @@ from typing import Any
 
 LOGGER = logging.getLogger("librdkafka")
 WARNING = 4  # syslog level: librdkafka's warnings and errors, not its chatter
-CLIENT_LOGGING: dict[str, Any] = {"logger": LOGGER, "log_level": WARNING}
 _NUMBERS = re.compile(r"\d+")
 
 

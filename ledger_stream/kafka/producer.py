@@ -12,7 +12,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from ledger_stream.config import Settings
-from ledger_stream.kafka.clientlog import CLIENT_LOGGING
+from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.exceptions import DeliveryFailed
 from ledger_stream.serde import AvroCodec
 
@@ -23,7 +23,7 @@ def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
         "partitioner": "murmur2_random",
         "enable.idempotence": True,
         "linger.ms": 5,
-        **CLIENT_LOGGING,
+        **CLIENT_CONFIG,
         **extra,
     }
 

@@ -15,7 +15,7 @@ import threading
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from ledger_stream.kafka.clientlog import CLIENT_LOGGING
+from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.exceptions import kafka_error_text
 from ledger_stream.logs import log_fields
 
@@ -29,7 +29,7 @@ def wait_for_kafka(bootstrap: str, who: str, stop: threading.Event, *,
                    attempt_s: float = ATTEMPT_S, backoff_max_s: float = BACKOFF_MAX_S) -> bool:
     """True once Kafka at ``bootstrap`` answers a metadata request; False if ``stop`` was
     set first. ``who`` names the waiting process in the log lines."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_LOGGING})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
     failures, delay = 0, 1.0
     while not stop.is_set():
         try:

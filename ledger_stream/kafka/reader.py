@@ -10,7 +10,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from ledger_stream.kafka.clientlog import CLIENT_LOGGING
+from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.exceptions import KafkaSetupError
 from ledger_stream.kafka.message import fetched, position
 from ledger_stream.kafka.offsets import end_offset
@@ -35,7 +35,7 @@ def read_topic(
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
-            **CLIENT_LOGGING,
+            **CLIENT_CONFIG,
             "group.id": f"reader-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
@@ -75,7 +75,7 @@ def tail_topic(bootstrap: str, topic: str, *, follow: bool,
     in offset order per partition; with ``follow``, then every new one until ``stop`` is set.
     Nothing is committed: the caller's position is its own."""
     stop = stop or threading.Event()
-    consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_LOGGING,
+    consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
                          "group.id": f"tail-{uuid.uuid4().hex}", "enable.auto.commit": False,
                          "isolation.level": "read_committed"})
     try:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from ledger_stream.domain.events import Receipt
-from ledger_stream.kafka.clientlog import CLIENT_LOGGING
+from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.exceptions import KafkaSetupError
 from ledger_stream.kafka.message import fetched, position
 from ledger_stream.kafka.offsets import end_offset
@@ -49,7 +49,7 @@ def key_records(bootstrap: str, topic: str, key: str, timeout_s: float = 10.0
     """Every committed record of ``key`` still in ``topic``, in offset order. Reads only the
     key's partition, up to its end at the time of the call; KafkaSetupError when the end is
     not reached within ``timeout_s`` (never a silently partial answer)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_LOGGING,
+    consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
                          "group.id": f"key-{uuid.uuid4()}", "enable.auto.commit": False,
                          "isolation.level": "read_committed"})
     try:

@@ -22,7 +22,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from ledger_stream.config import DAY_MS, Settings
-from ledger_stream.kafka.clientlog import CLIENT_LOGGING
+from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.exceptions import KafkaSetupError, TopicConfigMismatch
 
 LONG_RETENTION_MS = 90 * DAY_MS
@@ -101,7 +101,7 @@ def create_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0) -
     """
     specs = ledger_topics(settings)
     # log_level 4: warnings and errors only; librdkafka's info lines are noise on a CLI.
-    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_LOGGING})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
     try:
         existing = set(admin.list_topics(timeout=timeout_s).topics)
     except KafkaException as exc:

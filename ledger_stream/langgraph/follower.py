@@ -19,7 +19,7 @@ from confluent_kafka import Consumer
 
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
-from ledger_stream.kafka.clientlog import CLIENT_LOGGING
+from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.message import fetched
 from ledger_stream.langgraph.tool import PENDING, receipt_summary
 from ledger_stream.serde import AvroCodec, DecodeError
@@ -36,7 +36,7 @@ class ReceiptFollower:
         self._intents = settings.topic("intents")
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap,
-            **CLIENT_LOGGING,
+            **CLIENT_CONFIG,
             "group.id": group or f"{settings.topic_prefix}.graph-follower.{uuid.uuid4().hex}",
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",

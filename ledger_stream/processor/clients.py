@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from ledger_stream.config import Settings
-from ledger_stream.kafka.clientlog import CLIENT_LOGGING
+from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.producer import producer_config
 
 # librdkafka's own log lines go through Python logging: one structured line each.
-LIBRDKAFKA = CLIENT_LOGGING
+LIBRDKAFKA = CLIENT_CONFIG
 
 # Short enough that a processor that died with an open transaction blocks read_committed
 # readers (and the next owner's restore) only briefly; long enough for one batch.

@@ -17,7 +17,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from ledger_stream.config import Settings
-from ledger_stream.kafka.clientlog import CLIENT_LOGGING
+from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.processor.exceptions import StartupRefused
 
 INPUTS = ("intents", "attempts")
@@ -52,7 +52,7 @@ def _int(value: str | None) -> int:
 def check_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0) -> int:
     """The input topics' partition count. Raises StartupRefused naming the fix when a topic
     is missing, the partition counts differ, or an input topic's clock is not bounded."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_LOGGING})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
     names = {role: settings.topic(role) for role in INPUTS + OUTPUTS}
     try:
         found = admin.list_topics(timeout=timeout_s).topics

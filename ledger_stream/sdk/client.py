@@ -27,7 +27,7 @@ from ledger_stream.domain.keys import args_hash, canonical_json, tenant_of
 from ledger_stream.domain.validation import invalid_reason
 from ledger_stream.failpoints import failpoint
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
-from ledger_stream.kafka.clientlog import CLIENT_LOGGING
+from ledger_stream.kafka.client_config import CLIENT_CONFIG, use_client_settings
 from ledger_stream.kafka.end_offsets import EndOffsets
 from ledger_stream.kafka.exceptions import DeliveryFailed, KafkaSetupError, kafka_error_text
 from ledger_stream.kafka.partitioner import partition_for
@@ -52,6 +52,8 @@ class LedgerClient:
     def __init__(self, settings: Settings | None = None, *, bootstrap: str | None = None,
                  codec: AvroCodec | None = None) -> None:
         self.settings = settings or Settings()
+        if self.settings.kafka_client:  # the cluster's security settings, for every client
+            use_client_settings(self.settings.kafka_client)
         self.bootstrap = bootstrap or resolve_bootstrap(self.settings)
         self._codec = codec or make_codec(self.settings.schema_registry_url)
         self._producer = EventProducer(self.settings, self.bootstrap, self._codec, acks="all")
@@ -179,7 +181,7 @@ class LedgerClient:
     def _admin(self) -> AdminClient:
         if self._admin_client is None:
             self._admin_client = AdminClient({"bootstrap.servers": self.bootstrap,
-                                               **CLIENT_LOGGING})
+                                               **CLIENT_CONFIG})
         return self._admin_client
 
     def _partition_count_locked(self) -> int:

@@ -29,7 +29,7 @@ from typing import TypeVar
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from ledger_stream.domain.events import Receipt
-from ledger_stream.kafka.clientlog import CLIENT_LOGGING
+from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import AvroCodec, DecodeError
@@ -101,7 +101,7 @@ class ReceiptHub:
         self._partition_of = partition_of
         config = {
             "bootstrap.servers": bootstrap,
-            **CLIENT_LOGGING,
+            **CLIENT_CONFIG,
             "group.id": f"ledger-sdk-{uuid.uuid4().hex}",  # never joined: partitions assigned
             "enable.auto.commit": False,
             "isolation.level": "read_committed",

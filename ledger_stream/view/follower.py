@@ -30,7 +30,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 from prometheus_client import Counter, Gauge
 
-from ledger_stream.kafka.clientlog import CLIENT_LOGGING
+from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.message import error_text, fetched, position
 from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.logs import log_fields
@@ -62,7 +62,7 @@ class ReceiptView:
         self._store = store
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap,
-            **CLIENT_LOGGING,
+            **CLIENT_CONFIG,
             "group.id": f"ledger-view-{uuid.uuid4().hex}",  # never joined: partitions assigned
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
@@ -99,7 +99,7 @@ class ReceiptView:
         """Rows of a deleted topic must not answer for the topic created in its place, nor a
         position in it be taken for one in the new topic: a store of another topic id is
         emptied first."""
-        admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_LOGGING})
+        admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
         try:
             found = admin.describe_topics(TopicCollection([self.topic]), request_timeout=10)
             topic_id = str(found[self.topic].result(15).topic_id)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import socket
 import threading
 from types import FrameType
 
@@ -43,6 +45,7 @@ def run_view(settings: Settings) -> None:
     view.start()
     serve_in_thread(server)
     logger.info("view serving", extra=log_fields(
+        instance=f"{socket.gethostname()}-{os.getpid()}",
         url=f"http://{settings.view_host}:{server.server_port}", topic=view.topic,
         partitions=view.partitions,
         state_dir=str(store.path)))

@@ -124,3 +124,49 @@ def test_the_sdk_raises_ledger_unavailable_naming_the_cluster():
     assert time.monotonic() - started < 20
     assert address in str(raised.value)
     assert isinstance(raised.value, ConnectionError)
+
+
+SSL = '{"security.protocol": "SSL"}'  # the test broker speaks PLAINTEXT: TLS cannot reach it
+
+
+def test_the_clusters_security_settings_reach_the_processors_clients(
+        kafka_bootstrap: str, tmp_path: Path):
+    """``kafka_client`` (LEDGER_KAFKA_CLIENT) is applied to every client: with TLS asked of a
+    PLAINTEXT broker, the processor that reaches it without the setting cannot."""
+    log = tmp_path / "stderr.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ledger_stream.cli.main", "processor", "--metrics-port",
+             "off", "--bootstrap", kafka_bootstrap, "--home", str(tmp_path)],
+            stdout=subprocess.DEVNULL, stderr=err,
+            env={**os.environ, "LEDGER_DEV_MODE": "1", "LEDGER_KAFKA_CLIENT": SSL})
+    try:
+        deadline = time.monotonic() + 20
+        while "cannot reach Kafka" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0, log.read_text()
+
+
+def test_the_sdk_uses_the_clusters_security_settings(kafka_bootstrap: str):
+    from ledger_stream.kafka.client_config import use_client_settings
+
+    try:
+        client = LedgerClient(Settings(kafka_client=json.loads(SSL)), bootstrap=kafka_bootstrap)
+        intent = client.intent("acme/refund/inv-1", "refund", "payments", {"amount": 1},
+                               workflow=Workflow("g", "1"))
+        with pytest.raises(LedgerUnavailable):
+            client.submit(intent, wait=30)
+    finally:
+        use_client_settings({})  # this test process's other clients speak PLAINTEXT
+
+
+def test_a_reserved_client_property_is_refused(capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch):
+    from ledger_stream.cli.main import main
+
+    monkeypatch.setenv("LEDGER_KAFKA_CLIENT", '{"partitioner": "random"}')
+    assert main(["alerts", "--bootstrap", "127.0.0.1:9"]) == 2
+    assert "may not set partitioner" in capsys.readouterr().err

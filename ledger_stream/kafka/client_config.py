@@ -1,0 +1,45 @@
+"""librdkafka properties every Kafka client of this process shares: our logging (librdkafka's
+lines through Python logging, see ``clientlog``) and the cluster's connection settings, such as
+SASL and TLS (the ``kafka_client`` setting, applied once at start-up by
+:func:`use_client_settings`).
+
+Every client the project creates spreads :data:`CLIENT_CONFIG` into its configuration, so a
+cluster that needs ``security.protocol=SASL_SSL`` is reached the same way by the processor,
+the connectors, the view, the tools and the SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ledger_stream.kafka.clientlog import LOGGER, WARNING
+
+CLIENT_CONFIG: dict[str, Any] = {"logger": LOGGER, "log_level": WARNING}
+_OURS = frozenset(CLIENT_CONFIG)
+
+# Properties the ledger's correctness depends on: set per client by the project, never by a
+# deployment (a different partitioner would move keys away from their state; a group,
+# offset or transaction setting would break the commit order).
+RESERVED = frozenset({
+    "bootstrap.servers", "group.id", "group.instance.id", "partitioner",
+    "enable.idempotence", "transactional.id", "isolation.level", "enable.auto.commit",
+    "enable.auto.offset.store", "auto.offset.reset", "acks", "partition.assignment.strategy",
+    "logger", "log_level", "on_delivery", "error_cb",
+})
+
+
+def reserved_in(properties: Mapping[str, Any]) -> list[str]:
+    """The properties in ``properties`` a deployment may not set."""
+    return sorted(set(properties) & RESERVED)
+
+
+def use_client_settings(properties: Mapping[str, str]) -> None:
+    """Every Kafka client created from now on gets ``properties`` (ValueError for a reserved
+    one). Replaces what an earlier call set."""
+    reserved = reserved_in(properties)
+    if reserved:
+        raise ValueError(f"kafka_client may not set {', '.join(reserved)}")
+    for name in [n for n in CLIENT_CONFIG if n not in _OURS]:
+        del CLIENT_CONFIG[name]
+    CLIENT_CONFIG.update(properties)
