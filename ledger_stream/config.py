@@ -167,6 +167,14 @@ class Settings(BaseSettings):
     mcp_host: str = Field("127.0.0.1", description="address the MCP server listens on (http)")
     mcp_port: int = Field(8078, ge=0, le=65535, description="the MCP server's HTTP port")
 
+    # HTTP gateway (``ledger-stream api``)
+    api_host: str = Field("127.0.0.1", description="address the gateway listens on")
+    api_port: int = Field(8079, ge=0, le=65535, description="the gateway's port (0: any)")
+    api_keys: SecretStr | None = Field(
+        None, description="API keys, TENANT=KEY[,TENANT=KEY...] (each key acts for its tenant)")
+    api_keys_file: Path | None = Field(
+        None, description="file of API keys, one TENANT=KEY per line (# comments)")
+
     # Approval policy
     approval_secret: SecretStr | None = Field(
         None, description="HMAC key of the approval service (required unless dev_mode)"

@@ -38,7 +38,7 @@ def test_every_ledger_command_in_compose_parses():
     services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
     commands = {name: s["command"] for name, s in services.items()
                 if isinstance(s.get("command"), list) and s["command"][0] == "ledger-stream"}
-    assert {"processor", "view", "connector-payments", "sandbox"} <= set(commands)
+    assert {"processor", "view", "connector-payments", "sandbox", "gateway"} <= set(commands)
     for name, command in commands.items():
         args = build_parser().parse_args(command[1:])
         assert args.handler, name

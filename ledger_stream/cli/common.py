@@ -75,15 +75,11 @@ def port_or_off(text: str) -> str:
 
 
 def checked_key(text: str) -> str:
-    """``text`` if it is an operation key (tenant/action/business-id); CliError saying why
-    not otherwise."""
-    from ledger_stream.domain.keys import operation_key
+    """``text`` if it is an operation key; CliError saying why not otherwise."""
+    from ledger_stream.domain.keys import InvalidKeyError
+    from ledger_stream.domain.keys import checked_key as check
 
-    parts = text.split("/")
     try:
-        if len(parts) < 3:
-            raise ValueError("an operation key is tenant/action/business-id")
-        operation_key(*parts)
-    except ValueError as exc:
+        return check(text)
+    except InvalidKeyError as exc:
         raise CliError(f"{text!r}: {exc}") from exc
-    return text

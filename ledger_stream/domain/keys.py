@@ -35,6 +35,15 @@ def operation_key(tenant: str, action: str, *business_ids: str | int) -> str:
     return "/".join(parts)
 
 
+def checked_key(text: str) -> str:
+    """``text`` if it is an operation key (tenant/action/business-id...); InvalidKeyError
+    saying why not otherwise."""
+    parts = text.split("/")
+    if len(parts) < 3:
+        raise InvalidKeyError("an operation key is tenant/action/business-id")
+    return operation_key(*parts)
+
+
 def tenant_of(key: str) -> str:
     return key.split("/", 1)[0]
 

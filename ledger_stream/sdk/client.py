@@ -248,6 +248,11 @@ class AsyncLedgerClient:
     def __init__(self, settings: Settings | None = None, **kwargs: Any) -> None:
         self._client = LedgerClient(settings, **kwargs)
 
+    @property
+    def client(self) -> LedgerClient:
+        """The synchronous client underneath (one receipts subscription for both)."""
+        return self._client
+
     def intent(self, *args: Any, **kwargs: Any) -> ev.Intent:
         return self._client.intent(*args, **kwargs)
 

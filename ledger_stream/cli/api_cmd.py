@@ -1,0 +1,64 @@
+"""``ledger-stream api``: the HTTP gateway (agents in any language, operators' scripts)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+
+from ledger_stream.cli.common import CliError, add_common_flags, settings_from
+from ledger_stream.logs import log_fields
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "api", help="the HTTP gateway: submit intents, read operations, alerts, timelines",
+        description="Serve the ledger over HTTP (OpenAPI at /openapi.json, docs at /docs): "
+        "POST /v1/intents, GET /v1/operations/{key}, GET /v1/operations/{key}/timeline, "
+        "GET /v1/alerts, GET /v1/reconciliation, POST /v1/reconciliation/{key}. Every "
+        "request needs 'Authorization: Bearer <API key>'; each key acts for one tenant "
+        "and never reads or writes another tenant's keys. There is no TLS: serve on "
+        "loopback or behind a TLS-terminating proxy.")
+    parser.add_argument("--host", help="listen address (env: LEDGER_API_HOST; default "
+                        "127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (env: LEDGER_API_PORT; default 8079)")
+    parser.add_argument("--keys", metavar="TENANT=KEY,...",
+                        help="API keys (env: LEDGER_API_KEYS; prefer the file or env: flags "
+                        "show in process lists)")
+    parser.add_argument("--keys-file", metavar="FILE",
+                        help="API keys, one TENANT=KEY per line (env: LEDGER_API_KEYS_FILE)")
+    add_common_flags(parser)
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ledger_stream.gateway import ApiKeyError, ApiKeys, build_app
+    from ledger_stream.gateway.serve import serve
+    from ledger_stream.kafka.exceptions import KafkaSetupError
+    from ledger_stream.sdk.client import AsyncLedgerClient
+
+    settings = settings_from(args, api_host=args.host, api_port=args.port, api_keys=args.keys,
+                             api_keys_file=args.keys_file)
+    try:
+        keys = ApiKeys.parse(settings.api_keys.get_secret_value() if settings.api_keys else "",
+                             settings.api_keys_file)
+    except ApiKeyError as exc:
+        raise CliError(str(exc)) from exc
+    try:
+        client = AsyncLedgerClient(settings)
+    except KafkaSetupError as exc:
+        raise CliError(str(exc)) from exc
+    app = build_app(client, keys)
+    logging.getLogger("ledger_stream.gateway").info("api serving", extra=log_fields(
+        instance=f"{socket.gethostname()}-{os.getpid()}",
+        url=f"http://{settings.api_host}:{settings.api_port}", openapi="/openapi.json"))
+    try:
+        serve(app, settings.api_host, settings.api_port)
+    except OSError as exc:
+        raise CliError(f"cannot serve on {settings.api_host}:{settings.api_port}: {exc}") \
+            from exc
+    finally:
+        client.client.close()
+    return 0
+

@@ -1,0 +1,161 @@
+"""The gateway's routes (FastAPI; OpenAPI at ``/openapi.json``, docs at ``/docs``).
+
+Every route but ``/healthz`` needs ``Authorization: Bearer <API key>``; the key acts for one
+tenant and a request about another tenant's key is refused (403) before anything is read or
+written. Waiting for a receipt is native to the event loop (``AsyncLedgerClient``): a
+waiting request holds no worker thread. Reads of a key's partition or a whole topic run in
+the thread pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.responses import JSONResponse
+
+from ledger_stream.domain import events as ev
+from ledger_stream.domain.keys import InvalidKeyError, checked_key, tenant_of
+from ledger_stream.gateway import reads
+from ledger_stream.gateway.auth import ApiKeys
+from ledger_stream.gateway.models import (
+    AlertOut,
+    IntentIn,
+    Operation,
+    ResolutionIn,
+    ResolutionOut,
+    Submitted,
+)
+from ledger_stream.history import read_key, timeline
+from ledger_stream.kafka.exceptions import KafkaSetupError
+from ledger_stream.sdk.client import AsyncLedgerClient
+from ledger_stream.sdk.errors import (
+    InvalidIntentError,
+    LedgerUnavailable,
+    StaleStatusError,
+    ViewUnavailableError,
+)
+
+T = TypeVar("T")
+KINDS = tuple(k.value for k in ev.AlertKind)
+
+
+def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
+    app = FastAPI(title="ledger-stream", version="1",
+                  description="Effectively-once side effects for AI agents, over HTTP.")
+    app.state.keys = keys
+    sync = client.client
+
+    @app.exception_handler(LedgerUnavailable)
+    @app.exception_handler(KafkaSetupError)
+    async def unavailable(request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse({"detail": f"the ledger cannot be reached: {exc}"}, 503)
+
+    @app.exception_handler(reads.Conflict)
+    async def conflict(request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, 409)
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/v1/intents", response_model=Submitted, responses={
+        202: {"model": Submitted, "description": "recorded, not answered within the wait"}})
+    async def submit(body: IntentIn, who: Tenant) -> Any:
+        own(who, body.key)
+        try:
+            intent = client.intent(
+                body.key, body.action, body.target, body.args,
+                workflow=ev.Workflow(**body.workflow.model_dump()), payload=body.payload,
+                approval=ev.Approval(**body.approval.model_dump()) if body.approval else None,
+                policy_revision=body.policy_revision, origin=ev.Origin(body.origin))
+        except (InvalidIntentError, TypeError, ValueError) as exc:
+            raise HTTPException(400, str(exc)) from None
+        try:
+            receipt = await client.submit(intent, body.wait_seconds, raise_errors=False)
+        except TimeoutError:
+            answer = Submitted(intent_event_id=intent.event_id, args_hash=intent.args_hash,
+                               answered=False, operation=Operation.of(body.key, None))
+            return JSONResponse(answer.model_dump(), 202)
+        return Submitted(intent_event_id=intent.event_id, args_hash=intent.args_hash,
+                         answered=True, operation=Operation.of(body.key, receipt,
+                                                               own=intent.event_id))
+
+    @app.get("/v1/operations/{key:path}/timeline")
+    async def key_timeline(key: str, who: Tenant) -> list[dict[str, Any]]:
+        own(who, key)
+        records = await off_loop(read_key, sync.bootstrap, sync.settings, key, sync.codec)
+        if not records:
+            raise HTTPException(404, f"no record of {key} in the ledger")
+        return [row.as_dict() for row in timeline(records)]
+
+    @app.get("/v1/operations/{key:path}", response_model=Operation)
+    async def operation(key: str, who: Tenant) -> Operation:
+        own(who, key)
+        try:
+            receipt = await client.status(key)
+        except (StaleStatusError, ViewUnavailableError) as exc:
+            raise HTTPException(503, str(exc)) from None
+        if receipt is None:
+            raise HTTPException(404, f"no receipt for {key}")
+        return Operation.of(key, receipt)
+
+    @app.get("/v1/alerts", response_model=list[AlertOut])
+    async def alerts(who: Tenant, kind: Annotated[list[str] | None, Query()] = None,
+                     limit: Annotated[int, Query(ge=1, le=10_000)] = 100) -> list[AlertOut]:
+        unknown = sorted(set(kind or ()) - set(KINDS))
+        if unknown:
+            raise HTTPException(400, f"unknown alert kind(s) {', '.join(unknown)}; "
+                                f"known: {', '.join(KINDS)}")
+        return await off_loop(reads.alerts, sync, who, set(kind or ()), limit)
+
+    @app.get("/v1/reconciliation", response_model=list[Operation])
+    async def reconciliation(who: Tenant) -> list[Operation]:
+        return [Operation.of(r.key, r) for r in await off_loop(reads.waiting, sync, who)]
+
+    @app.post("/v1/reconciliation/{key:path}", response_model=ResolutionOut, status_code=202)
+    async def resolve(key: str, body: ResolutionIn, who: Tenant) -> ResolutionOut:
+        own(who, key)
+        if body.resolution == "applied" and not body.external_id:
+            raise HTTPException(400, "applied needs external_id: the target's id for the "
+                                "effect")
+        decision = await off_loop(reads.resolve, sync, key, body.attempt,
+                                  ev.Resolution(body.resolution), body.operator,
+                                  body.external_id, body.note)
+        return ResolutionOut(key=key, attempt=decision.attempt,
+                             resolution=decision.resolution.value, event_id=decision.event_id)
+
+    return app
+
+
+def tenant_of_request(request: Request,
+                      authorization: Annotated[str | None, Header()] = None) -> str:
+    """The tenant the request's API key acts for; 401 without a known key."""
+    scheme, _, token = (authorization or "").partition(" ")
+    keys: ApiKeys = request.app.state.keys
+    found = keys.tenant_of(token.strip()) if scheme.lower() == "bearer" else None
+    if found is None:
+        raise HTTPException(401, "send Authorization: Bearer <API key>",
+                            headers={"WWW-Authenticate": "Bearer"})
+    return found
+
+
+Tenant = Annotated[str, Depends(tenant_of_request)]
+
+
+def own(tenant: str, key: str) -> None:
+    """400 unless ``key`` is an operation key; 403 unless it is ``tenant``'s."""
+    try:
+        checked_key(key)
+    except InvalidKeyError as exc:
+        raise HTTPException(400, f"{key!r}: {exc}") from None
+    if tenant_of(key) != tenant:
+        raise HTTPException(403, f"{key} belongs to another tenant than this API key's")
+
+
+async def off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """A blocking read in the thread pool, its answer awaited."""
+    result: Awaitable[T] = asyncio.to_thread(fn, *args)
+    return await result

@@ -1,0 +1,114 @@
+"""The gateway's request and response bodies: its OpenAPI schema. Answers carry ids, hashes and
+statuses, never the arguments."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ledger_stream.domain import events as ev
+
+SETTLED = frozenset({ev.ReceiptStatus.SUCCEEDED, ev.ReceiptStatus.FAILED,
+                     ev.ReceiptStatus.REJECTED})
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WorkflowIn(Strict):
+    graph: str = Field(min_length=1, description="the agent graph or workflow name")
+    version: str = Field(min_length=1, description="its version (compatibility is by major)")
+    thread_id: str = ""
+    node: str = ""
+
+
+class ApprovalIn(Strict):
+    approval_id: str
+    payload_hash: str
+    policy_revision: str
+    expires_at_ms: int
+    signature: str
+
+
+class IntentIn(Strict):
+    key: str = Field(description="operation key, tenant/action/business-id; its tenant must be "
+                     "the API key's")
+    action: str = Field(description="the key's action")
+    target: str = Field(description="the connector target that applies the effect")
+    args: dict[str, Any] = Field(description="the material arguments (hashed; a repeat with "
+                                 "other arguments is rejected as a conflict)")
+    payload: Any = Field(None, description="content the connector needs that is not material")
+    workflow: WorkflowIn
+    approval: ApprovalIn | None = None
+    policy_revision: str = ""
+    origin: Literal["fresh", "resume", "replay", "fork", "operator"] = "fresh"
+    wait_seconds: float = Field(0.0, ge=0, le=120, description="how long to wait for the "
+                                "ledger's answer (0: answer 202 at once)")
+
+
+class Operation(BaseModel):
+    key: str
+    found: bool = Field(description="false: no receipt yet")
+    resolved: bool = Field(description="true once the outcome is settled; hold dependent "
+                           "work while false")
+    status: str | None = Field(None, description="this answer's status")
+    key_status: str | None = Field(None, description="the operation's own status")
+    reason: str | None = None
+    external_id: str | None = Field(None, description="the target's id for the effect")
+    attempts: int | None = None
+    intent_event_id: str | None = Field(None, description="the intent this receipt answers")
+    receipt_id: str | None = None
+    detail: str | None = None
+    at_ms: int | None = None
+
+    @classmethod
+    def of(cls, key: str, receipt: ev.Receipt | None, own: str | None = None) -> Operation:
+        """``own``: the event id of the intent this request submitted; a receipt answering
+        it is settled by its own status, any other by the key's."""
+        if receipt is None:
+            return cls(key=key, found=False, resolved=False)
+        mine = own is not None and receipt.intent_event_id == own
+        return cls(key=key, found=True,
+                   resolved=(receipt.status if mine else receipt.key_status) in SETTLED,
+                   status=receipt.status.value, key_status=receipt.key_status.value,
+                   reason=receipt.reason.value, external_id=receipt.external_id or None,
+                   attempts=receipt.attempts, intent_event_id=receipt.intent_event_id,
+                   receipt_id=receipt.receipt_id, detail=receipt.detail or None,
+                   at_ms=receipt.at_ms)
+
+
+class Submitted(BaseModel):
+    intent_event_id: str
+    args_hash: str
+    answered: bool = Field(description="false: no answer within wait_seconds; ask "
+                           "GET /v1/operations/{key} (or submit again: it is safe)")
+    operation: Operation
+
+
+class AlertOut(BaseModel):
+    alert_id: str
+    key: str
+    kind: str
+    detail: str
+    source_event_id: str
+    at_ms: int
+    partition: int
+    offset: int
+
+
+class ResolutionIn(Strict):
+    resolution: Literal["applied", "not_applied", "failed"]
+    attempt: int = Field(ge=1, description="the attempt the operator looked at: refused "
+                         "(409) if the key has moved on since")
+    operator: str = Field(min_length=1, description="who decides")
+    external_id: str = Field("", description="the target's id, required with applied")
+    note: str = ""
+
+
+class ResolutionOut(BaseModel):
+    key: str
+    attempt: int
+    resolution: str
+    event_id: str

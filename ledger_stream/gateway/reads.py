@@ -1,0 +1,81 @@
+"""The blocking Kafka reads and writes behind the gateway's routes (run off the event loop).
+Alerts and the reconciliation queue read their topic to its end: O(topic), for an operator's
+look, not a hot path."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from ledger_stream.domain import events as ev
+from ledger_stream.gateway.models import AlertOut
+from ledger_stream.kafka.producer import EventProducer
+from ledger_stream.kafka.reader import tail_topic
+from ledger_stream.kafka.receipts import key_receipts
+from ledger_stream.sdk.client import LedgerClient
+from ledger_stream.serde import DecodeError
+
+
+class Conflict(Exception):
+    """The state the request assumed is not the key's state (HTTP 409)."""
+
+
+def _events(client: LedgerClient, role: str) -> Iterator[tuple[int, int, Any]]:
+    """(partition, offset, event) of every record of a ledger topic up to its end; a record
+    that does not decode is skipped."""
+    topic = client.settings.topic(role)
+    for partition, offset, value in tail_topic(client.bootstrap, topic, follow=False):
+        try:
+            yield partition, offset, client.codec.decode(value) if value is not None else None
+        except DecodeError:
+            continue
+
+
+def alerts(client: LedgerClient, tenant: str, kinds: set[str], limit: int) -> list[AlertOut]:
+    """The tenant's latest ``limit`` alerts (of ``kinds``, all when empty), in log order."""
+    found: list[AlertOut] = []
+    for partition, offset, alert in _events(client, "alerts"):
+        if not isinstance(alert, ev.Alert) or not alert.key.startswith(f"{tenant}/"):
+            continue
+        if kinds and alert.kind.value not in kinds:
+            continue
+        found.append(AlertOut(alert_id=alert.alert_id, key=alert.key, kind=alert.kind.value,
+                              detail=alert.detail, source_event_id=alert.source_event_id,
+                              at_ms=alert.at_ms, partition=partition, offset=offset))
+    return found[-limit:]
+
+
+def waiting(client: LedgerClient, tenant: str) -> list[ev.Receipt]:
+    """The tenant's keys waiting for an operator (their latest receipt), oldest first."""
+    latest: dict[str, ev.Receipt] = {}
+    for _, _, receipt in _events(client, "receipts"):
+        if isinstance(receipt, ev.Receipt) and receipt.key.startswith(f"{tenant}/"):
+            latest[receipt.key] = receipt
+    return sorted((r for r in latest.values()
+                   if r.key_status is ev.ReceiptStatus.NEEDS_RECONCILIATION),
+                  key=lambda r: r.at_ms)
+
+
+def resolve(client: LedgerClient, key: str, attempt: int, resolution: ev.Resolution,
+            operator: str, external_id: str, note: str) -> ev.OperatorResolution:
+    """Produce an operator's decision for ``key``'s open attempt. Conflict unless the key
+    waits for an operator at exactly ``attempt``."""
+    receipts = key_receipts(client.bootstrap, client.settings.topic("receipts"), key,
+                            client.codec)
+    latest = receipts[-1] if receipts else None
+    if latest is None or latest.key_status is not ev.ReceiptStatus.NEEDS_RECONCILIATION:
+        state = latest.key_status.value if latest else "unknown to the ledger"
+        raise Conflict(f"{key} is not waiting for an operator (it is {state})")
+    if latest.attempts != attempt:
+        raise Conflict(f"{key} waits at attempt {latest.attempts}, not {attempt}: look again")
+    decision = ev.OperatorResolution(uuid.uuid4().hex, key, attempt, resolution, operator,
+                                     int(time.time() * 1000), external_id, note)
+    producer = EventProducer(client.settings, client.bootstrap, client.codec, acks="all")
+    try:
+        producer.send("attempts", decision)
+        producer.flush()
+    finally:
+        producer.close()
+    return decision
