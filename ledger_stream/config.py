@@ -72,6 +72,10 @@ class Settings(BaseSettings):
         description="extra librdkafka properties for every Kafka client, for the cluster's "
         "security: security.protocol, sasl.mechanism, sasl.username, sasl.password, "
         "ssl.ca.location, ... (env: JSON object)")
+    kafka_timeout_s: float = Field(
+        5.0, gt=0, description="how long one request to Kafka (cluster metadata) waits before "
+        "the cluster counts as unreachable: processes then say so and ask again, the SDK "
+        "raises LedgerUnavailable")
     kafka_version: str = Field("4.1.1", description="Apache Kafka version of the local broker")
     home: Path = Field(default_factory=_default_home, description="cache for jars and broker data")
     jar_cache: Path | None = Field(None, description="Kafka jar cache (default: the user's "

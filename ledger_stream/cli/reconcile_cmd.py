@@ -7,7 +7,7 @@ import getpass
 import time
 import uuid
 
-from ledger_stream.cli.common import CliError, add_common_flags, settings_from
+from ledger_stream.cli.common import CliError, add_common_flags, checked_key, settings_from
 from ledger_stream.domain import events as ev
 
 
@@ -24,9 +24,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     resolve = actions.add_parser(
         "resolve", help="record what happened to a key's open attempt",
-        description="Produce an OperatorResolution for KEY. Refused unless the key's latest "
-        "receipt is needs_reconciliation. --not-applied re-dispatches the effect with the "
-        "same key once the presumed-dead holder's lease has ended.")
+        description="Record an operator's decision for KEY (an OperatorResolution, in the "
+        "key's timeline and evidence). Refused unless the key waits for an operator at "
+        "--attempt, the attempt you looked at (`reconcile list` shows it). --not-applied "
+        "re-dispatches the effect with the same key once the presumed-dead holder's lease "
+        "has ended. Retrying with the same --decision-id is a no-op; the same id with "
+        "other contents is refused.")
     resolve.add_argument("key", metavar="KEY", help="operation key")
     verdict = resolve.add_mutually_exclusive_group(required=True)
     verdict.add_argument("--applied", metavar="EXT_ID",
@@ -34,8 +37,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     verdict.add_argument("--not-applied", action="store_true",
                          help="the target certainly did not apply it")
     verdict.add_argument("--failed", action="store_true", help="give the effect up as failed")
+    resolve.add_argument("--attempt", type=int, required=True,
+                         help="the attempt you looked at: refused if the key has moved on")
+    resolve.add_argument("--reason", required=True,
+                         help="why: what you checked (in the key's timeline and evidence)")
+    resolve.add_argument("--decision-id", default=None,
+                         help="id of this decision, to retry it safely (default: new)")
     resolve.add_argument("--operator", default=getpass.getuser(), help="who decides")
-    resolve.add_argument("--note", default="", help="free text for the key's timeline")
     add_common_flags(resolve)
     resolve.set_defaults(handler=_resolve)
 
@@ -59,24 +67,21 @@ def _list(args: argparse.Namespace) -> int:
 
 def _resolve(args: argparse.Namespace) -> int:
     from ledger_stream.kafka.bootstrap import resolve_bootstrap
-    from ledger_stream.kafka.producer import EventProducer
-    from ledger_stream.kafka.receipts import key_receipts
+    from ledger_stream.operate import DecisionRefused, record_decision
+    from ledger_stream.serde import make_codec
 
+    key = checked_key(args.key)
     settings = settings_from(args)
-    bootstrap = resolve_bootstrap(settings)
-    receipts = key_receipts(bootstrap, settings.topic("receipts"), args.key)
-    if not receipts:
-        raise CliError(f"{args.key}: no such key in the ledger")
-    latest = receipts[-1]
-    if latest.key_status is not ev.ReceiptStatus.NEEDS_RECONCILIATION:
-        raise CliError(f"{args.key} is not waiting for an operator "
-                       f"(status {latest.key_status.value})")
     resolution = (ev.Resolution.APPLIED if args.applied else
                   ev.Resolution.NOT_APPLIED if args.not_applied else ev.Resolution.FAILED)
-    producer = EventProducer(settings, bootstrap)
-    producer.send("attempts", ev.OperatorResolution(
-        uuid.uuid4().hex, args.key, latest.attempts, resolution, args.operator,
-        int(time.time() * 1000), args.applied or "", args.note))
-    producer.flush()
-    print(f"{args.key}: attempt {latest.attempts} resolved as {resolution.value}")
+    decision_id = args.decision_id or uuid.uuid4().hex
+    try:
+        done = record_decision(
+            settings, resolve_bootstrap(settings), make_codec(settings.schema_registry_url),
+            key=key, attempt=args.attempt, resolution=resolution, operator=args.operator,
+            reason=args.reason, decision_id=decision_id, external_id=args.applied or "")
+    except DecisionRefused as exc:
+        raise CliError(str(exc)) from exc
+    verb = "was already recorded" if done.replayed else "recorded"
+    print(f"{key}: attempt {args.attempt} {resolution.value}: decision {decision_id} {verb}")
     return 0

@@ -67,6 +67,7 @@ class ConnectorWorker:
     def __init__(self, settings: Settings, bootstrap: str, target: Target,
                  options: ConnectorOptions, codec: AvroCodec | None = None) -> None:
         self._target, self._bootstrap = target, bootstrap
+        self._kafka_timeout_s = settings.kafka_timeout_s
         self._group = f"{settings.topic_prefix}.connector.{target.name}"
         instance = options.instance_id or f"{target.name}-{uuid.uuid4().hex[:8]}"
         self._core = ConnectorCore(target.name, target.deduplicates, target.queryable,
@@ -92,7 +93,8 @@ class ConnectorWorker:
         """Handle dispatches until ``stop`` is set (or nothing came for ``idle_exit_s``).
         Returns the exit status: 0, or 3 when an acknowledgement failed."""
         stop = stop or threading.Event()
-        if not wait_for_kafka(self._bootstrap, f"connector {self._target.name}", stop):
+        if not wait_for_kafka(self._bootstrap, f"connector {self._target.name}", stop,
+                              attempt_s=self._kafka_timeout_s):
             self._close()
             return self.exit_status
         logger.info("connector started", extra=log_fields(

@@ -10,11 +10,14 @@ the thread pool.
 from __future__ import annotations
 
 import asyncio
+import functools
+import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import InvalidKeyError, checked_key, tenant_of
@@ -30,6 +33,7 @@ from ledger_stream.gateway.models import (
 )
 from ledger_stream.history import read_key, timeline
 from ledger_stream.kafka.exceptions import KafkaSetupError
+from ledger_stream.operate import DecisionRefused, record_decision
 from ledger_stream.sdk.client import AsyncLedgerClient
 from ledger_stream.sdk.errors import (
     InvalidIntentError,
@@ -39,6 +43,7 @@ from ledger_stream.sdk.errors import (
 )
 
 T = TypeVar("T")
+CONSOLE = Path(__file__).with_name("static") / "console.html"
 KINDS = tuple(k.value for k in ev.AlertKind)
 
 
@@ -53,9 +58,11 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
     async def unavailable(request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"detail": f"the ledger cannot be reached: {exc}"}, 503)
 
-    @app.exception_handler(reads.Conflict)
-    async def conflict(request: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, 409)
+    @app.get("/console", include_in_schema=False)
+    async def console() -> HTMLResponse:
+        """The operator console: a page that calls the routes below with the operator's
+        API key (kept in the browser tab's session storage)."""
+        return HTMLResponse(CONSOLE.read_text(encoding="utf-8"))
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, str]:
@@ -118,14 +125,18 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
     @app.post("/v1/reconciliation/{key:path}", response_model=ResolutionOut, status_code=202)
     async def resolve(key: str, body: ResolutionIn, who: Tenant) -> ResolutionOut:
         own(who, key)
-        if body.resolution == "applied" and not body.external_id:
-            raise HTTPException(400, "applied needs external_id: the target's id for the "
-                                "effect")
-        decision = await off_loop(reads.resolve, sync, key, body.attempt,
-                                  ev.Resolution(body.resolution), body.operator,
-                                  body.external_id, body.note)
-        return ResolutionOut(key=key, attempt=decision.attempt,
-                             resolution=decision.resolution.value, event_id=decision.event_id)
+        decision_id = body.decision_id or uuid.uuid4().hex
+        try:
+            done = await off_loop(functools.partial(
+                record_decision, sync.settings, sync.bootstrap, sync.codec, key=key,
+                attempt=body.attempt, resolution=ev.Resolution(body.resolution),
+                operator=body.operator, reason=body.reason, decision_id=decision_id,
+                external_id=body.external_id))
+        except DecisionRefused as exc:
+            raise HTTPException(409, str(exc)) from None
+        return ResolutionOut(key=key, attempt=done.decision.attempt,
+                             resolution=done.decision.resolution.value,
+                             decision_id=done.decision.event_id, replayed=done.replayed)
 
     return app
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ledger_stream.domain import events as ev
 
@@ -103,12 +103,21 @@ class ResolutionIn(Strict):
     attempt: int = Field(ge=1, description="the attempt the operator looked at: refused "
                          "(409) if the key has moved on since")
     operator: str = Field(min_length=1, description="who decides")
+    reason: str = Field(min_length=1, description="why: what the operator checked")
     external_id: str = Field("", description="the target's id, required with applied")
-    note: str = ""
+    decision_id: str | None = Field(None, min_length=8, description="id of this decision: "
+                                    "the same decision again is a no-op (default: new)")
+
+    @model_validator(mode="after")
+    def _applied_names_the_effect(self) -> ResolutionIn:
+        if self.resolution == "applied" and not self.external_id:
+            raise ValueError("applied needs external_id: the target's id for the effect")
+        return self
 
 
 class ResolutionOut(BaseModel):
     key: str
     attempt: int
     resolution: str
-    event_id: str
+    decision_id: str
+    replayed: bool = Field(description="true: this decision was already recorded")

@@ -4,22 +4,14 @@ look, not a hot path."""
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 from ledger_stream.domain import events as ev
 from ledger_stream.gateway.models import AlertOut
-from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.reader import tail_topic
-from ledger_stream.kafka.receipts import key_receipts
 from ledger_stream.sdk.client import LedgerClient
 from ledger_stream.serde import DecodeError
-
-
-class Conflict(Exception):
-    """The state the request assumed is not the key's state (HTTP 409)."""
 
 
 def _events(client: LedgerClient, role: str) -> Iterator[tuple[int, int, Any]]:
@@ -56,26 +48,3 @@ def waiting(client: LedgerClient, tenant: str) -> list[ev.Receipt]:
     return sorted((r for r in latest.values()
                    if r.key_status is ev.ReceiptStatus.NEEDS_RECONCILIATION),
                   key=lambda r: r.at_ms)
-
-
-def resolve(client: LedgerClient, key: str, attempt: int, resolution: ev.Resolution,
-            operator: str, external_id: str, note: str) -> ev.OperatorResolution:
-    """Produce an operator's decision for ``key``'s open attempt. Conflict unless the key
-    waits for an operator at exactly ``attempt``."""
-    receipts = key_receipts(client.bootstrap, client.settings.topic("receipts"), key,
-                            client.codec)
-    latest = receipts[-1] if receipts else None
-    if latest is None or latest.key_status is not ev.ReceiptStatus.NEEDS_RECONCILIATION:
-        state = latest.key_status.value if latest else "unknown to the ledger"
-        raise Conflict(f"{key} is not waiting for an operator (it is {state})")
-    if latest.attempts != attempt:
-        raise Conflict(f"{key} waits at attempt {latest.attempts}, not {attempt}: look again")
-    decision = ev.OperatorResolution(uuid.uuid4().hex, key, attempt, resolution, operator,
-                                     int(time.time() * 1000), external_id, note)
-    producer = EventProducer(client.settings, client.bootstrap, client.codec, acks="all")
-    try:
-        producer.send("attempts", decision)
-        producer.flush()
-    finally:
-        producer.close()
-    return decision

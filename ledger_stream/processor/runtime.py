@@ -287,7 +287,8 @@ def run_processor(settings: Settings, stop: threading.Event | None = None) -> No
     keeps asking."""
     stop = stop or threading.Event()
     policy_from(settings)  # a missing approval secret is refused before any connection
-    if not wait_for_kafka(resolve_bootstrap(settings), "processor", stop):
+    if not wait_for_kafka(resolve_bootstrap(settings), "processor", stop,
+                          attempt_s=settings.kafka_timeout_s):
         return
     try:
         processor = Processor(settings, stop=stop)

@@ -186,7 +186,8 @@ class LedgerClient:
 
     def _partition_count_locked(self) -> int:
         if self._partitions is None:
-            meta = self._admin().list_topics(self._receipts_topic, timeout=10)
+            meta = self._admin().list_topics(self._receipts_topic,
+                                             timeout=self.settings.kafka_timeout_s)
             topic = meta.topics[self._receipts_topic]
             if topic.error is not None or not topic.partitions:
                 # Not cached: the topic may exist on the next call.

@@ -32,7 +32,7 @@ def run_view(settings: Settings) -> None:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, on_signal)
-    if not wait_for_kafka(bootstrap, "view", stop):
+    if not wait_for_kafka(bootstrap, "view", stop, attempt_s=settings.kafka_timeout_s):
         return
     store = ViewStore(settings.resolved_view_dir / settings.topic_prefix)
     try:

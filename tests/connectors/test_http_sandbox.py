@@ -98,7 +98,9 @@ def test_connector_killed_at_each_failpoint_then_restarted(stack, sandbox, failp
         # not deduplicate never gets a blind resend. An operator decides.
         assert receipt.key_status is ev.ReceiptStatus.NEEDS_RECONCILIATION
         assert sandbox.effects(key) == []
-        resolve = Proc(["reconcile", "resolve", key, "--not-applied", "--bootstrap",
+        resolve = Proc(["reconcile", "resolve", key, "--not-applied", "--attempt",
+                        str(receipt.attempts), "--reason", "not in the target's ledger",
+                        "--bootstrap",
                         stack.bootstrap, "--topic-prefix", stack.settings.topic_prefix],
                        stack.tmp / "resolve.log")
         assert resolve.popen.wait(60) == 0, resolve.tail()

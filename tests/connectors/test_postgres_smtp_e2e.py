@@ -87,6 +87,7 @@ def test_smtp_unknown_outcome_waits_for_an_operator_never_resends(stack, smtp_se
     assert receipt.key_status is ev.ReceiptStatus.NEEDS_RECONCILIATION
     (mail,) = mails(smtp_server, key)
     resolve = Proc(["reconcile", "resolve", key, "--applied", mail["message_id"],
+                    "--attempt", str(receipt.attempts), "--reason", "found in the mailbox",
                     "--bootstrap", stack.bootstrap, "--topic-prefix",
                     stack.settings.topic_prefix], stack.tmp / "resolve.log")
     assert resolve.popen.wait(60) == 0, resolve.tail()

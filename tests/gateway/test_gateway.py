@@ -5,72 +5,16 @@ read nor write another tenant's operations."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 import time
 import urllib.error
 import urllib.request
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from ledger_stream.kafka.local.ports import pick_free_ports
-from ledger_stream.testing.processes import Proc
 from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import Stack
+from tests.gateway.conftest import ACME, GLOBEX, curl, intent, new_key
 
 pytestmark = pytest.mark.timeout(180)
-
-ACME, GLOBEX = "acme-key-0123456789abcdef", "globex-key-0123456789abcdef"
-
-
-@pytest.fixture
-def gateway(stack: Stack, sandbox: SandboxProc, tmp_path: Path) -> Iterator[str]:
-    stack.connector("http", "--name", "payments", "--base-url", sandbox.url, "--deduplicates")
-    keys = tmp_path / "keys"
-    keys.write_text(f"# tenant=key\nacme={ACME}\nglobex={GLOBEX}\n")
-    (port,) = pick_free_ports(1)
-    proc = Proc(["api", "--port", str(port), "--keys-file", str(keys), "--bootstrap",
-                 stack.bootstrap, "--topic-prefix", stack.settings.topic_prefix],
-                tmp_path / "api.log")
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/healthz", timeout=2).close()
-            break
-        except OSError:
-            assert proc.alive() and time.monotonic() < deadline, proc.tail()
-            time.sleep(0.2)
-    yield url
-    assert proc.stop() == 0, proc.tail()
-
-
-def curl(method: str, url: str, key: str | None = None, body: Any = None) -> tuple[int, Any]:
-    """(HTTP status, JSON body) of one curl call."""
-    command = ["curl", "-sS", "-X", method, "-w", "\n%{http_code}", url]
-    if key is not None:
-        command += ["-H", f"Authorization: Bearer {key}"]
-    if body is not None:
-        command += ["-H", "Content-Type: application/json", "--data", json.dumps(body)]
-    out = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
-    text, _, code = out.stdout.rpartition("\n")
-    return int(code), json.loads(text) if text else None
-
-
-def intent(key: str, amount: int = 4200, wait: float = 30) -> dict[str, Any]:
-    return {"key": key, "action": "refund", "target": "payments",
-            "args": {"amount": amount, "currency": "EUR"},
-            "workflow": {"graph": "billing-bot", "version": "3.1", "thread_id": "t-9"},
-            "wait_seconds": wait}
-
-
-def new_key(tenant: str = "acme") -> str:
-    return f"{tenant}/refund/{uuid.uuid4().hex[:10]}"
-
 
 def test_submit_repeat_and_read_with_nothing_but_curl(gateway: str, sandbox: SandboxProc):
     key = new_key()
@@ -122,7 +66,8 @@ def test_a_tenant_can_neither_read_nor_write_another_tenants_keys(gateway: str,
             ("GET", f"/v1/operations/{theirs}", None),
             ("GET", f"/v1/operations/{theirs}/timeline", None),
             ("POST", f"/v1/reconciliation/{theirs}",
-             {"resolution": "failed", "attempt": 1, "operator": "mallory"})):
+             {"resolution": "failed", "attempt": 1, "operator": "mallory",
+              "reason": "checked"})):
         code, answer = curl(method, f"{gateway}{path}", ACME, body)
         assert code == 403, (path, answer)
         assert "another tenant" in answer["detail"]
@@ -133,7 +78,8 @@ def test_a_tenant_can_neither_read_nor_write_another_tenants_keys(gateway: str,
     assert len(sandbox.effects(theirs)) == 1  # only globex's own submit paid
 
 
-def test_bad_requests_say_what_is_wrong(gateway: str):
+def test_bad_requests_say_what_is_wrong_and_the_openapi_schema_is_served(bare_gateway: str):
+    gateway = bare_gateway
     assert curl("GET", f"{gateway}/v1/operations/acme/refund/x")[0] == 401
     assert curl("GET", f"{gateway}/v1/operations/acme/refund/x", "wrong-key-0000000000")[0] \
         == 401
@@ -148,13 +94,12 @@ def test_bad_requests_say_what_is_wrong(gateway: str):
     code, answer = curl("GET", f"{gateway}/v1/alerts?kind=nope", ACME)
     assert code == 400 and "nope" in answer["detail"]
     code, answer = curl("POST", f"{gateway}/v1/reconciliation/{new_key()}", ACME,
-                        {"resolution": "failed", "attempt": 1, "operator": "ops"})
+                        {"resolution": "failed", "attempt": 1, "operator": "ops",
+                         "reason": "checked the target"})
     assert code == 409 and "not waiting for an operator" in answer["detail"]
     code, answer = curl("GET", f"{gateway}/v1/operations/{new_key()}", ACME)
     assert code == 404
 
-
-def test_the_openapi_schema_is_served(gateway: str):
     code, schema = curl("GET", f"{gateway}/openapi.json")
     assert code == 200
     assert {"/v1/intents", "/v1/operations/{key}", "/v1/operations/{key}/timeline",

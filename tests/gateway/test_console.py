@@ -1,0 +1,84 @@
+"""The operator console (``/console`` of ``ledger-stream api``) end to end in headless
+Chromium (Debian's ``chromium``, driven by Playwright) against the real stack: live alerts,
+a key's timeline, the reconciliation queue and a decision made with its button, read back
+from the attempts topic. Each page state is saved as a screenshot (LEDGER_SCREENSHOTS names
+the folder; default: the test's temporary folder)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect, sync_playwright
+
+from ledger_stream.domain import events as ev
+from ledger_stream.kafka.producer import EventProducer
+from ledger_stream.kafka.receipts import key_records
+from ledger_stream.serde import AvroCodec
+from ledger_stream.testing.stack import Stack
+from tests.gateway.conftest import ACME, curl, intent, new_key
+
+pytestmark = pytest.mark.timeout(180)
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def shot(page: Page, folder: Path, name: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / f"console-{name}.png"), full_page=True)
+
+
+def test_console_shows_alerts_a_timeline_and_records_a_decision(
+        gateway: str, stack: Stack, tmp_path: Path) -> None:
+    assert CHROMIUM, "Debian's chromium is needed (.ci/run installs it)"
+    folder = Path(os.environ.get("LEDGER_SCREENSHOTS") or tmp_path)
+    paid = new_key()
+    assert curl("POST", f"{gateway}/v1/intents", ACME, intent(paid))[0] == 200
+    assert curl("POST", f"{gateway}/v1/intents", ACME, intent(paid, amount=1))[0] == 200
+    waiting = f"acme/email/{uuid.uuid4().hex[:8]}"  # a key an operator must decide
+    producer = EventProducer(stack.settings, stack.bootstrap)
+    producer.send("receipts", ev.Receipt(
+        uuid.uuid4().hex, waiting, "i1", ev.ReceiptStatus.NEEDS_RECONCILIATION,
+        ev.Reason.NONE, "h" * 64, 1, 1_796_000_000_000, detail="no lookup API",
+        key_status=ev.ReceiptStatus.NEEDS_RECONCILIATION))
+    producer.flush()
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                    args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(f"{gateway}/console")
+        page.fill("#api-key", ACME)
+        page.dispatch_event("#api-key", "change")
+        expect(page.locator("#alerts tbody")).to_contain_text(paid, timeout=20_000)
+        expect(page.locator("#alerts tbody")).to_contain_text("conflicting_arguments")
+        expect(page.locator("#reconciliation tbody")).to_contain_text(waiting)
+        shot(page, folder, "queue-and-alerts")
+
+        page.fill("#key", paid)
+        page.click("#search-form button")
+        expect(page.locator("#key-state")).to_have_text("succeeded", timeout=20_000)
+        timeline = page.locator("#timeline tbody tr")
+        expect(timeline.first).to_contain_text("Intent")
+        assert timeline.count() >= 6
+        expect(page.locator("#timeline")).to_contain_text("rejected/conflict")
+        shot(page, folder, "timeline")
+
+        answers = iter(["lookup unavailable, customer confirmed no email"])
+        page.on("dialog", lambda dialog: dialog.accept(next(answers)))
+        page.fill("#operator", "ops-ann")
+        page.click(f'#reconciliation tr[data-key="{waiting}"] button[data-resolution="failed"]')
+        expect(page.locator("#status")).to_contain_text(f"recorded: {waiting} failed",
+                                                        timeout=20_000)
+        shot(page, folder, "decision")
+        browser.close()
+
+    codec = AvroCodec()
+    (decision,) = [e for r in key_records(stack.bootstrap, stack.settings.topic("attempts"),
+                                          waiting)
+                   if isinstance(e := codec.decode(r.value), ev.OperatorResolution)]
+    assert (decision.resolution, decision.attempt, decision.operator, decision.note) == (
+        ev.Resolution.FAILED, 1, "ops-ann", "lookup unavailable, customer confirmed no email")
