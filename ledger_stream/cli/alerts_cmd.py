@@ -42,7 +42,7 @@ def _run(args: argparse.Namespace) -> int:
     from ledger_stream.kafka.bootstrap import resolve_bootstrap
     from ledger_stream.kafka.exceptions import KafkaSetupError
     from ledger_stream.kafka.reader import tail_topic
-    from ledger_stream.serde import AvroCodec
+    from ledger_stream.serde import make_codec
 
     if args.tenant is not None:
         try:
@@ -56,7 +56,7 @@ def _run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     if args.follow:
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    codec, shown = AvroCodec(), 0
+    codec, shown = make_codec(settings.schema_registry_url), 0
     if not args.json:
         print("\t".join(COLUMNS), flush=True)
     try:

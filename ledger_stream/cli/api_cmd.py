@@ -15,7 +15,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "api", help="the HTTP gateway: submit intents, read operations, alerts, timelines",
         description="Serve the ledger over HTTP (OpenAPI at /openapi.json, docs at /docs): "
-        "POST /v1/intents, GET /v1/operations/{key}, GET /v1/operations/{key}/timeline, "
+        "POST /v1/intents, GET /v1/operations/{key}, GET /v1/timeline/{key}, "
         "GET /v1/alerts, GET /v1/reconciliation, POST /v1/reconciliation/{key}. Every "
         "request needs 'Authorization: Bearer <API key>'; each key acts for one tenant "
         "and never reads or writes another tenant's keys. There is no TLS: serve on "

@@ -39,8 +39,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "evidence", help="everything known about a key, as one redacted JSON file",
         description="Write KEY's evidence for an incident review: the raw events with "
         "topic, partition and offset (in log order), the timeline, receipts, alerts and "
-        "operator decisions. Arguments, payloads and approval signatures are replaced by "
-        "hashes. Exit status 1 when the ledger has no record of the key.")
+        "operator decisions. Arguments, payloads and connector error texts are replaced by "
+        "their length, approval signatures dropped. Exit status 1 when the ledger has no "
+        "record of the key.")
     evidence.add_argument("key", metavar="KEY", help="operation key")
     evidence.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     add_common_flags(evidence)

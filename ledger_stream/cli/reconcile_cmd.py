@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import sys
 import time
 import uuid
 
@@ -50,12 +51,30 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _list(args: argparse.Namespace) -> int:
     from ledger_stream.kafka.bootstrap import resolve_bootstrap
-    from ledger_stream.kafka.reader import read_topic
+    from ledger_stream.kafka.exceptions import KafkaSetupError
+    from ledger_stream.kafka.reader import tail_topic
+    from ledger_stream.serde import DecodeError, make_codec
 
     settings = settings_from(args)
+    codec = make_codec(settings.schema_registry_url)
     latest: dict[str, ev.Receipt] = {}
-    for receipt in read_topic(resolve_bootstrap(settings), settings.topic("receipts")):
-        latest[receipt.key] = receipt
+    skipped = 0
+    try:
+        for _, _, value in tail_topic(resolve_bootstrap(settings), settings.topic("receipts"),
+                                      follow=False):
+            try:
+                receipt = codec.decode(value) if value is not None else None
+            except DecodeError:
+                receipt = None
+            if isinstance(receipt, ev.Receipt):
+                latest[receipt.key] = receipt
+            else:
+                skipped += 1
+    except KafkaSetupError as exc:
+        raise CliError(str(exc)) from exc
+    if skipped:
+        print(f"{skipped} record(s) of the receipts topic did not decode as receipts",
+              file=sys.stderr)
     waiting = [r for r in latest.values()
                if r.key_status is ev.ReceiptStatus.NEEDS_RECONCILIATION]
     for r in sorted(waiting, key=lambda r: r.at_ms):

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+from confluent_kafka import KafkaException
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
@@ -32,7 +33,7 @@ from ledger_stream.gateway.models import (
     Submitted,
 )
 from ledger_stream.history import read_key, timeline
-from ledger_stream.kafka.exceptions import KafkaSetupError
+from ledger_stream.kafka.exceptions import KafkaSetupError, kafka_error_text
 from ledger_stream.operate import DecisionRefused, record_decision
 from ledger_stream.sdk.client import AsyncLedgerClient
 from ledger_stream.sdk.errors import (
@@ -41,6 +42,7 @@ from ledger_stream.sdk.errors import (
     StaleStatusError,
     ViewUnavailableError,
 )
+from ledger_stream.serde import SerdeError
 
 T = TypeVar("T")
 CONSOLE = Path(__file__).with_name("static") / "console.html"
@@ -55,8 +57,10 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
 
     @app.exception_handler(LedgerUnavailable)
     @app.exception_handler(KafkaSetupError)
+    @app.exception_handler(KafkaException)
     async def unavailable(request: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"detail": f"the ledger cannot be reached: {exc}"}, 503)
+        text = kafka_error_text(exc) if isinstance(exc, KafkaException) else str(exc)
+        return JSONResponse({"detail": f"the ledger cannot be reached: {text}"}, 503)
 
     @app.get("/console", include_in_schema=False)
     async def console() -> HTMLResponse:
@@ -82,6 +86,9 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
             raise HTTPException(400, str(exc)) from None
         try:
             receipt = await client.submit(intent, body.wait_seconds, raise_errors=False)
+        except SerdeError:
+            raise HTTPException(400, "the intent cannot be encoded (a number out of the "
+                                "64-bit range?)") from None
         except TimeoutError:
             answer = Submitted(intent_event_id=intent.event_id, args_hash=intent.args_hash,
                                answered=False, operation=Operation.of(body.key, None))
@@ -90,7 +97,7 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
                          answered=True, operation=Operation.of(body.key, receipt,
                                                                own=intent.event_id))
 
-    @app.get("/v1/operations/{key:path}/timeline")
+    @app.get("/v1/timeline/{key:path}")
     async def key_timeline(key: str, who: Tenant) -> list[dict[str, Any]]:
         own(who, key)
         records = await off_loop(read_key, sync.bootstrap, sync.settings, key, sync.codec)

@@ -24,7 +24,11 @@ class ApiKeys:
                 raise ApiKeyError(f"tenant {tenant!r}: {exc}") from None
             if len(key) < 16:
                 raise ApiKeyError(f"the key of tenant {tenant!r} is shorter than 16 characters")
-            self._by_digest[_digest(key)] = tenant
+            digest = _digest(key)
+            if digest in self._by_digest and self._by_digest[digest] != tenant:
+                raise ApiKeyError(f"one API key is given to tenants {self._by_digest[digest]!r} "
+                                  f"and {tenant!r}: each key acts for one tenant")
+            self._by_digest[digest] = tenant
         if not self._by_digest:
             raise ApiKeyError("no API keys: give TENANT=KEY pairs (--keys, LEDGER_API_KEYS, "
                               "or --keys-file)")

@@ -28,7 +28,7 @@ class ApprovalIn(Strict):
     approval_id: str
     payload_hash: str
     policy_revision: str
-    expires_at_ms: int
+    expires_at_ms: int = Field(ge=0, le=2**63 - 1)
     signature: str
 
 

@@ -36,6 +36,7 @@ def alerts(client: LedgerClient, tenant: str, kinds: set[str], limit: int) -> li
         found.append(AlertOut(alert_id=alert.alert_id, key=alert.key, kind=alert.kind.value,
                               detail=alert.detail, source_event_id=alert.source_event_id,
                               at_ms=alert.at_ms, partition=partition, offset=offset))
+    found.sort(key=lambda a: (a.at_ms, a.partition, a.offset))  # partitions come in turn
     return found[-limit:]
 
 

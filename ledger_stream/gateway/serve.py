@@ -24,6 +24,9 @@ def serve(app: FastAPI, host: str, port: int) -> None:
     """Serve ``app`` until told to stop. OSError when the address cannot be bound."""
     server = GatewayServer(uvicorn.Config(app, host=host, port=port, log_config=None,
                                           access_log=False))
-    server.run()
+    try:
+        server.run()
+    except SystemExit:  # uvicorn exits (3) when it cannot bind
+        raise OSError(f"could not listen on {host}:{port} (see the log above)") from None
     if not server.started:
         raise OSError(f"could not listen on {host}:{port} (see the log above)")

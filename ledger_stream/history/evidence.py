@@ -3,10 +3,12 @@ review: the raw events with topic, partition and offset (ordered by log offset w
 topic, never by a wall clock), the timeline, the receipts, the alerts and the operators'
 decisions.
 
-Redaction: material arguments and payloads are replaced by their SHA-256 (an intent's
-``args_hash`` is already that of its arguments), approval signatures are dropped, and a dead
-letter's bytes become their length and SHA-256. Keys, ids, hashes, statuses and the ledger's
-own details stay: they are what a review needs, and they carry no payment details.
+Redaction: material arguments and payloads are replaced by their length (an intent's
+``args_hash`` stays: it is how the ledger tells arguments apart, though it is an unsalted
+SHA-256 that can be guessed for small arguments), approval signatures are dropped, a dead
+letter's bytes become their length and SHA-256, and the error texts connectors report (a
+target's answer may echo payment details) become their length. Keys, ids, hashes, statuses
+and the ledger's own details stay: they are what a review needs.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from ledger_stream.domain import events as ev
 from ledger_stream.history.timeline import Located, timeline
 from ledger_stream.serde.records import to_record
 
-REDACTION = ("material arguments and payloads replaced by their SHA-256; approval signatures "
-             "dropped; dead-letter bytes replaced by their length and SHA-256")
+REDACTION = ("material arguments, payloads and connector error texts replaced by their "
+             "length; approval signatures dropped; dead-letter bytes replaced by their length "
+             "and SHA-256")
 
 
 def _sha(data: str | bytes) -> str:
@@ -31,9 +34,9 @@ def _sha(data: str | bytes) -> str:
 def redacted(event: Any) -> dict[str, Any]:
     """The event as a JSON-able record without arguments, payloads or secrets."""
     record = to_record(event)
-    for name in ("args_json", "payload_json"):
+    for name in ("args_json", "payload_json", "error"):
         if record.get(name):
-            record[name] = {"redacted": True, "sha256": _sha(record[name])}
+            record[name] = {"redacted": True, "length": len(record[name])}
     approval = record.get("approval")
     if isinstance(approval, dict):
         record["approval"] = {**approval, "signature": {"redacted": True}}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ledger_stream.config import Settings
 from ledger_stream.history.timeline import Located
 from ledger_stream.kafka.receipts import key_records
-from ledger_stream.serde import AvroCodec, DecodeError
+from ledger_stream.serde import AvroCodec, DecodeError, make_codec
 
 ROLES = ("intents", "attempts", "dispatch", "receipts", "alerts", "dlq")
 
@@ -16,7 +16,7 @@ def read_key(bootstrap: str, settings: Settings, key: str, codec: AvroCodec | No
              timeout_s: float = 30.0) -> list[Located]:
     """Every record of ``key`` in the ledger topics, by topic, in offset order. A record that
     does not decode is kept, with ``event`` None and the reason."""
-    codec = codec or AvroCodec()
+    codec = codec or make_codec(settings.schema_registry_url)
     found: list[Located] = []
     for role in ROLES:
         for record in key_records(bootstrap, settings.topic(role), key, timeout_s):

@@ -93,11 +93,11 @@ def _fields(e: Any) -> dict[str, Any]:
                 "detail": f"lease {e.lease_ms} ms"}
     if isinstance(e, ev.AttemptOutcome):
         return {"attempt": e.attempt, "claim_id": e.claim_id, "outcome": e.status.value,
-                "external_id": e.external_id, "detail": e.error}
+                "external_id": e.external_id, "detail": _error(e.error)}
     if isinstance(e, ev.ReconcileResult):
         return {"attempt": e.attempt, "claim_id": e.claim_id,
                 "outcome": f"lookup {e.status.value}", "external_id": e.external_id,
-                "detail": e.error}
+                "detail": _error(e.error)}
     if isinstance(e, ev.OperatorResolution):
         return {"attempt": e.attempt, "outcome": f"operator {e.resolution.value}",
                 "external_id": e.external_id, "detail": f"by {e.operator}"
@@ -123,3 +123,9 @@ def _fields(e: Any) -> dict[str, Any]:
         return {"outcome": "dead letter", "detail": f"{e.topic}[{e.partition}]@{e.offset}: "
                 f"{e.reason}"}
     return {}
+
+
+def _error(text: str) -> str:
+    """A connector's error text is the target's answer and may echo payment details: only
+    its length is shown."""
+    return f"error ({len(text)} characters, not shown)" if text else ""

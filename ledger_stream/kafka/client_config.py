@@ -29,9 +29,22 @@ RESERVED = frozenset({
 })
 
 
+# librdkafka's other names for reserved properties (topic-level forms take a "topic." prefix).
+ALIASES = {"metadata.broker.list": "bootstrap.servers", "request.required.acks": "acks",
+           "auto.commit.enable": "enable.auto.commit", "offset.store.method": "group.id",
+           "queuing.strategy": "partitioner", "partitioner_cb": "partitioner"}
+
+
+def canonical(name: str) -> str:
+    """The property ``name`` stands for, whatever its spelling (case, spaces, "topic."
+    prefix, alias)."""
+    bare = name.strip().lower().removeprefix("topic.")
+    return ALIASES.get(bare, bare)
+
+
 def reserved_in(properties: Mapping[str, Any]) -> list[str]:
-    """The properties in ``properties`` a deployment may not set."""
-    return sorted(set(properties) & RESERVED)
+    """The properties in ``properties`` a deployment may not set (under any spelling)."""
+    return sorted(name for name in properties if canonical(name) in RESERVED)
 
 
 def use_client_settings(properties: Mapping[str, str]) -> None:

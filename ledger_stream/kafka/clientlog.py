@@ -18,7 +18,7 @@ from typing import Any
 
 LOGGER = logging.getLogger("librdkafka")
 WARNING = 4  # syslog level: librdkafka's warnings and errors, not its chatter
-_NUMBERS = re.compile(r"\d+")
+_ELAPSED = re.compile(r"\d+ms\b")  # "after 52ms": the part of a repeated line that changes
 
 
 class FoldRepeats(logging.Filter):
@@ -36,15 +36,16 @@ class FoldRepeats(logging.Filter):
         if not (isinstance(args, tuple) and len(args) == 3):
             return True  # not librdkafka's "%s [%s] %s" line
         facility, client, text = (str(a) for a in args)
-        key = (facility, _NUMBERS.sub("#", text))
+        key = (f"{facility} {client}", _ELAPSED.sub("#ms", text))
         now = self._clock()
         with self._lock:
             passed_at, held = self._seen.get(key, (None, 0))
             if passed_at is not None and now - passed_at < self.window_s:
                 self._seen[key] = (passed_at, held + 1)
                 return False
-            if len(self._seen) > 1000:
-                self._seen.clear()
+            if len(self._seen) > 1000:  # forget the oldest lines, not the counts of all
+                for old in list(self._seen)[:100]:
+                    del self._seen[old]
             self._seen[key] = (now, 0)
         record.msg, record.args = text, ()
         fields: dict[str, Any] = {"facility": facility, "client": client}

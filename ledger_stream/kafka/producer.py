@@ -19,11 +19,11 @@ from ledger_stream.serde import AvroCodec
 
 def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
     return {
+        **CLIENT_CONFIG,  # first: the settings below are the ledger's, never a deployment's
         "bootstrap.servers": bootstrap,
         "partitioner": "murmur2_random",
         "enable.idempotence": True,
         "linger.ms": 5,
-        **CLIENT_CONFIG,
         **extra,
     }
 

@@ -70,10 +70,11 @@ def _at_end(consumer: Consumer, topic: str, ends: dict[int, int]) -> bool:
 
 def tail_topic(bootstrap: str, topic: str, *, follow: bool,
                stop: threading.Event | None = None, poll_s: float = 0.5,
-               ) -> Iterator[tuple[int, int, bytes | None]]:
+               timeout_s: float = 60.0) -> Iterator[tuple[int, int, bytes | None]]:
     """(partition, offset, value) of every committed record of ``topic`` from the beginning,
     in offset order per partition; with ``follow``, then every new one until ``stop`` is set.
-    Nothing is committed: the caller's position is its own."""
+    Without ``follow``, KafkaSetupError when the end is not reached within ``timeout_s``
+    (never a silently partial answer). Nothing is committed."""
     stop = stop or threading.Event()
     consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
                          "group.id": f"tail-{uuid.uuid4().hex}", "enable.auto.commit": False,
@@ -84,9 +85,17 @@ def tail_topic(bootstrap: str, topic: str, *, follow: bool,
             raise KafkaSetupError(f"cannot read {topic}: {meta.error.str()}")
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions])
         ends = {p: end_offset(consumer, TopicPartition(topic, p)) for p in meta.partitions}
+        # A partition whose records were all deleted (retention) is at its end already: the
+        # consumer has no position there until something new arrives.
+        empty = {p for p in meta.partitions if int(consumer.get_watermark_offsets(
+            TopicPartition(topic, p), timeout=10)[0]) >= ends[p]}
+        deadline = time.monotonic() + timeout_s
         while not stop.is_set():
-            if not follow and _at_end(consumer, topic, ends):
+            if not follow and _at_end(consumer, topic, {p: e for p, e in ends.items()
+                                                         if p not in empty}):
                 return
+            if not follow and time.monotonic() > deadline:
+                raise KafkaSetupError(f"read {topic} not to its end within {timeout_s:g} s")
             for msg in fetched(consumer, 500, poll_s):
                 if msg.error():
                     continue

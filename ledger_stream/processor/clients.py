@@ -22,6 +22,7 @@ def transactional_id(group: str, instance: str) -> str:
 
 def consumer_config(settings: Settings, bootstrap: str) -> dict[str, Any]:
     return {
+        **LIBRDKAFKA,  # first: nothing below may be replaced by a deployment's settings
         "bootstrap.servers": bootstrap,
         "group.id": settings.consumer_group,
         "enable.auto.commit": False,
@@ -37,25 +38,24 @@ def consumer_config(settings: Settings, bootstrap: str) -> dict[str, Any]:
         "heartbeat.interval.ms": max(1_000, settings.session_timeout_ms // 5),
         # librdkafka's default long poll (500 ms) queues metadata requests behind it.
         "fetch.wait.max.ms": 50,
-        **LIBRDKAFKA,
     }
 
 
 def changelog_reader_config(bootstrap: str) -> dict[str, Any]:
     """A client for restores: assigned partitions only, never a group member."""
     return {
+        **LIBRDKAFKA,
         "bootstrap.servers": bootstrap,
         "group.id": "ledger-restore-unused",  # required by the client, never joined
         "enable.auto.commit": False,
         "isolation.level": "read_committed",
         "fetch.wait.max.ms": 50,
-        **LIBRDKAFKA,
     }
 
 
 def producer_settings(bootstrap: str, transactional: str | None) -> dict[str, Any]:
     """Idempotent, murmur2-partitioned; transactional when ``transactional`` is an id."""
-    config = producer_config(bootstrap, **{"acks": "all", **LIBRDKAFKA})
+    config = producer_config(bootstrap, acks="all")
     if transactional is not None:
         config["transactional.id"] = transactional
         config["transaction.timeout.ms"] = TRANSACTION_TIMEOUT_MS

@@ -34,7 +34,7 @@ def test_submit_repeat_and_read_with_nothing_but_curl(gateway: str, sandbox: San
 
     code, now = curl("GET", f"{gateway}/v1/operations/{key}", ACME)
     assert code == 200 and (now["key_status"], now["resolved"]) == ("succeeded", True)
-    code, rows = curl("GET", f"{gateway}/v1/operations/{key}/timeline", ACME)
+    code, rows = curl("GET", f"{gateway}/v1/timeline/{key}", ACME)
     assert code == 200 and [r["event"] for r in rows].count("Intent") == 3
     deadline = time.monotonic() + 20
     while True:
@@ -64,7 +64,7 @@ def test_a_tenant_can_neither_read_nor_write_another_tenants_keys(gateway: str,
     for method, path, body in (
             ("POST", "/v1/intents", intent(theirs)),
             ("GET", f"/v1/operations/{theirs}", None),
-            ("GET", f"/v1/operations/{theirs}/timeline", None),
+            ("GET", f"/v1/timeline/{theirs}", None),
             ("POST", f"/v1/reconciliation/{theirs}",
              {"resolution": "failed", "attempt": 1, "operator": "mallory",
               "reason": "checked"})):
@@ -102,7 +102,7 @@ def test_bad_requests_say_what_is_wrong_and_the_openapi_schema_is_served(bare_ga
 
     code, schema = curl("GET", f"{gateway}/openapi.json")
     assert code == 200
-    assert {"/v1/intents", "/v1/operations/{key}", "/v1/operations/{key}/timeline",
+    assert {"/v1/intents", "/v1/operations/{key}", "/v1/timeline/{key}",
             "/v1/alerts", "/v1/reconciliation", "/v1/reconciliation/{key}"} <= \
         set(schema["paths"])
     with pytest.raises(urllib.error.HTTPError):  # every /v1 route needs a key

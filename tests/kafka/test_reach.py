@@ -49,6 +49,8 @@ def test_repeated_librdkafka_lines_are_folded_and_counted():
         assert not fold.filter(librdkafka_line(
             f"Connect to ipv4#127.0.0.1:1 failed (after {ms}ms in state CONNECT)"))
     assert fold.filter(librdkafka_line("another line"))
+    assert fold.filter(librdkafka_line(  # another broker is another line, not a repeat
+        "Connect to ipv4#10.0.0.2:9092 failed (after 0ms in state CONNECT)"))
     now[0] += 30
     again = librdkafka_line("Connect to ipv4#127.0.0.1:1 failed (after 0ms in state CONNECT)")
     assert fold.filter(again)
@@ -169,6 +171,8 @@ def test_a_reserved_client_property_is_refused(capsys: pytest.CaptureFixture[str
                                                monkeypatch: pytest.MonkeyPatch):
     from ledger_stream.cli.main import main
 
-    monkeypatch.setenv("LEDGER_KAFKA_CLIENT", '{"partitioner": "random"}')
-    assert main(["alerts", "--bootstrap", "127.0.0.1:9"]) == 2
-    assert "may not set partitioner" in capsys.readouterr().err
+    for alias in ("partitioner", "topic.partitioner", "Topic.Auto.Offset.Reset",
+                  "metadata.broker.list", "request.required.acks"):
+        monkeypatch.setenv("LEDGER_KAFKA_CLIENT", json.dumps({alias: "x"}))
+        assert main(["alerts", "--bootstrap", "127.0.0.1:9"]) == 2, alias
+        assert f"may not set {alias}" in capsys.readouterr().err
