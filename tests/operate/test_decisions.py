@@ -72,3 +72,28 @@ def test_a_key_not_waiting_for_an_operator_and_a_missing_reason_are_refused(
     with pytest.raises(SystemExit):
         resolve(s, key, "--failed", "--attempt", "1")
     assert "--reason" in capsys.readouterr().err
+
+
+def test_reconcile_list_shows_the_keys_waiting_and_reports_what_did_not_decode(
+        ledger_topics: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    from confluent_kafka import Producer
+
+    s = ledger_topics
+    waiting, settled = (f"acme/email/{uuid.uuid4().hex[:8]}" for _ in range(2))
+    waiting_at(s, waiting, 3)
+    producer = EventProducer(s, s.kafka_bootstrap)
+    producer.send("receipts", ev.Receipt(
+        uuid.uuid4().hex, settled, "i2", ev.ReceiptStatus.SUCCEEDED, ev.Reason.NONE,
+        "h" * 64, 1, 1_796_000_000_000, key_status=ev.ReceiptStatus.SUCCEEDED))
+    producer.flush()
+    raw = Producer({"bootstrap.servers": s.kafka_bootstrap})
+    raw.produce(s.topic("receipts"), b"not avro", key=b"acme/email/x")
+    raw.flush()
+    assert s.kafka_bootstrap
+    assert main(["reconcile", "list", "--bootstrap", s.kafka_bootstrap,
+                 "--topic-prefix", s.topic_prefix]) == 0
+    out = capsys.readouterr()
+    lines = out.out.splitlines()
+    assert [line.split("\t")[:2] for line in lines[:-1]] == [[waiting, "attempt 3"]]
+    assert lines[-1] == "1 key(s) waiting for an operator"
+    assert "1 record(s) of the receipts topic did not decode" in out.err
