@@ -65,9 +65,14 @@ def resolution(res: ev.Resolution, attempt: int = 1, at_ms: int = 30_000, key: s
                                  external_id)
 
 
+RELEASE_AT_MS = 20_000
+
+
 def now_of(event: ev.InputEvent) -> int:
     """The partition time an event is decided at in these tests: its own stamp (the runtime
     uses the broker's record timestamp instead)."""
     if isinstance(event, ev.Timer):
         return event.due_ms
+    if isinstance(event, ev.Release):
+        return RELEASE_AT_MS  # the time of the unfreeze record that released the key
     return event.at_ms

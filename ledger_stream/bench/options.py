@@ -41,8 +41,8 @@ class BenchOptions(BaseSettings):
             return self, Sizes()
         small = self.model_copy(update={"intents": min(self.intents, 2_000), "keys": None,
                                         "partitions": min(self.partitions, 3), "repeat": 1})
-        return small, Sizes(pg_naive_intents=500, latency_seconds=2.0,
-                            growth_keys=(1_000, 10_000), growth_batch=2_000, sdk_calls=10,
+        return small, Sizes(pg_naive_intents=500, latency_seconds=1.0,
+                            growth_keys=(1_000, 4_000), growth_batch=2_000, sdk_calls=10,
                             sdk_agents=8, status_sizes=(1_000,), dispatches=100)
 
     def arm_names(self) -> tuple[str, ...]:

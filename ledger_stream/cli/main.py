@@ -18,6 +18,7 @@ from ledger_stream.cli import (
     connector_cmd,
     demo_cmd,
     falsify_cmd,
+    freeze_cmd,
     inspect_cmd,
     kafka_cmd,
     mcp_cmd,
@@ -34,7 +35,7 @@ from ledger_stream.logs import configure_logging
 
 COMMANDS = (
     kafka_cmd, topics_cmd, processor_cmd, connector_cmd, view_cmd, receipts_cmd, alerts_cmd,
-    inspect_cmd, reconcile_cmd,
+    inspect_cmd, reconcile_cmd, freeze_cmd,
     sandbox_cmd, demo_cmd, falsify_cmd, bench_cmd, simulate_cmd, mcp_cmd, api_cmd,
 )
 

@@ -27,14 +27,17 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ledger_stream.domain.approval import approval_problem
+from ledger_stream.domain.containment import Hold, claim_again, release, withhold
 from ledger_stream.domain.deadlines import deadline
 from ledger_stream.domain.effects import effect_seen
 from ledger_stream.domain.events import (
     AlertKind,
     AttemptClaim,
+    AttemptEvent,
     AttemptOutcome,
     DeadLetter,
     Done,
+    FreezeMode,
     Grant,
     Held,
     InputEvent,
@@ -46,6 +49,7 @@ from ledger_stream.domain.events import (
     ReceiptStatus,
     ReconcileResult,
     ReconcileStatus,
+    Release,
     Resolution,
     Timer,
 )
@@ -65,13 +69,25 @@ from ledger_stream.domain.transitions import (
 DEFAULT_POLICY = Policy()
 
 
-def decide(state: KeyState, event: InputEvent, policy: Policy, now_ms: int) -> Decision:
-    """Apply one input event to one key's state at partition time ``now_ms``. Pure."""
+def decide(state: KeyState, event: InputEvent, policy: Policy, now_ms: int,
+           hold: Hold | None = None) -> Decision:
+    """Apply one input event to one key's state at partition time ``now_ms``. Pure.
+
+    ``hold``: the freeze covering the key's (tenant, action), if any (containment.py): a
+    decision that would dispatch holds the key instead."""
     if isinstance(event, PoisonInput):
         return _poison(state, event, now_ms)
     state = expire_if_due(state, now_ms, policy)
+    decision = _decide(state, event, policy, now_ms, hold)
+    return decision if hold is None else withhold(state, decision, hold, now_ms)
+
+
+def _decide(state: KeyState, event: Intent | AttemptEvent | Timer | Release, policy: Policy,
+            now_ms: int, hold: Hold | None) -> Decision:
     if isinstance(event, Intent):
-        return _intent(state, event, policy, now_ms)
+        return _intent(state, event, policy, now_ms, hold)
+    if isinstance(event, Release):
+        return release(state, event, now_ms)
     if isinstance(event, AttemptClaim):
         return _claim(state, event, now_ms)
     if isinstance(event, AttemptOutcome):
@@ -86,7 +102,8 @@ def decide(state: KeyState, event: InputEvent, policy: Policy, now_ms: int) -> D
 # --- intents --------------------------------------------------------------------------
 
 
-def _intent(state: KeyState, intent: Intent, policy: Policy, now: int) -> Decision:
+def _intent(state: KeyState, intent: Intent, policy: Policy, now: int,
+            hold: Hold | None) -> Decision:
     if state.phase is Phase.EXPIRED:
         receipt = receipt_for(state, intent.event_id, now, status=ReceiptStatus.REJECTED,
                               reason=Reason.EXPIRED_KEY, detail="key expired")
@@ -94,7 +111,7 @@ def _intent(state: KeyState, intent: Intent, policy: Policy, now: int) -> Decisi
                        "intent for a key sealed after its replay window", now)
         return Decision(state, (receipt, alert))
     if state.phase is Phase.ABSENT:
-        return _reserve(state, intent, policy, now)
+        return _reserve(state, intent, policy, now, hold)
     # Conflicts first: other arguments are a conflict whatever the workflow version says.
     if intent.args_hash != state.args_hash:
         receipt = receipt_for(state, intent.event_id, now, status=ReceiptStatus.REJECTED,
@@ -119,7 +136,8 @@ def _intent(state: KeyState, intent: Intent, policy: Policy, now: int) -> Decisi
                        f"in flight {state.graph}@{state.version}, "
                        f"intent {intent.workflow.graph}@{intent.workflow.version}", now)
         return Decision(state, (receipt, alert))
-    return Decision(state, (receipt_for(state, intent.event_id, now,
+    reason = Reason.FROZEN if state.phase is Phase.HELD else Reason.NONE
+    return Decision(state, (receipt_for(state, intent.event_id, now, reason=reason,
                                         detail=state.status_detail),))
 
 
@@ -130,9 +148,12 @@ def _approval_rejected(state: KeyState, intent: Intent, problem: str, now: int) 
     return Decision(state, (receipt, alert))
 
 
-def _reserve(state: KeyState, intent: Intent, policy: Policy, now: int) -> Decision:
-    problem = approval_problem(intent, policy.approval_secret,
-                               policy.requires_approval(intent.action), now)
+def _reserve(state: KeyState, intent: Intent, policy: Policy, now: int,
+             hold: Hold | None) -> Decision:
+    # A freeze in approval mode routes every new intent of its action to approval.
+    required = policy.requires_approval(intent.action) or (
+        hold is not None and hold.freeze.mode is FreezeMode.APPROVAL)
+    problem = approval_problem(intent, policy.approval_secret, required, now)
     if problem is not None:
         return _approval_rejected(state, intent, problem, now)
     reserved = enter(
@@ -155,6 +176,9 @@ def _reserve(state: KeyState, intent: Intent, policy: Policy, now: int) -> Decis
 
 def _claim(state: KeyState, claim: AttemptClaim, now: int) -> Decision:
     n, cid = claim.attempt, claim.claim_id
+    if state.phase is Phase.HELD and n == state.attempt:
+        # A dispatch that left before a freeze: its claimant waits for the unfreeze.
+        return Decision(state, (claim_again(state, n, cid, now),))
     open_attempt = state.phase in (Phase.RESERVED, Phase.DISPATCHED) and n == state.attempt
     if not open_attempt:
         return Decision(state, (Done(state.key, n, cid, now),))

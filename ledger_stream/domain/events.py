@@ -82,6 +82,7 @@ class Reason(StrEnum):
     MAX_ATTEMPTS = "max_attempts"
     TARGET_REJECTED = "target_rejected"
     OPERATOR = "operator"
+    FROZEN = "frozen"  # the action is frozen (containment): recorded, not dispatched
 
 
 class AlertKind(StrEnum):
@@ -224,8 +225,41 @@ class Tick:
     at_ms: int
 
 
+class FreezeMode(StrEnum):
+    HOLD = "hold"  # record new work, dispatch nothing until the unfreeze
+    APPROVAL = "approval"  # new intents of the action need a valid approval
+
+
+@dataclass(frozen=True, slots=True)
+class Containment:
+    """An operator's freeze (``frozen``) or unfreeze of one action, for one tenant or every
+    tenant (``tenant`` empty). Written by ``ledger-stream freeze`` to every partition of
+    ``ledger.attempts``, each copy naming its partition (like a Tick), so each partition's
+    processor applies it at a definite point of its log; the processor keeps the active
+    freezes with the partition's state. Never reaches ``decide``."""
+
+    event_id: str
+    partition: int
+    action: str
+    tenant: str
+    frozen: bool
+    mode: FreezeMode
+    reason: str
+    operator: str
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """An unfreeze reached a key whose dispatch it held (``scope``: the freeze's). Built by
+    the runtime, in the order the keys were held; never produced to a topic."""
+
+    key: str
+    scope: str
+
+
 AttemptEvent = AttemptClaim | AttemptOutcome | ReconcileResult | OperatorResolution
-InputEvent = Intent | AttemptEvent | PoisonInput | Timer
+InputEvent = Intent | AttemptEvent | PoisonInput | Timer | Release
 
 
 # --- outputs ------------------------------------------------------------------------------

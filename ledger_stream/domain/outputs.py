@@ -19,6 +19,7 @@ _PHASE_RECEIPT = {
     Phase.DISPATCHED: ReceiptStatus.IN_PROGRESS,
     Phase.RECONCILING: ReceiptStatus.RECONCILING,
     Phase.NEEDS_OPERATOR: ReceiptStatus.NEEDS_RECONCILIATION,
+    Phase.HELD: ReceiptStatus.HELD,
     Phase.SUCCEEDED: ReceiptStatus.SUCCEEDED,
     Phase.FAILED: ReceiptStatus.FAILED,
 }

@@ -15,6 +15,7 @@ class Phase(StrEnum):
     DISPATCHED = "dispatched"  # attempt n granted to one claim
     RECONCILING = "reconciling"  # outcome of attempt n unknown, target being queried
     NEEDS_OPERATOR = "needs_operator"
+    HELD = "held"  # attempt n ready, its dispatch held by a freeze (containment)
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     EXPIRED = "expired"  # sealed: terminal for longer than the replay window
@@ -30,7 +31,8 @@ class Phase(StrEnum):
     @property
     def in_flight(self) -> bool:
         return self in (
-            Phase.RESERVED, Phase.DISPATCHED, Phase.RECONCILING, Phase.NEEDS_OPERATOR
+            Phase.RESERVED, Phase.DISPATCHED, Phase.RECONCILING, Phase.NEEDS_OPERATOR,
+            Phase.HELD,
         )
 
 
@@ -80,6 +82,7 @@ class KeyState:
     settled_by: str = ""  # the claim (or "operator:<name>") whose report settled the key
     stall_alerted: int = 0  # the attempt a ``stalled`` alert was last raised for
     sealed_outcome: str = ""  # SUCCEEDED or FAILED, kept when the key is sealed
+    held_by: str = ""  # HELD: the scope of the freeze holding the key's dispatch
 
     @property
     def counted_attempts(self) -> int:

@@ -78,14 +78,14 @@ CASES: tuple[Case, ...] = (
          replays.replay_pre_call_checkpoint, quick=True),
     Case(3, "3", "fork the pre-call checkpoint, same arguments",
          f"{ONE}, the fork gets the original receipt; bypassed: two payments",
-         replays.fork_same_args, quick=True),
+         replays.fork_same_args),
     Case(4, "4", "fork with a changed amount after the call",
          "rejected (conflict, alert), the changed amount never reaches the target; one "
          "effect; bypassed: two payments", replays.fork_changed_amount, quick=True),
     Case(4, "4b", "fork with a changed amount before the call",
          "rejected (approval bound to the original amount, alert), nothing reaches the "
          "target; bypassed: the unapproved amount is paid",
-         replays.fork_changed_amount_before_call, quick=True),
+         replays.fork_changed_amount_before_call),
     *_failpoint_cases(),
     Case(6, "6", "target commits, then drops the connection",
          f"unknown, reconciled by lookup: {ONE}; bypassed: the agent retries, two payments",

@@ -47,11 +47,18 @@ class EventProducer:
     def send(self, role: str, event: Any) -> None:
         self.send_raw(role, event.key.encode("utf-8"), self._codec.encode(event))
 
-    def send_raw(self, role: str, key: bytes | None, value: bytes | None) -> None:
+    def send_raw(self, role: str, key: bytes | None, value: bytes | None,
+                 partition: int | None = None) -> None:
+        """``partition``: write there, not to the key's partition (Ticks, containment)."""
         topic = self._settings.topic(role)
         while True:
             try:
-                self._producer.produce(topic, value=value, key=key, on_delivery=self._report)
+                if partition is None:
+                    self._producer.produce(topic, value=value, key=key,
+                                           on_delivery=self._report)
+                else:
+                    self._producer.produce(topic, value=value, key=key, partition=partition,
+                                           on_delivery=self._report)
                 break
             except BufferError:
                 self._producer.poll(0.1)  # local queue full: let deliveries drain

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -49,18 +50,28 @@ def key_records(bootstrap: str, topic: str, key: str, timeout_s: float = 10.0
     """Every committed record of ``key`` still in ``topic``, in offset order. Reads only the
     key's partition, up to its end at the time of the call; KafkaSetupError when the end is
     not reached within ``timeout_s`` (never a silently partial answer)."""
+    wanted = key.encode("utf-8")
+    return partition_records(bootstrap, topic, lambda consumer: key_partition(
+        consumer, topic, key).partition, lambda k: k == wanted, timeout_s)
+
+
+def partition_records(bootstrap: str, topic: str, partition: Callable[[Consumer], int],
+                      wanted: Callable[[bytes | None], bool], timeout_s: float = 10.0
+                      ) -> list[KeyRecord]:
+    """The committed records of one partition of ``topic`` whose key is ``wanted``, in
+    offset order, up to the partition's end at the time of the call (KafkaSetupError when
+    it is not reached within ``timeout_s``). ``partition`` picks it, given the consumer."""
     consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
                          "group.id": f"key-{uuid.uuid4()}", "enable.auto.commit": False,
                          "isolation.level": "read_committed"})
     try:
-        tp = key_partition(consumer, topic, key)
+        tp = TopicPartition(topic, partition(consumer))
         end = end_offset(consumer, tp)
         start = int(consumer.get_watermark_offsets(tp, timeout=10)[0])
         found: list[KeyRecord] = []
         if start >= end:  # empty, or everything before the end deleted
             return found
         consumer.assign([TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING)])
-        wanted = key.encode("utf-8")
         deadline = time.monotonic() + timeout_s
         # The consumer's position, not the last record's offset: transaction markers take
         # offsets that are never delivered. Before the first fetch it has none (negative).
@@ -69,11 +80,10 @@ def key_records(bootstrap: str, topic: str, key: str, timeout_s: float = 10.0
                 raise KafkaSetupError(f"read {topic}[{tp.partition}] only up to offset "
                                       f"{reached} of {end} within {timeout_s:g} s")
             for msg in fetched(consumer, 500, 0.5):
-                if msg.error() or msg.key() != wanted:
+                if msg.error() or not wanted(msg.key()):
                     continue
-                _, partition, offset = position(msg)
-                found.append(KeyRecord(topic, partition, offset, msg.timestamp()[1],
-                                       msg.value()))
+                _, at, offset = position(msg)
+                found.append(KeyRecord(topic, at, offset, msg.timestamp()[1], msg.value()))
         return found
     finally:
         consumer.close()

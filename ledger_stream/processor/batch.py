@@ -43,7 +43,8 @@ class Batch:
 
     def add(self, msg: Message) -> None:
         """Advance the partition clock to the record's broker timestamp, fire the timers
-        that came, then decide the record (a Tick only moves the clock)."""
+        that came, then decide the record (a Tick only moves the clock; a Containment changes the
+        partition's freezes)."""
         topic, partition, offset = position(msg)
         overlay = self.overlay(partition)
         overlay.advance(msg.timestamp()[1])
@@ -52,7 +53,9 @@ class Batch:
         for due, key in overlay.due_now():
             self.outputs.extend(step.timer(overlay, key, due, now))
         event = step.read(msg.value(), msg.key(), topic, partition, offset, now)
-        if not isinstance(event, ev.Tick):
+        if isinstance(event, ev.Containment):
+            self.outputs.extend(step.contain(overlay, event, now))
+        elif not isinstance(event, ev.Tick):
             self.outputs.extend(step.decide(overlay, event, now))
         self._next[(topic, partition)] = offset + 1
         self.records += 1

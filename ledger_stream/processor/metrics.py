@@ -25,6 +25,9 @@ OPERATOR_QUEUE = Gauge(
     "Keys this process moved into needs_reconciliation minus those it moved out "
     "(per process, since start: sum over processors; `ledger-stream reconcile list` is exact)",
 )
+CONTAINMENT = Counter(
+    "ledger_containment_events_total",
+    "Freeze and unfreeze records applied, per partition that read one", ["kind"])
 DLQ = Counter("ledger_dlq_total", "Inputs sent to the DLQ, by source topic", ["topic"])
 DECISION_SECONDS = Histogram(
     "ledger_decision_seconds",

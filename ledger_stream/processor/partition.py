@@ -13,8 +13,10 @@ from the store's timer index and from the overlay's own new deadlines; they fire
 from __future__ import annotations
 
 import heapq
+import json
 import logging
 
+from ledger_stream.domain import containment as contain
 from ledger_stream.domain.deadlines import due_ms
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState, absent
@@ -22,6 +24,8 @@ from ledger_stream.logs import log_fields
 from ledger_stream.state import PartitionStore, StoreBatch, TimerEntry, decode_row, encode_row
 
 logger = logging.getLogger(__name__)
+
+CONTAINMENT_KEY = "~containment"  # the row of the partition's freezes and held keys
 
 
 class PartitionOverlay:
@@ -38,6 +42,8 @@ class PartitionOverlay:
         self._scanned_to = -1  # store entries due up to here were handled in this batch
         self._store_next = store.next_due()
         self._rows: dict[str, bytes] | None = None
+        self._containment: contain.Containment | None = None
+        self._containment_changed = False
 
     # -- the StateView of the step ------------------------------------------------------
 
@@ -55,6 +61,18 @@ class PartitionOverlay:
         due = due_ms(after, self._policy)
         if due is not None:
             heapq.heappush(self._heap, (due, key))
+
+    def containment(self) -> contain.Containment:
+        if self._containment is None:
+            row = self.store.get(CONTAINMENT_KEY)
+            self._containment = (contain.Containment.from_row(json.loads(row))
+                                 if row is not None else contain.NONE)
+        return self._containment
+
+    def put_containment(self, containment: contain.Containment) -> None:
+        self._containment = containment
+        self._containment_changed = True
+        self._rows = None
 
     # -- time ----------------------------------------------------------------------------
 
@@ -89,7 +107,8 @@ class PartitionOverlay:
 
     @property
     def changed(self) -> bool:
-        return bool(self._changed) or bool(self._fired) or self.clock != self._start_clock
+        return bool(self._changed) or bool(self._fired) or self.clock != self._start_clock \
+            or self._containment_changed
 
     @property
     def clock_moved(self) -> bool:
@@ -99,6 +118,9 @@ class PartitionOverlay:
         """The changed keys' rows, encoded once for the changelog and the store."""
         if self._rows is None:
             self._rows = {key: encode_row(state) for key, state in self._changed.items()}
+            if self._containment_changed:
+                self._rows[CONTAINMENT_KEY] = json.dumps(
+                    self.containment().to_row(), separators=(",", ":")).encode()
         return self._rows
 
     def store_batch(self, changelog_offset: int | None) -> StoreBatch:

@@ -2,6 +2,9 @@
 Timers. No Kafka and no store here: the caller passes the record's fields, the partition
 clock and a :class:`StateView` over the partition's state.
 
+Containment records (an operator's freeze or unfreeze) change the partition's containment
+(kept with its state) and release the keys an unfreeze frees, in the order they were held.
+
 A record that cannot be read is data, not an exception: it becomes a PoisonInput, which
 ``decide`` turns into a DLQ record and a ``poison_input`` alert without reading or writing
 any key's state. Poison: a null key, a key that is not UTF-8, a record in a partition that
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ledger_stream.domain import events as ev
+from ledger_stream.domain.containment import Containment, scope_of
 from ledger_stream.domain.decide import Decision, decide
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState, Phase, absent
@@ -35,9 +39,11 @@ logger = logging.getLogger(__name__)
 INTENT_TYPES: tuple[type[Any], ...] = (ev.Intent,)
 ATTEMPT_TYPES: tuple[type[Any], ...] = (
     ev.AttemptClaim, ev.AttemptOutcome, ev.ReconcileResult, ev.OperatorResolution, ev.Tick,
+    ev.Containment,
 )
+PARTITIONED = (ev.Tick, ev.Containment)  # written to an explicit partition, which they name
 
-Readable = ev.InputEvent | ev.Tick
+Readable = ev.InputEvent | ev.Tick | ev.Containment
 
 
 class StateView(Protocol):
@@ -46,6 +52,10 @@ class StateView(Protocol):
     def state(self, key: str) -> KeyState: ...
 
     def put(self, key: str, before: KeyState, after: KeyState) -> None: ...
+
+    def containment(self) -> Containment: ...
+
+    def put_containment(self, containment: Containment) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +106,14 @@ class LedgerStep:
             event = self._codec.decode(value, self._expect.get(topic, ATTEMPT_TYPES))
         except DecodeError as exc:
             return poison(f"undecodable: {exc}")
-        if isinstance(event, ev.Tick):  # written to an explicit partition, which it names
+        if isinstance(event, PARTITIONED):
             if event.partition != partition:
-                return poison(f"Tick for partition {event.partition} read from {partition}")
+                return poison(f"{type(event).__name__} for partition {event.partition} "
+                              f"read from {partition}")
+            if isinstance(event, ev.Containment) and (
+                    not event.action or "/" in event.action + event.tenant
+                    or event.tenant == "*"):
+                return poison("invalid Containment: action and tenant must be key parts")
             return event
         # Another partitioner would give one key a second, independent state here.
         home = partition_for(key, self._partitions)
@@ -122,10 +137,20 @@ class LedgerStep:
         else:
             key_text = event.key
             state = view.state(key_text)
-            decision = decide(state, event, self.policy, now_ms)
-            if decision.state is not state:
-                view.put(key_text, state, decision.state)
-                _count_operator_queue(state.phase, decision.state.phase)
+            containment = view.containment()
+            hold = None
+            if containment.freezes:
+                tenant, action = (state.tenant, state.action) if state.phase.live else (
+                    (event.tenant, event.action) if isinstance(event, ev.Intent) else ("", ""))
+                hold = containment.hold_for(tenant, action, key_text)
+            decision = decide(state, event, self.policy, now_ms, hold)
+            after = decision.state
+            if after is not state:
+                view.put(key_text, state, after)
+                _count_operator_queue(state.phase, after.phase)
+                if after.phase is Phase.HELD and (state.phase is not Phase.HELD
+                                                  or state.held_by != after.held_by):
+                    view.put_containment(containment.with_held(after.held_by, key_text))
             out_key = key_text.encode("utf-8")
         outs = [Out(_TOPIC_OF[type(o)], out_key, self._codec.encode(o))
                 for o in decision.outputs]
@@ -138,6 +163,23 @@ class LedgerStep:
                 outputs=[type(o).__name__ for o in decision.outputs]))
         if not isinstance(event, ev.Timer):
             metrics.DECISION_SECONDS.observe(time.perf_counter() - started)
+        return outs
+
+    def contain(self, view: StateView, event: ev.Containment, now_ms: int) -> list[Out]:
+        """An operator's freeze or unfreeze, at this point of the partition's log: the
+        partition's containment changes, and an unfreeze releases the keys its freeze
+        held, in the order they were held (one may be held again by another freeze)."""
+        containment, released = view.containment().apply(event, now_ms)
+        view.put_containment(containment)
+        logger.info("freeze" if event.frozen else "unfreeze", extra=log_fields(
+            action=event.action, tenant=event.tenant or "*", mode=event.mode.value,
+            operator=event.operator, event_id=event.event_id, partition=event.partition,
+            released=len(released)))
+        metrics.CONTAINMENT.labels("freeze" if event.frozen else "unfreeze").inc()
+        scope = scope_of(event.tenant, event.action)
+        outs: list[Out] = []
+        for key in released:
+            outs.extend(self.decide(view, ev.Release(key, scope), now_ms))
         return outs
 
     def timer(self, view: StateView, key: str, due_ms: int, now_ms: int) -> list[Out]:

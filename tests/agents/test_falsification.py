@@ -32,10 +32,10 @@ QUICK = select(quick=True)
 QUICK_MIDDLEWARE = select(quick=True, agent="middleware")
 
 
-# The runs without the ledger that `make test` repeats: one per kind of duplicate (a resumed
-# step, a replay, a fork, racing workers, parallel calls, the middleware). The full matrix
-# (`make falsify`, docs/falsification.md) bypasses every case that has a bypass.
-QUICK_BYPASS = {"1", "2", "4", "11", "15", "M1"}
+# The runs without the ledger that `make test` repeats: a resumed step, a fork, racing
+# workers, the middleware. The full matrix (`make falsify`, docs/falsification.md) bypasses
+# every case that has a bypass.
+QUICK_BYPASS = {"1", "4", "11", "M1"}
 
 
 @pytest.mark.timeout(240)
@@ -58,7 +58,7 @@ def test_the_matrix_covers_every_scenario_and_failpoint():
     assert {c.number for c in CASES} == set(range(1, 16))
     fives = [c for c in CASES if c.number == 5]
     assert len(fives) == len(FAILPOINTS) * 2 * 2  # savers x durabilities
-    assert {c.number for c in QUICK} == {1, 2, 3, 4, 5, 6, 11, 15}
+    assert {c.label for c in QUICK if c.number != 5} == {"1", "2", "4", "6", "11", "15"}
     assert all((c.saver, c.durability) == ("sqlite", "sync") for c in QUICK)
     assert [c.label for c in QUICK_MIDDLEWARE] == ["M1", "M4"]
     assert all(c.graph == "refund-agent" and c.bypass for c in QUICK_MIDDLEWARE)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ledger_stream.domain import Policy, absent, decide
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import sign_approval
+from ledger_stream.domain.containment import Freeze, Hold
 from ledger_stream.domain.state import KeyState
 from tests.factories import KEY, claim, intent, now_of, outcome, reconciled, resolution
 
@@ -28,6 +29,15 @@ class Row:
     event: str
     setup: Callable[[], list[ev.InputEvent]]
     then: Callable[[], ev.InputEvent]
+    hold: Hold | None = None  # the freeze covering the key when ``then`` is decided
+    setup_hold: Hold | None = None  # ... and when the setup is
+
+
+def _frozen(mode: ev.FreezeMode = ev.FreezeMode.HOLD, room: bool = True) -> Hold:
+    return Hold(Freeze("", KEY.split("/")[1], mode, "incident 7", "ops", "f-1", 500), room)
+
+
+FROZEN, FROZEN_FOR_APPROVAL = _frozen(), _frozen(ev.FreezeMode.APPROVAL)
 
 
 def _reserved() -> list[ev.InputEvent]:
@@ -211,6 +221,26 @@ ROWS = [
     Row("undecodable event with its key and bytes", list,
         lambda: ev.PoisonInput("ledger.attempts", 2, 7, "undecodable: no Avro marker", 9_000,
                                b"acme/refund/x", b"\x00\x01")),
+    Row("Intent, action frozen", list, intent, hold=FROZEN),
+    Row("Intent, action frozen, the partition's hold queue full", list, intent,
+        hold=_frozen(room=False)),
+    Row("Intent, action frozen for approval, approval missing", list, intent,
+        hold=FROZEN_FOR_APPROVAL),
+    Row("Intent, same args, key held by a freeze", _reserved, lambda: intent(at_ms=3_000),
+        hold=FROZEN, setup_hold=FROZEN),
+    Row("Release (the unfreeze), key held", _reserved, lambda: ev.Release(KEY, "*/refund"),
+        setup_hold=FROZEN),
+    Row("AttemptOutcome(not_applied) from the holder, action frozen", _granted,
+        lambda: outcome(OS.NOT_APPLIED), hold=FROZEN),
+    Row("AttemptOutcome(not_applied) from the holder, frozen, hold queue full", _granted,
+        lambda: outcome(OS.NOT_APPLIED), hold=_frozen(room=False)),
+    Row("Timer, dispatch never claimed, action frozen", _reserved, _timer(61_000),
+        hold=FROZEN),
+    Row("AttemptClaim(n), not yet granted, action frozen", _reserved, claim, hold=FROZEN),
+    Row("AttemptClaim(n) for a held attempt", lambda: [intent(), claim(claim_id="c0")],
+        claim, hold=FROZEN, setup_hold=FROZEN),
+    Row("AttemptClaim(n), granted before the freeze, same claim id", _granted, claim,
+        hold=FROZEN),
 ]
 
 
@@ -233,13 +263,13 @@ def _run(row: Row) -> tuple[KeyState, KeyState, tuple[ev.OutputEvent, ...]]:
     for event in row.setup():
         key = event.key  # type: ignore[union-attr]
         states[key] = decide(states.get(key) or absent(key), event, POLICY,
-                             now_of(event)).state
+                             now_of(event), row.setup_hold).state
     event = row.then()
     key = getattr(event, "key", None) or KEY
     if isinstance(key, bytes):  # a poison record's raw key, as the runtime reads it
         key = key.decode("utf-8", "replace")
     state = states.get(key) or absent(key)
-    decision = decide(state, event, POLICY, now_of(event))
+    decision = decide(state, event, POLICY, now_of(event), row.hold)
     return state, decision.state, decision.outputs
 
 
@@ -317,6 +347,26 @@ FOOTER = """
   dead holder's lease end plus the clock-skew margin; an earlier claim gets `Held`.
 - Ids of outputs derive from the key, the intent event id and the attempt number (a
   deadline's from its due time), so reprocessing reproduces identical bytes.
+
+## Containment: freezes
+
+`ledger-stream freeze ACTION [--tenant T]` writes a Containment record to every partition of
+`ledger.attempts`; each partition's processor applies it at that point of its log and keeps
+the active freezes with its state (one row, in the changelog), so a restart or a replay
+decides under the same freezes. While a freeze in `hold` mode covers a key's tenant and
+action, every decision that would send a Dispatch holds the key instead: HELD, with the
+attempt ready and its Dispatch withheld, and a `held: frozen` receipt. That covers a new
+intent, a retry after `not_applied`, a redispatch after a reconciliation found nothing, an
+operator's "not applied", and a dispatch offered again because nobody claimed it. A dispatch
+that left before the freeze but was not granted is held at its claim: the claimant gets Held
+until 5 s later, keeps the dispatch and claims again. A grant given before the freeze
+stands, and a fast-path connector does not wait for its grant: those calls can still happen.
+`unfreeze` releases the keys each partition holds in the order it held them (Release rows
+above), each with its withheld Dispatch; a key another freeze still covers is held again
+under that one. A freeze in `approval` mode makes every new intent of the action need a
+valid approval instead. A partition holds up to 256 KiB of held keys; past that a new intent
+is rejected (`rejected: frozen`, nothing recorded) and a key in flight goes to an operator,
+so nothing waits unrecorded.
 
 ## Where time comes from
 

@@ -37,6 +37,8 @@ def one_of_each() -> list:
         ev.DeadLetter("ledger.intents", 0, 5, "bad", 4, b"k", b"\x00\xff"),
         ev.DeadLetter("ledger.intents", 0, 5, "bad", 4),
         ev.Tick(3, "processor-1", 5),
+        ev.Containment("f-1", 2, "refund", "acme", True, ev.FreezeMode.APPROVAL, "incident",
+                       "ops", 7),
     ]
 
 

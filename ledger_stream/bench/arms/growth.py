@@ -35,7 +35,7 @@ from ledger_stream.bench.exceptions import BenchError
 from ledger_stream.bench.workload import BASE_AT_MS, intent_for, refund_args
 from ledger_stream.domain.deadlines import due_ms
 from ledger_stream.domain.decide import decide
-from ledger_stream.domain.events import Intent, Origin, Tick
+from ledger_stream.domain.events import Containment, Intent, Origin, Tick
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState, absent
 from ledger_stream.processor.partition import PartitionOverlay
@@ -132,7 +132,7 @@ def measure(keys: int, batch: int, duplicate_share: float, conflict_share: float
             for due, timer_key in overlay.due_now():
                 timer(overlay, timer_key, due, now)
             event = read(value, key, TOPIC, 0, offset, now)
-            if not isinstance(event, Tick):
+            if not isinstance(event, Tick | Containment):
                 decide_one(overlay, event, now)
             if offset % CHECKPOINT == 0:
                 store.write(overlay.store_batch(offset))

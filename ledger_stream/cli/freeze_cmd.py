@@ -1,0 +1,123 @@
+"""``ledger-stream freeze|unfreeze ACTION`` and ``ledger-stream freezes``: containment.
+
+A freeze holds every new dispatch of an action (for one tenant, or every tenant): intents
+are still recorded and answered ``held: frozen``, retries wait too, and ``unfreeze``
+releases them in order. Freezes are events on the attempts topic (operate/containment.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+
+from ledger_stream.cli.common import CliError, add_common_flags, iso_ms, settings_from
+from ledger_stream.domain import events as ev
+
+MODES = tuple(m.value for m in ev.FreezeMode)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    freeze = subparsers.add_parser(
+        "freeze", help="hold every new dispatch of an action (containment)",
+        description="Freeze ACTION for --tenant (default: every tenant). In hold mode, no "
+        "new dispatch leaves the ledger for it: new intents are recorded and answered "
+        "'held: frozen', retries and redispatches wait too, until `unfreeze`. In approval "
+        "mode, every new intent of the action needs a valid approval instead. A dispatch "
+        "sent before the freeze is not recalled. Freezing a frozen action again updates "
+        "its mode and reason. The freeze is an event on the attempts topic: audited, and "
+        "kept across restarts.")
+    _scope_flags(freeze)
+    freeze.add_argument("--mode", choices=MODES, default="hold",
+                        help="hold (default): hold dispatches; approval: require approval")
+    freeze.add_argument("--reason", required=True,
+                        help="why (in the audit trail; no payment details)")
+    freeze.set_defaults(handler=_freeze, frozen=True)
+
+    unfreeze = subparsers.add_parser(
+        "unfreeze", help="release an action's held dispatches, in order",
+        description="Unfreeze ACTION for --tenant (default: the freeze for every tenant): "
+        "each partition's processor dispatches the keys it held, in the order it held "
+        "them. A key that another freeze still covers stays held under that one. "
+        "Unfreezing an action that is not frozen changes nothing.")
+    _scope_flags(unfreeze)
+    unfreeze.add_argument("--reason", default="", help="why (in the audit trail)")
+    unfreeze.set_defaults(handler=_freeze, frozen=False, mode="hold")
+
+    freezes = subparsers.add_parser(
+        "freezes", help="list the freezes in force",
+        description="The freezes in force, as the attempts topic records them (read from "
+        "its partition 0, where every freeze has a copy); with --history every freeze and "
+        "unfreeze still in the log.")
+    freezes.add_argument("--history", action="store_true",
+                         help="every freeze and unfreeze, oldest first")
+    freezes.add_argument("--json", action="store_true", help="one JSON object per line")
+    add_common_flags(freezes)
+    freezes.set_defaults(handler=_list)
+
+
+def _scope_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", metavar="ACTION", help="the action, e.g. refund")
+    parser.add_argument("--tenant", default="", metavar="T",
+                        help="only this tenant's keys (default: every tenant)")
+    parser.add_argument("--operator", default=getpass.getuser(), help="who decides")
+    parser.add_argument("--event-id", default="",
+                        help="id of this command, to retry it safely (default: new)")
+    add_common_flags(parser)
+
+
+def _freeze(args: argparse.Namespace) -> int:
+    from ledger_stream.kafka.bootstrap import resolve_bootstrap
+    from ledger_stream.kafka.exceptions import DeliveryFailed, KafkaSetupError
+    from ledger_stream.operate import containment
+    from ledger_stream.serde import make_codec
+
+    settings = settings_from(args)
+    try:
+        event, partitions = containment.send(
+            settings, resolve_bootstrap(settings), make_codec(settings.schema_registry_url),
+            action=args.action, tenant=args.tenant, frozen=args.frozen,
+            mode=ev.FreezeMode(args.mode), reason=args.reason, operator=args.operator,
+            event_id=args.event_id)
+    except containment.ContainmentRefused as exc:
+        raise CliError(str(exc)) from exc
+    except (KafkaSetupError, DeliveryFailed) as exc:
+        raise CliError(f"not every partition has the {'freeze' if args.frozen else 'unfreeze'}"
+                       f" ({exc}); run the same command again") from exc
+    scope = f"{args.tenant or 'every tenant'}/{args.action}"
+    what = f"frozen ({args.mode})" if args.frozen else "unfrozen"
+    print(f"{scope}: {what} in {partitions} partition(s), event {event.event_id}")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from ledger_stream.kafka.bootstrap import resolve_bootstrap
+    from ledger_stream.kafka.exceptions import KafkaSetupError
+    from ledger_stream.operate import containment
+    from ledger_stream.serde import make_codec
+
+    settings = settings_from(args)
+    try:
+        records = containment.log(settings, resolve_bootstrap(settings),
+                                  make_codec(settings.schema_registry_url))
+    except KafkaSetupError as exc:
+        raise CliError(str(exc)) from exc
+    shown = records if args.history else containment.active(records)
+    if not args.json:
+        print("at\tscope\tstate\tmode\toperator\treason\tevent_id")
+    for record in shown:
+        e = record.event
+        row = {"at": iso_ms(record.timestamp_ms), "action": e.action, "tenant": e.tenant,
+               "scope": record.scope, "frozen": e.frozen, "mode": e.mode.value,
+               "operator": e.operator, "reason": e.reason, "event_id": e.event_id,
+               "offset": record.offset}
+        if args.json:
+            print(json.dumps(row))
+        else:
+            state = "frozen" if e.frozen else "unfrozen"
+            print(f"{row['at']}\t{record.scope}\t{state}\t{e.mode.value}\t{e.operator}\t"
+                  f"{e.reason}\t{e.event_id}")
+    print(f"{len(shown)} {'record(s)' if args.history else 'freeze(s) in force'}",
+          file=sys.stderr)
+    return 0

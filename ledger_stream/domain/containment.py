@@ -1,0 +1,189 @@
+"""Containment: an operator freezes an action, for one tenant or for every tenant.
+
+While a freeze in ``hold`` mode covers a key's (tenant, action), no new dispatch leaves the
+ledger for it: a new intent is recorded and answered ``held: frozen``, and a retry, a
+redispatch after a reconciliation or an operator's "not applied" waits the same way. The
+key is HELD: its attempt is ready, its Dispatch withheld. The unfreeze releases the held
+keys of each partition in the order they were held. A freeze in ``approval`` mode instead
+makes every new intent of the action need a valid approval.
+
+A Dispatch that left before the freeze and was not granted yet is held at its claim: the
+claimant gets Held (claim again later) and the key waits like the others. A grant given
+before the freeze is not recalled, and a fast-path connector (a target that deduplicates)
+calls without waiting for its grant: those calls can still happen.
+
+Pure values. Each partition keeps its :class:`Containment` with its state (one row), so
+freezes survive restarts and a replay decides under the same freezes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ledger_stream.domain.events import (
+    Containment as ContainmentEvent,
+)
+from ledger_stream.domain.events import (
+    Dispatch,
+    FreezeMode,
+    Grant,
+    Held,
+    Reason,
+    Receipt,
+    ReceiptStatus,
+    Release,
+)
+from ledger_stream.domain.outputs import dispatch_for, receipt_for, state_receipt
+from ledger_stream.domain.state import KeyState, Phase
+from ledger_stream.domain.transitions import Decision, enter, to_operator
+
+# The held queue of one partition, as stored: it lives in one row of the state store and
+# one changelog record, which must fit in a Kafka record (1 MiB by default). Past it a new
+# intent is rejected (reason ``frozen``, nothing recorded) and a key in flight goes to an
+# operator: nothing is dropped in silence.
+HELD_LIMIT_BYTES = 256 * 1024
+_ENTRY_OVERHEAD = 8
+# A claim for a held attempt is answered Held until this much later: the claimant keeps the
+# dispatch and claims again then (granted once the unfreeze has released the key).
+CLAIM_AGAIN_MS = 5_000
+
+
+def scope_of(tenant: str, action: str) -> str:
+    """A freeze's scope: ``tenant/action``, ``*/action`` for every tenant."""
+    return f"{tenant or '*'}/{action}"
+
+
+@dataclass(frozen=True, slots=True)
+class Freeze:
+    tenant: str  # "" for every tenant
+    action: str
+    mode: FreezeMode
+    reason: str
+    operator: str
+    event_id: str
+    since_ms: int
+
+    @property
+    def scope(self) -> str:
+        return scope_of(self.tenant, self.action)
+
+    def covers(self, tenant: str, action: str) -> bool:
+        return action == self.action and (not self.tenant or tenant == self.tenant)
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """The freeze a decision runs under, and whether its partition can hold one more key."""
+
+    freeze: Freeze
+    room: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Containment:
+    """One partition's active freezes and the keys they hold, in the order held."""
+
+    freezes: tuple[Freeze, ...] = ()
+    held: tuple[tuple[str, str], ...] = ()  # (scope, key)
+
+    @property
+    def held_bytes(self) -> int:
+        return sum(len(s) + len(k) + _ENTRY_OVERHEAD for s, k in self.held)
+
+    def hold_for(self, tenant: str, action: str, key: str = "") -> Hold | None:
+        """The freeze covering (tenant, action), a ``hold`` one before an ``approval`` one."""
+        found = [f for f in self.freezes if f.covers(tenant, action)]
+        if not found:
+            return None
+        freeze = min(found, key=lambda f: f.mode is not FreezeMode.HOLD)
+        room = self.held_bytes + len(freeze.scope) + len(key) + _ENTRY_OVERHEAD \
+            <= HELD_LIMIT_BYTES
+        return Hold(freeze, room)
+
+    def apply(self, event: ContainmentEvent, now_ms: int) -> tuple[Containment, list[str]]:
+        """The containment after ``event``, and the keys an unfreeze releases, in order.
+        Freezing a frozen scope again changes its mode and reason (it releases nothing);
+        unfreezing a scope that is not frozen changes nothing."""
+        scope = scope_of(event.tenant, event.action)
+        others = tuple(f for f in self.freezes if f.scope != scope)
+        if event.frozen:
+            previous = next((f for f in self.freezes if f.scope == scope), None)
+            since = previous.since_ms if previous else now_ms
+            freeze = Freeze(event.tenant, event.action, event.mode, event.reason,
+                            event.operator, event.event_id, since)
+            return replace(self, freezes=(*others, freeze)), []
+        released = [key for s, key in self.held if s == scope]
+        return Containment(others, tuple(e for e in self.held if e[0] != scope)), released
+
+    def with_held(self, scope: str, key: str) -> Containment:
+        return replace(self, held=(*self.held, (scope, key)))
+
+    # -- the stored row -------------------------------------------------------------------
+
+    def to_row(self) -> dict[str, Any]:
+        return {
+            "freezes": [[f.tenant, f.action, f.mode.value, f.reason, f.operator, f.event_id,
+                         f.since_ms] for f in self.freezes],
+            "held": [list(entry) for entry in self.held],
+        }
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Containment:
+        freezes = tuple(Freeze(t, a, FreezeMode(m), r, o, e, s)
+                        for t, a, m, r, o, e, s in row.get("freezes", ()))
+        return cls(freezes, tuple((s, k) for s, k in row.get("held", ())))
+
+
+NONE = Containment()
+
+
+def withhold(before: KeyState, decision: Decision, hold: Hold, now: int) -> Decision:
+    """``decision`` under a freeze: a decision that would dispatch holds the key instead
+    (HELD, its state receipt ``held: frozen``, no Dispatch), and so does the first grant of
+    a dispatch that left before the freeze (its claimant gets Held). With no room left to
+    hold it, a new intent is rejected, a key in flight goes to an operator, and a grant
+    goes ahead."""
+    if hold.freeze.mode is not FreezeMode.HOLD:
+        return decision
+    grant = next((o for o in decision.outputs if isinstance(o, Grant)), None)
+    if grant is not None and before.phase is Phase.RESERVED and hold.room:
+        held = enter(before, Phase.HELD, now, held_by=hold.freeze.scope,
+                     status_detail=_why(hold.freeze))
+        return Decision(held, (claim_again(held, grant.attempt, grant.claim_id, now),
+                               state_receipt(held, now, Reason.FROZEN)))
+    if not any(isinstance(o, Dispatch) for o in decision.outputs):
+        return decision
+    state, freeze = decision.state, hold.freeze
+    kept = tuple(o for o in decision.outputs if not isinstance(o, Dispatch) and not (
+        isinstance(o, Receipt) and o.intent_event_id == state.intent_event_id))
+    why = _why(freeze)
+    if not hold.room:
+        full = f"{why}; the partition's hold queue is full"
+        if before.phase is Phase.ABSENT:
+            receipt = receipt_for(before, state.intent_event_id, now,
+                                  status=ReceiptStatus.REJECTED, reason=Reason.FROZEN,
+                                  args_hash=state.args_hash, detail=full)
+            return Decision(before, (*kept, receipt))
+        waiting = to_operator(state, now, full, f"freeze/{freeze.scope}/{state.attempt}")
+        return Decision(waiting.state, kept + waiting.outputs)
+    held = enter(state, Phase.HELD, now, held_by=freeze.scope, status_detail=why)
+    return Decision(held, (*kept, state_receipt(held, now, Reason.FROZEN)))
+
+
+def claim_again(state: KeyState, attempt: int, claim_id: str, now: int) -> Held:
+    """The answer to a claim for a held attempt: keep the dispatch, claim again later."""
+    return Held(state.key, attempt, claim_id, now + CLAIM_AGAIN_MS, now)
+
+
+def _why(freeze: Freeze) -> str:
+    return f"frozen: {freeze.reason}" if freeze.reason else "frozen"
+
+
+def release(state: KeyState, event: Release, now: int) -> Decision:
+    """An unfreeze reached a key its freeze holds: dispatch the withheld attempt."""
+    if state.phase is not Phase.HELD or state.held_by != event.scope:
+        return Decision(state)
+    ready = enter(state, Phase.RESERVED, now, held_by="", stall_alerted=0,
+                  status_detail=f"released by the unfreeze of {event.scope}")
+    return Decision(ready, (state_receipt(ready, now), dispatch_for(ready, now)))

@@ -1,0 +1,134 @@
+"""Freezing an action (CLI ``freeze`` / ``unfreeze`` / ``freezes``, the gateway's
+``/v1/freezes``): containment as events on the attempts topic.
+
+A freeze or unfreeze is one Containment event written to **every** partition of the
+attempts topic, each copy naming its partition, all with the same event id and the key
+``~containment/<event id>`` (unique, so compaction keeps every one: the audit trail). Each
+partition's processor applies its copy at that point of its log (domain/containment.py).
+The command returns only when every copy is acknowledged; when some are not, it says so,
+and running it again is safe (freezing a frozen scope, or unfreezing a scope that is not
+frozen, changes nothing).
+
+The active freezes are read back from partition 0 of the attempts topic (every freeze
+has a copy there), so listing them costs one partition's scan, filtered by key before
+anything is decoded.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer
+
+from ledger_stream.config import Settings
+from ledger_stream.domain import events as ev
+from ledger_stream.domain.containment import scope_of
+from ledger_stream.domain.keys import InvalidKeyError, operation_key
+from ledger_stream.kafka.exceptions import KafkaSetupError
+from ledger_stream.kafka.producer import EventProducer
+from ledger_stream.kafka.receipts import partition_records
+from ledger_stream.serde import AvroCodec, DecodeError
+
+KEY_PREFIX = "~containment/"
+REASON_LIMIT = 500
+
+
+class ContainmentRefused(ValueError):
+    """The action, tenant or reason cannot be frozen as given (says why)."""
+
+
+@dataclass(frozen=True)
+class FreezeRecord:
+    """A freeze as the log holds it (partition 0's copy)."""
+
+    event: ev.Containment
+    offset: int
+    timestamp_ms: int
+
+    @property
+    def scope(self) -> str:
+        return scope_of(self.event.tenant, self.event.action)
+
+
+def checked(action: str, tenant: str, reason: str) -> None:
+    """ContainmentRefused unless ``action`` and ``tenant`` (empty: every tenant) are valid
+    key parts and ``reason`` fits."""
+    if tenant == "*":
+        raise ContainmentRefused("tenant '*': leave --tenant out to freeze every tenant")
+    try:
+        operation_key(tenant or "any", action, "freeze")
+    except InvalidKeyError as exc:
+        raise ContainmentRefused(f"action {action!r} / tenant {tenant!r}: {exc}") from exc
+    if len(reason) > REASON_LIMIT:
+        raise ContainmentRefused(f"reason longer than {REASON_LIMIT} characters")
+
+
+def send(settings: Settings, bootstrap: str, codec: AvroCodec, *, action: str, tenant: str,
+         frozen: bool, mode: ev.FreezeMode = ev.FreezeMode.HOLD, reason: str = "",
+         operator: str = "", event_id: str = "") -> tuple[ev.Containment, int]:
+    """Write the freeze (or unfreeze) to every partition of the attempts topic and wait
+    for every copy to be acknowledged. Returns the event (partition 0's copy) and the
+    number of partitions. DeliveryFailed when a copy was not acknowledged."""
+    checked(action, tenant, reason)
+    event_id = event_id or f"freeze-{uuid.uuid4().hex}"
+    partitions = _partitions(bootstrap, settings.topic("attempts"))
+    producer = EventProducer(settings, bootstrap, codec)
+    try:
+        now = int(time.time() * 1000)
+        copies = [ev.Containment(event_id, p, action, tenant, frozen, mode, reason, operator,
+                                 now) for p in range(partitions)]
+        key = f"{KEY_PREFIX}{event_id}".encode()
+        for copy in copies:
+            producer.send_raw("attempts", key, codec.encode(copy), copy.partition)
+        producer.flush()
+    finally:
+        producer.close()
+    return copies[0], partitions
+
+
+def log(settings: Settings, bootstrap: str, codec: AvroCodec,
+        timeout_s: float = 30.0) -> list[FreezeRecord]:
+    """Every freeze and unfreeze still in the log, oldest first (partition 0's copies).
+    A record under the containment prefix that does not decode is skipped."""
+    prefix = KEY_PREFIX.encode()
+    found = []
+    for record in partition_records(bootstrap, settings.topic("attempts"), lambda _: 0,
+                                    lambda k: k is not None and k.startswith(prefix),
+                                    timeout_s):
+        if record.value is None:
+            continue
+        try:
+            event = codec.decode(record.value, (ev.Containment,))
+        except DecodeError:
+            continue
+        found.append(FreezeRecord(event, record.offset, record.timestamp_ms))
+    return found
+
+
+def active(records: list[FreezeRecord]) -> list[FreezeRecord]:
+    """The freezes in force after ``records``, in the order they were first frozen (a
+    freeze of a frozen scope updates it in place)."""
+    scopes: dict[str, FreezeRecord] = {}
+    for record in records:
+        if record.event.frozen:
+            scopes[record.scope] = record
+        else:
+            scopes.pop(record.scope, None)
+    return list(scopes.values())
+
+
+def _partitions(bootstrap: str, topic: str) -> int:
+    from ledger_stream.kafka.client_config import CLIENT_CONFIG
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
+                         "group.id": f"freeze-{uuid.uuid4().hex}"})
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        if meta.error is not None or not meta.partitions:
+            raise KafkaSetupError(f"{topic} is not available ({meta.error}): run "
+                                  "`ledger-stream topics create` with the same settings")
+        return len(meta.partitions)
+    finally:
+        consumer.close()

@@ -1,0 +1,222 @@
+"""Containment through the processor's step a (records → decisions → overlay → store →
+changelog → restore), without a broker: a freeze holds new work at its point of the log,
+the hold survives a restore, and the unfreeze releases the held keys in the order held."""
+
+from __future__ import annotations
+
+import pytest
+
+from ledger_stream.domain import events as ev
+from ledger_stream.domain.containment import HELD_LIMIT_BYTES
+from ledger_stream.domain.policy import Policy
+from ledger_stream.kafka.partitioner import partition_for
+from ledger_stream.processor import changelog
+from ledger_stream.processor.batch import Batch
+from ledger_stream.processor.changelog import Positions
+from ledger_stream.processor.partition import CONTAINMENT_KEY
+from ledger_stream.processor.restore import apply_records
+from ledger_stream.state import MemoryPartitionStore
+from tests.factories import claim, intent, outcome
+from tests.processor.fakes import ATTEMPTS, CODEC, INTENTS, PARTITIONS, FakeMessage, make_step
+
+pytestmark = pytest.mark.timeout(30)
+
+POLICY = Policy(stall_after_ms=60_000, retry_backoff_ms=0)
+GROUP = "g"
+
+
+def keys_in(partition: int, n: int, tenant: str = "acme", action: str = "refund",
+            pad: int = 0) -> list[str]:
+    found, i = [], 0
+    while len(found) < n:
+        key = f"{tenant}/{action}/k{i}{'x' * pad}"
+        if partition_for(key.encode(), PARTITIONS) == partition:
+            found.append(key)
+        i += 1
+    return found
+
+
+P = 1
+KEYS = keys_in(P, 5)
+
+
+class Log:
+    """One partition's inputs, decided batch by batch on a store that persists between
+    batches (the checkpoint's step d), with the changelog rows each batch wrote."""
+
+    def __init__(self) -> None:
+        self.store = MemoryPartitionStore(P)
+        self.offset = 0
+        self.clock = 1_000
+        self.changelog: list[changelog.ChangelogRecord] = []
+
+    def run(self, *events: object) -> list[object]:
+        batch = Batch(make_step(POLICY), {P: self.store}, {P: Positions()},  # type: ignore
+                      (INTENTS, ATTEMPTS))
+        for event in events:
+            self.offset += 1
+            self.clock += 10
+            batch.add(self._record(event))
+        overlay = batch.overlays[P]
+        positions = batch.positions(P)
+        for key, row in overlay.rows().items():
+            self.changelog.append(changelog.ChangelogRecord(
+                len(self.changelog), key.encode(), row, GROUP, positions))
+        self.store.write(overlay.store_batch(len(self.changelog)))
+        return [CODEC.decode(o.value) for o in batch.outputs]
+
+    def _record(self, event: object) -> FakeMessage:
+        if isinstance(event, ev.Containment):
+            return FakeMessage(ATTEMPTS, P, self.offset, self.clock,
+                               f"~containment/{event.event_id}".encode(), CODEC.encode(event))
+        topic = INTENTS if isinstance(event, ev.Intent) else ATTEMPTS
+        return FakeMessage(topic, P, self.offset, self.clock,
+                           event.key.encode(), CODEC.encode(event))  # type: ignore[attr-defined]
+
+
+def freeze(action: str = "refund", tenant: str = "acme", frozen: bool = True,
+           mode: ev.FreezeMode = ev.FreezeMode.HOLD, partition: int = P) -> ev.Containment:
+    return ev.Containment(f"f-{action}-{tenant}-{frozen}", partition, action, tenant, frozen,
+                          mode, "incident 7", "ops", 0)
+
+
+def dispatches(outputs: list[object]) -> list[str]:
+    return [o.key for o in outputs if isinstance(o, ev.Dispatch)]
+
+
+def answers(outputs: list[object], intent_id: str) -> ev.Receipt:
+    (receipt,) = [o for o in outputs if isinstance(o, ev.Receipt)
+                  and o.intent_event_id == intent_id]
+    return receipt
+
+
+def test_a_freeze_holds_new_intents_and_the_unfreeze_releases_them_in_order() -> None:
+    log = Log()
+    before = intent(key=KEYS[0])
+    assert dispatches(log.run(before)) == [KEYS[0]]  # before the freeze: dispatched
+
+    log.run(freeze())
+    held = [intent(key=k) for k in (KEYS[3], KEYS[1], KEYS[4])]
+    outputs = log.run(*held)
+    assert dispatches(outputs) == []
+    for i in held:
+        receipt = answers(outputs, i.event_id)
+        assert (receipt.status, receipt.reason) == (ev.ReceiptStatus.HELD, ev.Reason.FROZEN)
+        assert "incident 7" in receipt.detail
+    again = intent(key=KEYS[3])  # a resumed worker's duplicate: still held, no dispatch
+    outputs = log.run(again)
+    assert dispatches(outputs) == []
+    assert answers(outputs, again.event_id).status is ev.ReceiptStatus.HELD
+
+    other_tenant = intent(key=keys_in(P, 1, tenant="beta")[0])
+    other_action = intent(key=keys_in(P, 1, action="email")[0])
+    assert dispatches(log.run(other_tenant, other_action)) == [other_tenant.key,
+                                                                  other_action.key]
+
+    released = log.run(freeze(frozen=False))
+    assert dispatches(released) == [KEYS[3], KEYS[1], KEYS[4]]  # the order they were held
+    for d in (o for o in released if isinstance(o, ev.Dispatch)):
+        assert d.attempt == 1
+    assert dispatches(log.run(freeze(frozen=False))) == []  # a second unfreeze: nothing
+
+
+def test_retries_of_a_frozen_action_wait() -> None:
+    log = Log()
+    first = intent(key=KEYS[0])
+    log.run(first, claim(key=KEYS[0]))
+    log.run(freeze())
+    outputs = log.run(outcome(ev.OutcomeStatus.NOT_APPLIED, key=KEYS[0]))
+    assert dispatches(outputs) == []
+    (receipt,) = [o for o in outputs if isinstance(o, ev.Receipt)]
+    assert (receipt.status, receipt.reason, receipt.attempts) == (
+        ev.ReceiptStatus.HELD, ev.Reason.FROZEN, 2)
+    outputs = log.run(claim(key=KEYS[0], attempt=2, claim_id="c2"))
+    assert [type(o) for o in outputs] == [ev.Held]  # (no dispatch of attempt 2 left yet)
+
+    (dispatch,) = [o for o in log.run(freeze(frozen=False)) if isinstance(o, ev.Dispatch)]
+    assert (dispatch.key, dispatch.attempt) == (KEYS[0], 2)
+
+
+def test_the_freeze_and_the_held_keys_survive_a_restore_from_the_changelog() -> None:
+    log = Log()
+    log.run(freeze())
+    log.run(intent(key=KEYS[2]), intent(key=KEYS[0]))
+
+    restored = MemoryPartitionStore(P)
+    apply_records(restored, log.changelog, Positions(10**6, 10**6), GROUP, POLICY)
+    assert restored.get(CONTAINMENT_KEY) == log.store.get(CONTAINMENT_KEY)
+    log.store = restored  # a new processor on the restored state
+
+    late = intent(key=KEYS[1])
+    assert dispatches(log.run(late)) == []  # still frozen after the restore
+    assert dispatches(log.run(freeze(frozen=False))) == [KEYS[2], KEYS[0], KEYS[1]]
+
+
+def test_a_dispatch_sent_before_the_freeze_is_held_at_its_claim_then_granted() -> None:
+    log = Log()
+    sent = intent(key=KEYS[0])
+    assert dispatches(log.run(sent)) == [KEYS[0]]
+    log.run(freeze())
+    outputs = log.run(claim(key=KEYS[0], claim_id="c1"))
+    (held,) = [o for o in outputs if isinstance(o, ev.Held)]
+    assert held.claim_id == "c1" and not any(isinstance(o, ev.Grant) for o in outputs)
+    outputs = log.run(claim(key=KEYS[0], claim_id="c2"))  # claiming again while frozen
+    assert [type(o) for o in outputs] == [ev.Held]
+
+    assert dispatches(log.run(freeze(frozen=False))) == [KEYS[0]]  # the same dispatch id
+    (grant,) = [o for o in log.run(claim(key=KEYS[0], claim_id="c3"))
+                if isinstance(o, ev.Grant)]
+    assert grant.claim_id == "c3"
+
+
+def test_a_key_under_two_freezes_is_held_again_by_the_one_still_in_force() -> None:
+    log = Log()
+    log.run(freeze(tenant="acme"), freeze(tenant=""))  # this tenant, and every tenant
+    log.run(intent(key=KEYS[0]))
+    assert dispatches(log.run(freeze(tenant="acme", frozen=False))) == []
+    assert dispatches(log.run(freeze(tenant="", frozen=False))) == [KEYS[0]]
+
+
+def test_approval_mode_rejects_new_intents_without_approval_and_holds_nothing() -> None:
+    log = Log()
+    log.run(freeze(mode=ev.FreezeMode.APPROVAL))
+    unapproved = intent(key=KEYS[0])
+    outputs = log.run(unapproved)
+    assert dispatches(outputs) == []
+    receipt = answers(outputs, unapproved.event_id)
+    assert (receipt.status, receipt.reason) == (ev.ReceiptStatus.REJECTED, ev.Reason.APPROVAL)
+    assert any(isinstance(o, ev.Alert) and o.kind is ev.AlertKind.APPROVAL_MISMATCH
+               for o in outputs)
+    assert dispatches(log.run(freeze(frozen=False))) == []
+
+
+def test_a_full_hold_queue_rejects_new_intents_and_loses_none_of_the_held() -> None:
+    log = Log()
+    log.run(freeze())
+    long_keys = keys_in(P, 1500, pad=200)  # about 1,100 fit in the queue
+    held: list[str] = []
+    rejected: list[str] = []
+    for start in range(0, len(long_keys), 500):
+        chunk = [intent(key=k) for k in long_keys[start:start + 500]]
+        outputs = log.run(*chunk)
+        for i in chunk:
+            receipt = answers(outputs, i.event_id)
+            (held if receipt.status is ev.ReceiptStatus.HELD else rejected).append(i.key)
+            if receipt.status is ev.ReceiptStatus.REJECTED:
+                assert receipt.reason is ev.Reason.FROZEN
+        if rejected:
+            break
+    assert rejected, "the queue never filled"
+    assert len(log.store.get(CONTAINMENT_KEY) or b"") < HELD_LIMIT_BYTES * 1.2
+    assert dispatches(log.run(freeze(frozen=False))) == held
+
+
+def test_a_containment_record_in_another_partition_is_poison() -> None:
+    step = make_step(POLICY)
+    record = CODEC.encode(freeze(partition=P))
+    event = step.read(record, b"~containment/x", ATTEMPTS, (P + 1) % PARTITIONS, 4, 9)
+    assert isinstance(event, ev.PoisonInput)
+    assert f"Containment for partition {P} read from" in event.reason
+    for bad in (freeze(action="re/fund"), freeze(tenant="*"), freeze(action="")):
+        event = step.read(CODEC.encode(bad), b"~containment/x", ATTEMPTS, P, 5, 9)
+        assert isinstance(event, ev.PoisonInput), bad
