@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from ledger_stream.domain import events as ev
+from ledger_stream.domain.containment import Hold
 from ledger_stream.domain.decide import DEFAULT_POLICY, decide
 from ledger_stream.domain.state import KeyState, absent
 from ledger_stream.sdk.client import LedgerClient
@@ -15,7 +16,9 @@ from ledger_stream.serde import AvroCodec
 
 
 class DecideLedger:
-    def __init__(self) -> None:
+    def __init__(self, hold: Hold | None = None) -> None:
+        """``hold``: the freeze every decision runs under (containment), if any."""
+        self.hold = hold
         self.states: dict[str, KeyState] = {}
         self.intents: list[ev.Intent] = []
         self.dispatches: list[ev.Dispatch] = []
@@ -29,7 +32,7 @@ class DecideLedger:
                raise_errors: bool = True) -> ev.Receipt:
         self.intents.append(intent)
         state = self.states.get(intent.key) or absent(intent.key)
-        decision = decide(state, intent, DEFAULT_POLICY, int(time.time() * 1000))
+        decision = decide(state, intent, DEFAULT_POLICY, int(time.time() * 1000), self.hold)
         self.states[intent.key] = decision.state
         self.dispatches += [o for o in decision.outputs if isinstance(o, ev.Dispatch)]
         receipts = [o for o in decision.outputs if isinstance(o, ev.Receipt)]

@@ -18,6 +18,7 @@ freezes survive restarts and a replay decides under the same freezes.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -43,7 +44,10 @@ from ledger_stream.domain.transitions import Decision, enter, to_operator
 # intent is rejected (reason ``frozen``, nothing recorded) and a key in flight goes to an
 # operator: nothing is dropped in silence.
 HELD_LIMIT_BYTES = 256 * 1024
-_ENTRY_OVERHEAD = 8
+# What one freeze may hold in text, and how many freezes a partition keeps: a Containment
+# record past these is poison (read in the processor's step), so the row stays bounded.
+TEXT_LIMIT = 500
+FREEZE_LIMIT = 64
 # A claim for a held attempt is answered Held until this much later: the claimant keeps the
 # dispatch and claims again then (granted once the unfreeze has released the key).
 CLAIM_AGAIN_MS = 5_000
@@ -74,10 +78,17 @@ class Freeze:
 
 @dataclass(frozen=True, slots=True)
 class Hold:
-    """The freeze a decision runs under, and whether its partition can hold one more key."""
+    """The freezes covering one decision's key: the ``hold`` one (if any), whether an
+    ``approval`` one covers it too, and whether its partition can hold one more key."""
 
-    freeze: Freeze
+    freeze: Freeze | None
+    approval: bool = False
     room: bool = True
+
+
+def entry_bytes(scope: str, key: str) -> int:
+    """What one held entry adds to the stored row (UTF-8 JSON, its comma included)."""
+    return len(json.dumps([scope, key], ensure_ascii=False).encode()) + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,25 +97,26 @@ class Containment:
 
     freezes: tuple[Freeze, ...] = ()
     held: tuple[tuple[str, str], ...] = ()  # (scope, key)
+    held_bytes: int = 0  # the held entries' size in the stored row
 
-    @property
-    def held_bytes(self) -> int:
-        return sum(len(s) + len(k) + _ENTRY_OVERHEAD for s, k in self.held)
-
-    def hold_for(self, tenant: str, action: str, key: str = "") -> Hold | None:
-        """The freeze covering (tenant, action), a ``hold`` one before an ``approval`` one."""
+    def hold_for(self, tenant: str, action: str, key: str = "", held_by: str = ""
+                 ) -> Hold | None:
+        """The freezes covering (tenant, action), or None. ``held_by``: the scope that
+        holds ``key`` now (its entry would be replaced, not added)."""
         found = [f for f in self.freezes if f.covers(tenant, action)]
         if not found:
             return None
-        freeze = min(found, key=lambda f: f.mode is not FreezeMode.HOLD)
-        room = self.held_bytes + len(freeze.scope) + len(key) + _ENTRY_OVERHEAD \
-            <= HELD_LIMIT_BYTES
-        return Hold(freeze, room)
+        holding = next((f for f in found if f.mode is FreezeMode.HOLD), None)
+        now_held = entry_bytes(held_by, key) if held_by else 0
+        room = holding is None or \
+            self.held_bytes - now_held + entry_bytes(holding.scope, key) <= HELD_LIMIT_BYTES
+        return Hold(holding, any(f.mode is FreezeMode.APPROVAL for f in found), room)
 
     def apply(self, event: ContainmentEvent, now_ms: int) -> tuple[Containment, list[str]]:
-        """The containment after ``event``, and the keys an unfreeze releases, in order.
-        Freezing a frozen scope again changes its mode and reason (it releases nothing);
-        unfreezing a scope that is not frozen changes nothing."""
+        """The containment after ``event``, and the keys an unfreeze releases, in the order
+        held (their entries stay until each is decided: see :meth:`moved`). Freezing a
+        frozen scope again changes its mode and reason (it releases nothing); unfreezing a
+        scope that is not frozen changes nothing."""
         scope = scope_of(event.tenant, event.action)
         others = tuple(f for f in self.freezes if f.scope != scope)
         if event.frozen:
@@ -113,11 +125,32 @@ class Containment:
             freeze = Freeze(event.tenant, event.action, event.mode, event.reason,
                             event.operator, event.event_id, since)
             return replace(self, freezes=(*others, freeze)), []
-        released = [key for s, key in self.held if s == scope]
-        return Containment(others, tuple(e for e in self.held if e[0] != scope)), released
+        return replace(self, freezes=others), [key for s, key in self.held if s == scope]
 
-    def with_held(self, scope: str, key: str) -> Containment:
-        return replace(self, held=(*self.held, (scope, key)))
+    def moved(self, key: str, before: str, after: str) -> Containment:
+        """Key ``key`` went from held by scope ``before`` (empty: not held) to held by
+        ``after`` (empty: not held any more). A key held again by another freeze keeps its
+        place in the order."""
+        if before:
+            at = next((i for i, e in enumerate(self.held) if e == (before, key)), None)
+            if at is not None:
+                size = self.held_bytes - entry_bytes(before, key)
+                if after:
+                    held = (*self.held[:at], (after, key), *self.held[at + 1:])
+                    return replace(self, held=held, held_bytes=size + entry_bytes(after, key))
+                return replace(self, held=self.held[:at] + self.held[at + 1:],
+                               held_bytes=size)
+        if after:
+            return replace(self, held=(*self.held, (after, key)),
+                           held_bytes=self.held_bytes + entry_bytes(after, key))
+        return self
+
+    def without_scope(self, scope: str) -> Containment:
+        """Every entry of ``scope`` dropped (after an unfreeze has decided its keys)."""
+        kept = tuple(e for e in self.held if e[0] != scope)
+        if len(kept) == len(self.held):
+            return self
+        return replace(self, held=kept, held_bytes=sum(entry_bytes(*e) for e in kept))
 
     # -- the stored row -------------------------------------------------------------------
 
@@ -132,7 +165,8 @@ class Containment:
     def from_row(cls, row: dict[str, Any]) -> Containment:
         freezes = tuple(Freeze(t, a, FreezeMode(m), r, o, e, s)
                         for t, a, m, r, o, e, s in row.get("freezes", ()))
-        return cls(freezes, tuple((s, k) for s, k in row.get("held", ())))
+        held = tuple((s, k) for s, k in row.get("held", ()))
+        return cls(freezes, held, sum(entry_bytes(*e) for e in held))
 
 
 NONE = Containment()
@@ -142,19 +176,22 @@ def withhold(before: KeyState, decision: Decision, hold: Hold, now: int) -> Deci
     """``decision`` under a freeze: a decision that would dispatch holds the key instead
     (HELD, its state receipt ``held: frozen``, no Dispatch), and so does the first grant of
     a dispatch that left before the freeze (its claimant gets Held). With no room left to
-    hold it, a new intent is rejected, a key in flight goes to an operator, and a grant
-    goes ahead."""
-    if hold.freeze.mode is not FreezeMode.HOLD:
+    hold it, a new intent is rejected, a key in flight goes to an operator, and a claimant
+    gets Held with the key left as it was (it is offered again after the unfreeze)."""
+    freeze = hold.freeze
+    if freeze is None:
         return decision
     grant = next((o for o in decision.outputs if isinstance(o, Grant)), None)
-    if grant is not None and before.phase is Phase.RESERVED and hold.room:
-        held = enter(before, Phase.HELD, now, held_by=hold.freeze.scope,
-                     status_detail=_why(hold.freeze))
-        return Decision(held, (claim_again(held, grant.attempt, grant.claim_id, now),
-                               state_receipt(held, now, Reason.FROZEN)))
+    if grant is not None and before.phase is Phase.RESERVED:
+        answer = claim_again(before, grant.attempt, grant.claim_id, now)
+        if not hold.room:  # not held (no room to queue it): the claimant still waits
+            return Decision(before, (answer,))
+        held = enter(before, Phase.HELD, now, held_by=freeze.scope,
+                     status_detail=_why(freeze))
+        return Decision(held, (answer, state_receipt(held, now, Reason.FROZEN)))
     if not any(isinstance(o, Dispatch) for o in decision.outputs):
         return decision
-    state, freeze = decision.state, hold.freeze
+    state = decision.state
     kept = tuple(o for o in decision.outputs if not isinstance(o, Dispatch) and not (
         isinstance(o, Receipt) and o.intent_event_id == state.intent_event_id))
     why = _why(freeze)

@@ -37,7 +37,6 @@ from ledger_stream.domain.events import (
     AttemptOutcome,
     DeadLetter,
     Done,
-    FreezeMode,
     Grant,
     Held,
     InputEvent,
@@ -46,6 +45,7 @@ from ledger_stream.domain.events import (
     OutcomeStatus,
     PoisonInput,
     Reason,
+    Receipt,
     ReceiptStatus,
     ReconcileResult,
     ReconcileStatus,
@@ -79,7 +79,17 @@ def decide(state: KeyState, event: InputEvent, policy: Policy, now_ms: int,
         return _poison(state, event, now_ms)
     state = expire_if_due(state, now_ms, policy)
     decision = _decide(state, event, policy, now_ms, hold)
-    return decision if hold is None else withhold(state, decision, hold, now_ms)
+    if hold is not None:
+        decision = withhold(state, decision, hold, now_ms)
+    return _answered_for(decision, event) if isinstance(event, Intent) else decision
+
+
+def _answered_for(decision: Decision, intent: Intent) -> Decision:
+    """The receipt answering ``intent`` names which kind of run asked."""
+    return Decision(decision.state, tuple(
+        replace(o, origin=intent.origin.value)
+        if isinstance(o, Receipt) and o.intent_event_id == intent.event_id else o
+        for o in decision.outputs))
 
 
 def _decide(state: KeyState, event: Intent | AttemptEvent | Timer | Release, policy: Policy,
@@ -118,7 +128,8 @@ def _intent(state: KeyState, intent: Intent, policy: Policy, now: int,
                               reason=Reason.CONFLICT, args_hash=intent.args_hash,
                               detail=f"key holds args {state.args_hash}")
         alert = alert_for(state.key, AlertKind.CONFLICTING_ARGUMENTS, intent.event_id,
-                       f"held {state.args_hash}, got {intent.args_hash}", now)
+                       f"held {state.args_hash}, got {intent.args_hash} from "
+                       f"{_asked_by(intent)}", now)
         return Decision(state, (receipt, alert))
     # A duplicate's approval was valid when the original reserved the key, so its expiry
     # is not judged again; a forged or mismatched one is still a signal.
@@ -141,6 +152,17 @@ def _intent(state: KeyState, intent: Intent, policy: Policy, now: int,
                                         detail=state.status_detail),))
 
 
+def _asked_by(intent: Intent) -> str:
+    """Which run asked: ``a fork of refund-agent@1.0, thread t-1, checkpoint 1f0…``."""
+    w = intent.workflow
+    where = f"a {intent.origin.value} run of {w.graph}@{w.version}"
+    if w.thread_id:
+        where += f", thread {w.thread_id}"
+    if w.checkpoint_id:
+        where += f", checkpoint {w.checkpoint_id}"
+    return where
+
+
 def _approval_rejected(state: KeyState, intent: Intent, problem: str, now: int) -> Decision:
     receipt = receipt_for(state, intent.event_id, now, status=ReceiptStatus.REJECTED,
                           reason=Reason.APPROVAL, args_hash=intent.args_hash, detail=problem)
@@ -151,8 +173,7 @@ def _approval_rejected(state: KeyState, intent: Intent, problem: str, now: int) 
 def _reserve(state: KeyState, intent: Intent, policy: Policy, now: int,
              hold: Hold | None) -> Decision:
     # A freeze in approval mode routes every new intent of its action to approval.
-    required = policy.requires_approval(intent.action) or (
-        hold is not None and hold.freeze.mode is FreezeMode.APPROVAL)
+    required = policy.requires_approval(intent.action) or (hold is not None and hold.approval)
     problem = approval_problem(intent, policy.approval_secret, required, now)
     if problem is not None:
         return _approval_rejected(state, intent, problem, now)

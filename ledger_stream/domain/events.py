@@ -120,6 +120,7 @@ class Workflow:
     version: str
     thread_id: str = ""
     node: str = ""
+    checkpoint_id: str = ""  # the fork's, the replayed, or the step's checkpoint (origin.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,6 +333,8 @@ class Receipt:
     # for a rejected or held intent the status of the key it could not touch ("rejected"
     # when no effect holds the key), so the latest receipt of a key always tells its state.
     key_status: ReceiptStatus = ReceiptStatus.ACCEPTED
+    # For a receipt that answers an intent: which kind of run asked (the intent's origin).
+    origin: str = ""
 
 
 @dataclass(frozen=True, slots=True)

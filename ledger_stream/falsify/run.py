@@ -161,14 +161,16 @@ class Run:
         return [i for i in read_topics(self.world.stack.bootstrap, [topic])[topic]
                 if isinstance(i, ev.Intent) and i.key == key]
 
-    def has_alert(self, key: str, kind: str, timeout_s: float = 15.0) -> bool:
-        """Whether the ledger raised alert ``kind`` for ``key`` (waiting up to timeout_s)."""
+    def has_alert(self, key: str, kind: str, timeout_s: float = 15.0,
+                  naming: str = "") -> bool:
+        """Whether the ledger raised alert ``kind`` for ``key``, its detail naming
+        ``naming`` (waiting up to timeout_s)."""
         topic = self.world.stack.settings.topic("alerts")
         deadline = time.monotonic() + timeout_s
         while True:
             alerts = read_topics(self.world.stack.bootstrap, [topic])[topic]
             if any(isinstance(a, ev.Alert) and a.key == key and a.kind.value == kind
-                   for a in alerts):
+                   and naming in a.detail for a in alerts):
                 return True
             if time.monotonic() > deadline:
                 return False

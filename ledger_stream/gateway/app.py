@@ -26,6 +26,8 @@ from ledger_stream.gateway import reads
 from ledger_stream.gateway.auth import ApiKeys
 from ledger_stream.gateway.models import (
     AlertOut,
+    FreezeIn,
+    FreezeOut,
     IntentIn,
     Operation,
     ResolutionIn,
@@ -34,7 +36,7 @@ from ledger_stream.gateway.models import (
 )
 from ledger_stream.history import read_key, timeline
 from ledger_stream.kafka.exceptions import KafkaSetupError, kafka_error_text
-from ledger_stream.operate import DecisionRefused, record_decision
+from ledger_stream.operate import DecisionRefused, containment, record_decision
 from ledger_stream.sdk.client import AsyncLedgerClient
 from ledger_stream.sdk.errors import (
     InvalidIntentError,
@@ -145,7 +147,44 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
                              resolution=done.decision.resolution.value,
                              decision_id=done.decision.event_id, replayed=done.replayed)
 
+    @app.get("/v1/freezes", response_model=list[FreezeOut])
+    async def freezes(who: Tenant) -> list[FreezeOut]:
+        """The freezes in force over this tenant's keys: its own and those of every
+        tenant."""
+        records = await off_loop(containment.log, sync.settings, sync.bootstrap, sync.codec)
+        return [_freeze_out(r) for r in containment.active(records)
+                if r.event.tenant in ("", who)]
+
+    @app.post("/v1/freezes", response_model=FreezeOut, status_code=201)
+    async def freeze(body: FreezeIn, who: Tenant) -> FreezeOut:
+        """Freeze an action for this tenant (a freeze of every tenant is the CLI's)."""
+        return await _contain(who, body.action, True, ev.FreezeMode(body.mode), body.reason,
+                              body.operator)
+
+    @app.delete("/v1/freezes/{action}", response_model=FreezeOut)
+    async def unfreeze(action: str, who: Tenant,
+                       operator: Annotated[str, Query(min_length=1)]) -> FreezeOut:
+        """Unfreeze this tenant's freeze of an action: its held dispatches are released."""
+        return await _contain(who, action, False, ev.FreezeMode.HOLD, "", operator)
+
+    async def _contain(tenant: str, action: str, frozen: bool, mode: ev.FreezeMode,
+                       reason: str, operator: str) -> FreezeOut:
+        try:
+            event, _ = await off_loop(functools.partial(
+                containment.send, sync.settings, sync.bootstrap, sync.codec, action=action,
+                tenant=tenant, frozen=frozen, mode=mode, reason=reason, operator=operator))
+        except containment.ContainmentRefused as exc:
+            raise HTTPException(400, str(exc)) from None
+        return _freeze_out(containment.FreezeRecord(event, -1, event.at_ms))
+
     return app
+
+
+def _freeze_out(record: containment.FreezeRecord) -> FreezeOut:
+    e = record.event
+    return FreezeOut(scope=record.scope, action=e.action, tenant=e.tenant, frozen=e.frozen,
+                     mode=e.mode.value, reason=e.reason, operator=e.operator,
+                     event_id=e.event_id, at_ms=record.timestamp_ms)
 
 
 def tenant_of_request(request: Request,

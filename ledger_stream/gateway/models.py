@@ -22,6 +22,8 @@ class WorkflowIn(Strict):
     version: str = Field(min_length=1, description="its version (compatibility is by major)")
     thread_id: str = ""
     node: str = ""
+    checkpoint_id: str = Field("", description="the checkpoint behind the step: a fork's, "
+                               "the one replayed, or the one the step ran from")
 
 
 class ApprovalIn(Strict):
@@ -62,6 +64,8 @@ class Operation(BaseModel):
     receipt_id: str | None = None
     detail: str | None = None
     at_ms: int | None = None
+    origin: str | None = Field(None, description="for an answer to an intent: which kind of "
+                               "run asked (fresh, resume, replay, fork, operator)")
 
     @classmethod
     def of(cls, key: str, receipt: ev.Receipt | None, own: str | None = None) -> Operation:
@@ -76,7 +80,7 @@ class Operation(BaseModel):
                    reason=receipt.reason.value, external_id=receipt.external_id or None,
                    attempts=receipt.attempts, intent_event_id=receipt.intent_event_id,
                    receipt_id=receipt.receipt_id, detail=receipt.detail or None,
-                   at_ms=receipt.at_ms)
+                   at_ms=receipt.at_ms, origin=receipt.origin or None)
 
 
 class Submitted(BaseModel):
@@ -121,3 +125,26 @@ class ResolutionOut(BaseModel):
     resolution: str
     decision_id: str
     replayed: bool = Field(description="true: this decision was already recorded")
+
+
+class FreezeIn(Strict):
+    """A freeze of one action for the API key's tenant (operate/containment.py)."""
+
+    action: str = Field(min_length=1, description="the action to freeze, e.g. refund")
+    reason: str = Field(min_length=1, max_length=500, description="why (in the audit trail; "
+                        "no payment details)")
+    operator: str = Field(min_length=1, description="who decides")
+    mode: Literal["hold", "approval"] = Field("hold", description="hold: hold every new "
+                                              "dispatch; approval: new intents need approval")
+
+
+class FreezeOut(BaseModel):
+    scope: str = Field(description="tenant/action, or */action for every tenant")
+    action: str
+    tenant: str = Field(description="empty: every tenant")
+    frozen: bool = Field(description="false: this record is an unfreeze")
+    mode: str
+    reason: str
+    operator: str
+    event_id: str
+    at_ms: int = Field(description="when the log recorded it (broker time)")

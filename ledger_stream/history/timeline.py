@@ -43,6 +43,7 @@ class TimelineRow:
     workflow: str | None = None  # graph@version
     thread: str | None = None
     node: str | None = None
+    checkpoint: str | None = None  # the checkpoint behind the step (langgraph/origin.py)
     origin: str | None = None
     attempt: int | None = None
     claim_id: str | None = None
@@ -86,7 +87,8 @@ def _fields(e: Any) -> dict[str, Any]:
     if isinstance(e, ev.Intent):
         return {"intent_event_id": e.event_id, "workflow": f"{e.workflow.graph}@"
                 f"{e.workflow.version}", "thread": e.workflow.thread_id, "node": e.workflow.node,
-                "origin": e.origin.value, "detail": f"args {e.args_hash[:12]}"
+                "checkpoint": e.workflow.checkpoint_id, "origin": e.origin.value,
+                "detail": f"args {e.args_hash[:12]}"
                 + (f", approval {e.approval.approval_id}" if e.approval else "")}
     if isinstance(e, ev.AttemptClaim):
         return {"attempt": e.attempt, "claim_id": e.claim_id, "connector": e.connector,

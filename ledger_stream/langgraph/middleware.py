@@ -49,6 +49,7 @@ from pydantic import BaseModel, ValidationError
 
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import InvalidKeyError, operation_key
+from ledger_stream.langgraph.origin import step_origin
 from ledger_stream.langgraph.tool import LedgerReceipts, receipt_summary
 from ledger_stream.sdk.client import PENDING, LedgerClient
 from ledger_stream.sdk.errors import InvalidIntentError, LedgerUnavailable
@@ -178,11 +179,14 @@ class LedgerMiddleware(AgentMiddleware[LedgerAgentState, Any, Any]):
         state = request.state if isinstance(request.state, Mapping) else {}
         config = getattr(request.runtime, "config", None) or {}
         thread_id = str(config.get("configurable", {}).get("thread_id", ""))
+        where = step_origin(config)
         try:
             intent = self.client.intent(
                 key, effect.action, effect.target,
                 effect.material(args) if effect.material else args,
-                workflow=ev.Workflow(self.graph, self.version, thread_id, "tools"),
+                workflow=ev.Workflow(self.graph, self.version, thread_id, "tools",
+                                     where.checkpoint_id),
+                origin=where.origin,
                 payload=effect.payload(args) if effect.payload else None,
                 approval=effect.approval(state, args) if effect.approval else None)
         except (InvalidIntentError, KeyError, TypeError, ValueError) as exc:
@@ -195,7 +199,9 @@ class LedgerMiddleware(AgentMiddleware[LedgerAgentState, Any, Any]):
         except LedgerUnavailable as exc:
             return _error(call_id, name, f"{key}: the ledger cannot be reached ({exc}); "
                           "nothing is known to be done; calling again is safe")
-        resolved = receipt.status not in PENDING and \
+        # Held by a freeze, the effect still happens once the action is unfrozen.
+        frozen = receipt.status is ev.ReceiptStatus.HELD and receipt.reason is ev.Reason.FROZEN
+        resolved = receipt.status not in PENDING and not frozen and \
             receipt.status is not ev.ReceiptStatus.NEEDS_RECONCILIATION
         summary = receipt_summary(receipt)
         content = {**summary, "resolved": resolved}

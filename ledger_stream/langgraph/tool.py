@@ -11,6 +11,10 @@ even a re-run of the model node that regenerates tool call ids. Without it, the 
 ``tenant/action/<thread id>/<tool call id>``: stable across resume, replay and fork of
 checkpoints that hold the model's tool call, but not across a regenerated model answer.
 Never checkpoint ids, task ids or step numbers, which change on every replay.
+
+Origin. Each intent says which kind of run asked (``fresh``, ``resume``, ``replay``,
+``fork``) and the checkpoint behind it, read from the step's config (origin.py), so the
+ledger's receipts, timelines and conflict alerts name the re-run that repeated an effect.
 """
 
 from __future__ import annotations
@@ -31,9 +35,12 @@ from langgraph.types import Command
 
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import operation_key
+from ledger_stream.langgraph.origin import step_origin
 from ledger_stream.sdk.client import LedgerClient
 
 PENDING = {"accepted", "in_progress", "reconciling"}
+FROZEN_NOTE = ("the action is frozen by an operator: the call is recorded and the ledger "
+               "applies it once, after the unfreeze; do not retry it another way")
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,7 @@ def receipt_summary(receipt: ev.Receipt) -> dict[str, Any]:
         receipt.key_status.value, "reason": receipt.reason.value,
         "external_id": receipt.external_id, "attempts": receipt.attempts,
         "intent_event_id": receipt.intent_event_id, "detail": receipt.detail,
+        "origin": receipt.origin,
     }
 
 
@@ -88,13 +96,18 @@ def ledger_tool(client: LedgerClient, *, action: str, target: str, tenant: str,
             material = fn(*args, **kwargs)
             thread_id = str(config.get("configurable", {}).get("thread_id", ""))
             op_key = derive_key(material, ToolCall(thread_id, tool_call_id))
+            where = step_origin(config)
             intent = client.intent(op_key, action, target, material,
-                                   workflow=ev.Workflow(graph, version, thread_id, fn.__name__),
-                                   approval=approval(state) if approval else None)
+                                   workflow=ev.Workflow(graph, version, thread_id, fn.__name__,
+                                                        where.checkpoint_id),
+                                   approval=approval(state) if approval else None,
+                                   origin=where.origin)
             receipt = client.submit(intent, wait, raise_errors=False)
             summary = receipt_summary(receipt)
             refused = receipt.status in (ev.ReceiptStatus.REJECTED, ev.ReceiptStatus.HELD,
                                          ev.ReceiptStatus.FAILED)
+            if receipt.status is ev.ReceiptStatus.HELD and receipt.reason is ev.Reason.FROZEN:
+                summary["note"] = FROZEN_NOTE
             message = ToolMessage(content=json.dumps(summary), tool_call_id=tool_call_id,
                                   status="error" if refused else "success")
             return Command(update={"messages": [message], "ledger_receipts": {op_key: summary}})

@@ -54,7 +54,7 @@ class Batch:
             self.outputs.extend(step.timer(overlay, key, due, now))
         event = step.read(msg.value(), msg.key(), topic, partition, offset, now)
         if isinstance(event, ev.Containment):
-            self.outputs.extend(step.contain(overlay, event, now))
+            self.outputs.extend(step.contain(overlay, event, now, (topic, offset)))
         elif not isinstance(event, ev.Tick):
             self.outputs.extend(step.decide(overlay, event, now))
         self._next[(topic, partition)] = offset + 1

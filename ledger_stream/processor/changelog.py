@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 CLOCK_KEY = b"~clock"
+CONTAINMENT_KEY = "~containment"  # the row of the partition's freezes and held keys
 TICK_KEY = b"~tick"  # the key of Tick records on ledger.attempts
 GROUP = "ledger.group"
 INTENTS = "ledger.intents.next"

@@ -21,11 +21,11 @@ from ledger_stream.domain.deadlines import due_ms
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState, absent
 from ledger_stream.logs import log_fields
+from ledger_stream.processor.changelog import CONTAINMENT_KEY
 from ledger_stream.state import PartitionStore, StoreBatch, TimerEntry, decode_row, encode_row
 
 logger = logging.getLogger(__name__)
 
-CONTAINMENT_KEY = "~containment"  # the row of the partition's freezes and held keys
 
 
 class PartitionOverlay:
@@ -120,7 +120,8 @@ class PartitionOverlay:
             self._rows = {key: encode_row(state) for key, state in self._changed.items()}
             if self._containment_changed:
                 self._rows[CONTAINMENT_KEY] = json.dumps(
-                    self.containment().to_row(), separators=(",", ":")).encode()
+                    self.containment().to_row(), separators=(",", ":"),
+                    ensure_ascii=False).encode()
         return self._rows
 
     def store_batch(self, changelog_offset: int | None) -> StoreBatch:

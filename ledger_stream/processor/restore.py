@@ -80,8 +80,8 @@ class _Applier:
         removed: set[TimerEntry] = set()
         added: set[TimerEntry] = set()
         for key, row in self._rows.items():
-            if key.startswith("~"):
-                continue  # a partition row (the containment), not a key: no timer
+            if key == changelog.CONTAINMENT_KEY:
+                continue  # the partition's containment row, not a key: no timer
             old = self.store.get(key)
             if old is not None and (before := due_ms(decode_row(old), self._policy)) is not None:
                 removed.add((before, key))

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ledger_stream.domain import events as ev
-from ledger_stream.domain.containment import Containment, scope_of
+from ledger_stream.domain.containment import FREEZE_LIMIT, TEXT_LIMIT, Containment, scope_of
 from ledger_stream.domain.decide import Decision, decide
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState, Phase, absent
@@ -110,10 +110,10 @@ class LedgerStep:
             if event.partition != partition:
                 return poison(f"{type(event).__name__} for partition {event.partition} "
                               f"read from {partition}")
-            if isinstance(event, ev.Containment) and (
-                    not event.action or "/" in event.action + event.tenant
-                    or event.tenant == "*"):
-                return poison("invalid Containment: action and tenant must be key parts")
+            if isinstance(event, ev.Containment):
+                why = _invalid_containment(event)
+                if why:
+                    return poison(f"invalid Containment: {why}")
             return event
         # Another partitioner would give one key a second, independent state here.
         home = partition_for(key, self._partitions)
@@ -142,15 +142,18 @@ class LedgerStep:
             if containment.freezes:
                 tenant, action = (state.tenant, state.action) if state.phase.live else (
                     (event.tenant, event.action) if isinstance(event, ev.Intent) else ("", ""))
-                hold = containment.hold_for(tenant, action, key_text)
+                hold = containment.hold_for(
+                    tenant, action, key_text,
+                    state.held_by if state.phase is Phase.HELD else "")
             decision = decide(state, event, self.policy, now_ms, hold)
             after = decision.state
             if after is not state:
                 view.put(key_text, state, after)
                 _count_operator_queue(state.phase, after.phase)
-                if after.phase is Phase.HELD and (state.phase is not Phase.HELD
-                                                  or state.held_by != after.held_by):
-                    view.put_containment(containment.with_held(after.held_by, key_text))
+                before_by = state.held_by if state.phase is Phase.HELD else ""
+                after_by = after.held_by if after.phase is Phase.HELD else ""
+                if before_by != after_by:
+                    view.put_containment(containment.moved(key_text, before_by, after_by))
             out_key = key_text.encode("utf-8")
         outs = [Out(_TOPIC_OF[type(o)], out_key, self._codec.encode(o))
                 for o in decision.outputs]
@@ -165,21 +168,32 @@ class LedgerStep:
             metrics.DECISION_SECONDS.observe(time.perf_counter() - started)
         return outs
 
-    def contain(self, view: StateView, event: ev.Containment, now_ms: int) -> list[Out]:
-        """An operator's freeze or unfreeze, at this point of the partition's log: the
-        partition's containment changes, and an unfreeze releases the keys its freeze
-        held, in the order they were held (one may be held again by another freeze)."""
-        containment, released = view.containment().apply(event, now_ms)
+    def contain(self, view: StateView, event: ev.Containment, now_ms: int,
+                where: tuple[str, int]) -> list[Out]:
+        """An operator's freeze or unfreeze, at this point of the partition's log (``where``:
+        its topic and offset): the partition's containment changes, and an unfreeze
+        releases the keys its freeze held, in the order they were held (one held again by
+        another freeze keeps its place). A freeze past FREEZE_LIMIT scopes is poison."""
+        current = view.containment()
+        scope = scope_of(event.tenant, event.action)
+        if event.frozen and len(current.freezes) >= FREEZE_LIMIT \
+                and all(f.scope != scope for f in current.freezes):
+            poison = ev.PoisonInput(where[0], event.partition, where[1],
+                                    f"a Containment past {FREEZE_LIMIT} frozen scopes",
+                                    max(now_ms, 1), f"~containment/{event.event_id}".encode())
+            return self.decide(view, poison, now_ms)
+        containment, released = current.apply(event, now_ms)
         view.put_containment(containment)
         logger.info("freeze" if event.frozen else "unfreeze", extra=log_fields(
             action=event.action, tenant=event.tenant or "*", mode=event.mode.value,
             operator=event.operator, event_id=event.event_id, partition=event.partition,
             released=len(released)))
         metrics.CONTAINMENT.labels("freeze" if event.frozen else "unfreeze").inc()
-        scope = scope_of(event.tenant, event.action)
         outs: list[Out] = []
         for key in released:
             outs.extend(self.decide(view, ev.Release(key, scope), now_ms))
+        if released:  # entries of keys that had moved on are dropped too
+            view.put_containment(view.containment().without_scope(scope))
         return outs
 
     def timer(self, view: StateView, key: str, due_ms: int, now_ms: int) -> list[Out]:
@@ -190,6 +204,15 @@ class LedgerStep:
 
     def encode_tick(self, partition: int, instance: str, at_ms: int) -> bytes:
         return self._codec.encode(ev.Tick(partition, instance, at_ms))
+
+
+def _invalid_containment(event: ev.Containment) -> str:
+    if not event.action or "/" in event.action + event.tenant or event.tenant == "*":
+        return "action and tenant must be key parts"
+    for name in ("action", "tenant", "reason", "operator", "event_id"):
+        if len(getattr(event, name)) > TEXT_LIMIT:
+            return f"{name} longer than {TEXT_LIMIT} characters"
+    return ""
 
 
 _TIMER_KIND = {

@@ -6,6 +6,7 @@ from ledger_stream.sdk.errors import (
     ConflictError,
     EffectFailed,
     ExpiredKeyError,
+    FrozenError,
     InvalidIntentError,
     LedgerError,
     LedgerUnavailable,
@@ -27,6 +28,7 @@ __all__ = [
     "LedgerUnavailable",
     "NeedsReconciliation",
     "StaleStatusError",
+    "FrozenError",
     "VersionHeldError",
     "ViewUnavailableError",
 ]

@@ -34,6 +34,13 @@ class VersionHeldError(LedgerError):
     """An incompatible workflow version holds the key in flight; this intent was held."""
 
 
+class FrozenError(LedgerError):
+    """The action is frozen (containment). As ``held``: the intent is recorded and the
+    ledger applies it once the action is unfrozen; do not ask again under another key. As
+    ``rejected``: the partition's hold queue was full, nothing was recorded: ask again
+    after the unfreeze."""
+
+
 class NeedsReconciliation(LedgerError):
     """The outcome is unknown and the target cannot tell: an operator must decide."""
 
@@ -47,6 +54,7 @@ _BY_REASON = {
     Reason.APPROVAL: ApprovalError,
     Reason.EXPIRED_KEY: ExpiredKeyError,
     Reason.VERSION: VersionHeldError,
+    Reason.FROZEN: FrozenError,
 }
 
 

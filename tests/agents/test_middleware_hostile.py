@@ -21,6 +21,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
+from ledger_stream.domain import events as ev
+from ledger_stream.domain.containment import Freeze, Hold
 from ledger_stream.langgraph import Effect, LedgerMiddleware
 from tests.decide_ledger import DecideLedger, SilentLedger
 
@@ -102,6 +104,25 @@ def test_an_effect_not_settled_yet_is_not_reported_as_success():
     assert (message.status, content["status"], content["resolved"]) == (
         "error", "accepted", False)
     assert "not settled yet" in content["note"]
+
+
+def test_a_frozen_effect_is_not_resolved_and_nothing_is_dispatched():
+    freeze = Freeze("acme", "refund", ev.FreezeMode.HOLD, "INC-7", "ops", "f-1", 1)
+    client = DecideLedger(hold=Hold(freeze))
+    (message,) = run([issue_refund], refunds(client), [[refund_call("inv-1")]])
+    content = json.loads(message.content)
+    assert (message.status, content["status"], content["reason"], content["resolved"]) == (
+        "error", "held", "frozen", False)
+    assert "INC-7" in content["detail"] and "not settled yet" in content["note"]
+    assert client.dispatches == []
+
+
+def test_the_intent_says_a_first_run_asked_and_names_its_checkpoint():
+    client = DecideLedger()
+    (message,) = run([issue_refund], refunds(client), [[refund_call("inv-1")]])
+    (sent,) = client.intents
+    assert sent.origin is ev.Origin.FRESH and sent.workflow.checkpoint_id
+    assert json.loads(message.content)["origin"] == "fresh"
 
 
 def test_whitespace_around_a_business_id_is_one_key():

@@ -47,15 +47,8 @@ def test_happy_path_one_refund(world):
     assert (receipt["status"], receipt["external_id"]) == ("succeeded", effect["id"])
 
 
-@pytest.mark.parametrize("bypass", [False, True], ids=["ledger", "bypassed"])
-def test_killed_after_the_effect_before_the_reply_is_saved_then_resumed(world, bypass):
-    thread, invoice = approved_thread(world, bypass)
-    killed = world.worker(thread, "approve", failpoint="after_receipt", bypass=bypass)
-    assert killed.returncode == -9, killed.log
-    resumed = world.worker(thread, "resume", bypass=bypass)
-    assert resumed.returncode == 0, resumed.log
-    # Without the ledger the resumed step pays again; with it, once.
-    assert len(world.effects(invoice, bypass)) == (2 if bypass else 1)
+# Killed after the effect, before the reply is saved, then resumed: falsification case 1
+# (tests/agents/test_falsification.py), with and without the ledger.
 
 
 def test_receipt_follower_settles_a_thread_left_pending(ledger_topics: Settings,

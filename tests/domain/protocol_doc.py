@@ -34,7 +34,10 @@ class Row:
 
 
 def _frozen(mode: ev.FreezeMode = ev.FreezeMode.HOLD, room: bool = True) -> Hold:
-    return Hold(Freeze("", KEY.split("/")[1], mode, "incident 7", "ops", "f-1", 500), room)
+    freeze = Freeze("", KEY.split("/")[1], mode, "incident 7", "ops", "f-1", 500)
+    if mode is ev.FreezeMode.APPROVAL:
+        return Hold(None, approval=True)
+    return Hold(freeze, room=room)
 
 
 FROZEN, FROZEN_FOR_APPROVAL = _frozen(), _frozen(ev.FreezeMode.APPROVAL)
@@ -237,6 +240,8 @@ ROWS = [
     Row("Timer, dispatch never claimed, action frozen", _reserved, _timer(61_000),
         hold=FROZEN),
     Row("AttemptClaim(n), not yet granted, action frozen", _reserved, claim, hold=FROZEN),
+    Row("AttemptClaim(n), not yet granted, frozen, hold queue full", _reserved, claim,
+        hold=_frozen(room=False)),
     Row("AttemptClaim(n) for a held attempt", lambda: [intent(), claim(claim_id="c0")],
         claim, hold=FROZEN, setup_hold=FROZEN),
     Row("AttemptClaim(n), granted before the freeze, same claim id", _granted, claim,

@@ -1,8 +1,10 @@
 """The operator console (``/console`` of ``ledger-stream api``) end to end in headless
 Chromium (Debian's ``chromium``, driven by Playwright) against the real stack: live alerts,
 a key's timeline, the reconciliation queue and a decision made with its button, read back
-from the attempts topic. Each page state is saved as a screenshot (LEDGER_SCREENSHOTS names
-the folder; default: the test's temporary folder)."""
+from the attempts topic, and a freeze switched on and off: a refund submitted meanwhile is
+held, nothing reaches the sandbox, and the unfreeze pays it once. Each page state is saved
+as a screenshot (LEDGER_SCREENSHOTS names the folder; default: the test's temporary
+folder)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import key_records
 from ledger_stream.serde import AvroCodec
+from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
 from tests.gateway.conftest import ACME, curl, intent, new_key
 
@@ -32,7 +35,7 @@ def shot(page: Page, folder: Path, name: str) -> None:
 
 
 def test_console_shows_alerts_a_timeline_and_records_a_decision(
-        gateway: str, stack: Stack, tmp_path: Path) -> None:
+        gateway: str, stack: Stack, sandbox: SandboxProc, tmp_path: Path) -> None:
     assert CHROMIUM, "Debian's chromium is needed (.ci/run installs it)"
     folder = Path(os.environ.get("LEDGER_SCREENSHOTS") or tmp_path)
     paid = new_key()
@@ -68,7 +71,7 @@ def test_console_shows_alerts_a_timeline_and_records_a_decision(
         expect(page.locator("#timeline")).to_contain_text("rejected/conflict")
         shot(page, folder, "timeline")
 
-        answers = iter(["lookup unavailable, customer confirmed no email"])
+        answers = iter(["lookup unavailable, customer confirmed no email", "INC-7"])
         page.on("dialog", lambda dialog: dialog.accept(next(answers)))
         page.fill("#operator", "ops-ann")
         row = page.locator("#reconciliation tr").filter(has_text=waiting)
@@ -76,6 +79,25 @@ def test_console_shows_alerts_a_timeline_and_records_a_decision(
         expect(page.locator("#decision")).to_contain_text(f"recorded: {waiting} failed",
                                                         timeout=20_000)
         shot(page, folder, "decision")
+
+        page.fill("#freeze-action", "refund")
+        page.click("#freeze-form button")
+        expect(page.locator("#containment-result")).to_contain_text("frozen: acme/refund",
+                                                                    timeout=20_000)
+        expect(page.locator("#containment tbody")).to_contain_text("INC-7", timeout=20_000)
+        held = new_key()
+        code, answer = curl("POST", f"{gateway}/v1/intents", ACME, intent(held))
+        assert code == 200 and answer["operation"]["key_status"] == "held", answer
+        assert sandbox.effects(held) == []
+        shot(page, folder, "containment")
+
+        page.locator("#containment tr").filter(has_text="acme/refund").locator(
+            "button").click()
+        expect(page.locator("#containment-result")).to_contain_text("unfrozen: acme/refund",
+                                                                    timeout=20_000)
+        expect(page.locator("#freezes-empty")).to_be_visible(timeout=20_000)
+        stack.await_key(held, {ev.ReceiptStatus.SUCCEEDED})
+        assert len(sandbox.effects(held)) == 1
         browser.close()
 
     codec = AvroCodec()

@@ -107,3 +107,31 @@ def test_bad_requests_say_what_is_wrong_and_the_openapi_schema_is_served(bare_ga
         set(schema["paths"])
     with pytest.raises(urllib.error.HTTPError):  # every /v1 route needs a key
         urllib.request.urlopen(f"{gateway}/v1/alerts", timeout=5)
+
+
+def test_freezes_are_per_tenant_and_bad_ones_say_why(bare_gateway: str):
+    gateway = bare_gateway
+    code, frozen = curl("POST", f"{gateway}/v1/freezes", ACME,
+                        {"action": "refund", "reason": "INC-7", "operator": "ops-ann"})
+    assert code == 201, frozen
+    assert (frozen["scope"], frozen["mode"], frozen["frozen"]) == ("acme/refund", "hold", True)
+    code, listed = curl("GET", f"{gateway}/v1/freezes", ACME)
+    assert code == 200 and [f["scope"] for f in listed] == ["acme/refund"]
+    assert curl("GET", f"{gateway}/v1/freezes", GLOBEX) == (200, [])  # not globex's
+
+    # globex's unfreeze of refund is its own scope: acme's freeze stays in force
+    assert curl("DELETE", f"{gateway}/v1/freezes/refund?operator=mallory", GLOBEX)[0] == 200
+    assert [f["scope"] for f in curl("GET", f"{gateway}/v1/freezes", ACME)[1]] == \
+        ["acme/refund"]
+
+    code, answer = curl("POST", f"{gateway}/v1/freezes", ACME,
+                        {"action": "re/fund", "reason": "x", "operator": "ops"})
+    assert code == 400 and "re/fund" in answer["detail"]
+    code, answer = curl("POST", f"{gateway}/v1/freezes", ACME,
+                        {"action": "refund", "operator": "ops"})
+    assert code == 422 and answer["detail"][0]["loc"][-1] == "reason"
+    assert curl("GET", f"{gateway}/v1/freezes")[0] == 401
+
+    code, gone = curl("DELETE", f"{gateway}/v1/freezes/refund?operator=ops-ann", ACME)
+    assert code == 200 and gone["frozen"] is False
+    assert curl("GET", f"{gateway}/v1/freezes", ACME) == (200, [])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ledger_stream.domain import events as ev
-from ledger_stream.domain.containment import HELD_LIMIT_BYTES
+from ledger_stream.domain.containment import FREEZE_LIMIT, HELD_LIMIT_BYTES
 from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.processor import changelog
@@ -26,10 +26,10 @@ GROUP = "g"
 
 
 def keys_in(partition: int, n: int, tenant: str = "acme", action: str = "refund",
-            pad: int = 0) -> list[str]:
+            pad: int = 0, id_prefix: str = "k") -> list[str]:
     found, i = [], 0
     while len(found) < n:
-        key = f"{tenant}/{action}/k{i}{'x' * pad}"
+        key = f"{tenant}/{action}/{id_prefix}{i}{'x' * pad}"
         if partition_for(key.encode(), PARTITIONS) == partition:
             found.append(key)
         i += 1
@@ -44,7 +44,8 @@ class Log:
     """One partition's inputs, decided batch by batch on a store that persists between
     batches (the checkpoint's step d), with the changelog rows each batch wrote."""
 
-    def __init__(self) -> None:
+    def __init__(self, step_ms: int = 10) -> None:
+        self.step_ms = step_ms  # partition time between two records
         self.store = MemoryPartitionStore(P)
         self.offset = 0
         self.clock = 1_000
@@ -55,7 +56,7 @@ class Log:
                       (INTENTS, ATTEMPTS))
         for event in events:
             self.offset += 1
-            self.clock += 10
+            self.clock += self.step_ms
             batch.add(self._record(event))
         overlay = batch.overlays[P]
         positions = batch.positions(P)
@@ -66,6 +67,9 @@ class Log:
         return [CODEC.decode(o.value) for o in batch.outputs]
 
     def _record(self, event: object) -> FakeMessage:
+        if isinstance(event, ev.Tick):
+            return FakeMessage(ATTEMPTS, P, self.offset, self.clock, b"~tick",
+                               CODEC.encode(event))
         if isinstance(event, ev.Containment):
             return FakeMessage(ATTEMPTS, P, self.offset, self.clock,
                                f"~containment/{event.event_id}".encode(), CODEC.encode(event))
@@ -220,3 +224,97 @@ def test_a_containment_record_in_another_partition_is_poison() -> None:
     for bad in (freeze(action="re/fund"), freeze(tenant="*"), freeze(action="")):
         event = step.read(CODEC.encode(bad), b"~containment/x", ATTEMPTS, P, 5, 9)
         assert isinstance(event, ev.PoisonInput), bad
+
+
+# --- from a hostile review -------------------------------------------------------------------
+
+
+def test_a_key_whose_tenant_starts_with_a_tilde_keeps_its_deadlines_after_a_restore() -> None:
+    log = Log()
+    key = keys_in(P, 1, tenant="~ops")[0]
+    log.run(intent(key=key))
+    restored = MemoryPartitionStore(P)
+    apply_records(restored, log.changelog, Positions(10**6, 10**6), GROUP, POLICY)
+    log.store = restored
+    log.clock += POLICY.stall_after_ms + 1_000
+    outputs = log.run(ev.Tick(P, "test", 0))
+    assert any(isinstance(o, ev.Alert) and o.kind is ev.AlertKind.STALLED for o in outputs)
+
+
+def fill(log: Log, keys: list[str]) -> int:
+    """Hold intents for ``keys`` until the queue refuses one; how many were held."""
+    held = 0
+    for start in range(0, len(keys), 1000):
+        chunk = [intent(key=k) for k in keys[start:start + 1000]]
+        outputs = log.run(*chunk)
+        statuses = [answers(outputs, i.event_id).status for i in chunk]
+        held += statuses.count(ev.ReceiptStatus.HELD)
+        if ev.ReceiptStatus.REJECTED in statuses:
+            return held
+    raise AssertionError("the hold queue never filled")
+
+
+def test_the_stored_row_stays_bounded_with_non_ascii_keys_and_long_texts_are_poison() -> None:
+    log = Log()
+    log.run(freeze())
+    assert fill(log, keys_in(P, 3000, action="refund", pad=0, id_prefix="💸" * 40)) > 100
+    row = log.store.get(CONTAINMENT_KEY) or b""
+    assert len(row) <= HELD_LIMIT_BYTES + 4096, len(row)
+
+    long = ev.Containment("f-long", P, "refund", "acme", True, ev.FreezeMode.HOLD, "x" * 900,
+                          "ops", 0)
+    outputs = log.run(long)
+    assert [type(o) for o in outputs] == [ev.DeadLetter, ev.Alert]
+    assert "reason longer than" in outputs[1].detail
+
+
+def test_past_the_freeze_limit_a_new_scope_is_poison_and_changes_nothing() -> None:
+    log = Log()
+    log.run(*[freeze(action=f"a{i}") for i in range(FREEZE_LIMIT)])
+    outputs = log.run(freeze(action="one-more"))
+    assert [type(o) for o in outputs] == [ev.DeadLetter, ev.Alert]
+    assert dispatches(log.run(intent(key=keys_in(P, 1, action="one-more")[0]))) != []
+    assert [type(o) for o in log.run(freeze(action="a0", mode=ev.FreezeMode.APPROVAL))] == []
+
+
+def test_with_the_hold_queue_full_a_pre_freeze_dispatch_still_gets_no_grant() -> None:
+    log = Log(step_ms=1)  # the dispatch's stall deadline does not come while filling
+    log.run(intent(key=KEYS[0]))
+    log.run(freeze())
+    fill(log, [k for k in keys_in(P, 8000) if k != KEYS[0]])
+    outputs = log.run(claim(key=KEYS[0], claim_id="c1"))
+    assert [type(o) for o in outputs] == [ev.Held]  # not held (no room), but no grant
+    assert b'"' + KEYS[0].encode() + b'"' not in (log.store.get(CONTAINMENT_KEY) or b"")
+    log.run(freeze(frozen=False))
+    granted = log.run(claim(key=KEYS[0], claim_id="c2"))
+    assert [type(o) for o in granted] == [ev.Grant, ev.Receipt]
+
+
+def test_a_held_key_settled_by_a_late_report_leaves_the_queue() -> None:
+    log = Log()
+    log.run(intent(key=KEYS[0]), claim(key=KEYS[0]))
+    log.run(freeze())
+    log.run(outcome(ev.OutcomeStatus.NOT_APPLIED, key=KEYS[0]))  # attempt 2 held
+    log.run(outcome(ev.OutcomeStatus.SUCCEEDED, key=KEYS[0], external_id="pay-1"))  # late
+    row = log.store.get(CONTAINMENT_KEY) or b""
+    assert KEYS[0].encode() not in row
+    assert dispatches(log.run(freeze(frozen=False))) == []
+
+
+def test_an_approval_freeze_is_not_bypassed_by_a_narrower_hold_freeze() -> None:
+    log = Log()
+    log.run(freeze(tenant="", mode=ev.FreezeMode.APPROVAL), freeze(tenant="acme"))
+    unapproved = intent(key=KEYS[0])
+    outputs = log.run(unapproved)
+    receipt = answers(outputs, unapproved.event_id)
+    assert (receipt.status, receipt.reason) == (ev.ReceiptStatus.REJECTED, ev.Reason.APPROVAL)
+    assert dispatches(log.run(freeze(tenant="acme", frozen=False))) == []
+
+
+def test_a_key_held_again_by_a_second_freeze_keeps_its_place() -> None:
+    log = Log()
+    log.run(freeze(tenant="acme"), freeze(tenant=""))
+    first, second = KEYS[0], keys_in(P, 1, tenant="beta")[0]
+    log.run(intent(key=first), intent(key=second))
+    assert dispatches(log.run(freeze(tenant="acme", frozen=False))) == []
+    assert dispatches(log.run(freeze(tenant="", frozen=False))) == [first, second]

@@ -30,7 +30,9 @@ def kill_after_commit_then_resume(run: Run) -> RunResult:
     thread = run.start(invoice)
     run.killed(run.worker(thread, "approve", failpoint="after_receipt"),
                "approve, killed after the target committed")
-    run.ok(run.worker(thread, "resume"), "resume")
+    resumed = run.ok(run.worker(thread, "resume"), "resume")
+    if run.ledger:
+        _asked_by(run, resumed, refund_key(invoice), "resume")
     return run.finish()
 
 
@@ -50,6 +52,7 @@ def _rerun_after_the_call(run: Run, action: str) -> RunResult:
     again = run.ok(run.worker(thread, action), action)
     if run.ledger:
         _same_external_id(run, again.output, refund_key(invoice))
+        _asked_by(run, again, refund_key(invoice), action)
     return run.finish()
 
 
@@ -64,8 +67,9 @@ def fork_changed_amount(run: Run) -> RunResult:
         receipt = run.receipt(forked, key)
         run.check((receipt.get("status"), receipt.get("reason")) == ("rejected", "conflict"),
                   f"the changed fork was answered {receipt}, expected rejected/conflict")
-        run.check(run.has_alert(key, "conflicting_arguments"),
-                  "no conflicting_arguments alert")
+        run.check(run.has_alert(key, "conflicting_arguments", naming="from a fork run"),
+                  "no conflicting_arguments alert naming the fork")
+        _asked_by(run, forked, key, "fork")
     return run.finish()
 
 
@@ -94,6 +98,13 @@ def _paid_unapproved(target: TargetLedger, key: str, bad_hash: str) -> tuple[boo
     paid = [e for e in target.effects_for(key, bypass=True) if e["body_hash"] == bad_hash]
     return bool(paid), f"{len(paid)} refunds of {CHANGED:.0f} paid on an approval of " \
         f"{AMOUNT:.0f} for {key}"
+
+
+def _asked_by(run: Run, done: Any, key: str, origin: str) -> None:
+    """The receipt the re-run got names which kind of run asked (langgraph/origin.py)."""
+    receipt = run.receipt(done, key)
+    run.check(receipt.get("origin") == origin,
+              f"the {origin} got a receipt naming origin {receipt.get('origin')!r}")
 
 
 def _same_external_id(run: Run, output: dict[str, Any] | None, key: str) -> None:
