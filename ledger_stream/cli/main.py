@@ -19,6 +19,7 @@ from ledger_stream.cli import (
     demo_cmd,
     falsify_cmd,
     freeze_cmd,
+    fuzz_cmd,
     inspect_cmd,
     kafka_cmd,
     mcp_cmd,
@@ -29,6 +30,7 @@ from ledger_stream.cli import (
     simulate_cmd,
     topics_cmd,
     view_cmd,
+    watch_cmd,
 )
 from ledger_stream.cli.common import CliError
 from ledger_stream.logs import configure_logging
@@ -36,7 +38,8 @@ from ledger_stream.logs import configure_logging
 COMMANDS = (
     kafka_cmd, topics_cmd, processor_cmd, connector_cmd, view_cmd, receipts_cmd, alerts_cmd,
     inspect_cmd, reconcile_cmd, freeze_cmd,
-    sandbox_cmd, demo_cmd, falsify_cmd, bench_cmd, simulate_cmd, mcp_cmd, api_cmd,
+    sandbox_cmd, demo_cmd, falsify_cmd, bench_cmd, simulate_cmd, fuzz_cmd, mcp_cmd, api_cmd,
+    watch_cmd,
 )
 
 

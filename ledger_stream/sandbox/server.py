@@ -7,7 +7,8 @@ method, path, status and a hash of the key, never the body. Routes:
 - ``POST /v1/payments``: 201 new effect, 200 + ``Idempotent-Replayed: true`` for the same
   key and body, 409 ``idempotency_key_reused`` for the same key and another body (no effect).
 - ``GET /v1/payments/by-key/<percent-encoded key>``: 200 the payment, 404 ``not_found``.
-- ``GET /v1/ledger``: every effect and every request received (the tests' ground truth).
+- ``GET /v1/ledger``: every effect (with the body that made it) and every request received
+  (the tests' ground truth, and what ``ledger-stream watch`` reads).
 - ``GET|POST|DELETE /v1/faults``: list, arm, clear faults (see :mod:`.faults`).
 - ``GET /health``: ``{"ok": true}``.
 """

@@ -67,6 +67,13 @@ class Payment:
                 "created_at": self.created_at}
 
 
+def _body(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
 def outcome_for(payment: Payment, body_hash: str) -> Outcome:
     """``replayed`` when the stored effect has this body, ``conflict`` otherwise."""
     return "replayed" if payment.body_hash == body_hash else "conflict"
@@ -129,13 +136,14 @@ class PaymentStore:
         """Every effect (by creation time) and every request (by arrival), as JSON values."""
         with self._lock:
             effects = self._db.execute(
-                "SELECT idempotency_key, payment_id, body_hash, attempt_id, created_at"
+                "SELECT idempotency_key, payment_id, body_hash, attempt_id, created_at, body"
                 " FROM effects ORDER BY created_at, rowid").fetchall()
             requests = self._db.execute(
                 "SELECT seq, idempotency_key, attempt_id, body_hash, result, at"
                 " FROM requests ORDER BY seq").fetchall()
         return {
-            "effects": [Payment(*row).to_ledger() for row in effects],
+            "effects": [{**Payment(*row[:5]).to_ledger(), "body": _body(row[5])}
+                        for row in effects],
             "requests": [
                 dict(zip(("seq", "idempotency_key", "attempt_id", "body_hash", "result", "at"),
                          row, strict=True))

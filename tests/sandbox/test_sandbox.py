@@ -52,6 +52,7 @@ def test_new_key_then_replay_then_conflict(sandbox: SandboxProc):
     assert ledger["effects"] == [{
         "idempotency_key": KEY, "id": created.body["id"], "body_hash": args_hash(BODY),
         "attempt_id": "claim-1", "created_at": ledger["effects"][0]["created_at"],
+        "body": BODY,  # the first body: what a watcher maps to a business key
     }]
     assert [(r["attempt_id"], r["result"]) for r in ledger["requests"]] == [
         ("claim-1", "created"), ("claim-2", "replayed"), ("claim-3", "conflict")]

@@ -1,0 +1,289 @@
+"""Hostile input for the ledger's readers, without a broker: random and mutated Avro bytes,
+wrong fingerprints, oversized fields, null and foreign keys, records in the wrong partition,
+missing and forged approvals, through the codec and the processor's input path (step a:
+read, decide, encode, over in-memory stores).
+
+Every case must end in a typed result, and the promises checked are the processor's own:
+
+- the codec returns an event or raises DecodeError (nothing else);
+- the step never raises; a record it cannot read becomes a PoisonInput whose only outputs
+  are one DLQ record and one ``poison_input`` alert, and it changes no key;
+- every output encodes and decodes again;
+- no Dispatch follows an intent whose approval the policy would refuse (the ground truth is
+  ``approval_problem`` on the intent as generated, not the decision's own answer).
+
+A violation is reported with the seed and the case number that reproduce it.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger_stream.domain import events as ev
+from ledger_stream.domain.approval import approval_problem, sign_approval
+from ledger_stream.domain.keys import args_hash, canonical_json
+from ledger_stream.domain.policy import Policy
+from ledger_stream.kafka.partitioner import partition_for
+from ledger_stream.processor.batch import Batch
+from ledger_stream.processor.changelog import Positions
+from ledger_stream.processor.step import LedgerStep
+from ledger_stream.serde import AvroCodec, DecodeError
+from ledger_stream.state import MemoryPartitionStore
+
+PARTITIONS = 4
+INTENTS, ATTEMPTS = "fuzz.intents", "fuzz.attempts"
+SECRET = b"fuzz-secret"
+POLICY = Policy(approval_secret=SECRET, approval_required_actions=frozenset({"payout"}),
+                retry_backoff_ms=0)
+CHUNK = 500  # records per batch
+RESET_EVERY = 200  # batches: fresh stores (memory stays bounded)
+BASE_MS = 1_796_000_000_000
+
+
+@dataclass
+class FuzzReport:
+    cases: int = 0
+    seed: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)  # how each case ended
+    violations: list[str] = field(default_factory=list)  # the first ones, reproducible
+    violation_count: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"cases": self.cases, "seed": self.seed, "kinds": dict(self.kinds),
+                "violations": self.violation_count, "first_violations": self.violations,
+                "seconds": round(self.seconds, 1),
+                "cases_per_second": round(self.cases / self.seconds) if self.seconds else 0}
+
+
+class _FakeMessage:
+    """The parts of ``confluent_kafka.Message`` the batch reads."""
+
+    __slots__ = ("_t", "_p", "_o", "_ts", "_k", "_v")
+
+    def __init__(self, topic: str, partition: int, offset: int, ts: int, key: bytes | None,
+                 value: bytes | None) -> None:
+        self._t, self._p, self._o, self._ts, self._k, self._v = (
+            topic, partition, offset, ts, key, value)
+
+    def topic(self) -> str:
+        return self._t
+
+    def partition(self) -> int:
+        return self._p
+
+    def offset(self) -> int:
+        return self._o
+
+    def timestamp(self) -> tuple[int, int]:
+        return 2, self._ts  # TIMESTAMP_LOG_APPEND_TIME
+
+    def key(self) -> bytes | None:
+        return self._k
+
+    def value(self) -> bytes | None:
+        return self._v
+
+    def error(self) -> None:
+        return None
+
+
+class Generator:
+    """Records: valid events of every input type (and some output types, which are poison
+    on an input topic), then mutated, with hostile keys and partitions."""
+
+    def __init__(self, rng: random.Random, codec: AvroCodec) -> None:
+        self.rng, self.codec = rng, codec
+        self.keys = [f"{t}/{a}/k{i}" for t in ("acme", "beta") for a in ("refund", "payout")
+                     for i in range(40)]
+
+    def record(self) -> tuple[str, bytes | None, bytes | None, Any]:
+        """(topic, key, value, the event before mutation or None)."""
+        rng = self.rng
+        event = self._event()
+        value: bytes | None = self.codec.encode(event)
+        key: bytes | None = getattr(event, "key", "").encode() or b"~tick"
+        topic = INTENTS if isinstance(event, ev.Intent) else ATTEMPTS
+        roll = rng.random()
+        if roll < 0.45:
+            value = self._mutate(value)
+        elif roll < 0.5:
+            value = bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 300)))
+        elif roll < 0.53:
+            value = None
+        if rng.random() < 0.15:
+            key = rng.choice([None, b"\xff\xfe\x00bad", b"", rng.choice(self.keys).encode(),
+                              b"acme/refund", b"~containment/x"])
+        if rng.random() < 0.05:
+            topic = INTENTS if topic == ATTEMPTS else ATTEMPTS
+        return topic, key, value, event if value is not None else None
+
+    def _event(self) -> Any:
+        rng = self.rng
+        key = rng.choice(self.keys)
+        at = BASE_MS + rng.randrange(0, 10_000_000)
+        kind = rng.randrange(10)
+        if kind < 4:
+            return self._intent(key, at)
+        if kind == 4:
+            return ev.AttemptClaim(f"c-{rng.getrandbits(32)}", key, rng.randrange(0, 4),
+                                   f"claim-{rng.randrange(5)}", "conn",
+                                   rng.choice([0, 10_000, 600_000]), at)
+        if kind == 5:
+            status = rng.choice(list(ev.OutcomeStatus))
+            return ev.AttemptOutcome(f"o-{rng.getrandbits(32)}", key, rng.randrange(0, 4),
+                                     f"claim-{rng.randrange(5)}", status, at,
+                                     f"ext-{rng.randrange(3)}", rng.choice(["", "timeout"]),
+                                     rng.random() < 0.5)
+        if kind == 6:
+            return ev.ReconcileResult(f"r-{rng.getrandbits(32)}", key, rng.randrange(0, 4),
+                                      f"claim-{rng.randrange(5)}",
+                                      rng.choice(list(ev.ReconcileStatus)),
+                                      rng.random() < 0.5, at, f"ext-{rng.randrange(3)}")
+        if kind == 7:
+            return ev.OperatorResolution(f"d-{rng.getrandbits(32)}", key, rng.randrange(0, 4),
+                                         rng.choice(list(ev.Resolution)), "ops", at,
+                                         f"ext-{rng.randrange(3)}", "checked")
+        if kind == 8:
+            partition = rng.randrange(PARTITIONS + 1)
+            if rng.random() < 0.5:
+                return ev.Tick(partition, "fuzz", at)
+            return ev.Containment(f"f-{rng.randrange(4)}", partition,
+                                  rng.choice(["refund", "payout", "", "re/fund"]),
+                                  rng.choice(["", "acme", "*"]), rng.random() < 0.6,
+                                  rng.choice(list(ev.FreezeMode)), "incident", "ops", at)
+        return ev.Receipt("x", key, "i", ev.ReceiptStatus.SUCCEEDED, ev.Reason.NONE, "h", 1,
+                          at)  # an output type: poison on an input topic
+
+    def _intent(self, key: str, at: int) -> ev.Intent:
+        rng = self.rng
+        args: dict[str, Any] = {"amount": rng.randrange(1, 10**6), "to": "cust"}
+        if rng.random() < 0.05:
+            args["note"] = "x" * rng.randrange(1000, 20_000)  # oversized field
+        text, digest = canonical_json(args), args_hash(args)
+        tenant, action = key.split("/")[:2]
+        approval = None
+        roll = rng.random()
+        if roll < 0.3:
+            approval = sign_approval(SECRET, key, "ap", digest, "", at + 60_000)
+        elif roll < 0.4:
+            approval = sign_approval(b"forged", key, "ap", digest, "", at + 60_000)
+        elif roll < 0.45:
+            approval = sign_approval(SECRET, key, "ap", "0" * 64, "", at + 60_000)
+        elif roll < 0.5:
+            approval = sign_approval(SECRET, key, "ap", digest, "", at - 1)  # expired
+        if rng.random() < 0.05:
+            tenant = "other"  # a key of another tenant
+        if rng.random() < 0.03:
+            digest = "f" * 64
+        return ev.Intent(f"i-{rng.getrandbits(48)}", key, tenant, action, "sandbox", text,
+                         digest, ev.Workflow("fuzz", "1.0", "t"), at,
+                         approval=approval, origin=rng.choice(list(ev.Origin)))
+
+    def _mutate(self, value: bytes | None) -> bytes:
+        rng, data = self.rng, bytearray(value or b"")
+        for _ in range(rng.randrange(1, 4)):
+            op = rng.randrange(6)
+            if op == 0 and data:  # flip bits
+                i = rng.randrange(len(data))
+                data[i] ^= 1 << rng.randrange(8)
+            elif op == 1 and data:  # truncate
+                del data[rng.randrange(len(data)):]
+            elif op == 2:  # append garbage
+                data += bytes(rng.getrandbits(8) for _ in range(rng.randrange(1, 40)))
+            elif op == 3 and len(data) > 10:  # a wrong fingerprint
+                data[2:10] = bytes(rng.getrandbits(8) for _ in range(8))
+            elif op == 4 and len(data) > 11:  # a huge length or number (a long varint)
+                i = rng.randrange(10, len(data))
+                data[i:i + 1] = b"\xff\xff\xff\xff\xff\xff\xff\xff\x7f"
+            elif op == 5 and data:  # overwrite a byte
+                data[rng.randrange(len(data))] = rng.getrandbits(8)
+        return bytes(data)
+
+
+def run_fuzz(cases: int, seed: int = 1, *, step: LedgerStep | None = None,
+             progress: Callable[[FuzzReport], None] | None = None,
+             keep: int = 20) -> FuzzReport:
+    """Run ``cases`` hostile records (reproducible from ``seed``)."""
+    rng = random.Random(seed)
+    codec = AvroCodec()
+    step = step or LedgerStep(POLICY, codec, {INTENTS: "intents", ATTEMPTS: "attempts"},
+                              PARTITIONS)
+    gen = Generator(rng, codec)
+    report = FuzzReport(seed=seed)
+    started = time.perf_counter()
+    stores: dict[int, MemoryPartitionStore] = {}
+    offset = 0
+    for batch_no in range((cases + CHUNK - 1) // CHUNK):
+        if batch_no % RESET_EVERY == 0:
+            stores = {p: MemoryPartitionStore(p) for p in range(PARTITIONS)}
+        batch = Batch(step, stores, {p: Positions() for p in range(PARTITIONS)},  # type: ignore[arg-type]
+                      (INTENTS, ATTEMPTS))
+        for _ in range(min(CHUNK, cases - report.cases)):
+            case = report.cases
+            report.cases += 1
+            offset += 1
+            try:
+                why = _one(step, batch, gen, codec, offset, report)
+            except Exception:  # noqa: BLE001 - any exception here is the finding
+                why = "raised " + traceback.format_exc(limit=3).replace("\n", " | ")
+            if why:
+                report.violation_count += 1
+                if len(report.violations) < keep:
+                    report.violations.append(f"seed {seed} case {case}: {why}")
+        for partition, overlay in batch.overlays.items():  # step d, as the checkpoint does
+            stores[partition].write(overlay.store_batch(None))
+        if progress is not None and (batch_no + 1) % 200 == 0:
+            report.seconds = time.perf_counter() - started
+            progress(report)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _one(step: LedgerStep, batch: Batch, gen: Generator, codec: AvroCodec, offset: int,
+         report: FuzzReport) -> str:
+    """One record through the codec and step a; what broke a promise ("" when nothing)."""
+    topic, key, value, original = gen.record()
+    if value is not None:
+        try:
+            codec.decode(value)
+            report.kinds["decoded"] += 1
+        except DecodeError:
+            report.kinds["decode_error"] += 1
+    text_key = key.decode("utf-8", "replace") if key else ""
+    home = partition_for(key, PARTITIONS) if key else 0
+    partition = home if gen.rng.random() < 0.9 else gen.rng.randrange(PARTITIONS)
+    overlay = batch.overlay(partition)
+    ts = max(overlay.clock, BASE_MS) + gen.rng.randrange(0, 2_000)
+    read = step.read(value, key, topic, partition, offset, ts)
+    before_state = overlay.state(text_key) if text_key.count("/") >= 2 else None
+    first = len(batch.outputs)
+    batch.add(_FakeMessage(topic, partition, offset, ts, key, value))  # type: ignore[arg-type]
+    outputs = [codec.decode(o.value) for o in batch.outputs[first:]]
+    if isinstance(read, ev.PoisonInput):
+        report.kinds["poison"] += 1
+        # Deadlines the record's timestamp passed fire first; then the DLQ record and alert.
+        *timers, letter, alert = outputs if len(outputs) >= 2 else (None, None)
+        if not (isinstance(letter, ev.DeadLetter) and isinstance(alert, ev.Alert)
+                and alert.kind is ev.AlertKind.POISON_INPUT) \
+                or any(isinstance(o, ev.DeadLetter) for o in timers):
+            return f"poison {read.reason!r} gave {[type(o).__name__ for o in outputs]}"
+        touched = any(getattr(o, "key", None) == text_key for o in timers)
+        if before_state is not None and not touched \
+                and overlay.state(text_key) != before_state:
+            return f"poison {read.reason!r} changed key {text_key}"
+        return ""
+    report.kinds["decided"] += 1
+    if isinstance(read, ev.Intent) and isinstance(original, ev.Intent) and read == original:
+        dispatched = any(isinstance(o, ev.Dispatch) and o.key == read.key
+                         and o.intent_event_id == read.event_id for o in outputs)
+        problem = approval_problem(read, SECRET, POLICY.requires_approval(read.action), ts)
+        if dispatched and problem is not None:
+            return f"dispatched {read.key} although its approval is refused: {problem}"
+    return ""
