@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 
 from ledger_stream.cli.common import CliError
@@ -31,6 +32,8 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.cases < 1:
         raise CliError("--cases must be at least 1")
+    # The fuzzed freezes and decisions would log a line each: only warnings and worse.
+    logging.getLogger("ledger_stream.processor").setLevel(logging.WARNING)
 
     def progress(report: FuzzReport) -> None:
         print(f"{report.cases} cases, {report.violation_count} violations, "

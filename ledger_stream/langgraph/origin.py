@@ -21,8 +21,15 @@ replay) and ``update`` when ``update_state`` changed the state first (a fork). O
 - ``resume``: the first step of a run that continues a thread;
 - ``fresh``: anything else (a step running for the first time).
 
-When the branch cannot be read (no checkpointer in the config, or one that cannot be read
-from this thread), a time-travel run is called ``replay``: a re-run either way.
+When the branch cannot be told (no checkpointer in the config, one that cannot be read from
+this thread, a checkpoint not saved yet while earlier runs branched from the same one, or a
+branch longer than the bounds below), a time-travel run is called ``replay``, naming the
+checkpoint it re-runs: a re-run either way, never another branch's name.
+
+A fork continued after an ``interrupt()`` (the usual approval pattern: the fork stops at
+the approval, then ``Command(resume=...)``) is reported as ``resume``: the continuing run is
+not a time-travel run, and telling a fork's branch from the thread's own history would need
+every checkpoint's ancestry. Its checkpoint still names the step's place on the branch.
 """
 
 from __future__ import annotations
@@ -37,7 +44,11 @@ from ledger_stream.logs import log_fields
 
 logger = logging.getLogger(__name__)
 
-BRANCH_WALK_LIMIT = 1_000  # checkpoints walked back to the start of a time-travel branch
+# Checkpoints read to find the start of a time-travel branch: walked back from the step's
+# own, then listed from the thread's newest. Bounded, so a long branch costs each step the
+# same (past the bounds, a fork may be reported as a replay of the checkpoint addressed).
+BRANCH_WALK_LIMIT = 25
+HISTORY_LIMIT = 200
 
 
 @dataclass(frozen=True)
@@ -66,8 +77,10 @@ def _branch_start(conf: Mapping[str, Any], current: str, addressed: str
                   ) -> tuple[str, str] | None:
     """(id, source) of the branch's first checkpoint: the child of ``addressed`` on the way
     back from ``current``. A checkpoint saved in the background (durability ``async``) may
-    not be readable yet: then the newest child of ``addressed`` in the thread's history.
-    None when neither can be read."""
+    not be readable yet: then the only branch start (a child of ``addressed`` with source
+    ``update`` or ``fork``; the original run's own child is a ``loop``) in the thread's
+    recent history. None when neither tells (several: other runs from the same
+    checkpoint)."""
     saver, thread = conf.get("__pregel_checkpointer"), conf.get("thread_id")
     if saver is None:
         return None
@@ -84,11 +97,12 @@ def _branch_start(conf: Mapping[str, Any], current: str, addressed: str
                 return checkpoint_id, str((found.metadata or {}).get("source", ""))
             checkpoint_id = _parent(found)
         history = saver.list({"configurable": {"thread_id": thread, "checkpoint_ns": ""}},
-                             limit=BRANCH_WALK_LIMIT)
-        for found in history:  # newest first
-            if _parent(found) == addressed:
-                return (str(found.config["configurable"]["checkpoint_id"]),
-                        str((found.metadata or {}).get("source", "")))
+                             limit=HISTORY_LIMIT)
+        children = [found for found in history if _parent(found) == addressed
+                    and (found.metadata or {}).get("source") in ("update", "fork")]
+        if len(children) == 1:  # several: earlier runs from the same checkpoint, unknown
+            return (str(children[0].config["configurable"]["checkpoint_id"]),  # which is ours
+                    str((children[0].metadata or {}).get("source", "")))
     except Exception as exc:  # a saver that cannot be read from here (an async one)
         logger.debug("branch not readable", extra=log_fields(error=str(exc)))
     return None

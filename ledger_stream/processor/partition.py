@@ -54,6 +54,10 @@ class PartitionOverlay:
         row = self.store.get(key)
         return decode_row(row) if row is not None else absent(key)
 
+    def changed_states(self) -> dict[str, KeyState]:
+        """The keys this batch changed so far (a copy)."""
+        return dict(self._changed)
+
     def put(self, key: str, before: KeyState, after: KeyState) -> None:
         if key not in self._changed:
             self._stored_due[key] = due_ms(before, self._policy)

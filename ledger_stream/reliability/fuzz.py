@@ -9,14 +9,21 @@ Every case must end in a typed result, and the promises checked are the processo
 - the step never raises; a record it cannot read becomes a PoisonInput whose only outputs
   are one DLQ record and one ``poison_input`` alert, and it changes no key;
 - every output encodes and decodes again;
-- no Dispatch follows an intent whose approval the policy would refuse (the ground truth is
-  ``approval_problem`` on the intent as generated, not the decision's own answer).
+- no Dispatch follows an intent that needed an approval and had no valid one; validity is
+  judged here, independently of ``ledger_stream.domain.approval`` (the signature recomputed
+  from the documented signed text, the hash, the expiry at the partition clock), for every
+  intent that reads as valid, mutated or not;
+- every intent read as valid gets exactly one receipt naming it, every claim exactly one
+  answer naming its claim id;
+- a record that cannot be read changes no key and no freeze of its partition.
 
 A violation is reported with the seed and the case number that reproduce it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import random
 import time
 import traceback
@@ -26,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger_stream.domain import events as ev
-from ledger_stream.domain.approval import approval_problem, sign_approval
+from ledger_stream.domain.approval import sign_approval
 from ledger_stream.domain.keys import args_hash, canonical_json
 from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.partitioner import partition_for
@@ -102,22 +109,26 @@ class Generator:
         self.rng, self.codec = rng, codec
         self.keys = [f"{t}/{a}/k{i}" for t in ("acme", "beta") for a in ("refund", "payout")
                      for i in range(40)]
+        self.claims: dict[str, tuple[int, str]] = {}  # key -> (attempt, claim id) claimed
 
     def record(self) -> tuple[str, bytes | None, bytes | None, Any]:
         """(topic, key, value, the event before mutation or None)."""
         rng = self.rng
         event = self._event()
         value: bytes | None = self.codec.encode(event)
-        key: bytes | None = getattr(event, "key", "").encode() or b"~tick"
+        key: bytes | None = (
+            getattr(event, "key", "").encode() if not isinstance(event, ev.Tick | ev.Containment)
+            else b"~tick" if isinstance(event, ev.Tick)
+            else f"~containment/{event.event_id}".encode())
         topic = INTENTS if isinstance(event, ev.Intent) else ATTEMPTS
         roll = rng.random()
-        if roll < 0.45:
+        if roll < 0.3:
             value = self._mutate(value)
-        elif roll < 0.5:
+        elif roll < 0.35:
             value = bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 300)))
-        elif roll < 0.53:
+        elif roll < 0.37:
             value = None
-        if rng.random() < 0.15:
+        if rng.random() < 0.08:
             key = rng.choice([None, b"\xff\xfe\x00bad", b"", rng.choice(self.keys).encode(),
                               b"acme/refund", b"~containment/x"])
         if rng.random() < 0.05:
@@ -131,16 +142,22 @@ class Generator:
         kind = rng.randrange(10)
         if kind < 4:
             return self._intent(key, at)
+        attempt, claim_id = self.claims.get(key, (1, f"claim-{rng.randrange(5)}"))
+        if rng.random() < 0.3:  # not the holder, or another attempt
+            attempt, claim_id = rng.randrange(0, 4), f"claim-{rng.randrange(5)}"
         if kind == 4:
-            return ev.AttemptClaim(f"c-{rng.getrandbits(32)}", key, rng.randrange(0, 4),
-                                   f"claim-{rng.randrange(5)}", "conn",
-                                   rng.choice([0, 10_000, 600_000]), at)
+            if rng.random() < 0.5:
+                attempt, claim_id = self.claims.get(key, (1, ""))[0], f"claim-{rng.getrandbits(16)}"
+                self.claims[key] = (attempt, claim_id)
+            return ev.AttemptClaim(f"c-{rng.getrandbits(32)}", key, attempt, claim_id, "conn",
+                                   rng.choice([1, 10_000, 600_000]), at)
         if kind == 5:
             status = rng.choice(list(ev.OutcomeStatus))
-            return ev.AttemptOutcome(f"o-{rng.getrandbits(32)}", key, rng.randrange(0, 4),
-                                     f"claim-{rng.randrange(5)}", status, at,
-                                     f"ext-{rng.randrange(3)}", rng.choice(["", "timeout"]),
-                                     rng.random() < 0.5)
+            if status in (ev.OutcomeStatus.NOT_APPLIED, ev.OutcomeStatus.NOT_CALLED):
+                self.claims[key] = (attempt + 1, "")
+            return ev.AttemptOutcome(f"o-{rng.getrandbits(32)}", key, attempt, claim_id,
+                                     status, at, f"ext-{rng.randrange(3)}",
+                                     rng.choice(["", "timeout"]), rng.random() < 0.5)
         if kind == 6:
             return ev.ReconcileResult(f"r-{rng.getrandbits(32)}", key, rng.randrange(0, 4),
                                       f"claim-{rng.randrange(5)}",
@@ -258,11 +275,15 @@ def _one(step: LedgerStep, batch: Batch, gen: Generator, codec: AvroCodec, offse
             report.kinds["decode_error"] += 1
     text_key = key.decode("utf-8", "replace") if key else ""
     home = partition_for(key, PARTITIONS) if key else 0
+    if isinstance(original, ev.Tick | ev.Containment) and original.partition < PARTITIONS:
+        home = original.partition  # written to the partition it names
     partition = home if gen.rng.random() < 0.9 else gen.rng.randrange(PARTITIONS)
     overlay = batch.overlay(partition)
     ts = max(overlay.clock, BASE_MS) + gen.rng.randrange(0, 2_000)
     read = step.read(value, key, topic, partition, offset, ts)
     before_state = overlay.state(text_key) if text_key.count("/") >= 2 else None
+    before = overlay.changed_states()
+    containment_before = overlay.containment()
     first = len(batch.outputs)
     batch.add(_FakeMessage(topic, partition, offset, ts, key, value))  # type: ignore[arg-type]
     outputs = [codec.decode(o.value) for o in batch.outputs[first:]]
@@ -274,16 +295,45 @@ def _one(step: LedgerStep, batch: Batch, gen: Generator, codec: AvroCodec, offse
                 and alert.kind is ev.AlertKind.POISON_INPUT) \
                 or any(isinstance(o, ev.DeadLetter) for o in timers):
             return f"poison {read.reason!r} gave {[type(o).__name__ for o in outputs]}"
-        touched = any(getattr(o, "key", None) == text_key for o in timers)
-        if before_state is not None and not touched \
-                and overlay.state(text_key) != before_state:
-            return f"poison {read.reason!r} changed key {text_key}"
+        touched = {getattr(o, "key", None) for o in timers}
+        changed = {k for k, v in overlay.changed_states().items() if before.get(k) is not v}
+        if changed - touched:
+            return f"poison {read.reason!r} changed keys {sorted(changed - touched)[:3]}"
+        if overlay.containment() is not containment_before and not timers:
+            return f"poison {read.reason!r} changed the partition's freezes"
         return ""
     report.kinds["decided"] += 1
-    if isinstance(read, ev.Intent) and isinstance(original, ev.Intent) and read == original:
-        dispatched = any(isinstance(o, ev.Dispatch) and o.key == read.key
-                         and o.intent_event_id == read.event_id for o in outputs)
-        problem = approval_problem(read, SECRET, POLICY.requires_approval(read.action), ts)
-        if dispatched and problem is not None:
-            return f"dispatched {read.key} although its approval is refused: {problem}"
+    if isinstance(read, ev.Intent):
+        answers = [o for o in outputs if isinstance(o, ev.Receipt)
+                   and o.intent_event_id == read.event_id]
+        if len(answers) != 1 and not _reserved_before(before_state, read):
+            return f"intent {read.event_id} got {len(answers)} receipts"
+        dispatched = any(isinstance(o, ev.Dispatch) and o.intent_event_id == read.event_id
+                         for o in outputs)
+        if dispatched and read.action == "payout" and not _approved(read, ts):
+            return f"dispatched {read.key} although it has no valid approval"
+    if isinstance(read, ev.AttemptClaim):
+        named = [o for o in outputs if isinstance(o, ev.Grant | ev.Held | ev.Done | ev.Reconcile)
+                 and o.claim_id == read.claim_id and o.key == read.key]
+        if len(named) != 1:
+            return f"claim {read.claim_id} got {len(named)} answers"
     return ""
+
+
+def _reserved_before(state: Any, intent: ev.Intent) -> bool:
+    """An intent that repeats the reserving one's event id is answered by its state
+    receipts too (a replayed record): more than one receipt may name it."""
+    return state is not None and getattr(state, "intent_event_id", "") == intent.event_id
+
+
+def _approved(intent: ev.Intent, now_ms: int) -> bool:
+    """Whether ``intent`` carries a valid approval, judged here from the documented signed
+    text (not by ledger_stream.domain.approval): signed with the policy's secret, for
+    this key and these arguments, not expired at the partition clock."""
+    a = intent.approval
+    if a is None or a.payload_hash != intent.args_hash or a.expires_at_ms <= now_ms:
+        return False
+    text = "\n".join(("ledger-approval-v1", intent.key, a.approval_id, a.payload_hash,
+                      a.policy_revision, str(a.expires_at_ms))).encode()
+    return hmac.compare_digest(hmac.new(SECRET, text, hashlib.sha256).hexdigest(),
+                               a.signature)

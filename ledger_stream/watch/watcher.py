@@ -1,25 +1,29 @@
 """A watcher reads a target's own record of its effects and reports each one to the ledger.
 
-Each effect becomes a ``ReconcileResult(found)`` on the attempts topic under its operation
-key, with the target's id for it and the claim id ``watch:<target>``: what a lookup by key
-would say. The processor decides it like any lookup (DESIGN §5):
+An effect made under its operation key (its idempotency key is one: the ledger's own
+dispatch, or a caller that used the ledger's key) becomes a ``ReconcileResult(found)`` on the
+attempts topic with the target's id for it and the claim id ``watch:<target>``: what a
+lookup by key would say. The processor decides it like any lookup (DESIGN §5):
 
-- a key never reserved: ``effect_without_intent`` (someone called the target around the
-  ledger);
+- a key never reserved: ``effect_without_intent``;
 - a key settled with another effect: ``duplicate_effect`` (a second effect for one key);
 - a key settled with this effect: nothing (the ledger knew it);
-- a key still in flight: settled by it (the target holds the effect);
+- a key still in flight: settled by it (the target holds the effect under the key);
 - a key answered ``failed``: ``late_effect``.
 
-The operation key of an effect is its idempotency key when that is an operation key, or else
-the key ``--key-template`` makes of its body (``acme/refund/{invoice}``), so a call that
-bypassed the ledger with an idempotency key of its own is still matched to its business
-key. An effect that maps to no key raises ``effect_without_intent`` directly, under the key
-``unmapped/<target>/<its id>``.
+An effect made under another idempotency key did not come through the ledger, whatever
+its business key: it never settles or touches a key. The watcher raises
+``effect_without_intent`` for it directly, under the key ``--key-template`` makes of its
+body (``acme/refund/{invoice}``: the refund it repeats or pre-empts), or under
+``unmapped/<target>/<hash of its id>`` when the template gives no key. Its alert id derives
+from the target and the effect's id, so a repeat is recognisable as the same alert.
 
-The watcher keeps the ids it reported in memory: after a restart it reports every effect
-again, which the processor treats as the lookups they are (nothing changes for an effect it
-knows).
+Reports are idempotent in their ids: the found report's event id derives from the target
+and the effect's id. The watcher keeps the ids it reported in memory; after a restart it
+reports every effect again, which the processor takes as the lookups they are, except that
+a known second effect is counted again (``duplicate_effects``, and another alert). It reads
+the target's whole record on every poll: the sandbox's is fine for tests and demos; a
+source for a large target must read incrementally.
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -57,24 +60,36 @@ def key_for(effect: SeenEffect, template: str | None) -> str | None:
         return checked_key(effect.idempotency_key)
     except InvalidKeyError:
         pass
+    return _templated(effect, template)
+
+
+def _templated(effect: SeenEffect, template: str | None) -> str | None:
+    """The key ``template`` makes of the effect's body, or None (any failure: the body is
+    the target's data, not trusted)."""
     if not template or not isinstance(effect.body, dict):
         return None
     try:
-        return checked_key(template.format(**effect.body))
-    except (KeyError, IndexError, ValueError, InvalidKeyError):
+        key = template.format(**{k: v for k, v in effect.body.items()
+                                 if isinstance(v, str | int)})
+        return checked_key(key) if len(key) <= 1024 else None
+    except Exception:  # noqa: BLE001 - KeyError, TypeError, AttributeError, ValueError...
         return None
 
 
 class Watcher:
     def __init__(self, name: str, effects: Callable[[], Iterable[SeenEffect]],
-                 producer: EventProducer, template: str | None = None) -> None:
-        """``effects`` lists the target's effects (all of them, or the newest)."""
+                 producer: EventProducer, template: str | None = None,
+                 deduplicates: bool = True) -> None:
+        """``effects`` lists the target's effects (all of them, or the newest);
+        ``deduplicates``: the target answers a repeated idempotency key with the first
+        effect (the sandbox does), so one key never has two effects there."""
         self.name = name
         self._effects = effects
         self._producer = producer
         self._template = template
+        self._deduplicates = deduplicates
         self._reported: set[str] = set()
-        self.reported = self.unmapped = 0
+        self.reported = self.around = 0
 
     def poll(self) -> int:
         """Report the effects not reported yet; how many. Raises DeliveryFailed when the
@@ -82,19 +97,7 @@ class Watcher:
         fresh = [e for e in self._effects() if e.external_id not in self._reported]
         now = int(time.time() * 1000)
         for effect in fresh:
-            key = key_for(effect, self._template)
-            if key is None:
-                self.unmapped += 1
-                source = f"watch:{self.name}/{effect.external_id}"
-                self._producer.send("alerts", alert_for(
-                    f"unmapped/{self.name}/{effect.external_id}",
-                    ev.AlertKind.EFFECT_WITHOUT_INTENT, source,
-                    f"an effect at {self.name} (id {effect.external_id}, idempotency key "
-                    f"{sha256_hex(effect.idempotency_key)[:12]}) maps to no operation key", now))
-                continue
-            self._producer.send("attempts", ev.ReconcileResult(
-                f"watch-{uuid.uuid4().hex}", key, 1, f"watch:{self.name}",
-                ev.ReconcileStatus.FOUND, True, now, effect.external_id))
+            self._report(effect, now)
         if fresh:
             self._producer.flush()
         for effect in fresh:
@@ -102,8 +105,26 @@ class Watcher:
         self.reported += len(fresh)
         if fresh:
             logger.info("effects reported", extra=log_fields(
-                target=self.name, effects=len(fresh), unmapped=self.unmapped))
+                target=self.name, effects=len(fresh), around_the_ledger=self.around))
         return len(fresh)
+
+    def _report(self, effect: SeenEffect, now: int) -> None:
+        ident = sha256_hex(f"{self.name}\n{effect.external_id}")[:32]
+        try:
+            own = checked_key(effect.idempotency_key)
+        except InvalidKeyError:
+            own = None
+        if own is not None:
+            self._producer.send("attempts", ev.ReconcileResult(
+                f"watch-{ident}", own, 1, f"watch:{self.name}", ev.ReconcileStatus.FOUND,
+                self._deduplicates, now, effect.external_id))
+            return
+        self.around += 1
+        key = _templated(effect, self._template) or f"unmapped/{self.name}/{ident}"
+        self._producer.send("alerts", alert_for(
+            key, ev.AlertKind.EFFECT_WITHOUT_INTENT, f"watch:{self.name}/{ident}",
+            f"an effect at {self.name} (id {effect.external_id}) made under idempotency key "
+            f"{sha256_hex(effect.idempotency_key)[:12]}, not through the ledger", now))
 
     def run(self, stop: threading.Event, interval_s: float) -> None:
         """Poll until ``stop``; a failed poll is logged and tried again."""

@@ -123,3 +123,21 @@ def test_no_config_and_an_unreadable_branch_say_what_can_be_said() -> None:
     unreadable = {"configurable": {"__pregel_replay_state": Replayed(),
                                    "checkpoint_map": {"": "cp-2"}, "thread_id": "t"}}
     assert step_origin(unreadable) == StepOrigin(Origin.REPLAY, "cp-1")
+
+
+def test_a_fork_after_a_replay_of_the_same_checkpoint_never_names_the_replays_branch(
+        saver: BaseCheckpointSaver[Any]) -> None:
+    r = Recorder(saver)
+    config: RunnableConfig = {"configurable": {"thread_id": "t-4"}}
+    r.app.invoke({"amount": 42}, config)
+    past = r.checkpoint_before(config, "pay")
+    r.app.invoke(None, past)  # a replay: LangGraph starts a branch from `past`
+    replay_branch = {o.checkpoint_id for _, o in r.seen[-2:]}
+    fork = r.app.update_state(past, {"amount": 99})
+    r.app.invoke(None, fork, durability="async")
+    forked, addressed = fork["configurable"]["checkpoint_id"], past["configurable"][
+        "checkpoint_id"]
+    assert r.last("pay") == StepOrigin(Origin.FORK, forked)
+    assert r.last("notify") in (StepOrigin(Origin.FORK, forked),
+                                StepOrigin(Origin.REPLAY, addressed))
+    assert r.last("notify").checkpoint_id not in replay_branch - {addressed}

@@ -34,8 +34,45 @@ def test_a_step_that_forgets_an_approval_rule_is_caught() -> None:
     lax = _step(replace(fuzz.POLICY, approval_required_actions=frozenset()))
     report = fuzz.run_fuzz(3_000, seed=3, step=lax)
     assert report.violation_count > 0
-    assert "although its approval is refused" in report.violations[0]
+    assert "although it has no valid approval" in report.violations[0]
     assert report.violations[0].startswith("seed 3 case ")
+
+
+def test_a_forged_signature_accepted_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    import hmac
+
+    from ledger_stream.domain import approval
+
+    class Lenient:  # the ledger's check, broken: every signature compares equal
+        new = staticmethod(hmac.new)
+
+        @staticmethod
+        def compare_digest(a: str, b: str) -> bool:
+            return True
+
+    monkeypatch.setattr(approval, "hmac", Lenient)
+    report = fuzz.run_fuzz(5_000, seed=4)
+    assert report.violation_count > 0
+    assert "no valid approval" in report.violations[0]
+
+
+def test_a_poison_record_that_changes_a_key_is_caught() -> None:
+    step = _step()
+    decide = step.decide
+
+    def leaky(view, event, now_ms):  # decides the poison record's key as if it were valid
+        if event.__class__.__name__ == "PoisonInput" and event.key and event.value:
+            try:
+                decoded = AvroCodec().decode(event.value)
+                if hasattr(decoded, "args_hash") and decoded.key.count("/") >= 2:
+                    return decide(view, decoded, now_ms)
+            except Exception:  # noqa: BLE001
+                pass
+        return decide(view, event, now_ms)
+
+    step.decide = leaky  # type: ignore[method-assign]
+    report = fuzz.run_fuzz(5_000, seed=6, step=step)
+    assert report.violation_count > 0
 
 
 def test_a_reader_that_raises_is_caught() -> None:

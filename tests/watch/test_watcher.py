@@ -40,17 +40,35 @@ def test_the_key_is_the_idempotency_key_or_the_template_filled_from_the_body() -
     assert key_for(SeenEffect("bypass-9f", "pay_5", {"invoice": "i-5"}), None) is None
 
 
-def test_each_effect_is_reported_once_as_a_lookup_and_again_after_a_failed_delivery() -> None:
-    seen = [SeenEffect("acme/refund/i-1", "pay_1"), SeenEffect("x-1", "pay_2", {"n": 1})]
+def test_each_effect_is_reported_once_and_again_after_a_failed_delivery() -> None:
+    seen = [SeenEffect("acme/refund/i-1", "pay_1"),  # under its operation key: a lookup
+            SeenEffect("bypass-1", "pay_2", {"invoice": "i-1"}),  # around the ledger
+            SeenEffect("x-1", "pay_3", {"n": 1})]  # around it, and no key to name
     producer = Recorder()
     watcher = Watcher("sandbox", lambda: seen, producer, "acme/refund/{invoice}")  # type: ignore[arg-type]
     producer.fail_next_flush = True
     with pytest.raises(DeliveryFailed):
         watcher.poll()
-    assert watcher.poll() == 2 and watcher.poll() == 0
-    (role, found), (alert_role, alert) = producer.sent
+    assert watcher.poll() == 3 and watcher.poll() == 0
+    (role, found), (role2, around), (role3, unmapped) = producer.sent
     assert role == "attempts" and isinstance(found, ev.ReconcileResult)
     assert (found.key, found.status, found.external_id, found.claim_id) == (
         "acme/refund/i-1", ev.ReconcileStatus.FOUND, "pay_1", "watch:sandbox")
-    assert alert_role == "alerts" and alert.kind is ev.AlertKind.EFFECT_WITHOUT_INTENT
-    assert alert.key == "unmapped/sandbox/pay_2" and "x-1" not in alert.detail
+    # An effect made around the ledger never settles a key: an alert names the refund.
+    assert role2 == "alerts" and around.kind is ev.AlertKind.EFFECT_WITHOUT_INTENT
+    assert around.key == "acme/refund/i-1" and "pay_2" in around.detail
+    assert role3 == "alerts" and unmapped.key.startswith("unmapped/sandbox/")
+    assert "x-1" not in unmapped.detail and "pay_3" not in unmapped.key
+
+
+def test_a_body_the_template_cannot_use_is_no_key_and_never_stops_the_watcher() -> None:
+    bodies = [{"invoice": None}, {"invoice": ["a"]}, {"order": "x"}, {"invoice": "a" * 5000}]
+    for template in ("acme/refund/{invoice:>4}", "acme/refund/{order[invoice]}",
+                     "acme/refund/{invoice.id}", "acme/refund/{invoice}", "acme/{0}/x"):
+        for body in bodies:  # none of these raises; a key too long is no key
+            found = key_for(SeenEffect("bypass", "p", body), template)
+            assert found is None or len(found) <= 1024
+    producer = Recorder()
+    seen = [SeenEffect("bypass", f"p{i}", b) for i, b in enumerate(bodies)]
+    watcher = Watcher("sandbox", lambda: seen, producer, "acme/refund/{order[invoice]}")  # type: ignore[arg-type]
+    assert watcher.poll() == len(bodies)
