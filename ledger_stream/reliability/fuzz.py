@@ -42,6 +42,7 @@ from ledger_stream.processor.changelog import Positions
 from ledger_stream.processor.step import LedgerStep
 from ledger_stream.serde import AvroCodec, DecodeError
 from ledger_stream.state import MemoryPartitionStore
+from ledger_stream.testing.records import FakeMessage
 
 PARTITIONS = 4
 INTENTS, ATTEMPTS = "fuzz.intents", "fuzz.attempts"
@@ -67,38 +68,6 @@ class FuzzReport:
                 "violations": self.violation_count, "first_violations": self.violations,
                 "seconds": round(self.seconds, 1),
                 "cases_per_second": round(self.cases / self.seconds) if self.seconds else 0}
-
-
-class _FakeMessage:
-    """The parts of ``confluent_kafka.Message`` the batch reads."""
-
-    __slots__ = ("_t", "_p", "_o", "_ts", "_k", "_v")
-
-    def __init__(self, topic: str, partition: int, offset: int, ts: int, key: bytes | None,
-                 value: bytes | None) -> None:
-        self._t, self._p, self._o, self._ts, self._k, self._v = (
-            topic, partition, offset, ts, key, value)
-
-    def topic(self) -> str:
-        return self._t
-
-    def partition(self) -> int:
-        return self._p
-
-    def offset(self) -> int:
-        return self._o
-
-    def timestamp(self) -> tuple[int, int]:
-        return 2, self._ts  # TIMESTAMP_LOG_APPEND_TIME
-
-    def key(self) -> bytes | None:
-        return self._k
-
-    def value(self) -> bytes | None:
-        return self._v
-
-    def error(self) -> None:
-        return None
 
 
 class Generator:
@@ -285,7 +254,7 @@ def _one(step: LedgerStep, batch: Batch, gen: Generator, codec: AvroCodec, offse
     before = overlay.changed_states()
     containment_before = overlay.containment()
     first = len(batch.outputs)
-    batch.add(_FakeMessage(topic, partition, offset, ts, key, value))  # type: ignore[arg-type]
+    batch.add(FakeMessage(topic, partition, offset, ts, key, value))  # type: ignore[arg-type]
     outputs = [codec.decode(o.value) for o in batch.outputs[first:]]
     if isinstance(read, ev.PoisonInput):
         report.kinds["poison"] += 1

@@ -3,15 +3,13 @@ them, and a step with the default codec and policy."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
-
-from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
 
 from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.processor.step import LedgerStep
 from ledger_stream.serde import AvroCodec
+from ledger_stream.testing.records import FakeMessage
 
 INTENTS, ATTEMPTS = "t.intents", "t.attempts"
 PARTITIONS = 3
@@ -21,36 +19,6 @@ CODEC = AvroCodec()
 def make_step(policy: Policy | None = None) -> LedgerStep:
     return LedgerStep(policy or Policy(), CODEC, {INTENTS: "intents", ATTEMPTS: "attempts"},
                       PARTITIONS)
-
-
-@dataclass
-class FakeMessage:
-    """The parts of ``confluent_kafka.Message`` the batch reads."""
-
-    _topic: str
-    _partition: int
-    _offset: int
-    _timestamp: int
-    _key: bytes | None
-    _value: bytes | None
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def timestamp(self) -> tuple[int, int]:
-        return TIMESTAMP_LOG_APPEND_TIME, self._timestamp
-
-    def key(self) -> bytes | None:
-        return self._key
-
-    def value(self) -> bytes | None:
-        return self._value
 
 
 def record_of(event: Any, topic: str, offset: int, timestamp: int,
