@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from confluent_kafka.admin import AdminClient
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from ledger_stream.config import Settings
 from ledger_stream.kafka import topics
 from ledger_stream.kafka.local import LocalCluster, ensure_jars, jar_cache
+from ledger_stream.testing.postgres import PostgresServer
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
 from tests.model import background as model_background
@@ -112,3 +117,32 @@ def stack(ledger_topics: Settings, tmp_path: Path) -> Iterator[Stack]:
         yield s
     finally:
         s.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the run, removed at the end (data folder included)."""
+    started = time.monotonic()
+    server = PostgresServer()
+    try:
+        server.start()
+        print(f"[postgres fixture] ready on port {server.port} in "
+              f"{time.monotonic() - started:.1f}s", file=sys.stderr, flush=True)
+        yield server
+    finally:
+        server.remove()
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server: PostgresServer) -> Iterator[str]:
+    """A DSN to a database of its own (``t_<hex>``), dropped after the test."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield make_conninfo(postgres_server.dsn, dbname=name)
+    try:
+        with psycopg.connect(postgres_server.dsn, autocommit=True, connect_timeout=5) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+                          .format(sql.Identifier(name)))
+    except psycopg.OperationalError:
+        pass  # the server is down (a crash test); the run's teardown removes it anyway

@@ -5,6 +5,9 @@
   renamed (``tools`` -> ``payments``) and the refund's material arguments are derived
   differently (the amount in minor units). Same business intent, so the same operation key,
   but another args hash.
+- ``refund-v1.1`` (safe: only the version changes), ``refund-v2-renamed`` (only the node
+  renamed) and ``refund-v2-amounts`` (only the amount rule): the upgrades
+  ``ledger-stream upgrade-check`` is tested with (:mod:`examples.refund_agent.upgrades`).
 - ``effect-before-interrupt``: the refund is issued inside a node that then calls
   ``interrupt()`` for a confirmation. LangGraph resumes a node from its top, so resuming (and
   replaying) the node repeats everything before the ``interrupt()``: the refund included.
@@ -145,15 +148,35 @@ def _v2_tool(fx: Effects) -> BaseTool:
 
 
 def _build_v2(fx: Effects, checkpointer: Any) -> Any:
+    return _renamed_graph(_v2_tool(fx), checkpointer)
+
+
+def _renamed_graph(refund_tool: BaseTool, checkpointer: Any) -> Any:
+    """The refund agent with its tools node renamed ``payments``."""
     builder = StateGraph(RefundState)
     builder.add_node("model", scripted_model)
     builder.add_node("approval", human_approval)
-    builder.add_node("payments", ToolNode([_v2_tool(fx)]))
+    builder.add_node("payments", ToolNode([refund_tool]))
     builder.add_edge(START, "model")
     builder.add_conditional_edges("model", _after_model, ["approval", END])
     builder.add_edge("approval", "payments")
     builder.add_edge("payments", "model")
     return builder.compile(checkpointer=checkpointer)
+
+
+# --- the three upgrades `ledger-stream upgrade-check` is tested with (upgrades.py) ----------
+
+
+def _build_renamed(fx: Effects, checkpointer: Any) -> Any:
+    """2.0, only the tools node renamed (``tools`` -> ``payments``): the same arguments."""
+    refund_tool = ledger_refund_tool(fx.client, fx.version) if fx.client else \
+        bypass_refund_tool(fx.bypass_url or "", fx.http_timeout_s)
+    return _renamed_graph(refund_tool, checkpointer)
+
+
+def _build_amounts(fx: Effects, checkpointer: Any) -> Any:
+    """2.0, only the amount rule changed (minor units): the same nodes, other arguments."""
+    return build_graph(_v2_tool(fx), checkpointer)
 
 
 # --- effect before interrupt() in one node ---------------------------------------------------
@@ -266,6 +289,9 @@ def _agent_input(invoice: str, amount: float) -> dict[str, Any]:
 VARIANTS = {v.name: v for v in (
     Variant("refund", VERSION, "tools", refund_args, _build_refund),
     Variant("refund-v2", "2.0", "payments", refund_args_v2, _build_v2),
+    Variant("refund-v1.1", "1.1", "tools", refund_args, _build_refund),
+    Variant("refund-v2-renamed", "2.0", "payments", refund_args, _build_renamed),
+    Variant("refund-v2-amounts", "2.0", "tools", refund_args_v2, _build_amounts),
     Variant("effect-before-interrupt", VERSION, "refund_then_confirm", refund_args,
             _build_effect_before_interrupt),
     Variant("parallel", VERSION, "tools", refund_args, _build_parallel),

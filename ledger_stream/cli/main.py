@@ -29,6 +29,7 @@ from ledger_stream.cli import (
     sandbox_cmd,
     simulate_cmd,
     topics_cmd,
+    upgrade_cmd,
     view_cmd,
     watch_cmd,
 )
@@ -39,7 +40,7 @@ COMMANDS = (
     kafka_cmd, topics_cmd, processor_cmd, connector_cmd, view_cmd, receipts_cmd, alerts_cmd,
     inspect_cmd, reconcile_cmd, freeze_cmd,
     sandbox_cmd, demo_cmd, falsify_cmd, bench_cmd, simulate_cmd, fuzz_cmd, mcp_cmd, api_cmd,
-    watch_cmd,
+    watch_cmd, upgrade_cmd,
 )
 
 

@@ -113,7 +113,8 @@ CASES: tuple[Case, ...] = (
          "one effect; bypassed: two payments", lifecycle.retry_around_expiry,
          processor_env=lifecycle.EXPIRY_ENV),
     Case(13, "13", "incompatible update: v2 renames the node, derives other arguments",
-         "v2 resuming v1's thread sends nothing; v2 (other arguments) while v1 is in "
+         "upgrade-check flags the v1 thread first (exit 1, orphan); v2 resuming v1's "
+         "thread sends nothing; v2 (other arguments) while v1 is in "
          "flight or after it settled: rejected (conflict); the v1 graph as 2.0 (same "
          "arguments) while v1 is in flight: held (version_mismatch); one effect with v1's "
          "arguments; bypassed: two payments", lifecycle.incompatible_update),

@@ -17,6 +17,27 @@ from ledger_stream.kafka.exceptions import DeliveryFailed
 from ledger_stream.serde import AvroCodec
 
 
+class ProducingForbidden(RuntimeError):
+    """This process was told never to write to the ledger (``forbid_producing``)."""
+
+
+_forbidden: str = ""
+
+
+def forbid_producing(reason: str) -> None:
+    """From now on every EventProducer of this process refuses to send (for a process that
+    must only read, such as ``upgrade-check``'s dry run: its guard even for code that runs
+    outside the dry run's context, such as a thread a tool starts itself)."""
+    global _forbidden
+    _forbidden = reason
+
+
+def refuse_if_forbidden(what: str) -> None:
+    """ProducingForbidden when this process was told never to write to the ledger."""
+    if _forbidden:
+        raise ProducingForbidden(f"not sending {what}: {_forbidden}")
+
+
 def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
     return {
         **CLIENT_CONFIG,  # first: the settings below are the ledger's, never a deployment's
@@ -50,6 +71,7 @@ class EventProducer:
     def send_raw(self, role: str, key: bytes | None, value: bytes | None,
                  partition: int | None = None) -> None:
         """``partition``: write there, not to the key's partition (Ticks, containment)."""
+        refuse_if_forbidden(f"to {role}")
         topic = self._settings.topic(role)
         while True:
             try:

@@ -33,6 +33,7 @@ from ledger_stream.kafka.exceptions import DeliveryFailed, KafkaSetupError, kafk
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import key_receipts
+from ledger_stream.sdk import dry_run
 from ledger_stream.sdk.errors import InvalidIntentError, LedgerUnavailable, raise_for
 from ledger_stream.sdk.receipt_hub import ReceiptHub
 from ledger_stream.sdk.view_client import ViewClient
@@ -101,6 +102,11 @@ class LedgerClient:
         ``raise_errors`` is False); TimeoutError if no answer at all came within ``wait``;
         LedgerUnavailable when Kafka cannot be reached or does not acknowledge the intent.
         """
+        probe = dry_run.current()
+        if probe is not None:  # a dry run: the probe answers, nothing is produced
+            receipt = probe.answer(intent)
+            return raise_for(receipt) if raise_errors else receipt
+        dry_run.refuse_in_dry_run(intent)  # a process that must not write: before any wait
         deadline = time.monotonic() + wait
         with self._reaching("submit"):
             waiter = self.receipts().follow(intent.key)
@@ -116,6 +122,7 @@ class LedgerClient:
         return raise_for(receipt) if raise_errors else receipt
 
     def _produce(self, intent: ev.Intent) -> None:
+        dry_run.refuse_in_dry_run(intent)
         failpoint("before_intent")
         with self._reaching(f"record the intent for {intent.key}"):
             self._producer.send("intents", intent)
@@ -260,6 +267,11 @@ class AsyncLedgerClient:
     async def submit(self, intent: ev.Intent, wait: float = 30.0, *,
                      raise_errors: bool = True) -> ev.Receipt:
         """As ``LedgerClient.submit``."""
+        probe = dry_run.current()
+        if probe is not None:  # a dry run: the probe answers, nothing is produced
+            receipt = probe.answer(intent)
+            return raise_for(receipt) if raise_errors else receipt
+        dry_run.refuse_in_dry_run(intent)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         hub = await asyncio.to_thread(self._client.receipts)

@@ -78,6 +78,25 @@ class AgentWorld:
         output = json.loads(lines[-1]) if lines else None
         return WorkerRun(done.returncode, output, done.stdout[-3000:] + done.stderr[-3000:])
 
+    def upgrade_check(self, graph: str, *threads: str, resume: str | None = None,
+                      timeout_s: float = 120) -> WorkerRun:
+        """``ledger-stream upgrade-check --json`` of ``threads`` (all in flight when none)
+        against ``graph`` (MODULE:ATTR) on this world's checkpoints."""
+        s = self.stack.settings
+        env = {**os.environ, "LEDGER_KAFKA_BOOTSTRAP": self.stack.bootstrap,
+               "LEDGER_TOPIC_PREFIX": s.topic_prefix, **PROCESSOR_ENV}
+        cmd = [sys.executable, "-m", "ledger_stream.cli.main", "upgrade-check", "--json",
+               "--graph", graph, "--checkpointer", self.db]
+        if threads:
+            cmd += ["--threads", *threads]
+        if resume:
+            cmd += ["--resume", resume]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                              timeout=timeout_s, cwd=self.root)
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+        output = json.loads(lines[-1]) if lines else None
+        return WorkerRun(done.returncode, output, done.stdout[-3000:] + done.stderr[-3000:])
+
     def effects(self, invoice: str, bypass: bool = False) -> list[dict[str, Any]]:
         """The sandbox's own ledger: effects for this invoice's refund."""
         if bypass:

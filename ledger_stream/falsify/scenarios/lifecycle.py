@@ -5,7 +5,10 @@
     original receipt; a replay after it is rejected (``expired_key``) and never dispatched:
     an expired key never silently becomes new work.
 13. Version 2.0 of the agent renames the tools node and derives the refund's arguments
-    differently (amount in minor units): the same key, another args hash. Expected: v2
+    differently (amount in minor units): the same key, another args hash. Expected:
+    ``ledger-stream upgrade-check`` of v2, run before the deploy, flags the v1 thread whose
+    refund is in flight (exit 1: its intent would be an orphan; the renamed node's pending
+    task is dropped); v2
     resuming a v1 thread does not run the renamed step at all (LangGraph drops a pending
     task whose node the graph no longer has: no intent, no effect); v2 asking while v1's
     refund is in flight is rejected as a conflict (other arguments are a conflict whatever
@@ -27,6 +30,9 @@ WINDOW_MS = 10_000
 EARLY_MS, LATE_MS = 1_500, 500  # when the retries start, around the end of the window
 EXPIRY_ENV = {"LEDGER_REPLAY_WINDOW_MS": str(WINDOW_MS)}
 V2 = "refund-v2"
+UPGRADES = "examples.refund_agent.upgrades"
+UPGRADE_GRAPHS = {"refund-v2": f"{UPGRADES}:refund_v2",
+                  "refund-agent-v2": f"{UPGRADES}:refund_agent_v2"}
 AMOUNT = 125.0
 
 
@@ -70,6 +76,19 @@ def retry_around_expiry(run: Run) -> RunResult:
     return run.finish()
 
 
+def _gate_before_deploy(run: Run, thread: str, v2_graph: str, key: str) -> None:
+    """``ledger-stream upgrade-check`` before v2 is deployed: the v1 thread whose refund
+    step is pending is unsafe (its intent would be an orphan), exit status 1."""
+    check = run.world.upgrade_check(UPGRADE_GRAPHS[v2_graph], thread)
+    found = [(f["kind"], f["key"] or f["node"]) for t in (check.output or {}).get("threads", [])
+             for f in t["findings"]]
+    run.check(check.returncode == 1 and ("orphan", key) in found,
+              f"upgrade-check of v2 did not flag the v1 thread (exit {check.returncode}, "
+              f"{found}): {check.log[-600:]}")
+    run.note("upgrade-check before deploying v2: " + ", ".join(f"{kind} {what}"
+                                                             for kind, what in found))
+
+
 def _answered(run: Run, summary: dict[str, str], key: str) -> ev.Receipt | None:
     wanted = summary.get("intent_event_id")
     return next((r for r in run.world.stack.receipts(key) if r.intent_event_id == wanted),
@@ -99,6 +118,7 @@ def incompatible_update(run: Run) -> RunResult:
     world.stop_connector()  # v1's refund stays in flight
     run.killed(run.worker(v1, "approve", failpoint="after_intent"),
                "v1 approve, killed after its intent")
+    _gate_before_deploy(run, v1, v2_graph, key)
     resumed = run.worker(v1, "resume", graph=v2_graph)
     v2_intents = [i for i in run.intents(key) if not i.workflow.version.startswith("1")]
     run.check(not v2_intents, f"v2 resuming a v1 thread sent {len(v2_intents)} intents")
