@@ -61,7 +61,7 @@ test-fast: install
 demo: install jars
 	$(BIN)/ledger-stream demo
 
-## The full falsification matrix (15 scenarios, 52 cases, ~8 min): gate JSON + table, exit 1 on failure.
+## The full falsification matrix (16 scenarios, 53 cases, ~15 min): gate JSON + table, exit 1 on failure.
 falsify: install jars
 	$(BIN)/ledger-stream falsify --out falsify-report.json
 

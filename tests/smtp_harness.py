@@ -28,7 +28,9 @@ class SmtpServerProc:
         workdir.mkdir(parents=True, exist_ok=True)
         self.ledger_path = workdir / "smtp-ledger.jsonl"
         self.log = workdir / "smtp-server.log"
-        args = ["--port", "0", "--ledger", str(self.ledger_path)]
+        self.maildir = workdir / "maildir"  # the recipients' mailbox: every accepted mail
+        args = ["--port", "0", "--ledger", str(self.ledger_path), "--maildir",
+                str(self.maildir)]
         if delay_after_data_s is not None:
             args += ["--delay-after-data", str(delay_after_data_s)]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(

@@ -3,7 +3,8 @@
     python -m tests.smtp_server --port 0 --ledger FILE [--delay-after-data S]
 
 For every message it appends one JSON line ``{"message_id", "ledger_key", "attempt_id",
-"to", "subject", "at"}`` to FILE and fsyncs it, *then* (with ``--delay-after-data``) waits
+"to", "subject", "at"}`` to FILE and fsyncs it (and with ``--maildir DIR`` delivers the mail
+into that Maildir, as a mailbox server would), *then* (with ``--delay-after-data``) waits
 before answering 250, so a client with a shorter timeout gives up on a mail that was
 accepted. Recipients at ``refused.test`` get 550, at ``tempfail.test`` 451. Prints
 ``smtp listening on 127.0.0.1:<port>`` when ready; exits 0 on SIGTERM or SIGINT.
@@ -15,6 +16,7 @@ import argparse
 import asyncio
 import datetime as dt
 import json
+import mailbox
 import os
 import signal
 import sys
@@ -35,9 +37,11 @@ TEMPFAIL_DOMAIN = "tempfail.test"
 class LedgerHandler:
     """aiosmtpd handler: refuses the test domains, records every accepted mail."""
 
-    def __init__(self, ledger: Path, delay_after_data_s: float = 0.0) -> None:
+    def __init__(self, ledger: Path, delay_after_data_s: float = 0.0,
+                 maildir: Path | None = None) -> None:
         self.ledger = ledger
         self.delay_after_data_s = delay_after_data_s
+        self.maildir = mailbox.Maildir(maildir, create=True) if maildir else None
 
     async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str,
                           rcpt_options: list[str]) -> str:
@@ -60,6 +64,8 @@ class LedgerHandler:
             "at": dt.datetime.now(dt.UTC).isoformat(),
         }
         self._append(json.dumps(entry))
+        if self.maildir is not None:
+            self.maildir.add(envelope.content)
         if self.delay_after_data_s > 0:
             await asyncio.sleep(self.delay_after_data_s)
         return "250 OK accepted"
@@ -82,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ledger", type=Path, required=True, help="JSON lines, one per mail")
     parser.add_argument("--delay-after-data", type=float, default=0.0, metavar="S",
                         help="seconds to wait between recording a mail and answering 250")
+    parser.add_argument("--maildir", type=Path, default=None,
+                        help="also deliver every accepted mail into this Maildir")
     args = parser.parse_args(argv)
     # Block the stop signals before the server thread starts, so that it inherits the mask
     # and the main thread alone receives them, in sigwait.
@@ -89,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
     port = args.port or pick_free_ports(1, HOST)[0]  # aiosmtpd cannot bind port 0 itself
     args.ledger.touch()
-    controller = Controller(LedgerHandler(args.ledger, args.delay_after_data),
+    controller = Controller(LedgerHandler(args.ledger, args.delay_after_data, args.maildir),
                             hostname=HOST, port=port, ready_timeout=15)
     controller.start()
     print(f"smtp listening on {HOST}:{port}", flush=True)

@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--scenarios", metavar="N,N,...",
         default=os.environ.get("LEDGER_FALSIFY_SCENARIOS"),
         help="scenario numbers to run, e.g. 1,2,5 (env: LEDGER_FALSIFY_SCENARIOS; "
-        "default all 15)")
+        "default all 16)")
     parser.add_argument(
         "--quick", action="store_true",
         help="only the fast subset that `make test` runs (SQLite saver, durability sync)")
@@ -74,9 +74,12 @@ def _numbers(text: str | None) -> list[int] | None:
         numbers = [int(part) for part in text.split(",") if part.strip()]
     except ValueError as exc:
         raise CliError(f"--scenarios takes numbers like 1,2,5, not {text!r}") from exc
-    unknown = sorted(set(numbers) - set(range(1, 16)))
+    from ledger_stream.falsify.matrix import CASES
+
+    last = max(c.number for c in CASES)
+    unknown = sorted(set(numbers) - set(range(1, last + 1)))
     if unknown:
-        raise CliError(f"no such scenarios: {unknown} (the matrix has 1 to 15)")
+        raise CliError(f"no such scenarios: {unknown} (the matrix has 1 to {last})")
     return numbers
 
 

@@ -1,13 +1,18 @@
-"""``ledger-stream watch sandbox``: report every effect the target records to the ledger, so
-effects made around it raise alerts (ledger_stream/watch/)."""
+"""``ledger-stream watch sandbox|postgres|smtp``: report every effect the target records to
+the ledger, so effects made around it raise alerts (ledger_stream/watch/)."""
 
 from __future__ import annotations
 
 import argparse
 import signal
 import threading
+from pathlib import Path
+from typing import Any
 
 from ledger_stream.cli.common import CliError, add_common_flags, settings_from
+
+NEEDS = {"sandbox": ("base_url",), "postgres": ("dsn", "table"), "smtp": ("maildir",)}
+FLAG = {"base_url": "--base-url", "dsn": "--dsn", "table": "--table", "maildir": "--maildir"}
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -16,17 +21,49 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Read the target's own record of its effects and report each one to "
         "the ledger as a lookup by key. An effect no intent reserved raises "
         "effect_without_intent, a second effect for a key duplicate_effect, within "
-        "seconds, even when no connector saw it. Runs until SIGTERM or Ctrl-C.")
-    parser.add_argument("target", choices=("sandbox",), help="the kind of target")
-    parser.add_argument("--base-url", required=True, help="the target's URL")
-    parser.add_argument("--name", default="sandbox", help="the target's name (as the "
-                        "connector's --name)")
+        "seconds, even when no connector saw it. Targets: sandbox (the payments sandbox's "
+        "ledger, --base-url), postgres (the table the effect SQL writes, --dsn --table, "
+        "read by an increasing id), smtp (the recipients' Maildir, --maildir). Runs until "
+        "SIGTERM or Ctrl-C.")
+    parser.add_argument("target", choices=tuple(NEEDS), help="the kind of target")
+    parser.add_argument("--name", default=None, help="the target's name (as the "
+                        "connector's --name; default: the kind)")
     parser.add_argument("--key-template", default=None, metavar="TEMPLATE",
-                        help="the operation key of an effect whose idempotency key is not "
-                        "one, from its body: e.g. 'acme/refund/{invoice}'")
+                        help="the operation key of an effect made around the ledger, from "
+                        "its body (a row's columns; a mail's to, subject, from): e.g. "
+                        "'acme/refund/{invoice}'")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between polls")
+    sandbox = parser.add_argument_group("sandbox")
+    sandbox.add_argument("--base-url", help="the sandbox's URL")
+    pg = parser.add_argument_group("postgres")
+    pg.add_argument("--dsn", help="the database the effects are written to")
+    pg.add_argument("--table", help="the table the effect SQL writes (schema.table allowed)")
+    pg.add_argument("--id-column", default="id", help="an increasing id (default: id)")
+    pg.add_argument("--key-column", default="ledger_key",
+                    help="the column filled from %%(ledger_key)s (default: ledger_key)")
+    pg.add_argument("--receipt-column", default="ledger_receipt_id",
+                    help="the column filled from %%(ledger_receipt_id)s "
+                    "(default: ledger_receipt_id)")
+    smtp = parser.add_argument_group("smtp")
+    smtp.add_argument("--maildir", type=Path, help="the recipients' mailbox (Maildir)")
     add_common_flags(parser)
     parser.set_defaults(handler=_run)
+
+
+def _source(args: argparse.Namespace) -> Any:
+    from ledger_stream.watch.sources import PostgresEffects, maildir_effects, sandbox_effects
+
+    missing = [FLAG[need] for need in NEEDS[args.target] if not getattr(args, need)]
+    if missing:
+        raise CliError(f"watch {args.target} needs {' and '.join(missing)}")
+    if args.target == "sandbox":
+        return lambda: sandbox_effects(args.base_url)
+    if args.target == "postgres":
+        return PostgresEffects(args.dsn, args.table, id_column=args.id_column,
+                               key_column=args.key_column, receipt_column=args.receipt_column)
+    if not (args.maildir / "cur").is_dir() or not (args.maildir / "new").is_dir():
+        raise CliError(f"--maildir {args.maildir}: not a Maildir (no cur/ and new/)")
+    return lambda: maildir_effects(args.maildir)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -34,18 +71,19 @@ def _run(args: argparse.Namespace) -> int:
     from ledger_stream.kafka.producer import EventProducer
     from ledger_stream.serde import make_codec
     from ledger_stream.watch import Watcher
-    from ledger_stream.watch.sources import sandbox_effects
 
     if args.interval <= 0:
         raise CliError("--interval must be positive")
+    source = _source(args)
     settings = settings_from(args)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     producer = EventProducer(settings, resolve_bootstrap(settings),
                              make_codec(settings.schema_registry_url))
-    watcher = Watcher(args.name, lambda: sandbox_effects(args.base_url), producer,
-                      args.key_template)
+    # A relay sends a mail twice if asked twice; the sandbox and the receipts table fence.
+    watcher = Watcher(args.name or args.target, source, producer, args.key_template,
+                      deduplicates=args.target != "smtp")
     try:
         watcher.run(stop, args.interval)
     finally:

@@ -26,6 +26,7 @@ from ledger_stream.falsify.scenarios import (
     network,
     replays,
     restarts,
+    watched,
 )
 
 Scenario = Callable[[Run], RunResult]
@@ -124,6 +125,9 @@ CASES: tuple[Case, ...] = (
     Case(15, "15", "two parallel tool calls in one step, killed, resumed, replayed",
          "two keys, one effect each; bypassed: a second payment",
          concurrency.parallel_tool_calls, quick=True),
+    Case(16, "16", "a second worker's tool pays around the ledger",
+         f"the watcher alerts effect_without_intent for the key within seconds; the key "
+         f"keeps {ONE}; bypassed: two payments, no alert", watched.bypass_caught_at_target),
 )
 
 

@@ -49,6 +49,17 @@ class AgentWorld:
                                               "--fast-path", failpoint=failpoint, env=env)
         return self.connector
 
+    def start_watcher(self, key_template: str) -> Proc:
+        """``ledger-stream watch sandbox`` on this world's payments sandbox (stopped with
+        the stack)."""
+        watcher = Proc(["watch", "sandbox", "--name", "payments", "--base-url",
+                        self.sandbox.url, "--key-template", key_template, "--interval", "0.5",
+                        "--bootstrap", self.stack.bootstrap,
+                        "--topic-prefix", self.stack.settings.topic_prefix],
+                       self.stack.tmp / "watcher.log")
+        self.stack.procs.append(watcher)
+        return watcher
+
     def stop_connector(self, kill: bool = False) -> None:
         """SIGKILL (mid-call, nothing committed) or stop (leaves its group cleanly)."""
         if self.connector is not None:

@@ -21,9 +21,9 @@ from the target and the effect's id, so a repeat is recognisable as the same ale
 Reports are idempotent in their ids: the found report's event id derives from the target
 and the effect's id. The watcher keeps the ids it reported in memory; after a restart it
 reports every effect again, which the processor takes as the lookups they are, except that
-a known second effect is counted again (``duplicate_effects``, and another alert). It reads
-the target's whole record on every poll: the sandbox's is fine for tests and demos; a
-source for a large target must read incrementally.
+a known second effect is counted again (``duplicate_effects``, and another alert). Sources
+(sources.py): the sandbox and a Maildir are read whole on every poll (fine for tests,
+demos and a mailbox that is emptied); a PostgreSQL table incrementally.
 """
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ class Watcher:
     def __init__(self, name: str, effects: Callable[[], Iterable[SeenEffect]],
                  producer: EventProducer, template: str | None = None,
                  deduplicates: bool = True) -> None:
-        """``effects`` lists the target's effects (all of them, or the newest);
+        """``effects`` lists the target's effects (all of them, or the newest: then its
+        ``reported(effects)`` is called once their reports were acknowledged);
         ``deduplicates``: the target answers a repeated idempotency key with the first
         effect (the sandbox does), so one key never has two effects there."""
         self.name = name
@@ -102,6 +103,9 @@ class Watcher:
             self._producer.flush()
         for effect in fresh:
             self._reported.add(effect.external_id)
+        acknowledge = getattr(self._effects, "reported", None)
+        if fresh and acknowledge is not None:  # an incremental source moves past them
+            acknowledge(fresh)
         self.reported += len(fresh)
         if fresh:
             logger.info("effects reported", extra=log_fields(
