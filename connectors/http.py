@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, quote_plus, urlsplit
 
+from ledger_stream import tracing
 from ledger_stream.connector.target import EffectRequest, LookupUnavailable, Target, TargetError
 from ledger_stream.domain.events import OutcomeStatus
 
@@ -299,8 +300,9 @@ class HttpTarget(Target):
 
     def apply(self, request: EffectRequest, timeout_s: float) -> str:
         body = json.dumps(request.args, sort_keys=True, separators=(",", ":")).encode()
-        headers = {**self.headers, "Content-Type": "application/json",
-                   "Idempotency-Key": request.key, "X-Attempt-Id": request.attempt_id}
+        headers = {**self.headers, **tracing.http_headers(), "Content-Type":
+                   "application/json", "Idempotency-Key": request.key,
+                   "X-Attempt-Id": request.attempt_id}
         reply = self._call("POST", self.apply_path, self.apply_path, body, headers, timeout_s)
         if not 200 <= reply.status < 300:
             outcome, why = self.status_outcome(reply.status)

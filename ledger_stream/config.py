@@ -188,6 +188,9 @@ class Settings(BaseSettings):
     )
 
     log_level: str = Field("INFO", description="log level")
+    tracing: Literal["off", "otlp"] = Field(
+        "off", description="export this process's spans: off, or otlp (the tracing extra; "
+        "OTEL_EXPORTER_OTLP_* say where)")
 
     @classmethod
     def settings_customise_sources(

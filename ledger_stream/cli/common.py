@@ -50,6 +50,13 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
     except ValidationError as exc:
         raise CliError(f"invalid setting: {exc}") from exc
     use_client_settings(settings.kafka_client)  # every Kafka client of this command
+    if settings.tracing != "off":
+        from ledger_stream import tracing
+
+        try:
+            tracing.configure(settings.tracing)
+        except RuntimeError as exc:
+            raise CliError(str(exc)) from exc
     return settings
 
 

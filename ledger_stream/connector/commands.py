@@ -20,7 +20,8 @@ class Record:
 
     ``backlog``: the record was already in the partition when this instance was assigned
     it (offset below the high watermark at assignment), i.e. it may be long settled.
-    ``timestamp_ms``: the broker's timestamp of the record.
+    ``timestamp_ms``: the broker's timestamp of the record. ``trace``: its trace headers
+    (tracing.py).
     """
 
     partition: int
@@ -28,6 +29,7 @@ class Record:
     event: object
     timestamp_ms: int = 0
     backlog: bool = False
+    trace: tuple[tuple[str, bytes], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

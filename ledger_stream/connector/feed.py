@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from ledger_stream import tracing
 from ledger_stream.connector.commands import Record
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.message import position
@@ -98,7 +99,8 @@ class DispatchFeed:
             event = None
         _, timestamp = msg.timestamp()
         backlog = offset < self._backlog.get(partition, 1 << 62)
-        return Record(partition, offset, event, timestamp, backlog)
+        return Record(partition, offset, event, timestamp, backlog,
+                      tracing.carried(msg.headers()))
 
     def rewind(self, partition: int, offset: int) -> None:
         self._consumer.seek(TopicPartition(self._topic, partition, offset))

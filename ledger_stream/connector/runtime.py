@@ -31,6 +31,7 @@ from dataclasses import replace
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from ledger_stream import tracing
 from ledger_stream.config import Settings
 from ledger_stream.connector import metrics
 from ledger_stream.connector.commands import (
@@ -40,6 +41,7 @@ from ledger_stream.connector.commands import (
     Lookup,
     LookupAnswer,
     Produce,
+    Record,
     Stop,
 )
 from ledger_stream.connector.core import ConnectorCore
@@ -81,6 +83,10 @@ class ConnectorWorker:
         self._pool = ThreadPoolExecutor(options.max_in_flight,
                                         thread_name_prefix=f"{target.name}-call")
         self._to_commit: dict[int, int] = {}
+        # key -> the trace context its claim and outcome carry: the dispatch's, then the
+        # call's span (tracing.py); only keys whose dispatch carried one.
+        self._traces: dict[str, tracing.Headers] = {}
+        self._traces_lock = threading.Lock()
         self._feed = DispatchFeed(bootstrap, settings.topic("dispatch"),
                                   self._group,
                                   self._codec, settings.session_timeout_ms,
@@ -105,6 +111,7 @@ class ConnectorWorker:
             while not stop.is_set() and not self._core.stopped:
                 records = self._feed.poll(self._poll_timeout())
                 for record in records:
+                    self._remember_trace(record)
                     self._execute(self._core.record(record, _now_ms()))
                 self._serve()
                 if records or not self._core.idle():
@@ -196,10 +203,16 @@ class ConnectorWorker:
             self._done.put(lambda: self._acknowledged(cmd, error))
 
         value = self._codec.encode(event)
+        with self._traces_lock:
+            trace = self._traces.get(event.key, ())
+            if not isinstance(event, ev.AttemptClaim):  # the key's last report: done with it
+                self._traces.pop(event.key, None)
+        headers: list[tuple[str, str | bytes | None]] | None = list(trace) or None
         while True:
             try:
                 self._producer.produce(self._attempts, value=value,
-                                       key=event.key.encode("utf-8"), on_delivery=delivered)
+                                       key=event.key.encode("utf-8"), on_delivery=delivered,
+                                       headers=headers)
                 return
             except BufferError:
                 self._producer.poll(0.1)  # the local queue is full: let deliveries drain
@@ -211,7 +224,26 @@ class ConnectorWorker:
         return self._core.produced(cmd.job_id, error is None, _now_ms(),
                                    "" if error is None else f"{what}: {error.str()}")
 
+    def _remember_trace(self, record: Record) -> None:
+        if record.trace and isinstance(record.event, ev.Dispatch | ev.Reconcile):
+            with self._traces_lock:
+                self._traces[record.event.key] = record.trace
+
     def _call(self, cmd: Call) -> None:
+        request = cmd.request
+        with self._traces_lock:
+            parent = self._traces.get(request.key, ())
+        attributes = {"ledger.operation_key": request.key, "ledger.attempt": request.attempt,
+                      "ledger.attempt_id": request.attempt_id,
+                      "ledger.args_hash": request.args_hash}
+        with tracing.span(f"ledger.apply {self._target.name}", parent=parent, kind="client",
+                          attributes=attributes) as span:
+            self._call_target(cmd, span)
+            if parent:  # the outcome carries the call's context back to the receipt
+                with self._traces_lock:
+                    self._traces[request.key] = tracing.current_headers()
+
+    def _call_target(self, cmd: Call, span: object) -> None:
         request = cmd.request
         if cmd.start_by_ms and _now_ms() > cmd.start_by_ms:
             status, external_id, error = (ev.OutcomeStatus.NOT_CALLED, "",
@@ -229,6 +261,10 @@ class ConnectorWorker:
                 time.perf_counter() - started)
             failpoint("after_call")
         metrics.ATTEMPTS.labels(self._target.name, status.value).inc()
+        if span is not None:
+            span.set_attribute("ledger.outcome", status.value)  # type: ignore[attr-defined]
+            if status is not ev.OutcomeStatus.SUCCEEDED:
+                tracing.failed(span, f"{status.value}: {error}"[:200])
         logger.info("attempt", extra=log_fields(
             key=request.key, attempt=request.attempt, claim_id=request.attempt_id,
             outcome=status.value, external_id=external_id, args_hash=request.args_hash,

@@ -7,6 +7,7 @@ client (Java, librdkafka with murmur2, this one) produced it. Producers are idem
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -65,22 +66,25 @@ class EventProducer:
         self._producer = Producer(producer_config(bootstrap, **extra))
         self._failures: list[str] = []
 
-    def send(self, role: str, event: Any) -> None:
-        self.send_raw(role, event.key.encode("utf-8"), self._codec.encode(event))
+    def send(self, role: str, event: Any,
+             headers: Sequence[tuple[str, bytes]] = ()) -> None:
+        """``headers``: record headers (the trace context, tracing.py)."""
+        self.send_raw(role, event.key.encode("utf-8"), self._codec.encode(event),
+                      headers=headers)
 
     def send_raw(self, role: str, key: bytes | None, value: bytes | None,
-                 partition: int | None = None) -> None:
+                 partition: int | None = None,
+                 headers: Sequence[tuple[str, bytes]] = ()) -> None:
         """``partition``: write there, not to the key's partition (Ticks, containment)."""
         refuse_if_forbidden(f"to {role}")
         topic = self._settings.topic(role)
+        extra: dict[str, Any] = {"headers": list(headers)} if headers else {}
+        if partition is not None:
+            extra["partition"] = partition
         while True:
             try:
-                if partition is None:
-                    self._producer.produce(topic, value=value, key=key,
-                                           on_delivery=self._report)
-                else:
-                    self._producer.produce(topic, value=value, key=key, partition=partition,
-                                           on_delivery=self._report)
+                self._producer.produce(topic, value=value, key=key, on_delivery=self._report,
+                                       **extra)
                 break
             except BufferError:
                 self._producer.poll(0.1)  # local queue full: let deliveries drain

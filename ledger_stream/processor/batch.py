@@ -4,10 +4,12 @@ Batch abandons it without a trace."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Message, TopicPartition
 
+from ledger_stream import tracing
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.message import position
 from ledger_stream.processor.changelog import Positions
@@ -56,7 +58,11 @@ class Batch:
         if isinstance(event, ev.Containment):
             self.outputs.extend(step.contain(overlay, event, now, (topic, offset)))
         elif not isinstance(event, ev.Tick):
-            self.outputs.extend(step.decide(overlay, event, now))
+            outs = step.decide(overlay, event, now)
+            trace = tracing.carried(msg.headers())
+            # The input's trace context goes on what answers it (never a new span's: the
+            # same input must produce the same records on a replay).
+            self.outputs.extend([replace(o, headers=trace) for o in outs] if trace else outs)
         self._next[(topic, partition)] = offset + 1
         self.records += 1
 

@@ -60,11 +60,13 @@ class StateView(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Out:
-    """One record to produce: which ledger topic ("dispatch", ...), key and value bytes."""
+    """One record to produce: which ledger topic ("dispatch", ...), key and value bytes,
+    and the trace headers of the input it answers (tracing.py: passed through)."""
 
     topic: str
     key: bytes | None
     value: bytes
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 _TOPIC_OF: dict[type[Any], str] = {

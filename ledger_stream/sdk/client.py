@@ -21,6 +21,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from ledger_stream import tracing
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import args_hash, canonical_json, tenant_of
@@ -108,24 +109,27 @@ class LedgerClient:
             return raise_for(receipt) if raise_errors else receipt
         dry_run.refuse_in_dry_run(intent)  # a process that must not write: before any wait
         deadline = time.monotonic() + wait
-        with self._reaching("submit"):
-            waiter = self.receipts().follow(intent.key)
-        try:
-            self._produce(intent)
-            follow = _Follow(intent)
-            while not follow.done and (left := deadline - time.monotonic()) > 0:
-                follow.take(waiter.read(left))
-        finally:
-            waiter.close()
-        failpoint("after_receipt")
-        receipt = follow.answer()
+        with tracing.span(f"ledger.submit {intent.action}", kind="producer",
+                          attributes=_span_attributes(intent)) as span:
+            with self._reaching("submit"):
+                waiter = self.receipts().follow(intent.key)
+            try:
+                self._produce(intent, tracing.current_headers())
+                follow = _Follow(intent)
+                while not follow.done and (left := deadline - time.monotonic()) > 0:
+                    follow.take(waiter.read(left))
+            finally:
+                waiter.close()
+            failpoint("after_receipt")
+            receipt = follow.answer()
+            _answered(span, receipt, waiter.traces)
         return raise_for(receipt) if raise_errors else receipt
 
-    def _produce(self, intent: ev.Intent) -> None:
+    def _produce(self, intent: ev.Intent, trace: tracing.Headers = ()) -> None:
         dry_run.refuse_in_dry_run(intent)
         failpoint("before_intent")
         with self._reaching(f"record the intent for {intent.key}"):
-            self._producer.send("intents", intent)
+            self._producer.send("intents", intent, trace)
             self._producer.flush()
         failpoint("after_intent")
 
@@ -218,6 +222,25 @@ class LedgerClient:
         self.close()
 
 
+def _span_attributes(intent: ev.Intent) -> dict[str, str]:
+    """Ids and hashes only: never the arguments."""
+    return {"ledger.operation_key": intent.key, "ledger.intent_event_id": intent.event_id,
+            "ledger.args_hash": intent.args_hash, "ledger.origin": intent.origin.value}
+
+
+def _answered(span: object, receipt: ev.Receipt, traces: dict[str, tracing.Headers]) -> None:
+    """The answer on the submit span, linked to the hop that produced it (the connector's
+    call, when the receipt settles an effect)."""
+    if span is None:
+        return
+    span.set_attribute("ledger.receipt.status", receipt.status.value)  # type: ignore[attr-defined]
+    span.set_attribute("ledger.receipt.reason", receipt.reason.value)  # type: ignore[attr-defined]
+    tracing.link(span, traces.get(receipt.receipt_id, ()), **{"ledger.receipt_id":
+                                                              receipt.receipt_id})
+    if receipt.status in (ev.ReceiptStatus.REJECTED, ev.ReceiptStatus.FAILED):
+        tracing.failed(span, f"{receipt.status.value}: {receipt.reason.value}")
+
+
 class _Follow:
     """Our answer among a key's receipts, then the key's changes until one is terminal."""
 
@@ -274,17 +297,21 @@ class AsyncLedgerClient:
         dry_run.refuse_in_dry_run(intent)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
-        hub = await asyncio.to_thread(self._client.receipts)
-        waiter = await asyncio.to_thread(hub.follow_async, intent.key, loop)
-        try:
-            await asyncio.to_thread(self._client._produce, intent)
-            follow = _Follow(intent)
-            while not follow.done and (left := deadline - loop.time()) > 0:
-                follow.take(await waiter.read_async(left))
-        finally:
-            waiter.close()
-        failpoint("after_receipt")
-        receipt = follow.answer()
+        with tracing.span(f"ledger.submit {intent.action}", kind="producer",
+                          attributes=_span_attributes(intent)) as span:
+            hub = await asyncio.to_thread(self._client.receipts)
+            waiter = await asyncio.to_thread(hub.follow_async, intent.key, loop)
+            try:
+                await asyncio.to_thread(self._client._produce, intent,
+                                        tracing.current_headers())
+                follow = _Follow(intent)
+                while not follow.done and (left := deadline - loop.time()) > 0:
+                    follow.take(await waiter.read_async(left))
+            finally:
+                waiter.close()
+            failpoint("after_receipt")
+            receipt = follow.answer()
+            _answered(span, receipt, waiter.traces)
         return raise_for(receipt) if raise_errors else receipt
 
     async def status(self, key: str, wait: float = 2.0) -> ev.Receipt | None:

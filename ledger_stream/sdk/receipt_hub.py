@@ -28,6 +28,7 @@ from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
+from ledger_stream import tracing
 from ledger_stream.domain.events import Receipt
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.offsets import end_offset
@@ -49,8 +50,11 @@ class ReceiptWaiter:
         self.key = key
         self._hub = hub
         self._queue: queue.SimpleQueue[Receipt] = queue.SimpleQueue()
+        self.traces: dict[str, tracing.Headers] = {}  # receipt id -> its trace headers
 
-    def deliver(self, receipt: Receipt) -> None:
+    def deliver(self, receipt: Receipt, trace: tracing.Headers = ()) -> None:
+        if trace:
+            self.traces[receipt.receipt_id] = trace
         self._queue.put(receipt)
 
     def read(self, timeout_s: float) -> list[Receipt]:
@@ -78,7 +82,9 @@ class AsyncReceiptWaiter(ReceiptWaiter):
         self._loop = loop
         self._aqueue: asyncio.Queue[Receipt] = asyncio.Queue()
 
-    def deliver(self, receipt: Receipt) -> None:
+    def deliver(self, receipt: Receipt, trace: tracing.Headers = ()) -> None:
+        if trace:
+            self.traces[receipt.receipt_id] = trace
         self._loop.call_soon_threadsafe(self._aqueue.put_nowait, receipt)
 
     async def read_async(self, timeout_s: float) -> list[Receipt]:
@@ -200,8 +206,9 @@ class ReceiptHub:
             logger.warning("undecodable receipt skipped", extra=log_fields(
                 partition=msg.partition(), offset=msg.offset(), reason=str(exc)))
             return
+        trace = tracing.carried(msg.headers())
         for waiter in waiters:
-            waiter.deliver(receipt)
+            waiter.deliver(receipt, trace)
 
     def close(self) -> None:
         if self._closed.is_set():

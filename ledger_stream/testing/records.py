@@ -16,6 +16,7 @@ class FakeMessage:
     _timestamp: int
     _key: bytes | None
     _value: bytes | None
+    _headers: list[tuple[str, bytes]] | None = None
 
     def topic(self) -> str:
         return self._topic
@@ -34,6 +35,9 @@ class FakeMessage:
 
     def value(self) -> bytes | None:
         return self._value
+
+    def headers(self) -> list[tuple[str, bytes]] | None:
+        return self._headers
 
     def error(self) -> None:
         return None
