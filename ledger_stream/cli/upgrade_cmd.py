@@ -34,12 +34,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "arguments that returns one")
     parser.add_argument("--checkpointer", required=True, metavar="DSN",
                         help="the threads' checkpointer: a SQLite file (or sqlite:///FILE), "
-                        "or PostgreSQL (postgresql://... or 'host=... dbname=...')")
+                        "or PostgreSQL (postgresql://... or 'host=... user=...')")
     parser.add_argument("--threads", nargs="+", metavar="THREAD", default=(),
                         help="check these threads only (default: every thread in flight)")
     parser.add_argument("--resume", metavar="MODULE:ATTR",
                         help="f(thread_id, interrupt_value) -> the answer a human would "
                         "give, to check past interrupts (default: stop at them)")
+    parser.add_argument("--group", metavar="NAME", help="the processor's consumer group, "
+                        "whose lag the check waits out (env: LEDGER_CONSUMER_GROUP)")
+    parser.add_argument("--lag-wait", type=float, default=30.0, metavar="S",
+                        help="seconds to wait for the processor to decide every recorded "
+                        "intent before reading key states (default 30)")
     parser.add_argument("--json", action="store_true", help="JSON instead of a table")
     add_common_flags(parser)
     parser.set_defaults(handler=_run)
@@ -54,8 +59,9 @@ def load_object(spec: str, flag: str) -> Any:
         sys.path.insert(0, os.getcwd())
     try:
         found: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise CliError(f"{flag} {spec!r}: cannot import {module_name}: {exc}") from exc
+    except Exception as exc:  # ImportError, or whatever the module raises on import
+        raise CliError(f"{flag} {spec!r}: cannot import {module_name}: "
+                       f"{type(exc).__name__}: {exc}") from exc
     for part in attr.split("."):
         if not hasattr(found, part):
             raise CliError(f"{flag} {spec!r}: {module_name} has no {attr}")
@@ -68,25 +74,50 @@ def _graph(spec: str) -> Any:
 
     found = load_object(spec, "--graph")
     if not isinstance(found, Pregel) and callable(found):
-        found = found()
+        try:
+            found = found()
+        except Exception as exc:
+            raise CliError(f"--graph {spec!r}: calling it (with no arguments) failed: "
+                           f"{type(exc).__name__}: {exc}") from exc
     if not isinstance(found, Pregel):
         raise CliError(f"--graph {spec!r} is not a compiled LangGraph graph "
                        f"({type(found).__name__})")
     return found
 
 
+def postgres_dsn(dsn: str) -> str | None:
+    """``dsn`` as a read-only libpq connection string when it names PostgreSQL (a
+    ``postgres*://`` URL, SQLAlchemy's ``postgresql+psycopg://`` included, or
+    ``key=value`` pairs), else None."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    scheme, sep, rest = dsn.partition("://")
+    if sep and scheme.split("+", 1)[0] in ("postgres", "postgresql"):
+        dsn = f"postgresql://{rest}"
+    elif not (("=" in dsn) and not Path(dsn).exists()):
+        return None
+    try:
+        params = conninfo_to_dict(dsn)
+    except Exception as exc:  # psycopg.ProgrammingError: what is wrong with it
+        raise CliError(f"--checkpointer: not a PostgreSQL connection string: {exc}") from exc
+    options = f"{params.get('options') or ''} -c default_transaction_read_only=on".strip()
+    return make_conninfo(dsn, options=options)
+
+
 @contextmanager
 def open_checkpointer(dsn: str) -> Iterator[Any]:
-    """The checkpointer ``dsn`` names: SQLite read-only, PostgreSQL as it is (no setup)."""
-    if dsn.startswith(("postgresql://", "postgres://")) or "dbname=" in dsn:
+    """The checkpointer ``dsn`` names, read-only: SQLite opened so, PostgreSQL in read-only
+    transactions (never set up or migrated)."""
+    postgres = postgres_dsn(dsn)
+    if postgres is not None:
         from langgraph.checkpoint.postgres import PostgresSaver
 
         try:
-            with PostgresSaver.from_conn_string(dsn) as saver:
+            with PostgresSaver.from_conn_string(postgres) as saver:
                 yield saver
-        except Exception as exc:  # psycopg's OperationalError names the problem
+        except Exception as exc:  # psycopg's errors name the problem
             if type(exc).__module__.startswith("psycopg"):
-                raise CliError(f"--checkpointer: {exc}") from exc
+                raise CliError(f"--checkpointer: {type(exc).__name__}: {exc}") from exc
             raise
         return
     from langgraph.checkpoint.sqlite import SqliteSaver
@@ -97,23 +128,38 @@ def open_checkpointer(dsn: str) -> Iterator[Any]:
     conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True,
                            check_same_thread=False)
     try:
+        tables = {row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"checkpoints", "writes"} <= tables:
+            raise CliError(f"--checkpointer {dsn!r}: not a LangGraph SQLite checkpointer "
+                           "(no checkpoints and writes tables)")
         yield SqliteSaver(conn)
+    except sqlite3.Error as exc:
+        raise CliError(f"--checkpointer {dsn!r}: {exc}") from exc
     finally:
         conn.close()
 
 
 def _run(args: argparse.Namespace) -> int:
+    from confluent_kafka import KafkaException
+
     from ledger_stream.kafka.bootstrap import resolve_bootstrap
+    from ledger_stream.kafka.exceptions import KafkaSetupError, kafka_error_text
     from ledger_stream.kafka.producer import forbid_producing
-    from ledger_stream.processor.policy import policy_from
+    from ledger_stream.processor.policy import ConfigError, policy_from
     from ledger_stream.serde import make_codec
     from ledger_stream.upgrade import KafkaLedger, check_threads
+    from ledger_stream.upgrade.check import LedgerBehind
     from ledger_stream.upgrade.report import as_json, as_table
 
-    settings = settings_from(args)
+    settings = settings_from(args, consumer_group=args.group)
     # Before the graph's module is imported: nothing of this process writes to the ledger,
     # even code that runs outside the dry run's context (a thread a tool starts itself).
     forbid_producing("upgrade-check is a dry run")
+    try:
+        policy = policy_from(settings)
+    except ConfigError as exc:
+        raise CliError(f"{exc} (the check decides as the processor would)") from exc
     graph = _graph(args.graph)
     resume = load_object(args.resume, "--resume") if args.resume else None
     if resume is not None and not callable(resume):
@@ -122,13 +168,18 @@ def _run(args: argparse.Namespace) -> int:
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    ledger = KafkaLedger(settings, resolve_bootstrap(settings),
-                         make_codec(settings.schema_registry_url), progress)
     with open_checkpointer(args.checkpointer) as saver:
         try:
-            verdicts = check_threads(graph, saver, ledger, policy_from(settings),
-                                     threads=args.threads, resume=resume, progress=progress)
-        except LookupError as exc:
+            ledger = KafkaLedger(settings, resolve_bootstrap(settings),
+                                 make_codec(settings.schema_registry_url), progress)
+            verdicts = check_threads(graph, saver, ledger, policy, threads=args.threads,
+                                     resume=resume, lag_wait_s=args.lag_wait,
+                                     progress=progress)
+        except (LookupError, LedgerBehind, KafkaSetupError) as exc:
             raise CliError(str(exc)) from exc
+        except KafkaException as exc:
+            raise CliError(f"cannot read the ledger: {kafka_error_text(exc)}") from exc
+        except sqlite3.Error as exc:
+            raise CliError(f"--checkpointer: {exc}") from exc
     print(as_json(verdicts) if args.json else as_table(verdicts))
     return 1 if any(v.unsafe for v in verdicts) else 0

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger_stream.config import Settings
-from ledger_stream.testing.processes import Proc
+from ledger_stream.testing.processes import Proc, processor_group
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
 
@@ -95,7 +95,8 @@ class AgentWorld:
         against ``graph`` (MODULE:ATTR) on this world's checkpoints."""
         s = self.stack.settings
         env = {**os.environ, "LEDGER_KAFKA_BOOTSTRAP": self.stack.bootstrap,
-               "LEDGER_TOPIC_PREFIX": s.topic_prefix, **PROCESSOR_ENV}
+               "LEDGER_TOPIC_PREFIX": s.topic_prefix, **PROCESSOR_ENV,
+               "LEDGER_CONSUMER_GROUP": processor_group(s)}
         cmd = [sys.executable, "-m", "ledger_stream.cli.main", "upgrade-check", "--json",
                "--graph", graph, "--checkpointer", self.db]
         if threads:

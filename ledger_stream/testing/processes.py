@@ -58,13 +58,18 @@ class Proc:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
 
+def processor_group(settings: Settings) -> str:
+    """The consumer group of the processors the tests start on ``settings``' topics."""
+    return f"{settings.topic_prefix}-processor"
+
+
 def start_processor(settings: Settings, state_dir: Path, log: Path, *extra: str,
                     metrics_port: int | str = "off", env: dict[str, str] | None = None) -> Proc:
     assert settings.kafka_bootstrap
     return Proc(
         ["processor", "--bootstrap", settings.kafka_bootstrap,
          "--topic-prefix", settings.topic_prefix, "--state-dir", str(state_dir),
-         "--group", f"{settings.topic_prefix}-processor", "--metrics-port", str(metrics_port),
+         "--group", processor_group(settings), "--metrics-port", str(metrics_port),
          *extra],
         log,
         env={"LEDGER_SESSION_TIMEOUT_MS": "6000", "LEDGER_CLOCK_SKEW_MS": "500", **(env or {})},

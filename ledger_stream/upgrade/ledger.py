@@ -1,6 +1,7 @@
 """What the ledger holds, read for an upgrade check: a key's state (its newest changelog
-row, the processor's own record) and the intents a thread's pending step made (from the
-intents topic). Read-only: nothing is produced or committed."""
+row, the processor's own record), the intents a thread made (from the intents topic), and
+how many intents the processor has not decided yet (a state read while it lags would miss
+them). Read-only: nothing is produced, committed or joined."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from collections import defaultdict
 from collections.abc import Callable, Collection
 from typing import Protocol
 
+from confluent_kafka import Consumer, TopicPartition
+
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.state import KeyState
+from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.reader import tail_topic
 from ledger_stream.kafka.receipts import key_records
 from ledger_stream.serde import AvroCodec, DecodeError
@@ -22,8 +26,12 @@ class Ledger(Protocol):
         """The key's state as the ledger holds it (``Phase.ABSENT`` when it holds none)."""
         ...
 
-    def step_intents(self, checkpoint_ids: Collection[str]) -> dict[str, list[ev.Intent]]:
-        """The intents whose workflow checkpoint is one of ``checkpoint_ids``, by id."""
+    def thread_intents(self, thread_ids: Collection[str]) -> dict[str, list[ev.Intent]]:
+        """The intents whose workflow thread is one of ``thread_ids``, by thread."""
+        ...
+
+    def undecided(self) -> int:
+        """Intents recorded that the processor has not decided yet (its lag)."""
         ...
 
 
@@ -42,8 +50,8 @@ class KafkaLedger:
         newest = rows[-1].value if rows else None
         return decode_row(newest) if newest else KeyState(key=key)
 
-    def step_intents(self, checkpoint_ids: Collection[str]) -> dict[str, list[ev.Intent]]:
-        wanted = set(checkpoint_ids)
+    def thread_intents(self, thread_ids: Collection[str]) -> dict[str, list[ev.Intent]]:
+        wanted = set(thread_ids)
         found: dict[str, list[ev.Intent]] = defaultdict(list)
         read = 0
         for _partition, _offset, value in tail_topic(
@@ -57,7 +65,25 @@ class KafkaLedger:
                 intent = self._codec.decode(value, expect=(ev.Intent,))
             except DecodeError:
                 continue  # poison: the processor sent it to the DLQ
-            if intent.workflow.checkpoint_id in wanted:
-                found[intent.workflow.checkpoint_id].append(intent)
+            if intent.workflow.thread_id in wanted:
+                found[intent.workflow.thread_id].append(intent)
         self._progress(f"read {read} intents")
         return dict(found)
+
+    def undecided(self) -> int:
+        topic = self._settings.topic("intents")
+        consumer = Consumer({"bootstrap.servers": self._bootstrap, **CLIENT_CONFIG,
+                             "group.id": self._settings.consumer_group,  # never joined
+                             "enable.auto.commit": False})
+        try:
+            meta = consumer.list_topics(topic, timeout=10).topics[topic]
+            parts = [TopicPartition(topic, p) for p in meta.partitions]
+            committed = consumer.committed(parts, timeout=10)
+            behind = 0
+            for tp in committed:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition),
+                                                           timeout=10)
+                behind += max(0, high - max(tp.offset, low))
+            return behind
+        finally:
+            consumer.close()

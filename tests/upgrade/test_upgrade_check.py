@@ -55,12 +55,15 @@ class MemoryLedger:
         self.reads.append(key)
         return self.states.get(key, KeyState(key=key))
 
-    def step_intents(self, checkpoint_ids: Collection[str]) -> dict[str, list[ev.Intent]]:
+    def thread_intents(self, thread_ids: Collection[str]) -> dict[str, list[ev.Intent]]:
         found: dict[str, list[ev.Intent]] = {}
         for intent in self.intents:
-            if intent.workflow.checkpoint_id in checkpoint_ids:
-                found.setdefault(intent.workflow.checkpoint_id, []).append(intent)
+            if intent.workflow.thread_id in thread_ids:
+                found.setdefault(intent.workflow.thread_id, []).append(intent)
         return found
+
+    def undecided(self) -> int:
+        return 0
 
 
 class Killed(BaseException):

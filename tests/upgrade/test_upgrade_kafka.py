@@ -22,6 +22,7 @@ from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.reader import read_topic
 from ledger_stream.serde import AvroCodec
 from ledger_stream.testing.agents import APPROVAL_SECRET, AgentWorld, agent_world
+from ledger_stream.testing.processes import processor_group
 from ledger_stream.upgrade import KafkaLedger, check_threads
 
 pytestmark = pytest.mark.timeout(240)
@@ -62,7 +63,8 @@ def test_upgrade_check_against_the_ledger(world: AgentWorld, monkeypatch):
 
     # The other two in this process (the same check, without a second interpreter's start).
     monkeypatch.setenv("LEDGER_APPROVAL_SECRET", APPROVAL_SECRET)  # approve() signs with it
-    settings = world.stack.settings
+    settings = world.stack.settings.model_copy(
+        update={"consumer_group": processor_group(world.stack.settings)})
     ledger = KafkaLedger(settings, world.stack.bootstrap, AvroCodec())
     policy = Policy(approval_secret=APPROVAL_SECRET.encode(),
                     approval_required_actions=frozenset({"refund"}))
@@ -81,6 +83,14 @@ def test_upgrade_check_against_the_ledger(world: AgentWorld, monkeypatch):
                                         "waiting": {"new_effect": ["acme/refund/inv-w"]}}
     assert world.sandbox.ledger()["effects"] == []  # nothing was applied by the checks
     assert [i.workflow.version for i in _intents(world)] == ["1.0"]  # nor submitted
+
+    # A processor that is not deciding: the check sees the intents it has not decided.
+    assert ledger.undecided() == 0
+    world.stack.processor.stop()
+    with LedgerClient(settings) as client:
+        client._produce(client.intent("acme/refund/inv-late", "refund", "payments", {"a": 1},
+                                      workflow=ev.Workflow("g", "1", "t", "n")))
+    assert ledger.undecided() == 1
 
 
 def _kinds(verdict) -> dict:
