@@ -25,6 +25,7 @@ arguments.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -33,6 +34,10 @@ logger = logging.getLogger(__name__)
 
 TRACE_HEADERS = ("traceparent", "tracestate")
 Headers = tuple[tuple[str, bytes], ...]
+# W3C trace context: what is passed on is checked, so a careless producer's headers never
+# grow or break the records built from its own.
+_TRACEPARENT = re.compile(rb"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+TRACESTATE_LIMIT = 512
 
 try:
     from opentelemetry import trace
@@ -46,12 +51,34 @@ except ImportError:  # pragma: no cover - the tracing packages are optional
 
 
 def carried(raw: Mapping[str, Any] | Sequence[tuple[str, Any]] | None) -> Headers:
-    """The trace headers among a Kafka record's headers (``msg.headers()``), as bytes."""
+    """The trace context among a Kafka record's headers (``msg.headers()``): one valid
+    ``traceparent``, and with it one ``tracestate`` of at most 512 bytes; () otherwise."""
     if not raw:
         return ()
     items = raw.items() if isinstance(raw, Mapping) else raw
-    return tuple((name, value if isinstance(value, bytes) else str(value).encode())
-                 for name, value in items if name in TRACE_HEADERS and value is not None)
+    found: dict[str, bytes] = {}
+    for name, value in items:
+        if name not in TRACE_HEADERS or name in found or value is None:
+            continue
+        data = value if isinstance(value, bytes) else str(value).encode()
+        if name == "traceparent" and _TRACEPARENT.fullmatch(data) is None:
+            return ()  # not a trace context: pass nothing on
+        if name == "tracestate" and (len(data) > TRACESTATE_LIMIT or not data.isascii()):
+            continue
+        found[name] = data
+    if "traceparent" not in found:
+        return ()
+    return tuple((name, found[name]) for name in TRACE_HEADERS if name in found)
+
+
+def of_message(msg: Any) -> Headers:
+    """The trace context of a consumed record; () when its headers cannot be read (a header
+    name that is not UTF-8 makes confluent-kafka raise): a record's headers never stop the
+    reader of its value."""
+    try:
+        return carried(msg.headers())
+    except Exception:  # noqa: BLE001 - SystemError, UnicodeDecodeError, ...
+        return ()
 
 
 def current_headers() -> Headers:
@@ -64,12 +91,13 @@ def current_headers() -> Headers:
 
 
 def http_headers() -> dict[str, str]:
-    """The current span's context as HTTP headers, for a call to a target."""
+    """The current span's ``traceparent`` as an HTTP header, for a call to a target (never
+    ``tracestate``: the agent's vendor state is not a third party's business)."""
     if _PROPAGATOR is None:
         return {}
     carrier: dict[str, str] = {}
     _PROPAGATOR.inject(carrier)
-    return carrier
+    return {"traceparent": carrier["traceparent"]} if "traceparent" in carrier else {}
 
 
 def _context(headers: Headers | Mapping[str, str]) -> Any:
@@ -98,18 +126,38 @@ def span(name: str, *, parent: Headers = (), kind: str = "internal",
 
 
 def link(current: Any, headers: Headers, **attributes: Any) -> None:
-    """Link the context in ``headers`` (a receipt's) to the span ``current``."""
+    """Link the context in ``headers`` (a receipt's) to the span ``current``. Never raises:
+    tracing must not fail the work it describes."""
     if current is None or trace is None or not headers:
         return
-    linked = trace.get_current_span(_context(headers)).get_span_context()
-    if linked.is_valid:
-        current.add_link(linked, attributes)
+    try:
+        linked = trace.get_current_span(_context(headers)).get_span_context()
+        if linked.is_valid:
+            current.add_link(linked, attributes)
+    except Exception as exc:  # noqa: BLE001 - an old opentelemetry-api, a broken provider
+        logger.debug("span link failed", extra={"error": str(exc)})
+
+
+def annotate(current: Any, **attributes: Any) -> None:
+    """Set attributes on ``current`` (ids and hashes only); never raises."""
+    if current is None:
+        return
+    try:
+        for name, value in attributes.items():
+            current.set_attribute(name, value)
+    except Exception as exc:  # noqa: BLE001
+        logger.debug("span attributes failed", extra={"error": str(exc)})
 
 
 def failed(current: Any, why: str) -> None:
-    """Mark ``current`` as failed (an effect refused, an outcome unknown)."""
-    if current is not None and trace is not None:
+    """Mark ``current`` as failed: ``why`` is a status and an error class, never a
+    target's reply (which may echo arguments). Never raises."""
+    if current is None or trace is None:
+        return
+    try:
         current.set_status(Status(StatusCode.ERROR, why))
+    except Exception as exc:  # noqa: BLE001
+        logger.debug("span status failed", extra={"error": str(exc)})
 
 
 def configure(mode: str) -> None:
@@ -132,5 +180,5 @@ def configure(mode: str) -> None:
     logger.info("tracing to OTLP")
 
 
-__all__ = ["carried", "configure", "current_headers", "failed", "http_headers",
-           "link", "span"]
+__all__ = ["annotate", "carried", "configure", "current_headers", "failed", "http_headers",
+           "link", "of_message", "span"]

@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _source(args: argparse.Namespace) -> Any:
-    from ledger_stream.watch.sources import PostgresEffects, maildir_effects, sandbox_effects
+    from ledger_stream.watch.sources import MaildirEffects, PostgresEffects, sandbox_effects
 
     missing = [FLAG[need] for need in NEEDS[args.target] if not getattr(args, need)]
     if missing:
@@ -59,11 +59,19 @@ def _source(args: argparse.Namespace) -> Any:
     if args.target == "sandbox":
         return lambda: sandbox_effects(args.base_url)
     if args.target == "postgres":
-        return PostgresEffects(args.dsn, args.table, id_column=args.id_column,
-                               key_column=args.key_column, receipt_column=args.receipt_column)
+        import psycopg
+
+        source = PostgresEffects(args.dsn, args.table, id_column=args.id_column,
+                                 key_column=args.key_column,
+                                 receipt_column=args.receipt_column)
+        try:
+            source.check()
+        except (ValueError, psycopg.Error) as exc:
+            raise CliError(f"watch postgres: {exc}") from exc
+        return source
     if not (args.maildir / "cur").is_dir() or not (args.maildir / "new").is_dir():
         raise CliError(f"--maildir {args.maildir}: not a Maildir (no cur/ and new/)")
-    return lambda: maildir_effects(args.maildir)
+    return MaildirEffects(args.maildir)
 
 
 def _run(args: argparse.Namespace) -> int:

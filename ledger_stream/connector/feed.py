@@ -100,7 +100,7 @@ class DispatchFeed:
         _, timestamp = msg.timestamp()
         backlog = offset < self._backlog.get(partition, 1 << 62)
         return Record(partition, offset, event, timestamp, backlog,
-                      tracing.carried(msg.headers()))
+                      tracing.of_message(msg))
 
     def rewind(self, partition: int, offset: int) -> None:
         self._consumer.seek(TopicPartition(self._topic, partition, offset))

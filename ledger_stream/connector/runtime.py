@@ -61,6 +61,9 @@ STOPPED_ON_FAILED_ACK = 3
 Completion = Callable[[], list[Command]]
 
 
+TRACES_LIMIT = 10_000  # trace contexts kept for keys in progress (tracing.py)
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -84,7 +87,8 @@ class ConnectorWorker:
                                         thread_name_prefix=f"{target.name}-call")
         self._to_commit: dict[int, int] = {}
         # key -> the trace context its claim and outcome carry: the dispatch's, then the
-        # call's span (tracing.py); only keys whose dispatch carried one.
+        # call's span (tracing.py); only this target's keys whose dispatch carried one, the
+        # oldest dropped past TRACES_LIMIT (a key answered without an outcome of ours).
         self._traces: dict[str, tracing.Headers] = {}
         self._traces_lock = threading.Lock()
         self._feed = DispatchFeed(bootstrap, settings.topic("dispatch"),
@@ -225,9 +229,15 @@ class ConnectorWorker:
                                    "" if error is None else f"{what}: {error.str()}")
 
     def _remember_trace(self, record: Record) -> None:
-        if record.trace and isinstance(record.event, ev.Dispatch | ev.Reconcile):
-            with self._traces_lock:
-                self._traces[record.event.key] = record.trace
+        event = record.event
+        if not record.trace or not isinstance(event, ev.Dispatch | ev.Reconcile) \
+                or getattr(event, "target", self._target.name) != self._target.name:
+            return
+        with self._traces_lock:
+            self._traces.pop(event.key, None)
+            self._traces[event.key] = record.trace
+            while len(self._traces) > TRACES_LIMIT:
+                self._traces.pop(next(iter(self._traces)))
 
     def _call(self, cmd: Call) -> None:
         request = cmd.request
@@ -238,12 +248,18 @@ class ConnectorWorker:
                       "ledger.args_hash": request.args_hash}
         with tracing.span(f"ledger.apply {self._target.name}", parent=parent, kind="client",
                           attributes=attributes) as span:
-            self._call_target(cmd, span)
+            status, external_id, error = self._call_target(cmd)
+            tracing.annotate(span, **{"ledger.outcome": status.value})
+            if status is not ev.OutcomeStatus.SUCCEEDED:
+                tracing.failed(span, f"{status.value}: {error.split(':', 1)[0]}")
             if parent:  # the outcome carries the call's context back to the receipt
                 with self._traces_lock:
                     self._traces[request.key] = tracing.current_headers()
+        # Only now: the outcome's record takes the context stored above.
+        self._done.put(lambda: self._core.called(cmd.job_id, status, external_id, error,
+                                                 _now_ms()))
 
-    def _call_target(self, cmd: Call, span: object) -> None:
+    def _call_target(self, cmd: Call) -> tuple[ev.OutcomeStatus, str, str]:
         request = cmd.request
         if cmd.start_by_ms and _now_ms() > cmd.start_by_ms:
             status, external_id, error = (ev.OutcomeStatus.NOT_CALLED, "",
@@ -261,16 +277,11 @@ class ConnectorWorker:
                 time.perf_counter() - started)
             failpoint("after_call")
         metrics.ATTEMPTS.labels(self._target.name, status.value).inc()
-        if span is not None:
-            span.set_attribute("ledger.outcome", status.value)  # type: ignore[attr-defined]
-            if status is not ev.OutcomeStatus.SUCCEEDED:
-                tracing.failed(span, f"{status.value}: {error}"[:200])
         logger.info("attempt", extra=log_fields(
             key=request.key, attempt=request.attempt, claim_id=request.attempt_id,
             outcome=status.value, external_id=external_id, args_hash=request.args_hash,
             error=error))
-        self._done.put(lambda: self._core.called(cmd.job_id, status, external_id, error,
-                                                 _now_ms()))
+        return status, external_id, error
 
     def _lookup(self, cmd: Lookup) -> None:
         try:

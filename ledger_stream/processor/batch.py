@@ -59,7 +59,7 @@ class Batch:
             self.outputs.extend(step.contain(overlay, event, now, (topic, offset)))
         elif not isinstance(event, ev.Tick):
             outs = step.decide(overlay, event, now)
-            trace = tracing.carried(msg.headers())
+            trace = tracing.of_message(msg)
             # The input's trace context goes on what answers it (never a new span's: the
             # same input must produce the same records on a replay).
             self.outputs.extend([replace(o, headers=trace) for o in outs] if trace else outs)

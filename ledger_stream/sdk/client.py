@@ -233,8 +233,8 @@ def _answered(span: object, receipt: ev.Receipt, traces: dict[str, tracing.Heade
     call, when the receipt settles an effect)."""
     if span is None:
         return
-    span.set_attribute("ledger.receipt.status", receipt.status.value)  # type: ignore[attr-defined]
-    span.set_attribute("ledger.receipt.reason", receipt.reason.value)  # type: ignore[attr-defined]
+    tracing.annotate(span, **{"ledger.receipt.status": receipt.status.value,
+                              "ledger.receipt.reason": receipt.reason.value})
     tracing.link(span, traces.get(receipt.receipt_id, ()), **{"ledger.receipt_id":
                                                               receipt.receipt_id})
     if receipt.status in (ev.ReceiptStatus.REJECTED, ev.ReceiptStatus.FAILED):

@@ -206,7 +206,7 @@ class ReceiptHub:
             logger.warning("undecodable receipt skipped", extra=log_fields(
                 partition=msg.partition(), offset=msg.offset(), reason=str(exc)))
             return
-        trace = tracing.carried(msg.headers())
+        trace = tracing.of_message(msg)
         for waiter in waiters:
             waiter.deliver(receipt, trace)
 

@@ -8,11 +8,11 @@
   ``%(ledger_receipt_id)s``: rows that carry them are the ledger's effects (the receipt id
   is the external id the connector reported); a row without them was written around the
   ledger, and a row with a key but no receipt id is a second effect for that key.
-- **smtp**: the recipients' mailbox (a Maildir), read whole on every poll. A mail with an
-  ``X-Ledger-Key`` header came through the ledger; its external id is its ``Message-ID``
-  (what the SMTP connector reports), and every further mail with the same ``Message-ID`` is
-  a second effect (``<id>#2``, ``#3``... in delivery order), since a relay does not
-  deduplicate. A mail without the header was sent around the ledger.
+- **smtp**: the recipients' mailbox (a Maildir), read whole on every poll. Anyone can mail
+  it, so nothing read there settles or changes a key: a mail with the ledger's headers
+  (``X-Ledger-Key`` and the ``Message-ID`` the SMTP connector derives from that key) is
+  news only when it is a second copy (``duplicate_effect``: a relay does not deduplicate);
+  any other mail was sent around the ledger (``effect_without_intent``).
 
 An incremental source has ``reported(effects)``: the watcher calls it once the reports of
 ``effects`` were acknowledged, and only then does the source move past them.
@@ -20,10 +20,12 @@ An incremental source has ``reported(effects)``: the watcher calls it once the r
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import mailbox
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from email.header import decode_header, make_header
 from pathlib import Path
@@ -47,7 +49,11 @@ def sandbox_effects(base_url: str, timeout_s: float = 10.0) -> list[SeenEffect]:
 
 
 class PostgresEffects:
-    """The rows of ``table`` after the last one reported, in id order (a batch a poll)."""
+    """The rows of ``table`` after the last one read, in id order (a batch a poll).
+
+    The source owns the cursor: once a poll's reports were acknowledged (``reported``) it
+    moves past every row that poll read. A row whose receipt id an earlier row already
+    carried is a second effect: its external id is ``<receipt id>#<row id>``."""
 
     def __init__(self, dsn: str, table: str, *, id_column: str = "id",
                  key_column: str = "ledger_key", receipt_column: str = "ledger_receipt_id",
@@ -56,14 +62,33 @@ class PostgresEffects:
 
         self._dsn, self._table, self._timeout_s = dsn, table, timeout_s
         self._id, self._key, self._receipt = id_column, key_column, receipt_column
-        parts = (sql.Identifier(*table.split(".")), sql.Identifier(id_column),
-                 sql.Identifier(id_column), sql.Literal(batch + LATE_IDS))
+        target = sql.Identifier(*table.split("."))
+        parts = (target, sql.Identifier(id_column), sql.Identifier(id_column),
+                 sql.Literal(batch + LATE_IDS))
         self._first = sql.SQL("SELECT * FROM {} WHERE {} IS NOT NULL ORDER BY {} LIMIT {}"
                               ).format(*parts)
         self._next = sql.SQL("SELECT * FROM {} WHERE {} > %s ORDER BY {} LIMIT {}"
                              ).format(*parts)
-        self._after: Any = None  # the id of the last row reported
-        self._positions: dict[str, Any] = {}  # external id -> row id, of the last read
+        self._columns = sql.SQL("SELECT * FROM {} LIMIT 0").format(target)
+        self._after: int | None = None  # the id of the last row reported
+        self._read_upto: int | None = None  # the highest id of the last read
+        self._first_row: dict[str, int] = {}  # receipt id -> the row that carried it first
+
+    def check(self) -> None:
+        """ValueError when the table does not have the columns this source reads, or its id
+        is not an integer (a UUID or a timestamp cannot be read incrementally here)."""
+        import psycopg
+
+        with psycopg.connect(self._dsn, connect_timeout=max(2, int(self._timeout_s)),
+                             autocommit=True) as conn:
+            cur = conn.execute(self._columns)
+            types = {column.name: column.type_code for column in cur.description or ()}
+        missing = [c for c in (self._id, self._key, self._receipt) if c not in types]
+        if missing:
+            raise ValueError(f"{self._table} has no column {', '.join(missing)}")
+        if types[self._id] not in _INTEGER_TYPES:
+            raise ValueError(f"{self._table}.{self._id} is not an integer column: rows are "
+                             "read in the order of an increasing integer id")
 
     def __call__(self) -> list[SeenEffect]:
         import psycopg
@@ -72,56 +97,84 @@ class PostgresEffects:
         with psycopg.connect(self._dsn, connect_timeout=max(2, int(self._timeout_s)),
                              autocommit=True, row_factory=dict_row) as conn:
             rows = conn.execute(self._first).fetchall() if self._after is None else \
-                conn.execute(self._next, (self._behind(),)).fetchall()
-        self._positions = {}
+                conn.execute(self._next, (self._after - LATE_IDS,)).fetchall()
         found = []
         for row in rows:
-            key, receipt, row_id = row.get(self._key), row.get(self._receipt), row[self._id]
-            external = str(receipt) if receipt else f"{self._table}:{row_id}"
-            self._positions[external] = row_id
+            key, receipt, row_id = row.get(self._key), row.get(self._receipt), int(row[self._id])
+            external = f"{self._table}:{row_id}"
+            if receipt:
+                first = self._first_row.setdefault(str(receipt), row_id)
+                external = str(receipt) if first == row_id else f"{receipt}#{row_id}"
             found.append(SeenEffect(str(key or ""), external, _plain(row)))
+        self._read_upto = max((int(row[self._id]) for row in rows), default=self._read_upto)
         return found
 
-    def _behind(self) -> Any:
-        after = self._after
-        if isinstance(after, int) and not isinstance(after, bool):
-            return after - LATE_IDS
-        return after
+    def reported(self, _effects: Sequence[SeenEffect]) -> None:
+        if self._read_upto is not None and (self._after is None
+                                            or self._read_upto > self._after):
+            self._after = self._read_upto
 
-    def reported(self, effects: Sequence[SeenEffect]) -> None:
-        for effect in effects:
-            row_id = self._positions.pop(effect.external_id, None)
-            if row_id is not None and (self._after is None or row_id > self._after):
-                self._after = row_id
+
+_INTEGER_TYPES = frozenset({20, 21, 23})  # PostgreSQL's int8, int2, int4
 
 
 def _plain(row: dict[str, Any]) -> dict[str, Any]:
-    """A row as the key template sees it: text and whole numbers as they are, anything else
-    (amounts, times) as text."""
+    """A row as the key template sees it: text and whole numbers as they are, amounts and
+    times as text, NULL as missing."""
     return {name: value if isinstance(value, str | int) and not isinstance(value, bool)
             else format(value, "f") if isinstance(value, Decimal) else str(value)
-            for name, value in row.items()}
+            for name, value in row.items() if value is not None}
 
 
-def maildir_effects(path: Path) -> list[SeenEffect]:
-    """Every mail in the Maildir at ``path``, in delivery order (Maildir names start with
-    the delivery time)."""
-    box = mailbox.Maildir(path, create=False)
-    found: list[SeenEffect] = []
-    seen: dict[str, int] = {}
-    for name in sorted(box.keys()):
-        mail = box.get_message(name)
-        key = _header(mail, "X-Ledger-Key")
-        message_id = _header(mail, "Message-ID")
-        body = {"to": _header(mail, "To"), "subject": _header(mail, "Subject"),
-                "from": _header(mail, "From"), "message_id": message_id}
-        if key and message_id:
-            seen[message_id] = seen.get(message_id, 0) + 1
-            n = seen[message_id]
-            found.append(SeenEffect(key, message_id if n == 1 else f"{message_id}#{n}", body))
-        else:
-            found.append(SeenEffect("", f"maildir:{name}", body))
-    return found
+class MaildirEffects:
+    """Every mail in the Maildir at ``path``, in delivery order (file time, then name).
+
+    A mail whose ``X-Ledger-Key`` names a key and whose ``Message-ID`` is the one the SMTP
+    connector gives that key is one of the ledger's mails: the first copy seen is reported
+    as ``<Message-ID>``, every other copy as ``<Message-ID>#<its Maildir name>`` with its
+    ``repeat`` number (stable while this watcher runs, whatever is deleted). Any other mail
+    was sent around the ledger. None of it is trusted: the mailbox takes mail from anyone."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._first: dict[str, str] = {}  # Message-ID -> the Maildir name of its first copy
+        self._copies: dict[str, list[str]] = {}  # Message-ID -> its copies' names, in order
+
+    def __call__(self) -> list[SeenEffect]:
+        from connectors.smtp import message_id
+
+        box = mailbox.Maildir(self._path, create=False)
+        found: list[SeenEffect] = []
+        for name in _delivery_order(self._path, box.keys()):
+            try:
+                mail = box.get_message(name)
+            except (KeyError, OSError):  # delivered and removed between list and read
+                continue
+            key, mid = _header(mail, "X-Ledger-Key"), _header(mail, "Message-ID")
+            body = {"to": _header(mail, "To"), "subject": _header(mail, "Subject"),
+                    "from": _header(mail, "From"), "message_id": mid}
+            if not key or not mid or mid != message_id(key):
+                found.append(SeenEffect("", f"maildir:{name}", body, trusted=False))
+                continue
+            first = self._first.setdefault(mid, name)
+            copies = self._copies.setdefault(mid, [])
+            if name not in copies:
+                copies.append(name)
+            external = mid if first == name else f"{mid}#{name}"
+            found.append(SeenEffect(key, external, body, trusted=False,
+                                    repeat=copies.index(name) + 1))
+        return found
+
+
+def _delivery_order(path: Path, names: Iterable[str]) -> list[str]:
+    def when(name: str) -> tuple[float, str]:
+        for sub in ("new", "cur"):
+            for candidate in (path / sub).glob(f"{glob.escape(name)}*"):
+                with contextlib.suppress(OSError):
+                    return candidate.stat().st_mtime, name
+        return 0.0, name
+
+    return sorted(names, key=when)
 
 
 def _header(mail: mailbox.MaildirMessage, name: str) -> str:

@@ -44,13 +44,23 @@ from ledger_stream.logs import log_fields
 logger = logging.getLogger(__name__)
 
 
+EXTERNAL_ID_LIMIT = 256  # longer ids are reported by their hash (a record stays small)
+
+
 @dataclass(frozen=True)
 class SeenEffect:
-    """One effect as the target records it."""
+    """One effect as the target records it.
+
+    ``trusted``: the record itself is the target's (the sandbox's ledger, a table the effect
+    writes). A mailbox is not: anyone can mail it, so its mails only ever raise alerts, and
+    never settle or change a key. ``repeat``: 2 for the second copy of one of the ledger's
+    mails, 3 for the third... (0: not a repeat)."""
 
     idempotency_key: str
     external_id: str  # the target's id for it
     body: Any = None  # the request body the target kept (for the key template), if any
+    trusted: bool = True
+    repeat: int = 0
 
 
 def key_for(effect: SeenEffect, template: str | None) -> str | None:
@@ -95,7 +105,8 @@ class Watcher:
     def poll(self) -> int:
         """Report the effects not reported yet; how many. Raises DeliveryFailed when the
         reports were not acknowledged (they are reported again at the next poll)."""
-        fresh = [e for e in self._effects() if e.external_id not in self._reported]
+        read = list(self._effects())
+        fresh = [e for e in read if e.external_id not in self._reported]
         now = int(time.time() * 1000)
         for effect in fresh:
             self._report(effect, now)
@@ -104,8 +115,8 @@ class Watcher:
         for effect in fresh:
             self._reported.add(effect.external_id)
         acknowledge = getattr(self._effects, "reported", None)
-        if fresh and acknowledge is not None:  # an incremental source moves past them
-            acknowledge(fresh)
+        if read and acknowledge is not None:  # an incremental source moves past them all
+            acknowledge(read)
         self.reported += len(fresh)
         if fresh:
             logger.info("effects reported", extra=log_fields(
@@ -114,20 +125,29 @@ class Watcher:
 
     def _report(self, effect: SeenEffect, now: int) -> None:
         ident = sha256_hex(f"{self.name}\n{effect.external_id}")[:32]
+        shown = effect.external_id if len(effect.external_id) <= EXTERNAL_ID_LIMIT \
+            else f"sha256:{sha256_hex(effect.external_id)[:32]}"
         try:
             own = checked_key(effect.idempotency_key)
         except InvalidKeyError:
             own = None
-        if own is not None:
+        if own is not None and effect.trusted:
             self._producer.send("attempts", ev.ReconcileResult(
                 f"watch-{ident}", own, 1, f"watch:{self.name}", ev.ReconcileStatus.FOUND,
-                self._deduplicates, now, effect.external_id))
+                self._deduplicates, now, shown))
+            return
+        if own is not None:  # one of the ledger's mails: only a second copy is news
+            if effect.repeat > 1:
+                self._producer.send("alerts", alert_for(
+                    own, ev.AlertKind.DUPLICATE_EFFECT, f"watch:{self.name}/{ident}",
+                    f"copy {effect.repeat} of the ledger's message for this key at "
+                    f"{self.name} (id {shown}): the relay delivered it again", now))
             return
         self.around += 1
         key = _templated(effect, self._template) or f"unmapped/{self.name}/{ident}"
         self._producer.send("alerts", alert_for(
             key, ev.AlertKind.EFFECT_WITHOUT_INTENT, f"watch:{self.name}/{ident}",
-            f"an effect at {self.name} (id {effect.external_id}) made under idempotency key "
+            f"an effect at {self.name} (id {shown}) made under idempotency key "
             f"{sha256_hex(effect.idempotency_key)[:12]}, not through the ledger", now))
 
     def run(self, stop: threading.Event, interval_s: float) -> None:

@@ -247,6 +247,8 @@ def test_three_nodes_commit_transactions_with_one_node_killed(tmp_path: Path, li
         assert _read_all(status.bootstrap, settings.topic("intents"), 3, "read_committed") \
             == [b"with two of three"]
     finally:
-        stopped = cluster.stop()
+        # SIGTERM, then SIGKILL after 10 s: a three-node KRaft cluster stopped all at once may
+        # wait on its own quorum past that (`kafka down` documents the escalation).
+        stopped = cluster.stop(timeout_s=10)
     assert not cluster.status().running
-    assert stopped.killed == ()
+    assert len(stopped.stopped) == 3  # every node was running, and was stopped by its PID

@@ -5,26 +5,30 @@ smtplib, as a script or a second system would."""
 
 from __future__ import annotations
 
+import os
 import smtplib
 import time
 import uuid
 from email.message import EmailMessage
+from pathlib import Path
 
 import psycopg
 import pytest
 
 from connectors.postgres import PostgresTarget
-from connectors.smtp import SmtpTarget
+from connectors.smtp import SmtpTarget, message_id
 from ledger_stream.connector.target import EffectRequest
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import args_hash
 from ledger_stream.watch import Watcher
-from ledger_stream.watch.sources import LATE_IDS, PostgresEffects, maildir_effects
+from ledger_stream.watch.sources import LATE_IDS, POSTGRES_BATCH, MaildirEffects, PostgresEffects
 from tests.smtp_harness import SmtpServerProc
 from tests.watch.test_watcher import Recorder
 
 pytestmark = pytest.mark.timeout(60)
 
+TABLE = ("CREATE TABLE refunds (id bigserial PRIMARY KEY, invoice text, amount numeric, "
+         "ledger_key text, ledger_receipt_id text)")
 EFFECT_SQL = ("INSERT INTO refunds (invoice, amount, ledger_key, ledger_receipt_id) "
               "VALUES (%(invoice)s, %(amount)s, %(ledger_key)s, %(ledger_receipt_id)s)")
 
@@ -45,82 +49,150 @@ def sent(recorder: Recorder) -> list[tuple[str, str, str]]:
     return out
 
 
+def sql(dsn: str, *statements: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
 @pytest.mark.postgres
 def test_postgres_rows_made_around_the_ledger_are_alerted(postgres_dsn):
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE refunds (id bigserial PRIMARY KEY, invoice text, "
-                     "amount numeric, ledger_key text, ledger_receipt_id text)")
+    sql(postgres_dsn, TABLE)
     target = PostgresTarget("ledger-db", postgres_dsn, EFFECT_SQL)
     target.ensure_schema()
     receipt = target.apply(request("acme/refund/inv-1", {"invoice": "inv-1", "amount": 5}), 10)
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("INSERT INTO refunds (invoice, amount) VALUES ('inv-2', 7.5)")  # around
-        conn.execute("INSERT INTO refunds (invoice, amount, ledger_key) "
-                     "VALUES ('inv-1', 5, 'acme/refund/inv-1')")  # a second effect for a key
+    sql(postgres_dsn, "INSERT INTO refunds (invoice, amount) VALUES ('inv-2', 7.5)",  # around
+        "INSERT INTO refunds (invoice, amount, ledger_key) "
+        "VALUES ('inv-1', 5, 'acme/refund/inv-1')",  # a second effect for a key
+        f"INSERT INTO refunds (invoice, amount, ledger_key, ledger_receipt_id) "
+        f"VALUES ('inv-1', 5, 'acme/refund/inv-1', '{receipt}')")  # a copy of its receipt id
     source = PostgresEffects(postgres_dsn, "refunds")
+    source.check()
     recorder = Recorder()
     watcher = Watcher("ledger-db", source, recorder, "acme/refund/{invoice}")
-    assert watcher.poll() == 3
+    assert watcher.poll() == 4
     assert sent(recorder) == [("found", "acme/refund/inv-1", receipt),
                               ("alert", "acme/refund/inv-2", "effect_without_intent"),
-                              ("found", "acme/refund/inv-1", "refunds:3")]
+                              ("found", "acme/refund/inv-1", "refunds:3"),
+                              ("found", "acme/refund/inv-1", f"{receipt}#4")]
     recorder.sent.clear()
     assert watcher.poll() == 0  # read incrementally: nothing new
 
     # A failed delivery: the source does not move past the rows, the next poll repeats them.
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("INSERT INTO refunds (invoice, amount) VALUES ('inv-4', 1)")
+    sql(postgres_dsn, "INSERT INTO refunds (invoice, amount) VALUES ('inv-5', 1)")
     recorder.fail_next_flush = True
     with pytest.raises(Exception, match="not acknowledged"):
         watcher.poll()
     assert watcher.poll() == 1
-    assert sent(recorder) == [("alert", "acme/refund/inv-4", "effect_without_intent")]
+    assert sent(recorder) == [("alert", "acme/refund/inv-5", "effect_without_intent")]
+
+
+@pytest.mark.postgres
+def test_postgres_a_window_of_known_rows_never_stalls_the_cursor(postgres_dsn):
+    """One effect statement wrote more rows than a poll reads, all with its receipt id:
+    the cursor still moves past them, and the row after them is reported."""
+    sql(postgres_dsn, TABLE,
+        f"INSERT INTO refunds (invoice, amount, ledger_key, ledger_receipt_id) "
+        f"SELECT 'inv-1', 1, 'acme/refund/inv-1', 'pg-1' "
+        f"FROM generate_series(1, {POSTGRES_BATCH + LATE_IDS + 10})")
+    recorder = Recorder()
+    watcher = Watcher("ledger-db", PostgresEffects(postgres_dsn, "refunds"), recorder,
+                      "acme/refund/{invoice}")
+    while watcher.poll():
+        pass
+    sql(postgres_dsn, "INSERT INTO refunds (invoice, amount) VALUES ('inv-late', 1)")
+    watcher.poll()
+    assert ("alert", "acme/refund/inv-late", "effect_without_intent") in sent(recorder)
 
 
 @pytest.mark.postgres
 def test_postgres_a_row_committed_after_a_higher_id_was_read_is_not_missed(postgres_dsn):
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE refunds (id bigserial PRIMARY KEY, invoice text, "
-                     "amount numeric, ledger_key text, ledger_receipt_id text)")
-    source = PostgresEffects(postgres_dsn, "refunds")
+    sql(postgres_dsn, TABLE)
     recorder = Recorder()
-    watcher = Watcher("ledger-db", source, recorder, "acme/refund/{invoice}")
+    watcher = Watcher("ledger-db", PostgresEffects(postgres_dsn, "refunds"), recorder,
+                      "acme/refund/{invoice}")
     slow = psycopg.connect(postgres_dsn)  # its id is taken first, it commits last
     slow.execute("INSERT INTO refunds (invoice, amount) VALUES ('inv-slow', 1)")
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("INSERT INTO refunds (invoice, amount) VALUES ('inv-fast', 1)")
+    sql(postgres_dsn, "INSERT INTO refunds (invoice, amount) VALUES ('inv-fast', 1)")
     assert watcher.poll() == 1
     slow.commit()
     slow.close()
     assert watcher.poll() == 1
     assert [key for _, key, _ in sent(recorder)] == ["acme/refund/inv-fast",
                                                      "acme/refund/inv-slow"]
-    assert LATE_IDS >= 1
 
 
-def test_smtp_mails_around_the_ledger_and_second_mails_are_reported(tmp_path):
+@pytest.mark.postgres
+def test_postgres_a_table_the_source_cannot_read_incrementally_is_refused(postgres_dsn):
+    sql(postgres_dsn, "CREATE TABLE by_uuid (id uuid PRIMARY KEY, ledger_key text, "
+        "ledger_receipt_id text)", "CREATE TABLE no_key (id bigserial, amount numeric)")
+    with pytest.raises(ValueError, match="not an integer"):
+        PostgresEffects(postgres_dsn, "by_uuid").check()
+    with pytest.raises(ValueError, match="no column ledger_key, ledger_receipt_id"):
+        PostgresEffects(postgres_dsn, "no_key").check()
+
+
+def mail(server: SmtpServerProc, **headers: str) -> None:
+    message = EmailMessage()
+    message["From"], message["To"] = "someone@example.test", "carol@example.test"
+    for name, value in headers.items():
+        message[name.replace("_", "-")] = value
+    message.set_content("a mail")
+    with smtplib.SMTP(server.host, server.port, timeout=10) as client:
+        client.send_message(message)
+
+
+def settle(maildir: Path, count: int) -> None:
+    deadline = time.monotonic() + 10
+    while len(os.listdir(maildir / "new")) + len(os.listdir(maildir / "cur")) < count:
+        assert time.monotonic() < deadline, "the mails never arrived"
+        time.sleep(0.05)
+
+
+def test_smtp_the_mailbox_raises_alerts_and_never_settles_a_key(tmp_path):
+    key = "acme/notify/n-1"
     with SmtpServerProc(tmp_path / "smtp") as server:
         target = SmtpTarget(server.host, server.port, "ledger@example.test")
-        mail = request("acme/notify/n-1", {"to": "bob@example.test", "subject": "Refund"})
-        first = target.apply(mail, 10)
-        again = target.apply(request("acme/notify/n-1", mail.args), 10)  # a resend: 2 mails
-        rogue = EmailMessage()
-        rogue["From"], rogue["To"], rogue["Subject"] = ("script@example.test",
-                                                        "carol@example.test", "n-2")
-        rogue.set_content("sent around the ledger")
-        with smtplib.SMTP(server.host, server.port, timeout=10) as client:
-            client.send_message(rogue)
-        deadline = time.monotonic() + 10
-        while len(maildir_effects(server.maildir)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.1)
-    assert first == again  # one Message-ID per key: the relay cannot tell them apart
+        sent_mail = request(key, {"to": "bob@example.test", "subject": "Refund"})
+        first = target.apply(sent_mail, 10)
+        settle(server.maildir, 1)
+        time.sleep(0.02)  # delivery order is the file time
+        target.apply(request(key, sent_mail.args), 10)  # a resend: a second mail
+        mail(server, Subject="n-2")  # around the ledger
+        # Forged: the ledger's headers on someone else's mail, without the key's Message-ID.
+        mail(server, Subject="n-3", X_Ledger_Key=key, Message_ID="<forged@evil.test>")
+        settle(server.maildir, 4)
+    assert first == message_id(key)
     recorder = Recorder()
-    watcher = Watcher("mail", lambda: maildir_effects(server.maildir), recorder,
-                      "acme/notify/{subject}", deduplicates=False)
-    assert watcher.poll() == 3
-    assert sent(recorder) == [("found", "acme/notify/n-1", first),
-                              ("found", "acme/notify/n-1", f"{first}#2"),
-                              ("alert", "acme/notify/n-2", "effect_without_intent")]
-    assert all(not e.target_deduplicates for _, e in recorder.sent
-               if isinstance(e, ev.ReconcileResult))
+    source = MaildirEffects(server.maildir)
+    watcher = Watcher("mail", source, recorder, "acme/notify/{subject}", deduplicates=False)
+    assert watcher.poll() == 4
+    # The first copy is the ledger's own mail: nothing to say, and nothing is settled.
+    assert sorted(sent(recorder)) == sorted([
+        ("alert", key, "duplicate_effect"),
+        ("alert", "acme/notify/n-2", "effect_without_intent"),
+        ("alert", "acme/notify/n-3", "effect_without_intent")])
+    assert not [e for _, e in recorder.sent if isinstance(e, ev.ReconcileResult)]
     assert watcher.poll() == 0
+
+    # The mailbox is emptied; a third copy arrives: still a repeat, never the "first" again.
+    for sub in ("new", "cur"):
+        for name in os.listdir(server.maildir / sub):
+            os.remove(server.maildir / sub / name)
+    recorder.sent.clear()
+    with SmtpServerProc(tmp_path / "smtp") as server:
+        SmtpTarget(server.host, server.port, "ledger@example.test").apply(
+            request(key, sent_mail.args), 10)
+        settle(server.maildir, 1)
+    assert watcher.poll() == 1
+    assert sent(recorder) == [("alert", key, "duplicate_effect")]
+
+
+def test_an_oversized_id_is_reported_by_its_hash():
+    from ledger_stream.watch import SeenEffect
+
+    recorder = Recorder()
+    watcher = Watcher("db", lambda: [SeenEffect("acme/refund/inv-1", "x" * 5000)], recorder)
+    assert watcher.poll() == 1
+    (found,) = [e for _, e in recorder.sent]
+    assert found.external_id.startswith("sha256:") and len(found.external_id) < 100
