@@ -64,6 +64,11 @@ def _scope_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--operator", default=getpass.getuser(), help="who decides")
     parser.add_argument("--event-id", default="",
                         help="id of this command, to retry it safely (default: new)")
+    parser.add_argument("--wait", type=float, default=10.0, metavar="S",
+                        help="seconds to wait for every partition's processor to apply it "
+                        "(default 10; 0: do not wait)")
+    parser.add_argument("--group", metavar="NAME", help="the processors' consumer group "
+                        "(env: LEDGER_CONSUMER_GROUP)")
     add_common_flags(parser)
 
 
@@ -73,10 +78,13 @@ def _freeze(args: argparse.Namespace) -> int:
     from ledger_stream.operate import containment
     from ledger_stream.serde import make_codec
 
-    settings = settings_from(args)
+    if args.wait < 0:
+        raise CliError("--wait must be 0 or more")
+    settings = settings_from(args, consumer_group=args.group)
+    bootstrap = resolve_bootstrap(settings)
     try:
-        event, partitions = containment.send(
-            settings, resolve_bootstrap(settings), make_codec(settings.schema_registry_url),
+        event, offsets = containment.send(
+            settings, bootstrap, make_codec(settings.schema_registry_url),
             action=args.action, tenant=args.tenant, frozen=args.frozen,
             mode=ev.FreezeMode(args.mode), reason=args.reason, operator=args.operator,
             event_id=args.event_id)
@@ -87,7 +95,17 @@ def _freeze(args: argparse.Namespace) -> int:
                        f" ({exc}); run the same command again") from exc
     scope = f"{args.tenant or 'every tenant'}/{args.action}"
     what = f"frozen ({args.mode})" if args.frozen else "unfrozen"
-    print(f"{scope}: {what} in {partitions} partition(s), event {event.event_id}")
+    late = containment.not_applied(settings, bootstrap, offsets, args.wait) if args.wait \
+        else []
+    if late:
+        print(f"{scope}: {what} is recorded in {len(offsets)} partition(s), event "
+              f"{event.event_id}, but the processors of partition(s) "
+              f"{', '.join(map(str, late))} have not applied it within {args.wait:g} s "
+              f"(group {settings.consumer_group}): it takes effect when they read it")
+        return 1
+    applied = "in force" if args.wait else "recorded"
+    print(f"{scope}: {what} in {len(offsets)} partition(s), {applied}, event "
+          f"{event.event_id}")
     return 0
 
 

@@ -65,6 +65,8 @@ class EventProducer:
         self._codec = codec or AvroCodec()
         self._producer = Producer(producer_config(bootstrap, **extra))
         self._failures: list[str] = []
+        # (partition, offset) of every acknowledged record, when asked for (track_offsets)
+        self.delivered: list[tuple[int, int]] | None = None
 
     def send(self, role: str, event: Any,
              headers: Sequence[tuple[str, bytes]] = ()) -> None:
@@ -90,9 +92,15 @@ class EventProducer:
                 self._producer.poll(0.1)  # local queue full: let deliveries drain
         self._producer.poll(0)
 
+    def track_offsets(self) -> None:
+        """Keep the (partition, offset) of every record acknowledged from now on."""
+        self.delivered = []
+
     def _report(self, error: KafkaError | None, msg: Message) -> None:
         if error is not None:
             self._failures.append(f"{msg.topic()}: {error.str()}")
+        elif self.delivered is not None:
+            self.delivered.append((int(msg.partition() or 0), int(msg.offset() or 0)))
 
     def flush(self, timeout_s: float = 30.0) -> None:
         """Wait for every send to be acknowledged. Raises DeliveryFailed when a send was

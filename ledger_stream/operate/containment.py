@@ -20,12 +20,13 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, TopicPartition
 
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.containment import scope_of
 from ledger_stream.domain.keys import InvalidKeyError, operation_key
+from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.exceptions import KafkaSetupError
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import partition_records
@@ -67,14 +68,15 @@ def checked(action: str, tenant: str, reason: str) -> None:
 
 def send(settings: Settings, bootstrap: str, codec: AvroCodec, *, action: str, tenant: str,
          frozen: bool, mode: ev.FreezeMode = ev.FreezeMode.HOLD, reason: str = "",
-         operator: str = "", event_id: str = "") -> tuple[ev.Containment, int]:
+         operator: str = "", event_id: str = "") -> tuple[ev.Containment, dict[int, int]]:
     """Write the freeze (or unfreeze) to every partition of the attempts topic and wait
-    for every copy to be acknowledged. Returns the event (partition 0's copy) and the
-    number of partitions. DeliveryFailed when a copy was not acknowledged."""
+    for every copy to be acknowledged. Returns the event (partition 0's copy) and each
+    copy's offset by partition. DeliveryFailed when a copy was not acknowledged."""
     checked(action, tenant, reason)
     event_id = event_id or f"freeze-{uuid.uuid4().hex}"
     partitions = _partitions(bootstrap, settings.topic("attempts"))
     producer = EventProducer(settings, bootstrap, codec)
+    producer.track_offsets()
     try:
         now = int(time.time() * 1000)
         copies = [ev.Containment(event_id, p, action, tenant, frozen, mode, reason, operator,
@@ -83,9 +85,33 @@ def send(settings: Settings, bootstrap: str, codec: AvroCodec, *, action: str, t
         for copy in copies:
             producer.send_raw("attempts", key, codec.encode(copy), copy.partition)
         producer.flush()
+        offsets = dict(producer.delivered or ())
     finally:
         producer.close()
-    return copies[0], partitions
+    return copies[0], offsets
+
+
+def not_applied(settings: Settings, bootstrap: str, offsets: dict[int, int],
+                wait_s: float) -> list[int]:
+    """The partitions whose processor has not applied its copy (its consumer group,
+    ``settings.consumer_group``, has not committed past the copy's offset) within
+    ``wait_s`` seconds; [] once every partition's has. A committed offset is the end of a
+    checkpoint: the decisions up to it, the freeze's included, are in force."""
+    topic = settings.topic("attempts")
+    consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
+                         "group.id": settings.consumer_group,  # read, never joined
+                         "enable.auto.commit": False})
+    deadline = time.monotonic() + wait_s
+    try:
+        while True:
+            committed = consumer.committed(
+                [TopicPartition(topic, p) for p in sorted(offsets)], timeout=10)
+            left = sorted(tp.partition for tp in committed if tp.offset <= offsets[tp.partition])
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(0.2)
+    finally:
+        consumer.close()
 
 
 def log(settings: Settings, bootstrap: str, codec: AvroCodec,

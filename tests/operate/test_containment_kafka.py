@@ -16,6 +16,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.processor.step import PARTITIONED
 from ledger_stream.serde import AvroCodec
+from ledger_stream.testing.processes import processor_group
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
 from tests.processor.support import read_raw
@@ -28,8 +29,10 @@ SUCCEEDED = {ev.ReceiptStatus.SUCCEEDED}
 
 
 def cli(stack: Stack, *argv: str) -> int:
+    group = ["--group", processor_group(stack.settings)] \
+        if argv[0] in ("freeze", "unfreeze") else []
     return main([*argv, "--bootstrap", stack.bootstrap,
-                 "--topic-prefix", stack.settings.topic_prefix])
+                 "--topic-prefix", stack.settings.topic_prefix, *group])
 
 
 def test_a_freeze_holds_a_tenants_refunds_across_a_restart_and_the_unfreeze_releases_them(
@@ -42,7 +45,9 @@ def test_a_freeze_holds_a_tenants_refunds_across_a_restart_and_the_unfreeze_rele
 
     assert cli(stack, "freeze", "refund", "--tenant", "acme", "--reason", "incident 7",
                "--operator", "ops-ann") == 0
-    assert "acme/refund: frozen (hold) in 3 partition(s)" in capsys.readouterr().out
+    # It returns once every partition's processor applied it: the next intents are held.
+    assert "acme/refund: frozen (hold) in 3 partition(s), in force" in \
+        capsys.readouterr().out
 
     held = [f"acme/refund/{run}-{i}" for i in range(6)]
     intents = [stack.submit(key, ARGS, "sandbox") for key in held[:3]]
@@ -91,6 +96,12 @@ def test_a_freeze_holds_a_tenants_refunds_across_a_restart_and_the_unfreeze_rele
     assert all(isinstance(e, PARTITIONED) for e in events)
     assert sorted((e.frozen, e.partition) for e in events) == sorted(
         (frozen, p) for frozen in (True, False) for p in range(3))
+
+    # No processor to apply it: recorded, and the command says it is not in force yet.
+    stack.processor.stop()
+    capsys.readouterr()
+    assert cli(stack, "freeze", "refund", "--reason", "later", "--wait", "1") == 1
+    assert "have not applied it within 1 s" in capsys.readouterr().out
 
 
 def test_freeze_refuses_a_bad_action_and_needs_a_reason(
