@@ -47,6 +47,8 @@ from ledger_stream.sdk.errors import (
 from ledger_stream.serde import SerdeError
 
 T = TypeVar("T")
+# Seconds a freeze or unfreeze waits for every partition's processor to apply it.
+Wait = Annotated[float, Query(ge=0, le=30)]
 CONSOLE = Path(__file__).with_name("static") / "console.html"
 KINDS = tuple(k.value for k in ev.AlertKind)
 
@@ -156,26 +158,33 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
                 if r.event.tenant in ("", who)]
 
     @app.post("/v1/freezes", response_model=FreezeOut, status_code=201)
-    async def freeze(body: FreezeIn, who: Tenant) -> FreezeOut:
-        """Freeze an action for this tenant (a freeze of every tenant is the CLI's)."""
+    async def freeze(body: FreezeIn, who: Tenant, wait: Wait = 10.0) -> FreezeOut:
+        """Freeze an action for this tenant (a freeze of every tenant is the CLI's).
+        Answers once every partition's processor has applied it, or after ``wait``
+        seconds (``in_force`` false, ``not_applied`` naming the partitions)."""
         return await _contain(who, body.action, True, ev.FreezeMode(body.mode), body.reason,
-                              body.operator)
+                              body.operator, wait)
 
     @app.delete("/v1/freezes/{action}", response_model=FreezeOut)
     async def unfreeze(action: str, who: Tenant,
-                       operator: Annotated[str, Query(min_length=1)]) -> FreezeOut:
-        """Unfreeze this tenant's freeze of an action: its held dispatches are released."""
-        return await _contain(who, action, False, ev.FreezeMode.HOLD, "", operator)
+                       operator: Annotated[str, Query(min_length=1)],
+                       wait: Wait = 10.0) -> FreezeOut:
+        """Unfreeze this tenant's freeze of an action: its held dispatches are released
+        (answered as the freeze is)."""
+        return await _contain(who, action, False, ev.FreezeMode.HOLD, "", operator, wait)
 
     async def _contain(tenant: str, action: str, frozen: bool, mode: ev.FreezeMode,
-                       reason: str, operator: str) -> FreezeOut:
+                       reason: str, operator: str, wait: float) -> FreezeOut:
         try:
-            event, _ = await off_loop(functools.partial(
+            event, offsets = await off_loop(functools.partial(
                 containment.send, sync.settings, sync.bootstrap, sync.codec, action=action,
                 tenant=tenant, frozen=frozen, mode=mode, reason=reason, operator=operator))
         except containment.ContainmentRefused as exc:
             raise HTTPException(400, str(exc)) from None
-        return _freeze_out(containment.FreezeRecord(event, -1, event.at_ms))
+        late = await off_loop(containment.not_applied, sync.settings, sync.bootstrap,
+                              offsets, wait) if wait > 0 else sorted(offsets)
+        out = _freeze_out(containment.FreezeRecord(event, -1, event.at_ms))
+        return out.model_copy(update={"in_force": not late, "not_applied": late})
 
     return app
 

@@ -148,3 +148,8 @@ class FreezeOut(BaseModel):
     operator: str
     event_id: str
     at_ms: int = Field(description="when the log recorded it (broker time)")
+    in_force: bool | None = Field(None, description="for a freeze or unfreeze just made: "
+                                  "every partition's processor has applied it (an intent "
+                                  "sent now is decided under it); false: see not_applied")
+    not_applied: list[int] = Field(default_factory=list, description="the partitions whose "
+                                   "processor had not applied it when the answer was sent")

@@ -16,7 +16,7 @@ import pytest
 
 from ledger_stream.config import Settings
 from ledger_stream.kafka.local.ports import pick_free_ports
-from ledger_stream.testing.processes import Proc
+from ledger_stream.testing.processes import Proc, processor_group
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
 
@@ -43,7 +43,7 @@ def serve_gateway(settings: Settings, tmp_path: Path) -> Iterator[str]:
     (port,) = pick_free_ports(1)
     proc = Proc(["api", "--port", str(port), "--keys-file", str(keys), "--bootstrap",
                  settings.kafka_bootstrap, "--topic-prefix", settings.topic_prefix],
-                tmp_path / "api.log")
+                tmp_path / "api.log", env={"LEDGER_CONSUMER_GROUP": processor_group(settings)})
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:

@@ -82,8 +82,8 @@ def test_console_shows_alerts_a_timeline_and_records_a_decision(
 
         page.fill("#freeze-action", "refund")
         page.click("#freeze-form button")
-        expect(page.locator("#containment-result")).to_contain_text("frozen: acme/refund",
-                                                                    timeout=20_000)
+        expect(page.locator("#containment-result")).to_contain_text(
+            "frozen: acme/refund (hold), in force", timeout=20_000)
         expect(page.locator("#containment tbody")).to_contain_text("INC-7", timeout=20_000)
         held = new_key()
         code, answer = curl("POST", f"{gateway}/v1/intents", ACME, intent(held))

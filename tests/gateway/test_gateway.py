@@ -111,16 +111,19 @@ def test_bad_requests_say_what_is_wrong_and_the_openapi_schema_is_served(bare_ga
 
 def test_freezes_are_per_tenant_and_bad_ones_say_why(bare_gateway: str):
     gateway = bare_gateway
-    code, frozen = curl("POST", f"{gateway}/v1/freezes", ACME,
+    # No processor here: the freeze is recorded, and the answer says it is not in force yet.
+    code, frozen = curl("POST", f"{gateway}/v1/freezes?wait=0.5", ACME,
                         {"action": "refund", "reason": "INC-7", "operator": "ops-ann"})
     assert code == 201, frozen
     assert (frozen["scope"], frozen["mode"], frozen["frozen"]) == ("acme/refund", "hold", True)
+    assert (frozen["in_force"], frozen["not_applied"]) == (False, [0, 1, 2])
     code, listed = curl("GET", f"{gateway}/v1/freezes", ACME)
     assert code == 200 and [f["scope"] for f in listed] == ["acme/refund"]
     assert curl("GET", f"{gateway}/v1/freezes", GLOBEX) == (200, [])  # not globex's
 
     # globex's unfreeze of refund is its own scope: acme's freeze stays in force
-    assert curl("DELETE", f"{gateway}/v1/freezes/refund?operator=mallory", GLOBEX)[0] == 200
+    assert curl("DELETE", f"{gateway}/v1/freezes/refund?operator=mallory&wait=0",
+                GLOBEX)[0] == 200
     assert [f["scope"] for f in curl("GET", f"{gateway}/v1/freezes", ACME)[1]] == \
         ["acme/refund"]
 
@@ -132,6 +135,6 @@ def test_freezes_are_per_tenant_and_bad_ones_say_why(bare_gateway: str):
     assert code == 422 and answer["detail"][0]["loc"][-1] == "reason"
     assert curl("GET", f"{gateway}/v1/freezes")[0] == 401
 
-    code, gone = curl("DELETE", f"{gateway}/v1/freezes/refund?operator=ops-ann", ACME)
+    code, gone = curl("DELETE", f"{gateway}/v1/freezes/refund?operator=ops-ann&wait=0", ACME)
     assert code == 200 and gone["frozen"] is False
     assert curl("GET", f"{gateway}/v1/freezes", ACME) == (200, [])
