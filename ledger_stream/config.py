@@ -160,6 +160,9 @@ class Settings(BaseSettings):
     view_host: str = Field("127.0.0.1", description="address the view listens on")
     view_port: int = Field(8077, ge=0, le=65535, description="the view's HTTP port (0: any)")
     view_state_dir: Path | None = Field(None, description="view store (default: HOME/view)")
+    view_timeline: bool = Field(
+        True, description="the view also keeps every key's timeline (every record of every "
+        "ledger topic, by key) for inspect, evidence and the gateway")
 
     # MCP server (``ledger-stream mcp``): what it offers is the operator's choice, not the model's
     mcp_tenant: str | None = Field(None, description="tenant of every operation the MCP "

@@ -1,13 +1,15 @@
 """``ledger-stream inspect KEY``: a key's timeline (one row per event), and
-``ledger-stream evidence KEY``: everything known about it as one redacted JSON file."""
+``ledger-stream evidence KEY``: everything known about it as one redacted JSON file. From the
+view's timeline when LEDGER_VIEW_URL names one (one lookup), else from the key's partition of
+every ledger topic."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ledger_stream.cli.common import (
     CliError,
@@ -17,6 +19,7 @@ from ledger_stream.cli.common import (
     settings_from,
 )
 
+T = TypeVar("T")
 COLUMNS = ("time", "topic", "offset", "event", "intent", "attempt", "claim", "outcome",
            "receipt", "next state", "external id", "detail")
 
@@ -27,11 +30,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Print KEY's timeline: one row per event of the key in the intents, "
         "attempts, dispatch, receipts, alerts and DLQ topics, ordered by the ledger's clock "
         "(broker timestamps of inputs, the partition clock of outputs; never a client's). "
-        "A field an event does not carry is '-', never inferred. Reads only the key's "
-        "partition of each topic. Exit status 1 when the ledger has no record of the key.")
+        "A field an event does not carry is '-', never inferred. With LEDGER_VIEW_URL set "
+        "the view answers (caught up to every record committed when the command began); "
+        "otherwise, or with --scan, the key's partition of each topic is read. Exit status "
+        "1 when the ledger has no record of the key, 2 when it cannot be asked.")
     inspect.add_argument("key", metavar="KEY", help="operation key, e.g. acme/refund/inv-881")
     inspect.add_argument("--json", action="store_true",
                          help="one JSON object per row (every field) instead of a table")
+    _source_flags(inspect)
     add_common_flags(inspect)
     inspect.set_defaults(handler=_inspect)
 
@@ -40,39 +46,60 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Write KEY's evidence for an incident review: the raw events with "
         "topic, partition and offset (in log order), the timeline, receipts, alerts and "
         "operator decisions. Arguments, payloads and connector error texts are replaced by "
-        "their length, approval signatures dropped. Exit status 1 when the ledger has no "
-        "record of the key.")
+        "their length, approval signatures dropped. From the view or the topics, as "
+        "inspect. Exit status 1 when the ledger has no record of the key.")
     evidence.add_argument("key", metavar="KEY", help="operation key")
     evidence.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    _source_flags(evidence)
     add_common_flags(evidence)
     evidence.set_defaults(handler=_evidence)
 
 
-def _records(args: argparse.Namespace) -> list[Any]:
+def _source_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--view-url", metavar="URL",
+                        help="the view to ask (env: LEDGER_VIEW_URL; unset: read the topics)")
+    parser.add_argument("--scan", action="store_true",
+                        help="read the key's partition of every topic even when "
+                        "LEDGER_VIEW_URL names a view")
+    parser.add_argument("--wait", type=float, default=5.0, metavar="S",
+                        help="how long the view may take to catch up (default 5)")
+
+
+def _ask(args: argparse.Namespace, what: Callable[[Any], T]) -> T:
+    """``what(client)`` with a client of the view (or of the topics, with --scan); one line
+    for any failure to ask."""
     from confluent_kafka import KafkaException
 
-    from ledger_stream.history import read_key
-    from ledger_stream.kafka.bootstrap import resolve_bootstrap
     from ledger_stream.kafka.exceptions import KafkaSetupError, kafka_error_text
+    from ledger_stream.sdk import LedgerClient
+    from ledger_stream.sdk.errors import (
+        LedgerUnavailable,
+        StaleTimelineError,
+        ViewUnavailableError,
+    )
 
     checked_key(args.key)
-    settings = settings_from(args)
+    if args.wait < 0:
+        raise CliError(f"--wait must be 0 or more, got {args.wait}")
+    settings = settings_from(args, view_url=args.view_url)
+    if args.scan:
+        settings = settings.model_copy(update={"view_url": None})
     try:
-        return read_key(resolve_bootstrap(settings), settings, args.key)
-    except KafkaSetupError as exc:
+        with LedgerClient(settings) as client:
+            return what(client)
+    except (KafkaSetupError, LedgerUnavailable, ViewUnavailableError) as exc:
         raise CliError(str(exc)) from exc
+    except StaleTimelineError as exc:
+        raise CliError(f"{exc}; ask again, wait longer (--wait) or use --scan") from exc
     except KafkaException as exc:
         raise CliError(f"cannot read the ledger topics: {kafka_error_text(exc)}") from exc
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from ledger_stream.history import timeline
-
-    records = _records(args)
-    if not records:
+    rows = _ask(args, lambda client: client.timeline(args.key, args.wait))
+    if not rows:
         print(f"no record of {args.key} in the ledger")
         return 1
-    rows = timeline(records)
     if args.json:
         for row in rows:
             print(json.dumps(row.as_dict(), sort_keys=True))
@@ -94,21 +121,19 @@ def _cell(value: Any) -> str:
 
 
 def _evidence(args: argparse.Namespace) -> int:
-    from ledger_stream.history import evidence
-
-    records = _records(args)
-    if not records:
+    found = _ask(args, lambda client: client.evidence(args.key, args.wait))
+    if found is None:
         print(f"no record of {args.key} in the ledger", file=sys.stderr)
         return 1
-    text = json.dumps(evidence(args.key, records, int(time.time() * 1000)), indent=2,
-                      sort_keys=True)
+    records = sum(len(topic["records"]) for topic in found["topics"].values())
+    text = json.dumps(found, indent=2, sort_keys=True)
     if args.out:
         try:
             with open(args.out, "w", encoding="utf-8") as out:
                 out.write(text + "\n")
         except OSError as exc:
             raise CliError(f"cannot write {args.out}: {exc}") from exc
-        print(f"wrote {args.out} ({len(records)} records)", file=sys.stderr)
+        print(f"wrote {args.out} ({records} records)", file=sys.stderr)
     else:
         print(text)
     return 0

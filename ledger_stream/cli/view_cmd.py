@@ -1,4 +1,5 @@
-"""``ledger-stream view``: serve each key's latest receipt over HTTP, O(1) per lookup."""
+"""``ledger-stream view``: serve each key's latest receipt and its timeline over HTTP, one
+store lookup per request."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ from ledger_stream.state.exceptions import StoreError
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "view",
-        help="serve the receipts view (each key's latest receipt) for status lookups",
+        help="serve the view: each key's latest receipt (status) and timeline (inspect)",
         description="Read every partition of <prefix>.receipts into a local RocksDB (each "
-        "key's latest receipt and the position reached, written together) and answer "
-        "GET /v1/operations/KEY[?after=OFFSET&wait_ms=MS], /healthz and /metrics. Clients "
-        "with LEDGER_VIEW_URL set ask it instead of reading the key's partition. A restart "
-        "resumes from the stored positions. Runs until SIGTERM or Ctrl-C. See docs/view.md.",
+        "key's latest receipt and the position reached, written together) and, unless "
+        "--no-timeline, every record of every ledger topic by key; answer "
+        "GET /v1/operations/KEY[?after=OFFSET&wait_ms=MS], /v1/timeline/KEY, "
+        "/v1/evidence/KEY, /healthz and /metrics. Clients with LEDGER_VIEW_URL set ask it "
+        "instead of reading the key's partitions. A restart resumes from the stored "
+        "positions. Runs until SIGTERM or Ctrl-C. See docs/view.md.",
     )
     parser.add_argument("--host", metavar="ADDR",
                         help="listen address (env: LEDGER_VIEW_HOST; default 127.0.0.1)")
@@ -28,6 +31,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "default 8077)")
     parser.add_argument("--state-dir", metavar="DIR",
                         help="view store folder (env: LEDGER_VIEW_STATE_DIR; default HOME/view)")
+    parser.add_argument("--no-timeline", dest="timeline", action="store_false", default=None,
+                        help="keep only the latest receipts, not the timelines "
+                        "(env: LEDGER_VIEW_TIMELINE=false)")
     add_common_flags(parser)
     parser.set_defaults(handler=_run)
 
@@ -37,7 +43,7 @@ def _run(args: argparse.Namespace) -> int:
     from ledger_stream.view.service import run_view
 
     settings = settings_from(args, view_host=args.host, view_port=args.port,
-                             view_state_dir=args.state_dir)
+                             view_state_dir=args.state_dir, view_timeline=args.timeline)
     try:
         run_view(settings)
     except OSError as exc:
@@ -46,5 +52,5 @@ def _run(args: argparse.Namespace) -> int:
     except (KafkaSetupError, StoreError, ViewStartError) as exc:
         raise CliError(str(exc)) from exc
     except KafkaException as exc:
-        raise CliError(f"cannot read {settings.topic('receipts')}: {exc.args[0].str()}") from exc
+        raise CliError(f"cannot read the ledger topics: {exc.args[0].str()}") from exc
     return 0

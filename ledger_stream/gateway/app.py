@@ -34,7 +34,6 @@ from ledger_stream.gateway.models import (
     ResolutionOut,
     Submitted,
 )
-from ledger_stream.history import read_key, timeline
 from ledger_stream.kafka.exceptions import KafkaSetupError, kafka_error_text
 from ledger_stream.operate import DecisionRefused, containment, record_decision
 from ledger_stream.sdk.client import AsyncLedgerClient
@@ -42,6 +41,7 @@ from ledger_stream.sdk.errors import (
     InvalidIntentError,
     LedgerUnavailable,
     StaleStatusError,
+    StaleTimelineError,
     ViewUnavailableError,
 )
 from ledger_stream.serde import SerdeError
@@ -103,11 +103,17 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
 
     @app.get("/v1/timeline/{key:path}")
     async def key_timeline(key: str, who: Tenant) -> list[dict[str, Any]]:
+        """One row per record of the key in every ledger topic: from the view's timeline
+        when the gateway has a view (LEDGER_VIEW_URL), caught up to what was committed when
+        the request came; else from the key's partition of each topic."""
         own(who, key)
-        records = await off_loop(read_key, sync.bootstrap, sync.settings, key, sync.codec)
-        if not records:
+        try:
+            rows = await off_loop(sync.timeline, key)
+        except (StaleTimelineError, ViewUnavailableError) as exc:
+            raise HTTPException(503, str(exc)) from None
+        if not rows:
             raise HTTPException(404, f"no record of {key} in the ledger")
-        return [row.as_dict() for row in timeline(records)]
+        return [row.as_dict() for row in rows]
 
     @app.get("/v1/operations/{key:path}", response_model=Operation)
     async def operation(key: str, who: Tenant) -> Operation:

@@ -1,6 +1,7 @@
 """Reading one key's records from every ledger topic: only the key's partition of each
-(``kafka.receipts.key_records``), up to its end at the time of the call. O(partition), for an
-operator's look or an incident review, not for a hot path."""
+(``kafka.receipts.key_records``), up to its end at the time of the call. O(partition): what
+``inspect`` and ``evidence`` do without a view (``--scan``); the view keeps the same records
+by key (``view.history``)."""
 
 from __future__ import annotations
 
@@ -17,15 +18,21 @@ def read_key(bootstrap: str, settings: Settings, key: str, codec: AvroCodec | No
     """Every record of ``key`` in the ledger topics, by topic, in offset order. A record that
     does not decode is kept, with ``event`` None and the reason."""
     codec = codec or make_codec(settings.schema_registry_url)
-    found: list[Located] = []
-    for role in ROLES:
-        for record in key_records(bootstrap, settings.topic(role), key, timeout_s):
-            event, error = None, ""
-            try:
-                event = codec.decode(record.value) if record.value is not None else None
-                error = "" if record.value is not None else "empty value (tombstone)"
-            except DecodeError as exc:
-                error = f"undecodable: {exc}"
-            found.append(Located(role, record.topic, record.partition, record.offset,
-                                 record.timestamp_ms, event, error))
-    return found
+    return [located(role, record.topic, record.partition, record.offset, record.timestamp_ms,
+                    record.value, codec)
+            for role in ROLES for record in key_records(bootstrap, settings.topic(role), key,
+                                                        timeout_s)]
+
+
+def located(role: str, topic: str, partition: int, offset: int, timestamp_ms: int,
+            value: bytes | None, codec: AvroCodec) -> Located:
+    """The record decoded where the log has it; ``event`` None (and why) when it does not
+    decode or is a tombstone."""
+    if value is None:
+        return Located(role, topic, partition, offset, timestamp_ms, None,
+                       "empty value (tombstone)")
+    try:
+        return Located(role, topic, partition, offset, timestamp_ms, codec.decode(value))
+    except DecodeError as exc:
+        return Located(role, topic, partition, offset, timestamp_ms, None,
+                       f"undecodable: {exc}")

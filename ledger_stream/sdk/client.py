@@ -27,6 +27,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import args_hash, canonical_json, tenant_of
 from ledger_stream.domain.validation import invalid_reason
 from ledger_stream.failpoints import failpoint
+from ledger_stream.history import Located, TimelineRow, evidence, read_key, timeline
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
 from ledger_stream.kafka.client_config import CLIENT_CONFIG, use_client_settings
 from ledger_stream.kafka.end_offsets import EndOffsets
@@ -177,6 +178,32 @@ class LedgerClient:
             after = self._end_offsets().get(partition, patience_s=max(wait, 0.5))
         return self._view.status(key, after, wait, topic=self._receipts_topic,
                                  partition=partition, partitions=partitions)
+
+    def timeline(self, key: str, wait: float = 2.0) -> list[TimelineRow]:
+        """The key's timeline: one row per record of it in every ledger topic (``[]`` when
+        the ledger has none). With ``view_url`` set, one lookup in the view's timeline,
+        caught up to every record committed when this was called (StaleTimelineError: not
+        within ``wait`` seconds; ViewUnavailableError); without, the key's partition of
+        every ledger topic is read."""
+        if self._view is None:
+            return timeline(self._key_records(key))
+        body = self._view.history(key, "timeline", wait)
+        return [TimelineRow(**row) for row in body["rows"]]
+
+    def evidence(self, key: str, wait: float = 2.0) -> dict[str, Any] | None:
+        """Everything known about the key as one redacted JSON-able document
+        (``history.evidence``), or None when the ledger has no record of it. From the view
+        or the topics, as ``timeline``."""
+        if self._view is None:
+            records = self._key_records(key)
+            return evidence(key, records, now_ms()) if records else None
+        body = self._view.history(key, "evidence", wait)
+        found: dict[str, Any] = body["evidence"]
+        return found if body["records"] else None
+
+    def _key_records(self, key: str) -> list[Located]:
+        with self._reaching(f"read the records of {key}"):
+            return read_key(self.bootstrap, self.settings, key, self._codec)
 
     def _partition_count(self) -> int:
         with self._lock:

@@ -90,5 +90,16 @@ class StaleStatusError(Exception):
         self.key, self.position, self.wanted = key, position, wanted
 
 
+class StaleTimelineError(Exception):
+    """The view had not applied the key's partitions of every ledger topic up to the records
+    written before the timeline or evidence was asked for, within the wait. Nothing is wrong
+    with the key; ask again."""
+
+    def __init__(self, key: str, positions: dict[str, int]) -> None:
+        where = ", ".join(f"{tp}@{offset}" for tp, offset in sorted(positions.items()))
+        super().__init__(f"{key}: the view's timeline has not caught up (it is at {where})")
+        self.key, self.positions = key, positions
+
+
 class ViewUnavailableError(Exception):
     """The receipts view (LEDGER_VIEW_URL) could not be asked."""

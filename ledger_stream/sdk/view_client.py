@@ -5,11 +5,15 @@ from __future__ import annotations
 import http.client
 import json
 import threading
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote, urlencode, urlsplit
 
 from ledger_stream.domain.events import Receipt
-from ledger_stream.sdk.errors import StaleStatusError, ViewUnavailableError
+from ledger_stream.sdk.errors import (
+    StaleStatusError,
+    StaleTimelineError,
+    ViewUnavailableError,
+)
 from ledger_stream.serde.records import from_record
 
 MAX_WAIT_S = 30.0  # the view waits at most this long (server.MAX_WAIT_MS)
@@ -47,6 +51,20 @@ class ViewClient:
             raise StaleStatusError(key, body["position"], after)
         record = body["receipt"]
         return None if record is None else from_record(Receipt, record)
+
+    def history(self, key: str, what: Literal["timeline", "evidence"], wait_s: float,
+                ) -> dict[str, Any]:
+        """The view's answer to ``GET /v1/{what}/{key}`` once it has applied every record of
+        the key committed when this was called. StaleTimelineError when it had not within
+        ``wait_s``; ViewUnavailableError when it cannot be asked or refuses (a view started
+        with --no-timeline answers 404)."""
+        wait_s = min(max(wait_s, 0.0), MAX_WAIT_S)
+        path = (f"{self._base}/v1/{what}/{quote(key, safe='')}?"
+                f"{urlencode({'fresh': 1, 'wait_ms': int(wait_s * 1000)})}")
+        body = self._get(path, wait_s)
+        if not body["caught_up"]:
+            raise StaleTimelineError(key, body["positions"])
+        return body
 
     def _get(self, path: str, wait_s: float) -> dict[str, Any]:
         for attempt in (1, 2):  # a kept-alive connection the server closed: one new try

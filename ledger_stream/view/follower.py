@@ -1,8 +1,10 @@
-"""The thread that keeps the view: reads every receipts partition and applies each key's
-latest receipt, with the position reached, in one store write per poll.
+"""The threads that keep the view: each reads every partition of its topics and applies what
+it read, with the positions reached, in one store write per poll. ``ReceiptView`` keeps each
+key's latest receipt; ``history.HistoryView`` keeps every record of every ledger topic by key
+(the timeline).
 
 The consumer is assigned every partition (it never joins a group: every view reads
-everything, so any number of views can serve the same topic) and starts from the positions
+everything, so any number of views can serve the same topics) and starts from the positions
 the store holds. Positions are the consumer's, not the last record's offset + 1: transaction
 markers take offsets that are never delivered, and a waiter asking for "everything up to the
 end offset" must see the position pass them.
@@ -24,6 +26,7 @@ from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
     KafkaException,
+    Message,
     TopicCollection,
     TopicPartition,
 )
@@ -49,16 +52,26 @@ POSITION = Gauge("ledger_view_position", "next offset the view reads, per partit
 
 
 class ViewStartError(Exception):
-    """The view cannot start: its topic is missing."""
+    """The view cannot start: a topic is missing."""
 
 
 class ViewFailed(Exception):
     """The view cannot go on (its store failed); it answers nothing until restarted."""
 
 
-class ReceiptView:
-    def __init__(self, bootstrap: str, topic: str, store: ViewStore) -> None:
-        self.topic = topic
+TP = tuple[str, int]  # (topic, partition)
+
+
+class Follower:
+    """Reads every partition of ``topics`` into the store, from the positions it holds.
+
+    A subclass says where positions and topic ids are kept (``_stored_positions``,
+    ``_stored_ids``, ``_reset``) and what a poll writes (``_apply``)."""
+
+    name = "view"
+
+    def __init__(self, bootstrap: str, topics: tuple[str, ...], store: ViewStore) -> None:
+        self.topics = topics
         self._store = store
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap,
@@ -70,115 +83,147 @@ class ReceiptView:
             "fetch.wait.max.ms": 20,
         })
         try:
-            self.partitions = self._partition_count()
-            self._check_topic_id(bootstrap, store)
+            self.counts = {topic: self._partition_count(topic) for topic in topics}
+            self._check_topic_ids(bootstrap)
+            self._positions = self._start_positions(self._stored_positions())
         except BaseException:
             self._consumer.close()
             raise
-        self._positions = self._start_positions(store.positions())
-        self._consumer.assign([TopicPartition(topic, p, offset or OFFSET_BEGINNING)
-                               for p, offset in self._positions.items()])
+        self._consumer.assign([TopicPartition(t, p, offset or OFFSET_BEGINNING)
+                               for (t, p), offset in self._positions.items()])
         self._changed = threading.Condition()
         self._failure: str | None = None
         self._closed = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ledger-view", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"ledger-{self.name}",
+                                        daemon=True)
 
-    def _partition_count(self, patience_s: float = 5.0) -> int:
+    # -- what a subclass decides ---------------------------------------------------------------
+
+    def _stored_positions(self) -> dict[TP, int]:
+        raise NotImplementedError
+
+    def _stored_ids(self) -> list[str] | None:
+        raise NotImplementedError
+
+    def _reset(self, ids: list[str]) -> None:
+        raise NotImplementedError
+
+    def _apply(self, messages: list[Message], moved: dict[TP, int]) -> int:
+        """Write what ``messages`` bring and the positions ``moved`` in one store write;
+        the number of records written."""
+        raise NotImplementedError
+
+    def _on_position(self, topic: str, partition: int, offset: int) -> None:
+        """A partition's position moved (for a gauge)."""
+
+    # -- starting --------------------------------------------------------------------------------
+
+    def _partition_count(self, topic: str, patience_s: float = 5.0) -> int:
         """The topic's partitions; a topic just created may take a moment to be known."""
         deadline = time.monotonic() + patience_s
         while True:
-            meta = self._consumer.list_topics(self.topic, timeout=10).topics[self.topic]
+            meta = self._consumer.list_topics(topic, timeout=10).topics[topic]
             if meta.error is None and meta.partitions:
                 return len(meta.partitions)
             if time.monotonic() > deadline:
-                raise ViewStartError(f"{self.topic} is not available ({meta.error}): run "
+                raise ViewStartError(f"{topic} is not available ({meta.error}): run "
                                      "`ledger-stream topics create` with the same settings")
             time.sleep(0.2)
 
-    def _check_topic_id(self, bootstrap: str, store: ViewStore) -> None:
+    def _check_topic_ids(self, bootstrap: str) -> None:
         """Rows of a deleted topic must not answer for the topic created in its place, nor a
-        position in it be taken for one in the new topic: a store of another topic id is
+        position in it be taken for one in the new topic: a store of other topic ids is
         emptied first."""
         admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
         try:
-            found = admin.describe_topics(TopicCollection([self.topic]), request_timeout=10)
-            topic_id = str(found[self.topic].result(15).topic_id)
+            found = admin.describe_topics(TopicCollection(list(self.topics)),
+                                          request_timeout=10)
+            ids = [str(found[topic].result(15).topic_id) for topic in self.topics]
         except KafkaException as exc:
-            raise ViewStartError(f"cannot describe {self.topic}: {exc.args[0].str()}") from exc
-        stored = store.topic_id()
-        if stored == topic_id:
+            raise ViewStartError(f"cannot describe {', '.join(self.topics)}: "
+                                 f"{exc.args[0].str()}") from exc
+        stored = self._stored_ids()
+        if stored == ids:
             return
         if stored is not None:
-            logger.warning("the receipts topic was created again; rebuilding the view",
-                           extra=log_fields(topic=self.topic, old_id=stored, new_id=topic_id))
-        store.reset(topic_id)
+            logger.warning("a followed topic was created again; rebuilding from the start",
+                           extra=log_fields(view=self.name, topics=",".join(self.topics),
+                                            old_ids=",".join(stored), new_ids=",".join(ids)))
+        self._reset(ids)
 
-    def _start_positions(self, stored: dict[int, int]) -> dict[int, int]:
+    def _start_positions(self, stored: dict[TP, int]) -> dict[TP, int]:
         positions = {}
-        for partition in range(self.partitions):
-            start = stored.get(partition, 0)
-            end = end_offset(self._consumer, TopicPartition(self.topic, partition))
-            if start > end:
-                # The topic was recreated under the view: read it all again.
-                logger.warning("view ahead of its topic; reading the partition again",
-                               extra=log_fields(partition=partition, position=start, end=end))
-                start = 0
-            positions[partition] = start
-            POSITION.labels(str(partition)).set(start)
+        for topic, count in self.counts.items():
+            for partition in range(count):
+                start = stored.get((topic, partition), 0)
+                end = end_offset(self._consumer, TopicPartition(topic, partition))
+                if start > end:
+                    # The topic was recreated under the view: read it all again.
+                    logger.warning("view ahead of its topic; reading the partition again",
+                                   extra=log_fields(topic=topic, partition=partition,
+                                                    position=start, end=end))
+                    start = 0
+                positions[(topic, partition)] = start
+                self._on_position(topic, partition, start)
         return positions
 
-    def start(self) -> ReceiptView:
+    def start(self) -> Follower:
         self._thread.start()
         return self
 
-    # -- reading ---------------------------------------------------------------------------
+    # -- reading ---------------------------------------------------------------------------------
 
-    def latest(self, key: bytes) -> bytes | None:
-        """The key's latest receipt as applied so far (Avro bytes), or None."""
-        self._check()
-        return self._store.latest(key)
-
-    def position(self, partition: int) -> int:
+    def position_of(self, topic: str, partition: int) -> int:
         with self._changed:
-            return self._positions[partition]
+            return self._positions[(topic, partition)]
 
-    def positions(self) -> dict[int, int]:
+    def all_positions(self) -> dict[TP, int]:
         with self._changed:
             return dict(self._positions)
 
-    def wait_for(self, partition: int, offset: int, timeout_s: float) -> bool:
-        """Block until ``partition`` is applied up to ``offset`` (exclusive); False when
-        ``timeout_s`` passed first."""
+    def wait_until(self, wanted: dict[TP, int], timeout_s: float) -> bool:
+        """Block until every partition of ``wanted`` is applied up to its offset
+        (exclusive); False when ``timeout_s`` passed first."""
+        def reached() -> bool:
+            return all(self._positions[tp] >= offset for tp, offset in wanted.items())
+
         with self._changed:
-            reached = self._changed.wait_for(
-                lambda: self._positions[partition] >= offset or self._failure is not None
-                or self._closed.is_set(), timeout=max(0.0, timeout_s))
+            self._changed.wait_for(
+                lambda: reached() or self._failure is not None or self._closed.is_set(),
+                timeout=max(0.0, timeout_s))
+            done = reached()
         self._check()
-        return bool(reached) and self._positions[partition] >= offset
+        return done
+
+    @property
+    def busy(self) -> bool:
+        """The thread is still running (after ``close``: it did not stop in time)."""
+        return self._thread.is_alive()
 
     def check(self) -> None:
-        """Raise ViewFailed once the view has stopped applying receipts."""
+        """Raise ViewFailed once the view has stopped applying what it reads."""
         self._check()
 
     def _check(self) -> None:
         if self._failure is not None:
             raise ViewFailed(self._failure)
 
-    # -- the thread ----------------------------------------------------------------------------
+    # -- the thread ------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
+        tps = [TopicPartition(t, p) for t, p in self._positions]
         while not self._closed.is_set():
             try:
-                rows = self._read()
-                moved = {tp.partition: tp.offset for tp in self._consumer.position(tps)
-                         if tp.offset >= 0 and tp.offset != self._positions[tp.partition]}
-                if rows or moved:
-                    self._store.apply(rows, moved)
+                messages = fetched(self._consumer, DRAIN, POLL_S)
+                moved = {(tp.topic, tp.partition): tp.offset
+                         for tp in self._consumer.position(tps)
+                         if tp.offset >= 0 and tp.offset != self._positions[(tp.topic,
+                                                                              tp.partition)]}
+                if messages or moved:
+                    self._apply([m for m in messages if not self._failed_message(m)], moved)
                     self._advance(moved)
-                    APPLIED.inc(len(rows))
             except KafkaException as exc:  # the client retries by itself; say so, go on
-                logger.warning("receipts read error", extra=log_fields(error=str(exc)))
+                logger.warning("read error", extra=log_fields(view=self.name, error=str(exc)))
                 # Records read but not applied must be read again: back to what is applied.
                 try:
                     self._rewind()
@@ -195,42 +240,34 @@ class ReceiptView:
                 self._fail(f"{type(exc).__name__}: {exc}")
                 return
 
+    def _failed_message(self, msg: Message) -> bool:
+        if msg.error():
+            logger.warning("consumer error", extra=log_fields(view=self.name,
+                                                              error=error_text(msg)))
+            return True
+        return False
+
     def _rewind(self) -> None:
         with self._changed:
             positions = dict(self._positions)
-        self._consumer.assign([TopicPartition(self.topic, p, offset or OFFSET_BEGINNING)
-                               for p, offset in positions.items()])
+        self._consumer.assign([TopicPartition(t, p, offset or OFFSET_BEGINNING)
+                               for (t, p), offset in positions.items()])
 
-    def _read(self) -> dict[bytes, bytes]:
-        rows: dict[bytes, bytes] = {}
-        for msg in fetched(self._consumer, DRAIN, POLL_S):
-            if msg.error():
-                logger.warning("consumer error", extra=log_fields(error=error_text(msg)))
-                continue
-            key, value = msg.key(), msg.value()
-            if key is None or value is None:
-                _, partition, offset = position(msg)
-                SKIPPED.inc()
-                logger.warning("receipts record without key or value skipped",
-                               extra=log_fields(partition=partition, offset=offset))
-                continue
-            rows[key] = value  # records come in offset order: the last one wins
-        return rows
-
-    def _advance(self, moved: dict[int, int]) -> None:
+    def _advance(self, moved: dict[TP, int]) -> None:
         with self._changed:
-            for partition, offset in moved.items():
-                self._positions[partition] = offset
-                POSITION.labels(str(partition)).set(offset)
+            for (topic, partition), offset in moved.items():
+                self._positions[(topic, partition)] = offset
+                self._on_position(topic, partition, offset)
             self._changed.notify_all()
 
     def _fail(self, reason: str) -> None:
-        logger.error("view stopped", extra=log_fields(error=reason))
+        logger.error("view stopped", extra=log_fields(view=self.name, error=reason))
         with self._changed:
             self._failure = reason
             self._changed.notify_all()
 
     def close(self) -> None:
+        """Stop the thread, then close the consumer (the store is the caller's)."""
         if self._closed.is_set():
             return
         self._closed.set()
@@ -239,9 +276,71 @@ class ReceiptView:
         if self._thread.is_alive():
             self._thread.join(timeout=5 + POLL_S)
             if self._thread.is_alive():
-                # Closing a client or store another thread is inside of is worse than
-                # leaving both to the process's exit.
-                logger.warning("view thread still busy; not closing its consumer and store")
+                # Closing a client another thread is inside of is worse than leaving it to
+                # the process's exit.
+                logger.warning("view thread still busy; not closing its consumer",
+                               extra=log_fields(view=self.name))
                 return
         self._consumer.close()
-        self._store.close()
+
+
+class ReceiptView(Follower):
+    """Each key's latest receipt, from the receipts topic."""
+
+    name = "view"
+
+    def __init__(self, bootstrap: str, topic: str, store: ViewStore,
+                 close_store: bool = True) -> None:
+        self.topic = topic
+        self._close_store = close_store
+        super().__init__(bootstrap, (topic,), store)
+        self.partitions = self.counts[topic]
+
+    def _stored_positions(self) -> dict[TP, int]:
+        return {(self.topic, p): offset for p, offset in self._store.positions().items()}
+
+    def _stored_ids(self) -> list[str] | None:
+        stored = self._store.topic_id()
+        return [stored] if stored is not None else None
+
+    def _reset(self, ids: list[str]) -> None:
+        self._store.reset(ids[0])
+
+    def _on_position(self, topic: str, partition: int, offset: int) -> None:
+        POSITION.labels(str(partition)).set(offset)
+
+    def _apply(self, messages: list[Message], moved: dict[TP, int]) -> int:
+        rows: dict[bytes, bytes] = {}
+        for msg in messages:
+            key, value = msg.key(), msg.value()
+            if key is None or value is None:
+                _, partition, offset = position(msg)
+                SKIPPED.inc()
+                logger.warning("receipts record without key or value skipped",
+                               extra=log_fields(partition=partition, offset=offset))
+                continue
+            rows[key] = value  # records come in offset order: the last one wins
+        self._store.apply(rows, {p: offset for (_, p), offset in moved.items()})
+        APPLIED.inc(len(rows))
+        return len(rows)
+
+    def latest(self, key: bytes) -> bytes | None:
+        """The key's latest receipt as applied so far (Avro bytes), or None."""
+        self._check()
+        return self._store.latest(key)
+
+    def position(self, partition: int) -> int:
+        return self.position_of(self.topic, partition)
+
+    def positions(self) -> dict[int, int]:
+        return {p: offset for (_, p), offset in self.all_positions().items()}
+
+    def wait_for(self, partition: int, offset: int, timeout_s: float) -> bool:
+        """Block until ``partition`` is applied up to ``offset`` (exclusive); False when
+        ``timeout_s`` passed first."""
+        return self.wait_until({(self.topic, partition): offset}, timeout_s)
+
+    def close(self) -> None:
+        super().close()
+        if self._close_store and not self.busy:
+            self._store.close()

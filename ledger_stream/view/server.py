@@ -6,6 +6,13 @@
   until the view has applied the partition up to that offset; ``caught_up`` says whether it
   had (null without ``after``). ``topic``, ``partition`` and ``partitions`` name what
   ``after`` is an offset of; a view of another topic or partitioning answers 409.
+- ``GET /v1/timeline/{key}[?fresh=1][&wait_ms=MS]``: the key's timeline (one row per record
+  of it in every ledger topic, ``history.timeline``) from the view's timeline. With ``fresh``
+  (the default) the view first catches up to the end offsets of the key's partitions as of
+  the request; ``caught_up`` says whether it did (null with ``fresh=0``). ``positions``: the
+  view's position in each of the key's partitions, ``topic/partition`` → offset.
+- ``GET /v1/evidence/{key}``: the same, with the key's redacted evidence document
+  (``history.evidence``) instead of the rows.
 - ``GET /healthz``: each partition's position; 503 once the view has failed.
 - ``GET /metrics``: Prometheus.
 
@@ -19,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -27,15 +35,20 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST, Histogram, generate_latest
 
 from ledger_stream.domain.events import Receipt
+from ledger_stream.domain.keys import InvalidKeyError, checked_key
+from ledger_stream.history import evidence, timeline
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import AvroCodec, DecodeError
 from ledger_stream.serde.records import to_record
 from ledger_stream.view.follower import ReceiptView, ViewFailed
+from ledger_stream.view.history import HistoryView
 
 logger = logging.getLogger(__name__)
 
 OPERATIONS = "/v1/operations/"
+TIMELINE = "/v1/timeline/"
+EVIDENCE = "/v1/evidence/"
 DEFAULT_WAIT_MS, MAX_WAIT_MS = 1_000, 30_000
 REQUEST_SECONDS = Histogram("ledger_view_request_seconds", "view lookups, answered",
                             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 1))
@@ -76,6 +89,35 @@ def operation(view: ReceiptView, codec: AvroCodec, key: str, query: dict[str, li
             "caught_up": caught_up, "receipt": receipt}
 
 
+class NoTimeline(Exception):
+    """This view keeps no timeline (404)."""
+
+
+def history(view: HistoryView | None, codec: AvroCodec, key: str,
+            query: dict[str, list[str]], what: str) -> dict[str, Any]:
+    """The answer to ``GET /v1/timeline/{key}`` (``what`` "timeline") or
+    ``GET /v1/evidence/{key}`` ("evidence")."""
+    if view is None:
+        raise NoTimeline("this view keeps no timeline (started with --no-timeline)")
+    try:
+        checked_key(key)
+    except InvalidKeyError as exc:
+        raise BadRequest(f"{key!r}: {exc}") from None
+    caught_up: bool | None = None
+    if _int_param(query, "fresh", 0, 1, 1):
+        wait_ms = _int_param(query, "wait_ms", 0, MAX_WAIT_MS, DEFAULT_WAIT_MS)
+        caught_up = view.fresh(key, wait_ms / 1000)
+    positions = view.partitions_of(key)  # before the read: the rows hold at least these
+    records = view.records(key, codec)
+    body: dict[str, Any] = {"key": key, "caught_up": caught_up, "records": len(records),
+                            "positions": {f"{t}/{p}": o for (t, p), o in positions.items()}}
+    if what == "timeline":
+        body["rows"] = [row.as_dict() for row in timeline(records)]
+    else:
+        body["evidence"] = evidence(key, records, int(time.time() * 1000))
+    return body
+
+
 def _check_same_log(view: ReceiptView, partition: int, query: dict[str, list[str]]) -> None:
     """The caller's ``after`` is an offset of its topic and partition: refuse (409) when
     they are not this view's, rather than compare it with an unrelated position."""
@@ -110,7 +152,7 @@ def _int_param(query: dict[str, list[str]], name: str, low: int, high: int,
 
 
 def make_server(view: ReceiptView, codec: AvroCodec, host: str, port: int,
-                ) -> ThreadingHTTPServer:
+                timeline_view: HistoryView | None = None) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         # Headers and body leave as two writes; without TCP_NODELAY the body waits for the
@@ -129,14 +171,27 @@ def make_server(view: ReceiptView, codec: AvroCodec, host: str, port: int,
                         body = operation(view, codec, key,
                                          parse_qs(url.query, keep_blank_values=True))
                     self._json(HTTPStatus.OK, body)
+                elif url.path.startswith((TIMELINE, EVIDENCE)):
+                    what = "timeline" if url.path.startswith(TIMELINE) else "evidence"
+                    try:
+                        key = unquote(url.path[len(f"/v1/{what}/"):], errors="strict")
+                    except UnicodeDecodeError:
+                        raise BadRequest("the key is not percent-encoded UTF-8") from None
+                    self._json(HTTPStatus.OK, history(
+                        timeline_view, codec, key, parse_qs(url.query, keep_blank_values=True),
+                        what))
                 elif url.path == "/healthz":
                     view.check()
+                    if timeline_view is not None:
+                        timeline_view.check()
                     self._json(HTTPStatus.OK, {"topic": view.topic, "positions": {
                         str(p): o for p, o in view.positions().items()}})
                 elif url.path == "/metrics":
                     self._send(HTTPStatus.OK, generate_latest(), CONTENT_TYPE_LATEST)
                 else:
                     self._json(HTTPStatus.NOT_FOUND, {"error": f"no such path: {url.path}"})
+            except NoTimeline as exc:
+                self._json(HTTPStatus.NOT_FOUND, {"error": str(exc)})
             except Mismatch as exc:
                 self._json(HTTPStatus.CONFLICT, {"error": str(exc)})
             except BadRequest as exc:

@@ -10,11 +10,13 @@ import threading
 from types import FrameType
 
 from ledger_stream.config import Settings
+from ledger_stream.history.reader import ROLES
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
 from ledger_stream.kafka.reach import wait_for_kafka
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import make_codec
 from ledger_stream.view.follower import ReceiptView
+from ledger_stream.view.history import HistoryView
 from ledger_stream.view.server import make_server, serve_in_thread
 from ledger_stream.view.store import ViewStore
 
@@ -35,19 +37,29 @@ def run_view(settings: Settings) -> None:
     if not wait_for_kafka(bootstrap, "view", stop, attempt_s=settings.kafka_timeout_s):
         return
     store = ViewStore(settings.resolved_view_dir / settings.topic_prefix)
+    view: ReceiptView | None = None
+    timeline: HistoryView | None = None
     try:
-        view = ReceiptView(bootstrap, settings.topic("receipts"), store)
+        view = ReceiptView(bootstrap, settings.topic("receipts"), store, close_store=False)
+        if settings.view_timeline:
+            timeline = HistoryView(bootstrap, {role: settings.topic(role) for role in ROLES},
+                                   store)
+        server = make_server(view, make_codec(settings.schema_registry_url),
+                             settings.view_host, settings.view_port, timeline)
     except BaseException:
+        for follower in (view, timeline):
+            if follower is not None:
+                follower.close()
         store.close()
         raise
-    server = make_server(view, make_codec(settings.schema_registry_url), settings.view_host,
-                         settings.view_port)
     view.start()
+    if timeline is not None:
+        timeline.start()
     serve_in_thread(server)
     logger.info("view serving", extra=log_fields(
         instance=f"{socket.gethostname()}-{os.getpid()}",
         url=f"http://{settings.view_host}:{server.server_port}", topic=view.topic,
-        partitions=view.partitions,
+        partitions=view.partitions, timeline=timeline is not None,
         state_dir=str(store.path)))
     try:
         while not stop.wait(0.5):
@@ -56,4 +68,8 @@ def run_view(settings: Settings) -> None:
         server.shutdown()
         server.server_close()
         view.close()
+        if timeline is not None:
+            timeline.close()
+        if not (view.busy or (timeline is not None and timeline.busy)):
+            store.close()  # never under a thread still inside it: the exit closes it then
         logger.info("view stopped", extra=log_fields(positions=view.positions()))

@@ -6,6 +6,15 @@
 - ``mtopic``: the id Kafka gave the topic these rows came from. A topic deleted and created
   again has another id, and its positions and rows mean nothing for the new one.
 
+The timeline (every record of every ledger topic, by key) lives beside them:
+
+- ``h<key length: 2 bytes><key><topic: 1 byte><partition: 4><offset: 8>``: one record, as
+  ``<1: a value follows, 0: a tombstone><timestamp ms: 8 bytes><value bytes>``. A key's
+  records are one contiguous range, read with one seek;
+- ``q<topic: 1 byte><partition: 4>``: the position in each topic's partition;
+- ``mhistory``: the ids of the topics the timeline came from (one id per line, in the
+  topics' order). Any change empties the whole timeline, which is read again.
+
 A batch's receipts and the positions it reached are written in one WriteBatch, so after a
 crash the view resumes from a position that matches its rows: a receipt is applied again at
 worst, which rewrites the same bytes.
@@ -13,6 +22,7 @@ worst, which rewrites the same bytes.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from rocksdict import WriteBatch
@@ -23,6 +33,37 @@ from ledger_stream.state.rocksdb import open_raw
 _ROW = b"r"
 _POSITION = b"p"
 _TOPIC_ID = b"mtopic"
+_RECORD = b"h"
+_HISTORY_POSITION = b"q"
+_HISTORY_IDS = b"mhistory"
+MAX_KEY = 0xFFFF  # bytes; the ledger's keys are far shorter (domain/keys.py)
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """One record of a key as the timeline holds it."""
+
+    topic: int  # the index of its topic in the view's list
+    partition: int
+    offset: int
+    timestamp_ms: int
+    value: bytes | None  # None: a tombstone
+
+
+def _key_prefix(key: bytes) -> bytes:
+    if len(key) > MAX_KEY:
+        raise ValueError(f"a key of {len(key)} bytes is longer than the timeline keeps")
+    return _RECORD + len(key).to_bytes(2, "big") + key
+
+
+def record_key(key: bytes, topic: int, partition: int, offset: int) -> bytes:
+    return (_key_prefix(key) + topic.to_bytes(1, "big") + partition.to_bytes(4, "big")
+            + offset.to_bytes(8, "big"))
+
+
+def record_value(timestamp_ms: int, value: bytes | None) -> bytes:
+    flag = b"\x00" if value is None else b"\x01"
+    return flag + max(0, timestamp_ms).to_bytes(8, "big") + (value or b"")
 
 
 def _position_key(partition: int) -> bytes:
@@ -74,6 +115,67 @@ class ViewStore:
             self._db.delete_range(_ROW, bytes([_ROW[0] + 1]))
             self._db.delete_range(_POSITION, bytes([_POSITION[0] + 1]))
             self._db.put(_TOPIC_ID, topic_id.encode("utf-8"))
+        except Exception as exc:
+            raise StoreError(f"resetting the view store {self.path} failed: {exc}") from exc
+
+    # -- the timeline ------------------------------------------------------------------------
+
+    def records(self, key: bytes) -> list[StoredRecord]:
+        """Every record of ``key`` the timeline holds, by topic, partition and offset."""
+        prefix = _key_prefix(key)
+        found: list[StoredRecord] = []
+        it = self._db.iter()
+        it.seek(prefix)
+        while it.valid():
+            raw_key: bytes = it.key()
+            if not raw_key.startswith(prefix) or len(raw_key) != len(prefix) + 13:
+                break
+            tail, value = raw_key[len(prefix):], it.value()
+            found.append(StoredRecord(
+                tail[0], int.from_bytes(tail[1:5], "big"), int.from_bytes(tail[5:], "big"),
+                int.from_bytes(value[1:9], "big"), value[9:] if value[:1] == b"\x01" else None))
+            it.next()
+        return found
+
+    def history_positions(self) -> dict[tuple[int, int], int]:
+        """(topic index, partition) → the next offset the timeline reads."""
+        found: dict[tuple[int, int], int] = {}
+        it = self._db.iter()
+        it.seek(_HISTORY_POSITION)
+        while it.valid():
+            raw_key = it.key()
+            if not raw_key.startswith(_HISTORY_POSITION):
+                break
+            found[(raw_key[1], int.from_bytes(raw_key[2:6], "big"))] = int.from_bytes(
+                it.value(), "big")
+            it.next()
+        return found
+
+    def apply_history(self, records: dict[bytes, bytes],
+                      positions: dict[tuple[int, int], int]) -> None:
+        """Write ``records`` (``record_key`` → ``record_value``) and the positions they bring
+        each topic's partitions to, together."""
+        wb = WriteBatch(raw_mode=True)
+        for key, value in records.items():
+            wb.put(key, value)
+        for (topic, partition), offset in positions.items():
+            wb.put(_HISTORY_POSITION + topic.to_bytes(1, "big") + partition.to_bytes(4, "big"),
+                   offset.to_bytes(8, "big"))
+        try:
+            self._db.write(wb)
+        except Exception as exc:
+            raise StoreError(f"writing the view store {self.path} failed: {exc}") from exc
+
+    def history_ids(self) -> list[str] | None:
+        raw: bytes | None = self._db.get(_HISTORY_IDS)
+        return raw.decode("utf-8").split("\n") if raw is not None else None
+
+    def reset_history(self, topic_ids: list[str]) -> None:
+        """Forget the whole timeline; it now belongs to the topics ``topic_ids``."""
+        try:
+            self._db.delete_range(_RECORD, bytes([_RECORD[0] + 1]))
+            self._db.delete_range(_HISTORY_POSITION, bytes([_HISTORY_POSITION[0] + 1]))
+            self._db.put(_HISTORY_IDS, "\n".join(topic_ids).encode("utf-8"))
         except Exception as exc:
             raise StoreError(f"resetting the view store {self.path} failed: {exc}") from exc
 

@@ -1,13 +1,16 @@
 """``ledger-stream inspect`` and ``evidence`` on the real broker, processor, HTTP connector
 and payments sandbox: the timeline of a refund, a duplicate and a conflicting intent, checked
-against the sandbox's own ledger; the evidence file in log order, without the arguments."""
+against the sandbox's own ledger; the evidence file in log order, without the arguments; the
+view's timeline equal to reading the topics, kept across a restart."""
 
 from __future__ import annotations
 
 import json
 import re
+import urllib.request
 import uuid
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -17,6 +20,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.history import Located, timeline
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
+from ledger_stream.testing.view import ServedView
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -77,6 +81,48 @@ def test_a_refunds_timeline_and_evidence(stack: Stack, sandbox: SandboxProc, tmp
     assert intents[0]["event"]["args_hash"] == first.args_hash
     assert {a["kind"] for a in doc["alerts"]} == {"conflicting_arguments"}
     assert len(doc["timeline"]) == len(rows)
+
+    # The same from the view's timeline: one lookup, equal to reading the topics.
+    view = ServedView(stack.settings, tmp_path / "view")
+    try:
+        via = ["--view-url", view.url, *common(stack.settings)]
+        assert main(["inspect", key, "--json", *via]) == 0
+        assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == rows
+        assert main(["evidence", key, "--out", str(tmp_path / "e2.json"), *via]) == 0
+        capsys.readouterr()
+        again = json.loads((tmp_path / "e2.json").read_text())
+        assert {**again, "generated_at_ms": 0} == {**doc, "generated_at_ms": 0}
+    finally:
+        view.close()
+    assert view.timeline is not None
+    positions = view.timeline.all_positions()  # as the stopped thread left them
+
+    # Reopened and not started, the view answers from its store alone (no read of Kafka):
+    # the timeline survived the restart, and the positions resume where they were.
+    stopped = ServedView(stack.settings, tmp_path / "view", start=False)
+    try:
+        assert stopped.timeline is not None and stopped.timeline.all_positions() == positions
+        with urllib.request.urlopen(f"{stopped.url}/v1/timeline/{quote(key, safe='')}?fresh=0",
+                                    timeout=10) as answer:
+            body = json.loads(answer.read())
+        assert body["rows"] == rows and body["caught_up"] is None
+    finally:
+        stopped.close()
+
+    # Restarted, it reads on from there: a record written since is in the next answer.
+    repeat = stack.submit(key, args, "payments")
+    stack.await_answer(repeat)
+    view = ServedView(stack.settings, tmp_path / "view")
+    try:
+        assert main(["inspect", key, "--json", "--view-url", view.url,
+                     *common(stack.settings)]) == 0
+        fresh = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert main(["inspect", key, "--json", "--scan", "--view-url", view.url,
+                     *common(stack.settings)]) == 0
+        assert fresh == [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert repeat.event_id in {r["intent_event_id"] for r in fresh}
+    finally:
+        view.close()
 
 
 def test_a_key_the_ledger_never_saw_exits_1(ledger_topics: Settings,

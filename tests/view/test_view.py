@@ -24,8 +24,7 @@ from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.sdk import StaleStatusError, ViewUnavailableError
 from ledger_stream.sdk.view_client import ViewClient
 from ledger_stream.serde import AvroCodec
-from ledger_stream.view import ReceiptView, ViewStore
-from ledger_stream.view.server import make_server, serve_in_thread
+from ledger_stream.testing.view import ServedView
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -36,23 +35,13 @@ def receipt(key: str, intent_id: str, status: ev.ReceiptStatus) -> ev.Receipt:
                       at_ms=1, key_status=status)
 
 
-class Served:
-    def __init__(self, settings: Settings, folder: Path) -> None:
-        assert settings.kafka_bootstrap
-        self.view = ReceiptView(settings.kafka_bootstrap, settings.topic("receipts"),
-                                ViewStore(folder)).start()
-        self.server = make_server(self.view, AvroCodec(), "127.0.0.1", 0)
-        serve_in_thread(self.server)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.view.close()
+def Served(settings: Settings, folder: Path) -> ServedView:  # noqa: N802 (as a class)
+    """The receipts view alone (its timeline is tested in tests/history)."""
+    return ServedView(settings, folder, timeline=False)
 
 
 @pytest.fixture
-def served(ledger_topics: Settings, tmp_path: Path) -> Iterator[Served]:
+def served(ledger_topics: Settings, tmp_path: Path) -> Iterator[ServedView]:
     s = Served(ledger_topics, tmp_path / "view")
     yield s
     s.close()
@@ -72,7 +61,7 @@ def end_of(settings: Settings, key: str) -> int:
 
 
 def test_the_latest_receipt_once_caught_up_to_the_callers_offset(ledger_topics: Settings,
-                                                                  served: Served) -> None:
+                                                                  served: ServedView) -> None:
     key = operation_key("acme", "refund", uuid.uuid4().hex[:8])
     other = operation_key("acme", "refund", uuid.uuid4().hex[:8])
     producer = EventProducer(ledger_topics, ledger_topics.kafka_bootstrap, AvroCodec())
@@ -88,7 +77,7 @@ def test_the_latest_receipt_once_caught_up_to_the_callers_offset(ledger_topics: 
 
 
 def test_transaction_markers_do_not_leave_a_waiter_short(ledger_topics: Settings,
-                                                         served: Served) -> None:
+                                                         served: ServedView) -> None:
     """A committed transaction ends with a marker at the partition's end offset, never
     delivered: the view's position must pass it, or a status asked after it waits forever."""
     key = operation_key("acme", "refund", uuid.uuid4().hex[:8])
@@ -114,7 +103,7 @@ def test_transaction_markers_do_not_leave_a_waiter_short(ledger_topics: Settings
 
 
 def test_a_view_that_has_not_caught_up_says_so(ledger_topics: Settings,
-                                               served: Served) -> None:
+                                               served: ServedView) -> None:
     key = operation_key("acme", "refund", uuid.uuid4().hex[:8])
     with pytest.raises(StaleStatusError) as caught:
         ViewClient(served.url).status(key, end_of(ledger_topics, key) + 1_000, 0.2)
@@ -142,7 +131,7 @@ def test_a_restarted_view_resumes_from_its_stored_positions(ledger_topics: Setti
         again.close()
 
 
-def _get(served: Served, path: str) -> tuple[int, Any]:
+def _get(served: ServedView, path: str) -> tuple[int, Any]:
     """(HTTP status, JSON body) of GET ``path``, error statuses included."""
     try:
         with urllib.request.urlopen(served.url + path, timeout=10) as response:
@@ -151,7 +140,7 @@ def _get(served: Served, path: str) -> tuple[int, Any]:
         return err.code, json.loads(err.read())
 
 
-def test_bad_requests_say_what_is_wrong(served: Served) -> None:
+def test_bad_requests_say_what_is_wrong(served: ServedView) -> None:
     def get(path: str) -> tuple[int, Any]:
         return _get(served, path)
 
@@ -164,7 +153,7 @@ def test_bad_requests_say_what_is_wrong(served: Served) -> None:
     assert status == 200 and len(health["positions"]) == served.view.partitions
 
 
-def test_client_status_asks_the_view(ledger_topics: Settings, served: Served) -> None:
+def test_client_status_asks_the_view(ledger_topics: Settings, served: ServedView) -> None:
     key = operation_key("acme", "refund", uuid.uuid4().hex[:8])
     producer = EventProducer(ledger_topics, ledger_topics.kafka_bootstrap, AvroCodec())
     done = receipt(key, "i1", ev.ReceiptStatus.SUCCEEDED)
@@ -215,7 +204,7 @@ def test_the_view_command_names_a_missing_topic(ledger_settings: Settings, tmp_p
     assert "receipts is not available" in capsys.readouterr().err
 
 
-def test_a_failed_store_makes_the_view_answer_503(served: Served, ledger_topics: Settings,
+def test_a_failed_store_makes_the_view_answer_503(served: ServedView, ledger_topics: Settings,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A view that cannot write must not go on answering from rows it no longer updates."""
     from ledger_stream.state.exceptions import StoreError
@@ -238,7 +227,7 @@ def test_a_failed_store_makes_the_view_answer_503(served: Served, ledger_topics:
         assert json.loads(err.read()) == {"error": "view failed: disk full"}
 
 
-def test_an_offset_of_another_topic_or_partitioning_is_refused(served: Served) -> None:
+def test_an_offset_of_another_topic_or_partitioning_is_refused(served: ServedView) -> None:
     """Comparing the caller's offset with an unrelated partition's position would answer
     'caught up' with an old receipt."""
     key = operation_key("acme", "refund", uuid.uuid4().hex[:8])
@@ -255,7 +244,7 @@ def test_an_offset_of_another_topic_or_partitioning_is_refused(served: Served) -
 
 
 def test_without_after_nothing_is_claimed_and_odd_parameters_are_refused(
-        served: Served) -> None:
+        served: ServedView) -> None:
     def get(path: str) -> tuple[int, Any]:
         return _get(served, path)
 
@@ -305,3 +294,31 @@ def test_a_topic_created_again_is_read_afresh_not_answered_from_old_rows(
         assert client.status(old_key, end_of(ledger_topics, old_key), 10) is None
     finally:
         again.close()
+
+
+def test_a_timeline_behind_the_log_says_so_and_none_kept_is_a_clear_refusal(
+        ledger_topics: Settings, tmp_path: Path) -> None:
+    from ledger_stream.sdk.errors import StaleTimelineError
+    key = operation_key("acme", "refund", uuid.uuid4().hex[:8])
+    assert ledger_topics.kafka_bootstrap
+    producer = EventProducer(ledger_topics, ledger_topics.kafka_bootstrap, AvroCodec())
+    producer.send("receipts", receipt(key, "i1", ev.ReceiptStatus.SUCCEEDED))
+    producer.flush()
+    stopped = ServedView(ledger_topics, tmp_path / "stopped", start=False)
+    try:  # never reads: the record written before the request is not there yet
+        with pytest.raises(StaleTimelineError, match="has not caught up"):
+            ViewClient(stopped.url).history(key, "timeline", 0.3)
+    finally:
+        stopped.close()
+    running = ServedView(ledger_topics, tmp_path / "running")
+    try:
+        body = ViewClient(running.url).history(key, "timeline", 10)
+        assert [r["event"] for r in body["rows"]] == ["Receipt"] and body["caught_up"]
+    finally:
+        running.close()
+    bare = ServedView(ledger_topics, tmp_path / "bare", timeline=False)
+    try:
+        with pytest.raises(ViewUnavailableError, match="404.*no timeline"):
+            ViewClient(bare.url).history(key, "timeline", 1)
+    finally:
+        bare.close()

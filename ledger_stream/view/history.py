@@ -1,0 +1,114 @@
+"""The timeline half of the view: every record of every ledger topic (intents, attempts,
+dispatch, receipts, alerts, DLQ), kept by operation key in the view's store, so a key's
+timeline or evidence is one range read, however long the topics are.
+
+Freshness works as for receipts: :meth:`HistoryView.fresh` asks Kafka for the end offset
+(read-committed: the last stable offset) of the key's partition in every topic *after* it was
+called, then waits until the view has applied them all, so an answer holds every record a
+read-committed reader could see when the request began (or says it could not in time).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from confluent_kafka import Message
+from confluent_kafka.admin import AdminClient
+from prometheus_client import Counter, Gauge
+
+from ledger_stream.history.reader import ROLES, located
+from ledger_stream.history.timeline import Located
+from ledger_stream.kafka.client_config import CLIENT_CONFIG
+from ledger_stream.kafka.end_offsets import EndOffsets
+from ledger_stream.kafka.partitioner import partition_for
+from ledger_stream.logs import log_fields
+from ledger_stream.serde import AvroCodec
+from ledger_stream.view.follower import TP, Follower
+from ledger_stream.view.store import MAX_KEY, ViewStore, record_key, record_value
+
+logger = logging.getLogger(__name__)
+
+APPLIED = Counter("ledger_view_history_records_applied", "records written to the timeline")
+SKIPPED = Counter("ledger_view_history_records_skipped",
+                  "records the timeline cannot keep by key (null or oversized key)")
+POSITION = Gauge("ledger_view_history_position",
+                 "next offset the timeline reads, per topic and partition",
+                 ["topic", "partition"])
+
+
+class HistoryView(Follower):
+    name = "timeline"
+
+    def __init__(self, bootstrap: str, topics: dict[str, str], store: ViewStore) -> None:
+        """``topics`` maps each role of ``history.ROLES`` to its topic's name."""
+        missing = [role for role in ROLES if role not in topics]
+        if missing:
+            raise ValueError(f"the timeline needs every ledger topic; missing {missing}")
+        self.roles = {topics[role]: role for role in ROLES}
+        self._index = {topics[role]: i for i, role in enumerate(ROLES)}
+        super().__init__(bootstrap, tuple(topics[role] for role in ROLES), store)
+        admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
+        self._ends = {topic: EndOffsets(admin, topic, count)
+                      for topic, count in self.counts.items()}
+
+    def _stored_positions(self) -> dict[TP, int]:
+        return {(self.topics[i], p): offset
+                for (i, p), offset in self._store.history_positions().items()
+                if i < len(self.topics)}
+
+    def _stored_ids(self) -> list[str] | None:
+        return self._store.history_ids()
+
+    def _reset(self, ids: list[str]) -> None:
+        self._store.reset_history(ids)
+
+    def _on_position(self, topic: str, partition: int, offset: int) -> None:
+        POSITION.labels(topic, str(partition)).set(offset)
+
+    def _apply(self, messages: list[Message], moved: dict[TP, int]) -> int:
+        records: dict[bytes, bytes] = {}
+        for msg in messages:
+            key = msg.key()
+            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+            if key is None or len(key) > MAX_KEY or topic is None or partition is None \
+                    or offset is None:
+                SKIPPED.inc()
+                continue
+            _, timestamp = msg.timestamp()
+            records[record_key(key, self._index[topic], partition, offset)] = record_value(
+                timestamp, msg.value())
+        self._store.apply_history(records, {(self._index[t], p): offset
+                                            for (t, p), offset in moved.items()})
+        APPLIED.inc(len(records))
+        return len(records)
+
+    # -- answering ---------------------------------------------------------------------------
+
+    def records(self, key: str, codec: AvroCodec) -> list[Located]:
+        """Every record of ``key`` applied so far, by topic, in offset order; a record that
+        does not decode is kept with ``event`` None and the reason."""
+        self._check()
+        return [located(ROLES[r.topic], self.topics[r.topic], r.partition, r.offset,
+                        r.timestamp_ms, r.value, codec)
+                for r in self._store.records(key.encode("utf-8"))]
+
+    def partitions_of(self, key: str) -> dict[TP, int]:
+        """The key's partition in every followed topic → the view's position there."""
+        raw = key.encode("utf-8")
+        wanted = [(topic, partition_for(raw, count)) for topic, count in self.counts.items()]
+        positions = self.all_positions()
+        return {tp: positions[tp] for tp in wanted}
+
+    def fresh(self, key: str, timeout_s: float) -> bool:
+        """Wait until the view holds every record of ``key`` committed when this was called;
+        False when it had not within ``timeout_s`` (or the end offsets could not be asked)."""
+        wanted: dict[TP, int] = {}
+        for topic, partition in self.partitions_of(key):
+            try:
+                wanted[(topic, partition)] = self._ends[topic].get(
+                    partition, patience_s=max(0.5, timeout_s))
+            except Exception as exc:  # the broker is away: not fresh, say why in the log
+                logger.warning("cannot ask the end offsets for a timeline", extra=log_fields(
+                    topic=topic, partition=partition, error=str(exc)))
+                return False
+        return self.wait_until(wanted, timeout_s)
