@@ -10,7 +10,7 @@ import sys
 import threading
 from typing import Any
 
-from ledger_stream.cli.common import CliError, add_common_flags, iso_ms, settings_from
+from ledger_stream.cli.common import CliError, add_common_flags, cell, iso_ms, settings_from
 from ledger_stream.domain import events as ev
 
 COLUMNS = ("at", "kind", "key", "detail", "partition", "offset")
@@ -97,5 +97,5 @@ def _line(alert: ev.Alert, partition: int, offset: int, as_json: bool) -> str:
 
         return json.dumps({**to_record(alert), "partition": partition, "offset": offset},
                           sort_keys=True)
-    return "\t".join((iso_ms(alert.at_ms), alert.kind.value, alert.key, alert.detail,
-                      str(partition), str(offset)))
+    return "\t".join(cell(v) for v in (iso_ms(alert.at_ms), alert.kind.value, alert.key,
+                                        alert.detail, partition, offset))

@@ -60,6 +60,23 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
     return settings
 
 
+MAX_CELL = 300
+
+
+def cell(value: object) -> str:
+    """A value as one table cell: '-' for None; control characters (tabs, newlines, a
+    terminal's escape sequences) shown as escapes, never acted on; cut at 300 characters,
+    saying how many more there were. Keys, details and ids come from the topics, which
+    anyone who can produce to them writes."""
+    if value is None:
+        return "-"
+    text = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+                   for ch in str(value))
+    if len(text) > MAX_CELL:
+        text = f"{text[:MAX_CELL]}... ({len(text) - MAX_CELL} more characters)"
+    return text
+
+
 def iso_ms(at_ms: int) -> str:
     """A ledger timestamp (ms since the epoch) as UTC ISO 8601 with milliseconds."""
     import time

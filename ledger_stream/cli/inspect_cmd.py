@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from ledger_stream.cli.common import (
     CliError,
     add_common_flags,
+    cell,
     checked_key,
     iso_ms,
     settings_from,
@@ -106,7 +107,7 @@ def _inspect(args: argparse.Namespace) -> int:
         return 0
     print("\t".join(COLUMNS))
     for r in rows:
-        print("\t".join(_cell(v) for v in (
+        print("\t".join(cell(v) for v in (
             iso_ms(r.ledger_time_ms), r.role, f"{r.partition}@{r.offset}", r.event,
             r.intent_event_id, r.attempt, r.claim_id, r.outcome, r.receipt, r.next_state,
             r.external_id, r.detail)))
@@ -114,10 +115,6 @@ def _inspect(args: argparse.Namespace) -> int:
     print(f"{len(rows)} event(s); the key is {state or 'unknown (no receipt)'}",
           file=sys.stderr)
     return 0
-
-
-def _cell(value: Any) -> str:
-    return "-" if value is None else str(value).replace("\t", " ").replace("\n", " ")
 
 
 def _evidence(args: argparse.Namespace) -> int:

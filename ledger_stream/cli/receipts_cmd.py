@@ -8,6 +8,7 @@ import json
 from ledger_stream.cli.common import (
     CliError,
     add_common_flags,
+    cell,
     checked_key,
     iso_ms,
     settings_from,
@@ -77,5 +78,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _row(r: ev.Receipt) -> tuple[str, ...]:
-    return (iso_ms(r.at_ms), r.status.value, r.key_status.value, r.reason.value, str(r.attempts),
-            r.external_id or "-", r.intent_event_id)
+    return tuple(cell(v) for v in (iso_ms(r.at_ms), r.status.value, r.key_status.value,
+                                   r.reason.value, r.attempts, r.external_id or None,
+                                   r.intent_event_id))

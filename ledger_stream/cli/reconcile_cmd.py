@@ -8,7 +8,7 @@ import sys
 import time
 import uuid
 
-from ledger_stream.cli.common import CliError, add_common_flags, checked_key, settings_from
+from ledger_stream.cli.common import CliError, add_common_flags, cell, checked_key, settings_from
 from ledger_stream.domain import events as ev
 
 
@@ -30,7 +30,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--attempt, the attempt you looked at (`reconcile list` shows it). --not-applied "
         "re-dispatches the effect with the same key once the presumed-dead holder's lease "
         "has ended. Retrying with the same --decision-id is a no-op; the same id with "
-        "other contents is refused.")
+        "other contents is refused. Then waits (--wait) for the ledger's receipt naming the "
+        "decision that took effect: exit 0 when it is this one (or none came within the "
+        "wait: said so), 2 when another decision took effect first.")
     resolve.add_argument("key", metavar="KEY", help="operation key")
     verdict = resolve.add_mutually_exclusive_group(required=True)
     verdict.add_argument("--applied", metavar="EXT_ID",
@@ -45,6 +47,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     resolve.add_argument("--decision-id", default=None,
                          help="id of this decision, to retry it safely (default: new)")
     resolve.add_argument("--operator", default=getpass.getuser(), help="who decides")
+    resolve.add_argument("--wait", type=float, default=10.0, metavar="S",
+                         help="how long to wait for the ledger to apply it (default 10)")
     add_common_flags(resolve)
     resolve.set_defaults(handler=_resolve)
 
@@ -79,7 +83,7 @@ def _list(args: argparse.Namespace) -> int:
                if r.key_status is ev.ReceiptStatus.NEEDS_RECONCILIATION]
     for r in sorted(waiting, key=lambda r: r.at_ms):
         since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r.at_ms / 1000))
-        print(f"{r.key}\tattempt {r.attempts}\tsince {since}\t{r.detail}")
+        print(f"{cell(r.key)}\tattempt {r.attempts}\tsince {since}\t{cell(r.detail)}")
     print(f"{len(waiting)} key(s) waiting for an operator")
     return 0
 
@@ -94,13 +98,26 @@ def _resolve(args: argparse.Namespace) -> int:
     resolution = (ev.Resolution.APPLIED if args.applied else
                   ev.Resolution.NOT_APPLIED if args.not_applied else ev.Resolution.FAILED)
     decision_id = args.decision_id or uuid.uuid4().hex
+    if args.wait < 0:
+        raise CliError(f"--wait must be 0 or more, got {args.wait}")
     try:
         done = record_decision(
             settings, resolve_bootstrap(settings), make_codec(settings.schema_registry_url),
             key=key, attempt=args.attempt, resolution=resolution, operator=args.operator,
-            reason=args.reason, decision_id=decision_id, external_id=args.applied or "")
+            reason=args.reason, decision_id=decision_id, external_id=args.applied or "",
+            wait_s=args.wait)
     except DecisionRefused as exc:
         raise CliError(str(exc)) from exc
     verb = "was already recorded" if done.replayed else "recorded"
-    print(f"{key}: attempt {args.attempt} {resolution.value}: decision {decision_id} {verb}")
+    print(f"{key}: attempt {args.attempt} {resolution.value}: decision {decision_id} {verb}; "
+          + VERDICTS[done.verdict])
     return 0
+
+
+VERDICTS = {
+    "applied": "the ledger applied it",
+    "pending": "the ledger has not applied a decision yet (is the processor running? "
+               "`ledger-stream inspect KEY` shows when it does)",
+    "unknown": "the key has moved on; which decision took effect is in "
+               "`ledger-stream inspect KEY`",
+}

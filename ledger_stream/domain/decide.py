@@ -53,7 +53,13 @@ from ledger_stream.domain.events import (
     Resolution,
     Timer,
 )
-from ledger_stream.domain.outputs import alert_for, dispatch_for, receipt_for, state_receipt
+from ledger_stream.domain.outputs import (
+    alert_for,
+    decision_mark,
+    dispatch_for,
+    receipt_for,
+    state_receipt,
+)
 from ledger_stream.domain.policy import Policy, versions_compatible
 from ledger_stream.domain.state import AttemptRecord, KeyState, Phase
 from ledger_stream.domain.transitions import (
@@ -296,19 +302,21 @@ def _operator(state: KeyState, resolution: OperatorResolution, policy: Policy,
     who = f"operator:{resolution.operator}"
     record = AttemptRecord(n, who, f"operator:{resolution.resolution.value}", now,
                            resolution.external_id)
+    # The receipt names the decision that took effect, so whoever sent a decision learns
+    # whether it was theirs (operate/decisions.py reads it back with ``decision_named``).
+    per = f"per {resolution.operator} {decision_mark(resolution.event_id)}"
     if resolution.resolution is Resolution.APPLIED:
         done = enter(state, Phase.SUCCEEDED, now, record, external_id=resolution.external_id,
-                      settled_by=who, status_detail=f"applied per {resolution.operator}")
+                      settled_by=who, status_detail=f"applied {per}")
         return Decision(done, (state_receipt(done, now, Reason.OPERATOR),))
     if resolution.resolution is Resolution.FAILED:
-        failed = enter(state, Phase.FAILED, now, record,
-                        status_detail=f"failed per {resolution.operator}")
+        failed = enter(state, Phase.FAILED, now, record, status_detail=f"failed {per}")
         return Decision(failed, (state_receipt(failed, now, Reason.OPERATOR),))
     # The operator established that the attempt did not apply: it is no longer unknown.
     checked = replace(state.with_record(record),
                       unknown_attempts=max(0, state.unknown_attempts - 1))
     return next_attempt(checked, now, after_lease(state, now, policy),
-                         f"not applied per {resolution.operator}", policy)
+                         f"not applied {per}", policy)
 
 
 def _poison(state: KeyState, poison: PoisonInput, now: int) -> Decision:

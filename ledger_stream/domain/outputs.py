@@ -3,6 +3,8 @@ from the key, the intent event id and the attempt number, so a replay yields the
 
 from __future__ import annotations
 
+import re
+
 from ledger_stream.domain import ids
 from ledger_stream.domain.events import (
     Alert,
@@ -77,3 +79,18 @@ def dispatch_for(state: KeyState, at_ms: int) -> Dispatch:
         not_before_ms=state.not_before_ms,
         at_ms=at_ms,
     )
+
+
+_DECISION = re.compile(r"\[decision ([A-Za-z0-9._:-]{1,128})\]")
+
+
+def decision_mark(decision_id: str) -> str:
+    """How a receipt's detail names the operator decision that caused it."""
+    return f"[decision {decision_id}]"
+
+
+def decision_named(detail: str) -> str | None:
+    """The decision id a receipt's detail names (the last mark: an operator's name that
+    looks like one comes before it), or None."""
+    found = _DECISION.findall(detail)
+    return found[-1] if found else None

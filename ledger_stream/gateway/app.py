@@ -45,6 +45,7 @@ from ledger_stream.sdk.errors import (
     ViewUnavailableError,
 )
 from ledger_stream.serde import SerdeError
+from ledger_stream.serde.records import to_record
 
 T = TypeVar("T")
 # Seconds a freeze or unfreeze waits for every partition's processor to apply it.
@@ -139,8 +140,14 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
     async def reconciliation(who: Tenant) -> list[Operation]:
         return [Operation.of(r.key, r) for r in await off_loop(reads.waiting, sync, who)]
 
-    @app.post("/v1/reconciliation/{key:path}", response_model=ResolutionOut, status_code=202)
-    async def resolve(key: str, body: ResolutionIn, who: Tenant) -> ResolutionOut:
+    @app.post("/v1/reconciliation/{key:path}", response_model=ResolutionOut, responses={
+        202: {"model": ResolutionOut, "description": "recorded, not applied within the wait"},
+        409: {"description": "refused: the key moved on, the id was used with other "
+              "contents, or another decision took effect first"}})
+    async def resolve(key: str, body: ResolutionIn, who: Tenant, wait: Wait = 10.0) -> Any:
+        """Record a decision, then wait (up to ``wait`` seconds) for the ledger's receipt
+        naming the decision that took effect: 200 when it is this one, 409 when another
+        decision was applied first, 202 when none was within the wait."""
         own(who, key)
         decision_id = body.decision_id or uuid.uuid4().hex
         try:
@@ -148,12 +155,16 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
                 record_decision, sync.settings, sync.bootstrap, sync.codec, key=key,
                 attempt=body.attempt, resolution=ev.Resolution(body.resolution),
                 operator=body.operator, reason=body.reason, decision_id=decision_id,
-                external_id=body.external_id))
+                external_id=body.external_id, wait_s=wait))
         except DecisionRefused as exc:
             raise HTTPException(409, str(exc)) from None
-        return ResolutionOut(key=key, attempt=done.decision.attempt,
-                             resolution=done.decision.resolution.value,
-                             decision_id=done.decision.event_id, replayed=done.replayed)
+        answer = ResolutionOut(
+            key=key, attempt=done.decision.attempt, resolution=done.decision.resolution.value,
+            decision_id=done.decision.event_id, replayed=done.replayed, verdict=done.verdict,
+            receipt=to_record(done.receipt) if done.receipt is not None else None)
+        if done.verdict == "applied":
+            return answer
+        return JSONResponse(answer.model_dump(), 202)
 
     @app.get("/v1/freezes", response_model=list[FreezeOut])
     async def freezes(who: Tenant) -> list[FreezeOut]:

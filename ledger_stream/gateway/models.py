@@ -109,8 +109,10 @@ class ResolutionIn(Strict):
     operator: str = Field(min_length=1, description="who decides")
     reason: str = Field(min_length=1, description="why: what the operator checked")
     external_id: str = Field("", description="the target's id, required with applied")
-    decision_id: str | None = Field(None, min_length=8, description="id of this decision: "
-                                    "the same decision again is a no-op (default: new)")
+    decision_id: str | None = Field(
+        None, min_length=8, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$",
+        description="id of this decision (letters, digits, '.', '_', ':', '-'): the same "
+        "decision again is a no-op (default: new)")
 
     @model_validator(mode="after")
     def _applied_names_the_effect(self) -> ResolutionIn:
@@ -125,6 +127,13 @@ class ResolutionOut(BaseModel):
     resolution: str
     decision_id: str
     replayed: bool = Field(description="true: this decision was already recorded")
+    verdict: Literal["applied", "pending", "unknown"] = Field(
+        description="applied: the ledger's receipt names this decision (status 200); "
+        "pending: none named a decision within the wait (202); unknown: a retried decision "
+        "whose key has moved on and whose receipt was compacted away (202). A decision "
+        "another one beat is a 409.")
+    receipt: dict[str, Any] | None = Field(
+        None, description="the receipt naming this decision, when applied")
 
 
 class FreezeIn(Strict):

@@ -9,39 +9,62 @@ the decision id), so it is in the key's timeline and evidence with who, why and 
   whatever the operator saw has changed since.
 - The same decision again (same id, same contents) is a no-op: a script retrying after a
   timeout cannot decide twice. The same id with other contents is refused.
-- The processor applies a decision only to the attempt it names while the key waits for an
-  operator, so two decisions racing past these checks cannot both take effect.
+- The processor applies only the first decision that reaches it while the key waits at
+  that attempt, and its receipt names that decision (``[decision ID]`` in its detail). So
+  after sending, the sender waits (``wait_s``) for that receipt and learns what happened:
+  its decision took effect (``applied``), another one did first (``DecisionRefused``, its
+  own is in the log without effect), or nothing yet within the wait (``pending``).
 """
 
 from __future__ import annotations
 
+import re
 import time
+import uuid
 from dataclasses import dataclass
+from typing import Literal
+
+from confluent_kafka import Consumer, TopicPartition
 
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
+from ledger_stream.domain.outputs import decision_named
+from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.producer import EventProducer
-from ledger_stream.kafka.receipts import key_receipts, key_records
+from ledger_stream.kafka.receipts import key_partition, key_records
 from ledger_stream.serde import AvroCodec, DecodeError
+
+DECISION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+Verdict = Literal["applied", "pending", "unknown"]
 
 
 class DecisionRefused(Exception):
-    """The decision does not fit the key's state or reuses an id (says which)."""
+    """The decision does not fit the key's state, reuses an id, or lost to another decision
+    (says which)."""
 
 
 @dataclass(frozen=True)
 class Decided:
     decision: ev.OperatorResolution
     replayed: bool  # True: this decision was already recorded; nothing was produced
+    # applied: the processor's receipt names this decision; pending: no receipt named a
+    # decision within the wait (the processor is behind or stopped); unknown (a retry
+    # only): the key has moved on and no receipt still in the compacted topic names it
+    # (the view's timeline keeps them all: ``ledger-stream inspect``).
+    verdict: Verdict = "pending"
+    receipt: ev.Receipt | None = None  # the receipt naming it, when applied
 
 
 def record_decision(settings: Settings, bootstrap: str, codec: AvroCodec, *, key: str,
                     attempt: int, resolution: ev.Resolution, operator: str, reason: str,
-                    decision_id: str, external_id: str = "") -> Decided:
+                    decision_id: str, external_id: str = "", wait_s: float = 10.0) -> Decided:
     if not reason.strip():
         raise DecisionRefused("a decision needs a reason")
     if resolution is ev.Resolution.APPLIED and not external_id:
         raise DecisionRefused("applied needs the target's id for the effect")
+    if not DECISION_ID.fullmatch(decision_id):
+        raise DecisionRefused(f"a decision id is 1 to 128 letters, digits, '.', '_', ':' or "
+                              f"'-', got {decision_id!r}")
     wanted = ev.OperatorResolution(decision_id, key, attempt, resolution, operator,
                                    int(time.time() * 1000), external_id, reason)
     earlier = _recorded(settings, bootstrap, codec, key, decision_id)
@@ -50,9 +73,9 @@ def record_decision(settings: Settings, bootstrap: str, codec: AvroCodec, *, key
             raise DecisionRefused(f"decision {decision_id} was recorded with other contents "
                                   f"({earlier.resolution.value} of attempt {earlier.attempt} "
                                   f"by {earlier.operator}): use a new decision id")
-        return Decided(earlier, replayed=True)
-    receipts = key_receipts(bootstrap, settings.topic("receipts"), key, codec)
-    latest = receipts[-1] if receipts else None
+        return _retried(Decided(earlier, replayed=True), settings, bootstrap, codec, wait_s)
+    receipts = _receipts(settings, bootstrap, codec, key)
+    latest_offset, latest = receipts[-1] if receipts else (-1, None)
     if latest is None or latest.key_status is not ev.ReceiptStatus.NEEDS_RECONCILIATION:
         state = latest.key_status.value if latest else "unknown to the ledger"
         raise DecisionRefused(f"{key} is not waiting for an operator (it is {state})")
@@ -65,7 +88,83 @@ def record_decision(settings: Settings, bootstrap: str, codec: AvroCodec, *, key
         producer.flush()
     finally:
         producer.close()
-    return Decided(wanted, replayed=False)
+    # The first receipt after the one the check saw that names a decision settles it.
+    return _settled(Decided(wanted, replayed=False), settings, bootstrap, codec,
+                    latest_offset, wait_s)
+
+
+def _retried(done: Decided, settings: Settings, bootstrap: str, codec: AvroCodec,
+             wait_s: float) -> Decided:
+    """A decision sent again: what became of it the first time, from the key's receipts."""
+    mine = done.decision
+    receipts = _receipts(settings, bootstrap, codec, mine.key)
+    ours = next((r for _, r in receipts if decision_named(r.detail) == mine.event_id), None)
+    if ours is not None:
+        return Decided(mine, True, "applied", ours)
+    latest_offset, latest = receipts[-1] if receipts else (-1, None)
+    if latest is not None and latest.key_status is ev.ReceiptStatus.NEEDS_RECONCILIATION \
+            and latest.attempts == mine.attempt:
+        return _settled(done, settings, bootstrap, codec, latest_offset, wait_s)
+    return Decided(mine, True, "unknown")
+
+
+def _settled(done: Decided, settings: Settings, bootstrap: str, codec: AvroCodec,
+             after: int, wait_s: float) -> Decided:
+    """``done`` with its verdict: the first receipt of the key after offset ``after`` that
+    names a decision settles it; DecisionRefused when that decision is another one."""
+    mine = done.decision.event_id
+    first = _first_naming_receipt(settings, bootstrap, codec, done.decision.key, after,
+                                  wait_s)
+    if first is None:
+        return done
+    if decision_named(first.detail) == mine:
+        return Decided(done.decision, done.replayed, "applied", first)
+    raise DecisionRefused(
+        f"decision {decision_named(first.detail)} took effect first ({first.detail}); "
+        f"decision {mine} is recorded without effect: look at {done.decision.key} again")
+
+
+def _first_naming_receipt(settings: Settings, bootstrap: str, codec: AvroCodec, key: str,
+                          after: int, wait_s: float) -> ev.Receipt | None:
+    """The first receipt of ``key`` after offset ``after`` that names a decision, or None
+    when none came within ``wait_s``."""
+    topic = settings.topic("receipts")
+    consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
+                         "group.id": f"decision-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    wanted = key.encode("utf-8")
+    try:
+        tp = key_partition(consumer, topic, key)
+        consumer.assign([TopicPartition(topic, tp.partition, after + 1)])
+        deadline = time.monotonic() + max(0.0, wait_s)
+        while True:
+            msg = consumer.poll(max(0.0, min(0.2, deadline - time.monotonic())))
+            if msg is not None and not msg.error() and msg.key() == wanted \
+                    and msg.value() is not None:
+                try:
+                    receipt = codec.decode(msg.value(), expect=(ev.Receipt,))
+                except DecodeError:
+                    continue
+                if decision_named(receipt.detail) is not None:
+                    return receipt
+            elif time.monotonic() >= deadline:
+                return None
+    finally:
+        consumer.close()
+
+
+def _receipts(settings: Settings, bootstrap: str, codec: AvroCodec, key: str,
+              ) -> list[tuple[int, ev.Receipt]]:
+    """The key's receipts with their offsets, in log order."""
+    found = []
+    for record in key_records(bootstrap, settings.topic("receipts"), key):
+        try:
+            event = codec.decode(record.value) if record.value is not None else None
+        except DecodeError:
+            continue
+        if isinstance(event, ev.Receipt):
+            found.append((record.offset, event))
+    return found
 
 
 def _recorded(settings: Settings, bootstrap: str, codec: AvroCodec, key: str,

@@ -277,6 +277,16 @@ def test_not_found_without_dedup_or_unqueryable_needs_an_operator(result):
     assert not of(out, ev.Dispatch)
 
 
+def test_the_receipt_of_an_operators_decision_names_it():
+    from ledger_stream.domain.outputs import decision_named
+
+    for kind in RES:
+        decision = resolution(kind, external_id="pay-9")
+        _, out = run([decision], needs_operator())
+        (receipt,) = of(out, ev.Receipt)
+        assert decision_named(receipt.detail) == decision.event_id
+
+
 def needs_operator() -> KeyState:
     state, _ = run([reconciled(RS.UNQUERYABLE, dedup=False)], reconciling())
     return state

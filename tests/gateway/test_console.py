@@ -17,9 +17,9 @@ import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
 from ledger_stream.domain import events as ev
-from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import key_records
 from ledger_stream.serde import AvroCodec
+from ledger_stream.testing.operator import latest_receipt, waiting_for_operator
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
 from tests.gateway.conftest import ACME, curl, intent, new_key
@@ -43,12 +43,7 @@ def test_console_shows_alerts_a_timeline_and_records_a_decision(
     assert curl("POST", f"{gateway}/v1/intents", ACME, intent(paid, amount=1))[0] == 200
     # A key an operator must decide, with characters a URL would cut or rewrite unencoded.
     waiting = f"acme/email/{uuid.uuid4().hex[:8]}?dup#x%2F"
-    producer = EventProducer(stack.settings, stack.bootstrap)
-    producer.send("receipts", ev.Receipt(
-        uuid.uuid4().hex, waiting, "i1", ev.ReceiptStatus.NEEDS_RECONCILIATION,
-        ev.Reason.NONE, "h" * 64, 1, 1_796_000_000_000, detail="no lookup API",
-        key_status=ev.ReceiptStatus.NEEDS_RECONCILIATION))
-    producer.flush()
+    waiting_for_operator(stack.settings, waiting)  # through the processor
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
@@ -76,8 +71,8 @@ def test_console_shows_alerts_a_timeline_and_records_a_decision(
         page.fill("#operator", "ops-ann")
         row = page.locator("#reconciliation tr").filter(has_text=waiting)
         row.locator('button[data-resolution="failed"]').click()
-        expect(page.locator("#decision")).to_contain_text(f"recorded: {waiting} failed",
-                                                        timeout=20_000)
+        expect(page.locator("#decision")).to_contain_text(
+            f"recorded: {waiting} failed, applied by the ledger", timeout=20_000)
         shot(page, folder, "decision")
 
         page.fill("#freeze-action", "refund")
@@ -106,3 +101,5 @@ def test_console_shows_alerts_a_timeline_and_records_a_decision(
                    if isinstance(e := codec.decode(r.value), ev.OperatorResolution)]
     assert (decision.resolution, decision.attempt, decision.operator, decision.note) == (
         ev.Resolution.FAILED, 1, "ops-ann", "lookup unavailable, customer confirmed no email")
+    settled = latest_receipt(stack.settings, waiting, {ev.ReceiptStatus.FAILED}, timeout_s=5)
+    assert f"[decision {decision.event_id}]" in settled.detail

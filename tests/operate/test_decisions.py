@@ -5,7 +5,10 @@ refused. On the real broker, reading what was recorded back from the attempts to
 
 from __future__ import annotations
 
+import threading
 import uuid
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +17,11 @@ from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import key_records
+from ledger_stream.operate import Decided, DecisionRefused, record_decision
+from ledger_stream.operate import decisions as decisions_module
 from ledger_stream.serde import AvroCodec
+from ledger_stream.testing.operator import latest_receipt, waiting_for_operator
+from ledger_stream.testing.processes import start_processor
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -36,7 +43,8 @@ def decisions(s: Settings, key: str) -> list[ev.OperatorResolution]:
 
 def resolve(s: Settings, key: str, *extra: str) -> int:
     assert s.kafka_bootstrap
-    return main(["reconcile", "resolve", key, "--operator", "ops-ann", *extra,
+    # No processor here: nothing will apply the decision, so none is waited for.
+    return main(["reconcile", "resolve", key, "--operator", "ops-ann", "--wait", "0", *extra,
                  "--bootstrap", s.kafka_bootstrap, "--topic-prefix", s.topic_prefix])
 
 
@@ -97,3 +105,73 @@ def test_reconcile_list_shows_the_keys_waiting_and_reports_what_did_not_decode(
     assert [line.split("\t")[:2] for line in lines[:-1]] == [[waiting, "attempt 3"]]
     assert lines[-1] == "1 key(s) waiting for an operator"
     assert "1 record(s) of the receipts topic did not decode" in out.err
+
+
+def test_racing_decisions_one_takes_effect_and_the_other_is_told(
+        ledger_topics: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two operators decide the same waiting key at once, both past the check before either
+    sends: the processor applies the first to arrive, and its sender hears "applied"; the
+    other hears which decision took effect instead of an accepted-looking answer. Retried,
+    the winner is a no-op that still says applied."""
+    s, key = ledger_topics, f"acme/email/{uuid.uuid4().hex[:8]}"
+    assert s.kafka_bootstrap
+    proc = start_processor(s, tmp_path / "state", tmp_path / "processor.log")
+    try:
+        assert waiting_for_operator(s, key).attempts == 1
+        both_checked = threading.Barrier(2, timeout=30)
+        check = decisions_module._receipts
+
+        def check_then_meet(*args: Any) -> Any:
+            found = check(*args)
+            both_checked.wait()
+            return found
+
+        monkeypatch.setattr(decisions_module, "_receipts", check_then_meet)
+        answers: dict[str, Any] = {}
+
+        def decide(decision_id: str, resolution: ev.Resolution) -> None:
+            try:
+                answers[decision_id] = record_decision(
+                    s, s.kafka_bootstrap or "", AvroCodec(), key=key, attempt=1,
+                    resolution=resolution, operator=f"ops-{decision_id}", reason="checked",
+                    decision_id=decision_id, external_id="mail-1", wait_s=30)
+            except DecisionRefused as exc:
+                answers[decision_id] = exc
+
+        threads = [threading.Thread(target=decide, args=("d-failed", ev.Resolution.FAILED)),
+                   threading.Thread(target=decide, args=("d-applied", ev.Resolution.APPLIED))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        monkeypatch.undo()
+        final = latest_receipt(s, key, {ev.ReceiptStatus.SUCCEEDED, ev.ReceiptStatus.FAILED})
+        # Ground truth: the state the processor settled the key in.
+        winner = "d-applied" if final.key_status is ev.ReceiptStatus.SUCCEEDED else "d-failed"
+        loser = ({"d-applied", "d-failed"} - {winner}).pop()
+        won = answers[winner]
+        assert isinstance(won, Decided) and (won.verdict, won.replayed) == ("applied", False)
+        assert won.receipt == final
+        lost = answers[loser]
+        assert isinstance(lost, DecisionRefused), lost
+        assert f"decision {winner} took effect first" in str(lost)
+        assert {d.event_id for d in decisions(s, key)} == {"d-applied", "d-failed"}
+
+        again = record_decision(
+            s, s.kafka_bootstrap, AvroCodec(), key=key, attempt=1,
+            resolution=won.decision.resolution, operator=f"ops-{winner}", reason="checked",
+            decision_id=winner, external_id="mail-1", wait_s=5)
+        assert (again.verdict, again.replayed, again.receipt) == ("applied", True, final)
+    finally:
+        assert proc.stop() == 0, proc.tail()
+
+
+def test_a_decision_id_the_receipt_could_not_name_is_refused(ledger_topics: Settings,
+                                                            capsys: pytest.CaptureFixture[str],
+                                                            ) -> None:
+    s, key = ledger_topics, f"acme/email/{uuid.uuid4().hex[:8]}"
+    waiting_at(s, key, 1)
+    assert resolve(s, key, "--failed", "--attempt", "1", "--reason", "x",
+                   "--decision-id", "d 1]") == 2
+    assert "a decision id is 1 to 128 letters" in capsys.readouterr().err
+    assert decisions(s, key) == []
