@@ -49,6 +49,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     resolve.add_argument("--operator", default=getpass.getuser(), help="who decides")
     resolve.add_argument("--wait", type=float, default=10.0, metavar="S",
                          help="how long to wait for the ledger to apply it (default 10)")
+    resolve.add_argument("--view-url", metavar="URL",
+                         help="the view whose decision index checks the id is unused "
+                         "(env: LEDGER_VIEW_URL; unset: the attempts topic is read)")
     add_common_flags(resolve)
     resolve.set_defaults(handler=_resolve)
 
@@ -91,10 +94,11 @@ def _list(args: argparse.Namespace) -> int:
 def _resolve(args: argparse.Namespace) -> int:
     from ledger_stream.kafka.bootstrap import resolve_bootstrap
     from ledger_stream.operate import DecisionRefused, record_decision
+    from ledger_stream.sdk.errors import LedgerUnavailable
     from ledger_stream.serde import make_codec
 
     key = checked_key(args.key)
-    settings = settings_from(args)
+    settings = settings_from(args, view_url=args.view_url)
     resolution = (ev.Resolution.APPLIED if args.applied else
                   ev.Resolution.NOT_APPLIED if args.not_applied else ev.Resolution.FAILED)
     decision_id = args.decision_id or uuid.uuid4().hex
@@ -106,7 +110,7 @@ def _resolve(args: argparse.Namespace) -> int:
             key=key, attempt=args.attempt, resolution=resolution, operator=args.operator,
             reason=args.reason, decision_id=decision_id, external_id=args.applied or "",
             wait_s=args.wait)
-    except DecisionRefused as exc:
+    except (DecisionRefused, LedgerUnavailable) as exc:
         raise CliError(str(exc)) from exc
     verb = "was already recorded" if done.replayed else "recorded"
     print(f"{key}: attempt {args.attempt} {resolution.value}: decision {decision_id} {verb}; "

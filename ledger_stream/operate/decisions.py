@@ -8,7 +8,9 @@ the decision id), so it is in the key's timeline and evidence with who, why and 
 - The key must wait for an operator at exactly that attempt, or the decision is refused:
   whatever the operator saw has changed since.
 - The same decision again (same id, same contents) is a no-op: a script retrying after a
-  timeout cannot decide twice. The same id with other contents is refused.
+  timeout cannot decide twice. The same id with other contents, on any key, is refused: the
+  view's decision index answers that in one lookup (``view_url``); without a view the whole
+  attempts topic is read. Two decisions racing with one id on two keys can both pass.
 - The processor applies only the first decision that reaches it while the key waits at
   that attempt, and its receipt names that decision (``[decision ID]`` in its detail). So
   after sending, the sender waits (``wait_s``) for that receipt and learns what happened:
@@ -31,7 +33,10 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.outputs import decision_named
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.producer import EventProducer
+from ledger_stream.kafka.reader import tail_topic
 from ledger_stream.kafka.receipts import key_partition, key_records
+from ledger_stream.sdk.errors import LedgerUnavailable, StaleTimelineError, ViewUnavailableError
+from ledger_stream.sdk.view_client import ViewClient
 from ledger_stream.serde import AvroCodec, DecodeError
 
 DECISION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -67,12 +72,13 @@ def record_decision(settings: Settings, bootstrap: str, codec: AvroCodec, *, key
                               f"'-', got {decision_id!r}")
     wanted = ev.OperatorResolution(decision_id, key, attempt, resolution, operator,
                                    int(time.time() * 1000), external_id, reason)
-    earlier = _recorded(settings, bootstrap, codec, key, decision_id)
+    earlier = _recorded(settings, bootstrap, codec, decision_id)
     if earlier is not None:
         if _contents(earlier) != _contents(wanted):
             raise DecisionRefused(f"decision {decision_id} was recorded with other contents "
                                   f"({earlier.resolution.value} of attempt {earlier.attempt} "
-                                  f"by {earlier.operator}): use a new decision id")
+                                  f"of {earlier.key} by {earlier.operator}): use a new "
+                                  "decision id")
         return _retried(Decided(earlier, replayed=True), settings, bootstrap, codec, wait_s)
     receipts = _receipts(settings, bootstrap, codec, key)
     latest_offset, latest = receipts[-1] if receipts else (-1, None)
@@ -167,11 +173,21 @@ def _receipts(settings: Settings, bootstrap: str, codec: AvroCodec, key: str,
     return found
 
 
-def _recorded(settings: Settings, bootstrap: str, codec: AvroCodec, key: str,
+def _recorded(settings: Settings, bootstrap: str, codec: AvroCodec,
               decision_id: str) -> ev.OperatorResolution | None:
-    for record in key_records(bootstrap, settings.topic("attempts"), key):
+    """The first decision recorded under ``decision_id``, on any key: one lookup in the view
+    when ``view_url`` names one (as of every decision committed now), else a read of the
+    whole attempts topic. LedgerUnavailable when neither can answer: an id that cannot be
+    checked is not used."""
+    if settings.view_url:
         try:
-            event = codec.decode(record.value) if record.value is not None else None
+            return ViewClient(settings.view_url).decision(decision_id, wait_s=5.0)
+        except (StaleTimelineError, ViewUnavailableError) as exc:
+            raise LedgerUnavailable(f"cannot check that decision id {decision_id} is unused: "
+                                    f"{exc}") from exc
+    for _, _, value in tail_topic(bootstrap, settings.topic("attempts"), follow=False):
+        try:
+            event = codec.decode(value) if value is not None else None
         except DecodeError:
             continue
         if isinstance(event, ev.OperatorResolution) and event.event_id == decision_id:

@@ -8,7 +8,7 @@ import threading
 from typing import Any, Literal
 from urllib.parse import quote, urlencode, urlsplit
 
-from ledger_stream.domain.events import Receipt
+from ledger_stream.domain.events import OperatorResolution, Receipt
 from ledger_stream.sdk.errors import (
     StaleStatusError,
     StaleTimelineError,
@@ -65,6 +65,18 @@ class ViewClient:
         if not body["caught_up"]:
             raise StaleTimelineError(key, body["positions"])
         return body
+
+    def decision(self, decision_id: str, wait_s: float) -> OperatorResolution | None:
+        """The operator's decision recorded under ``decision_id`` on any key, or None, as of
+        every decision committed when this was called (StaleTimelineError: the view had
+        not caught up within ``wait_s``; ViewUnavailableError)."""
+        wait_s = min(max(wait_s, 0.0), MAX_WAIT_S)
+        body = self._get(f"{self._base}/v1/decisions/{quote(decision_id, safe='')}?"
+                         f"{urlencode({'wait_ms': int(wait_s * 1000)})}", wait_s)
+        if not body["caught_up"]:
+            raise StaleTimelineError(f"decision {decision_id}", {})
+        record = body["decision"]
+        return None if record is None else from_record(OperatorResolution, record)
 
     def _get(self, path: str, wait_s: float) -> dict[str, Any]:
         for attempt in (1, 2):  # a kept-alive connection the server closed: one new try

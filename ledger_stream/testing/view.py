@@ -20,7 +20,7 @@ class ServedView:
                                 self.store, close_store=False)
         self.timeline = HistoryView(settings.kafka_bootstrap,
                                     {role: settings.topic(role) for role in ROLES},
-                                    self.store) if timeline else None
+                                    self.store, AvroCodec()) if timeline else None
         if start:
             self.view.start()
             if self.timeline is not None:

@@ -55,6 +55,11 @@ class ViewStartError(Exception):
     """The view cannot start: a topic is missing."""
 
 
+class ReadAgain(Exception):
+    """What was read cannot be applied now but will be later (the schema registry is
+    away): read it again from the applied positions after a pause."""
+
+
 class ViewFailed(Exception):
     """The view cannot go on (its store failed); it answers nothing until restarted."""
 
@@ -222,7 +227,7 @@ class Follower:
                 if messages or moved:
                     self._apply([m for m in messages if not self._failed_message(m)], moved)
                     self._advance(moved)
-            except KafkaException as exc:  # the client retries by itself; say so, go on
+            except (KafkaException, ReadAgain) as exc:  # passing trouble: say so, go on
                 logger.warning("read error", extra=log_fields(view=self.name, error=str(exc)))
                 # Records read but not applied must be read again: back to what is applied.
                 try:

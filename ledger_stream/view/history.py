@@ -12,19 +12,27 @@ from __future__ import annotations
 
 import logging
 
-from confluent_kafka import Message
+from confluent_kafka import KafkaException, Message
 from confluent_kafka.admin import AdminClient
 from prometheus_client import Counter, Gauge
 
+from ledger_stream.domain import events as ev
 from ledger_stream.history.reader import ROLES, located
 from ledger_stream.history.timeline import Located
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.end_offsets import EndOffsets
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.logs import log_fields
-from ledger_stream.serde import AvroCodec
-from ledger_stream.view.follower import TP, Follower
-from ledger_stream.view.store import MAX_KEY, ViewStore, record_key, record_value
+from ledger_stream.serde import AvroCodec, DecodeError
+from ledger_stream.serde.exceptions import SchemaRegistryUnavailable
+from ledger_stream.view.follower import TP, Follower, ReadAgain
+from ledger_stream.view.store import (
+    MAX_KEY,
+    ViewStore,
+    decision_key,
+    record_key,
+    record_value,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +47,11 @@ POSITION = Gauge("ledger_view_history_position",
 class HistoryView(Follower):
     name = "timeline"
 
-    def __init__(self, bootstrap: str, topics: dict[str, str], store: ViewStore) -> None:
-        """``topics`` maps each role of ``history.ROLES`` to its topic's name."""
+    def __init__(self, bootstrap: str, topics: dict[str, str], store: ViewStore,
+                 codec: AvroCodec) -> None:
+        """``topics`` maps each role of ``history.ROLES`` to its topic's name; ``codec``
+        reads the attempts topic's records to index operators' decisions by id."""
+        self._codec = codec
         missing = [role for role in ROLES if role not in topics]
         if missing:
             raise ValueError(f"the timeline needs every ledger topic; missing {missing}")
@@ -77,12 +88,46 @@ class HistoryView(Follower):
             _, timestamp = msg.timestamp()
             records[record_key(key, self._index[topic], partition, offset)] = record_value(
                 timestamp, msg.value())
+            if self.roles[topic] == "attempts":
+                self._index_decision(msg.value(), records)
         self._store.apply_history(records, {(self._index[t], p): offset
                                             for (t, p), offset in moved.items()})
         APPLIED.inc(len(records))
         return len(records)
 
+    def _index_decision(self, value: bytes | None, records: dict[bytes, bytes]) -> None:
+        try:
+            event = self._codec.decode(value) if value is not None else None
+        except DecodeError:
+            return  # not an event: nothing to index (the timeline keeps it as it is)
+        except SchemaRegistryUnavailable as exc:
+            raise ReadAgain(f"the schema registry is away: {exc}") from exc
+        if isinstance(event, ev.OperatorResolution) and value is not None:
+            index = decision_key(event.event_id)
+            # The first decision under an id is the one that counts (a second one was
+            # refused by whoever sent it, or came from around the ledger's tools).
+            if index not in records and self._store.decision(event.event_id) is None:
+                records[index] = value
+
     # -- answering ---------------------------------------------------------------------------
+
+    def decision(self, decision_id: str, timeout_s: float) -> tuple[bool, bytes | None]:
+        """(caught up, the decision recorded under ``decision_id`` or None). Caught up: the
+        view has applied every partition of the attempts topic up to its end as of this
+        call."""
+        topic = self.topics[ROLES.index("attempts")]
+        wanted: dict[TP, int] = {}
+        try:
+            for partition in range(self.counts[topic]):
+                wanted[(topic, partition)] = self._ends[topic].get(
+                    partition, patience_s=max(0.5, timeout_s))
+            caught_up = self.wait_until(wanted, timeout_s)
+        except KafkaException as exc:
+            logger.warning("cannot ask the end offsets for a decision", extra=log_fields(
+                topic=topic, error=str(exc)))
+            caught_up = False
+        self._check()
+        return caught_up, self._store.decision(decision_id)
 
     def records(self, key: str, codec: AvroCodec) -> list[Located]:
         """Every record of ``key`` applied so far, by topic, in offset order; a record that

@@ -13,6 +13,9 @@
   view's position in each of the key's partitions, ``topic/partition`` → offset.
 - ``GET /v1/evidence/{key}``: the same, with the key's redacted evidence document
   (``history.evidence``) instead of the rows.
+- ``GET /v1/decisions/{decision id}``: the operator's decision recorded under that id, on
+  any key (``decision`` null for none), once the view has applied every partition of the
+  attempts topic up to its end as of the request (``caught_up``).
 - ``GET /healthz``: each partition's position; 503 once the view has failed.
 - ``GET /metrics``: Prometheus.
 
@@ -34,7 +37,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, Histogram, generate_latest
 
-from ledger_stream.domain.events import Receipt
+from ledger_stream.domain.events import OperatorResolution, Receipt
 from ledger_stream.domain.keys import InvalidKeyError, checked_key
 from ledger_stream.history import evidence, timeline
 from ledger_stream.kafka.partitioner import partition_for
@@ -49,6 +52,7 @@ logger = logging.getLogger(__name__)
 OPERATIONS = "/v1/operations/"
 TIMELINE = "/v1/timeline/"
 EVIDENCE = "/v1/evidence/"
+DECISIONS = "/v1/decisions/"
 DEFAULT_WAIT_MS, MAX_WAIT_MS = 1_000, 30_000
 REQUEST_SECONDS = Histogram("ledger_view_request_seconds", "view lookups, answered",
                             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 1))
@@ -78,13 +82,8 @@ def operation(view: ReceiptView, codec: AvroCodec, key: str, query: dict[str, li
         after = _int_param(query, "after", 0, 2**63)
         wait_ms = _int_param(query, "wait_ms", 0, MAX_WAIT_MS, DEFAULT_WAIT_MS)
         caught_up = view.wait_for(partition, after, wait_ms / 1000)
-    raw = view.latest(key.encode("utf-8"))
-    receipt = None
-    if raw is not None:
-        try:
-            receipt = to_record(codec.decode(raw, expect=(Receipt,)))
-        except DecodeError as exc:
-            raise Unreadable(f"the key's latest receipt cannot be decoded: {exc}") from exc
+    receipt = _record(codec, view.latest(key.encode("utf-8")), Receipt,
+                      "the key's latest receipt")
     return {"key": key, "partition": partition, "position": view.position(partition),
             "caught_up": caught_up, "receipt": receipt}
 
@@ -116,6 +115,30 @@ def history(view: HistoryView | None, codec: AvroCodec, key: str,
     else:
         body["evidence"] = evidence(key, records, int(time.time() * 1000))
     return body
+
+
+def decision(view: HistoryView | None, codec: AvroCodec, decision_id: str,
+             query: dict[str, list[str]]) -> dict[str, Any]:
+    """The answer to ``GET /v1/decisions/{id}``."""
+    if view is None:
+        raise NoTimeline("this view keeps no timeline (started with --no-timeline)")
+    if not decision_id:
+        raise BadRequest("the decision id is empty")
+    wait_ms = _int_param(query, "wait_ms", 0, MAX_WAIT_MS, DEFAULT_WAIT_MS)
+    caught_up, raw = view.decision(decision_id, wait_ms / 1000)
+    return {"decision_id": decision_id, "caught_up": caught_up,
+            "decision": _record(codec, raw, OperatorResolution, "the decision")}
+
+
+def _record(codec: AvroCodec, raw: bytes | None, kind: type, what: str,
+            ) -> dict[str, Any] | None:
+    """The stored event as a JSON-able record; Unreadable when it does not decode."""
+    if raw is None:
+        return None
+    try:
+        return to_record(codec.decode(raw, expect=(kind,)))
+    except DecodeError as exc:
+        raise Unreadable(f"{what} cannot be decoded: {exc}") from exc
 
 
 def _check_same_log(view: ReceiptView, partition: int, query: dict[str, list[str]]) -> None:
@@ -180,6 +203,14 @@ def make_server(view: ReceiptView, codec: AvroCodec, host: str, port: int,
                     self._json(HTTPStatus.OK, history(
                         timeline_view, codec, key, parse_qs(url.query, keep_blank_values=True),
                         what))
+                elif url.path.startswith(DECISIONS):
+                    try:
+                        wanted = unquote(url.path[len(DECISIONS):], errors="strict")
+                    except UnicodeDecodeError:
+                        raise BadRequest("the id is not percent-encoded UTF-8") from None
+                    self._json(HTTPStatus.OK, decision(
+                        timeline_view, codec, wanted, parse_qs(url.query,
+                                                               keep_blank_values=True)))
                 elif url.path == "/healthz":
                     view.check()
                     if timeline_view is not None:

@@ -37,15 +37,15 @@ def run_view(settings: Settings) -> None:
     if not wait_for_kafka(bootstrap, "view", stop, attempt_s=settings.kafka_timeout_s):
         return
     store = ViewStore(settings.resolved_view_dir / settings.topic_prefix)
+    codec = make_codec(settings.schema_registry_url)
     view: ReceiptView | None = None
     timeline: HistoryView | None = None
     try:
         view = ReceiptView(bootstrap, settings.topic("receipts"), store, close_store=False)
         if settings.view_timeline:
             timeline = HistoryView(bootstrap, {role: settings.topic(role) for role in ROLES},
-                                   store)
-        server = make_server(view, make_codec(settings.schema_registry_url),
-                             settings.view_host, settings.view_port, timeline)
+                                   store, codec)
+        server = make_server(view, codec, settings.view_host, settings.view_port, timeline)
     except BaseException:
         for follower in (view, timeline):
             if follower is not None:

@@ -12,6 +12,8 @@ The timeline (every record of every ledger topic, by key) lives beside them:
   ``<1: a value follows, 0: a tombstone><timestamp ms: 8 bytes><value bytes>``. A key's
   records are one contiguous range, read with one seek;
 - ``q<topic: 1 byte><partition: 4>``: the position in each topic's partition;
+- ``d<decision id>``: an operator's decision (its Avro bytes) by its id, whatever its key:
+  a decision id is refused for a second decision anywhere (operate/decisions.py);
 - ``mhistory``: the ids of the topics the timeline came from (one id per line, in the
   topics' order). Any change empties the whole timeline, which is read again.
 
@@ -36,6 +38,7 @@ _TOPIC_ID = b"mtopic"
 _RECORD = b"h"
 _HISTORY_POSITION = b"q"
 _HISTORY_IDS = b"mhistory"
+_DECISION = b"d"
 MAX_KEY = 0xFFFF  # bytes; the ledger's keys are far shorter (domain/keys.py)
 
 
@@ -59,6 +62,10 @@ def _key_prefix(key: bytes) -> bytes:
 def record_key(key: bytes, topic: int, partition: int, offset: int) -> bytes:
     return (_key_prefix(key) + topic.to_bytes(1, "big") + partition.to_bytes(4, "big")
             + offset.to_bytes(8, "big"))
+
+
+def decision_key(decision_id: str) -> bytes:
+    return _DECISION + decision_id.encode("utf-8")
 
 
 def record_value(timestamp_ms: int, value: bytes | None) -> bytes:
@@ -166,6 +173,11 @@ class ViewStore:
         except Exception as exc:
             raise StoreError(f"writing the view store {self.path} failed: {exc}") from exc
 
+    def decision(self, decision_id: str) -> bytes | None:
+        """The decision recorded under ``decision_id`` (Avro bytes), or None."""
+        value: bytes | None = self._db.get(decision_key(decision_id))
+        return value
+
     def history_ids(self) -> list[str] | None:
         raw: bytes | None = self._db.get(_HISTORY_IDS)
         return raw.decode("utf-8").split("\n") if raw is not None else None
@@ -175,6 +187,7 @@ class ViewStore:
         try:
             self._db.delete_range(_RECORD, bytes([_RECORD[0] + 1]))
             self._db.delete_range(_HISTORY_POSITION, bytes([_HISTORY_POSITION[0] + 1]))
+            self._db.delete_range(_DECISION, bytes([_DECISION[0] + 1]))
             self._db.put(_HISTORY_IDS, "\n".join(topic_ids).encode("utf-8"))
         except Exception as exc:
             raise StoreError(f"resetting the view store {self.path} failed: {exc}") from exc

@@ -22,6 +22,7 @@ from ledger_stream.operate import decisions as decisions_module
 from ledger_stream.serde import AvroCodec
 from ledger_stream.testing.operator import latest_receipt, waiting_for_operator
 from ledger_stream.testing.processes import start_processor
+from ledger_stream.testing.view import ServedView
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -175,3 +176,38 @@ def test_a_decision_id_the_receipt_could_not_name_is_refused(ledger_topics: Sett
                    "--decision-id", "d 1]") == 2
     assert "a decision id is 1 to 128 letters" in capsys.readouterr().err
     assert decisions(s, key) == []
+
+
+def test_a_decision_id_is_one_decision_on_any_key_with_or_without_a_view(
+        ledger_topics: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    s = ledger_topics
+    first, second = (f"acme/email/{uuid.uuid4().hex[:8]}" for _ in range(2))
+    for key in (first, second):
+        waiting_at(s, key, 1)
+    used = f"d-{uuid.uuid4().hex[:8]}"
+    decision = ["--failed", "--attempt", "1", "--reason", "bounced", "--decision-id", used]
+    assert resolve(s, first, *decision) == 0
+    capsys.readouterr()
+    # Without a view: the attempts topic is read.
+    assert resolve(s, second, *decision) == 2
+    assert f"recorded with other contents (failed of attempt 1 of {first}" in \
+        capsys.readouterr().err
+    assert decisions(s, second) == []
+
+    # With a view: its decision index answers, as of every decision committed now.
+    view = ServedView(s, tmp_path / "view")
+    try:
+        assert resolve(s, second, *decision, "--view-url", view.url) == 2
+        assert f"of {first}" in capsys.readouterr().err
+        assert resolve(s, second, "--failed", "--attempt", "1", "--reason", "bounced",
+                       "--decision-id", f"{used}-2", "--view-url", view.url) == 0
+        assert [d.event_id for d in decisions(s, second)] == [f"{used}-2"]
+    finally:
+        view.close()
+    stopped = ServedView(s, tmp_path / "stopped", start=False)
+    try:  # a view that cannot say whether the id is free: not used
+        assert resolve(s, second, "--failed", "--attempt", "1", "--reason", "bounced",
+                       "--decision-id", f"{used}-3", "--view-url", stopped.url) == 2
+        assert "cannot check that decision id" in capsys.readouterr().err
+    finally:
+        stopped.close()
