@@ -32,7 +32,7 @@ from ledger_stream.falsify.scenarios import (
 Scenario = Callable[[Run], RunResult]
 SAVERS = ("sqlite", "postgres")
 DURABILITIES = ("sync", "async")
-QUICK_FAILPOINTS = ("after_intent", "before_call")
+QUICK_FAILPOINTS = ("before_call",)
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ CASES: tuple[Case, ...] = (
          f"{ONE}; bypassed: two payments", replays.kill_after_commit_then_resume, quick=True),
     Case(2, "2", "replay the pre-call checkpoint",
          f"{ONE}, the replay gets the original receipt; bypassed: two payments",
-         replays.replay_pre_call_checkpoint, quick=True),
+         replays.replay_pre_call_checkpoint),
     Case(3, "3", "fork the pre-call checkpoint, same arguments",
          f"{ONE}, the fork gets the original receipt; bypassed: two payments",
          replays.fork_same_args),
