@@ -63,6 +63,13 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
 MAX_CELL = 300
 
 
+def printable(text: str) -> str:
+    """``text`` with control characters (tabs, newlines, a terminal's escape sequences)
+    shown as escapes."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text)
+
+
 def cell(value: object) -> str:
     """A value as one table cell: '-' for None; control characters (tabs, newlines, a
     terminal's escape sequences) shown as escapes, never acted on; cut at 300 characters,
@@ -70,8 +77,7 @@ def cell(value: object) -> str:
     anyone who can produce to them writes."""
     if value is None:
         return "-"
-    text = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
-                   for ch in str(value))
+    text = printable(str(value))
     if len(text) > MAX_CELL:
         text = f"{text[:MAX_CELL]}... ({len(text) - MAX_CELL} more characters)"
     return text

@@ -38,6 +38,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     inspect.add_argument("key", metavar="KEY", help="operation key, e.g. acme/refund/inv-881")
     inspect.add_argument("--json", action="store_true",
                          help="one JSON object per row (every field) instead of a table")
+    inspect.add_argument("--limit", type=int, default=1_000, metavar="N",
+                         help="show the latest N rows (default 1000)")
     _source_flags(inspect)
     add_common_flags(inspect)
     inspect.set_defaults(handler=_inspect)
@@ -97,7 +99,12 @@ def _ask(args: argparse.Namespace, what: Callable[[Any], T]) -> T:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    rows = _ask(args, lambda client: client.timeline(args.key, args.wait))
+    if args.limit < 1:
+        raise CliError(f"--limit must be 1 or more, got {args.limit}")
+    rows = _ask(args, lambda client: client.timeline(args.key, args.wait, args.limit))
+    if len(rows) == args.limit:
+        print(f"showing the latest {args.limit} rows; earlier ones may exist (--limit)",
+              file=sys.stderr)
     if not rows:
         print(f"no record of {args.key} in the ledger")
         return 1

@@ -33,7 +33,7 @@ from ledger_stream.cli import (
     view_cmd,
     watch_cmd,
 )
-from ledger_stream.cli.common import CliError
+from ledger_stream.cli.common import CliError, printable
 from ledger_stream.logs import configure_logging
 
 COMMANDS = (
@@ -62,7 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except CliError as exc:
-        print(f"ledger-stream: error: {exc}", file=sys.stderr)
+        # Errors quote keys, details and names read from the topics: shown, never acted on.
+        print(f"ledger-stream: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

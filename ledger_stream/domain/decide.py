@@ -316,7 +316,7 @@ def _operator(state: KeyState, resolution: OperatorResolution, policy: Policy,
     checked = replace(state.with_record(record),
                       unknown_attempts=max(0, state.unknown_attempts - 1))
     return next_attempt(checked, now, after_lease(state, now, policy),
-                         f"not applied {per}", policy)
+                         f"not applied {per}", policy, by_operator=True)
 
 
 def _poison(state: KeyState, poison: PoisonInput, now: int) -> Decision:

@@ -35,21 +35,29 @@ def enter(state: KeyState, phase: Phase, now_ms: int, record: AttemptRecord | No
 
 
 def next_attempt(state: KeyState, now: int, not_before_ms: int, detail: str,
-                  policy: Policy, *, counted: bool = True) -> Decision:
+                  policy: Policy, *, counted: bool = True, by_operator: bool = False,
+                  ) -> Decision:
     """Move to attempt n+1 (same key), or stop when the counted attempts are used up: in
-    FAILED when every attempt definitely did not apply, for an operator otherwise."""
+    FAILED when every attempt definitely did not apply, for an operator otherwise.
+
+    ``by_operator``: an operator's decision caused this; its receipts say so (reason
+    operator), and when an operator must decide again, that is a new question, asked at
+    attempt n+1 (no dispatch), so a second decision sent about attempt n cannot answer it."""
     lapses = state.lapses + (0 if counted else 1)
+    reason = Reason.OPERATOR if by_operator else Reason.NONE
     if counted and state.counted_attempts >= policy.max_attempts:
         used = f"{detail}; {state.counted_attempts} attempts used"
         if state.unknown_attempts:
             why = f"{used}, {state.unknown_attempts} of them with an unknown outcome"
-            return to_operator(state, now, why, f"max-attempts/{state.attempt}")
+            asked = replace(state, attempt=state.attempt + 1) if by_operator else state
+            return to_operator(asked, now, why, f"max-attempts/{asked.attempt}",
+                               reason=reason)
         failed = enter(state, Phase.FAILED, now, status_detail=used)
         return Decision(failed, (state_receipt(failed, now, Reason.MAX_ATTEMPTS),))
     nxt = enter(state, Phase.RESERVED, now, attempt=state.attempt + 1, lapses=lapses,
                  granted_claim_id="", lease_until_ms=0, not_before_ms=not_before_ms,
                  status_detail=detail)
-    outputs: tuple[OutputEvent, ...] = (state_receipt(nxt, now), dispatch_for(nxt, now))
+    outputs: tuple[OutputEvent, ...] = (state_receipt(nxt, now, reason), dispatch_for(nxt, now))
     if not counted and lapses == policy.lapse_alert_after:
         outputs += (alert_for(state.key, AlertKind.STALLED, f"lapse/{state.attempt}",
                            f"{lapses} grants in a row came too late to call: check "
@@ -58,10 +66,11 @@ def next_attempt(state: KeyState, now: int, not_before_ms: int, detail: str,
 
 
 def to_operator(state: KeyState, now: int, why: str, source: str,
-                 record: AttemptRecord | None = None) -> Decision:
+                 record: AttemptRecord | None = None, reason: Reason = Reason.NONE,
+                 ) -> Decision:
     waiting = enter(state, Phase.NEEDS_OPERATOR, now, record, status_detail=why)
     alert = alert_for(state.key, AlertKind.RECONCILIATION_REQUIRED, source, why, now)
-    return Decision(waiting, (state_receipt(waiting, now), alert))
+    return Decision(waiting, (state_receipt(waiting, now, reason), alert))
 
 
 def reconcile(state: KeyState, now: int, claim_id: str, record: AttemptRecord | None,

@@ -8,7 +8,8 @@ the decision id), so it is in the key's timeline and evidence with who, why and 
 - The key must wait for an operator at exactly that attempt, or the decision is refused:
   whatever the operator saw has changed since.
 - The same decision again (same id, same contents) is a no-op: a script retrying after a
-  timeout cannot decide twice. The same id with other contents, on any key, is refused: the
+  timeout cannot decide twice. The same id with other contents, on any key of the tenant,
+  is refused (ids are a tenant's: another tenant's use is neither seen nor blocking): the
   view's decision index answers that in one lookup (``view_url``); without a view the whole
   attempts topic is read. Two decisions racing with one id on two keys can both pass.
 - The processor applies only the first decision that reaches it while the key waits at
@@ -35,7 +36,12 @@ from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.reader import tail_topic
 from ledger_stream.kafka.receipts import key_partition, key_records
-from ledger_stream.sdk.errors import LedgerUnavailable, StaleTimelineError, ViewUnavailableError
+from ledger_stream.sdk.errors import (
+    LedgerUnavailable,
+    NoTimelineError,
+    StaleTimelineError,
+    ViewUnavailableError,
+)
 from ledger_stream.sdk.view_client import ViewClient
 from ledger_stream.serde import AvroCodec, DecodeError
 
@@ -72,7 +78,7 @@ def record_decision(settings: Settings, bootstrap: str, codec: AvroCodec, *, key
                               f"'-', got {decision_id!r}")
     wanted = ev.OperatorResolution(decision_id, key, attempt, resolution, operator,
                                    int(time.time() * 1000), external_id, reason)
-    earlier = _recorded(settings, bootstrap, codec, decision_id)
+    earlier = _recorded(settings, bootstrap, codec, key.split("/", 1)[0], decision_id)
     if earlier is not None:
         if _contents(earlier) != _contents(wanted):
             raise DecisionRefused(f"decision {decision_id} was recorded with other contents "
@@ -104,7 +110,7 @@ def _retried(done: Decided, settings: Settings, bootstrap: str, codec: AvroCodec
     """A decision sent again: what became of it the first time, from the key's receipts."""
     mine = done.decision
     receipts = _receipts(settings, bootstrap, codec, mine.key)
-    ours = next((r for _, r in receipts if decision_named(r.detail) == mine.event_id), None)
+    ours = next((r for _, r in receipts if _names(r) == mine.event_id), None)
     if ours is not None:
         return Decided(mine, True, "applied", ours)
     latest_offset, latest = receipts[-1] if receipts else (-1, None)
@@ -114,26 +120,38 @@ def _retried(done: Decided, settings: Settings, bootstrap: str, codec: AvroCodec
     return Decided(mine, True, "unknown")
 
 
+def _names(receipt: ev.Receipt) -> str | None:
+    """The decision an operator's receipt names. Only receipts of reason ``operator`` count:
+    others may quote text (a connector's error, a copied detail) that looks like a mark."""
+    return decision_named(receipt.detail) if receipt.reason is ev.Reason.OPERATOR else None
+
+
 def _settled(done: Decided, settings: Settings, bootstrap: str, codec: AvroCodec,
              after: int, wait_s: float) -> Decided:
-    """``done`` with its verdict: the first receipt of the key after offset ``after`` that
-    names a decision settles it; DecisionRefused when that decision is another one."""
+    """``done`` with its verdict, from the first receipt of the key after offset ``after``
+    that answers the question: one naming a decision (this one: applied; another:
+    DecisionRefused), or one whose key no longer waits (settled another way: refused)."""
     mine = done.decision.event_id
-    first = _first_naming_receipt(settings, bootstrap, codec, done.decision.key, after,
-                                  wait_s)
+    first = _first_answer(settings, bootstrap, codec, done.decision.key, after, wait_s)
     if first is None:
         return done
-    if decision_named(first.detail) == mine:
+    named = _names(first)
+    if named == mine:
         return Decided(done.decision, done.replayed, "applied", first)
+    if named is not None:
+        raise DecisionRefused(
+            f"decision {named} took effect first ({first.detail}); decision {mine} is "
+            f"recorded without effect: look at {done.decision.key} again")
     raise DecisionRefused(
-        f"decision {decision_named(first.detail)} took effect first ({first.detail}); "
-        f"decision {mine} is recorded without effect: look at {done.decision.key} again")
+        f"{done.decision.key} moved on before decision {mine} applied (it is "
+        f"{first.key_status.value}: {first.detail}); the decision is recorded without "
+        "effect: look at it again")
 
 
-def _first_naming_receipt(settings: Settings, bootstrap: str, codec: AvroCodec, key: str,
-                          after: int, wait_s: float) -> ev.Receipt | None:
-    """The first receipt of ``key`` after offset ``after`` that names a decision, or None
-    when none came within ``wait_s``."""
+def _first_answer(settings: Settings, bootstrap: str, codec: AvroCodec, key: str,
+                  after: int, wait_s: float) -> ev.Receipt | None:
+    """The first receipt of ``key`` after offset ``after`` that names a decision or no
+    longer waits for an operator, or None when none came within ``wait_s``."""
     topic = settings.topic("receipts")
     consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
                          "group.id": f"decision-{uuid.uuid4().hex}",
@@ -143,17 +161,20 @@ def _first_naming_receipt(settings: Settings, bootstrap: str, codec: AvroCodec, 
         tp = key_partition(consumer, topic, key)
         consumer.assign([TopicPartition(topic, tp.partition, after + 1)])
         deadline = time.monotonic() + max(0.0, wait_s)
-        while True:
-            msg = consumer.poll(max(0.0, min(0.2, deadline - time.monotonic())))
+        while True:  # polls at least once; the deadline is checked after every record
+            left = deadline - time.monotonic()
+            msg = consumer.poll(max(0.0, min(0.2, left)))
             if msg is not None and not msg.error() and msg.key() == wanted \
                     and msg.value() is not None:
                 try:
                     receipt = codec.decode(msg.value(), expect=(ev.Receipt,))
                 except DecodeError:
-                    continue
-                if decision_named(receipt.detail) is not None:
+                    receipt = None
+                if receipt is not None and (
+                        _names(receipt) is not None
+                        or receipt.key_status is not ev.ReceiptStatus.NEEDS_RECONCILIATION):
                     return receipt
-            elif time.monotonic() >= deadline:
+            if left <= 0:
                 return None
     finally:
         consumer.close()
@@ -173,15 +194,17 @@ def _receipts(settings: Settings, bootstrap: str, codec: AvroCodec, key: str,
     return found
 
 
-def _recorded(settings: Settings, bootstrap: str, codec: AvroCodec,
+def _recorded(settings: Settings, bootstrap: str, codec: AvroCodec, tenant: str,
               decision_id: str) -> ev.OperatorResolution | None:
-    """The first decision recorded under ``decision_id``, on any key: one lookup in the view
-    when ``view_url`` names one (as of every decision committed now), else a read of the
-    whole attempts topic. LedgerUnavailable when neither can answer: an id that cannot be
-    checked is not used."""
+    """The tenant's first decision recorded under ``decision_id``, on any of its keys: one
+    lookup in the view when ``view_url`` names one with a timeline (as of every decision
+    committed now), else a read of the whole attempts topic. LedgerUnavailable when neither
+    can answer: an id that cannot be checked is not used."""
     if settings.view_url:
         try:
-            return ViewClient(settings.view_url).decision(decision_id, wait_s=5.0)
+            return ViewClient(settings.view_url).decision(tenant, decision_id, wait_s=5.0)
+        except NoTimelineError:
+            pass  # a view of latest receipts only: read the topic
         except (StaleTimelineError, ViewUnavailableError) as exc:
             raise LedgerUnavailable(f"cannot check that decision id {decision_id} is unused: "
                                     f"{exc}") from exc
@@ -190,7 +213,8 @@ def _recorded(settings: Settings, bootstrap: str, codec: AvroCodec,
             event = codec.decode(value) if value is not None else None
         except DecodeError:
             continue
-        if isinstance(event, ev.OperatorResolution) and event.event_id == decision_id:
+        if isinstance(event, ev.OperatorResolution) and event.event_id == decision_id \
+                and event.key.split("/", 1)[0] == tenant:
             return event
     return None
 

@@ -36,7 +36,12 @@ from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import key_receipts
 from ledger_stream.sdk import dry_run
-from ledger_stream.sdk.errors import InvalidIntentError, LedgerUnavailable, raise_for
+from ledger_stream.sdk.errors import (
+    InvalidIntentError,
+    LedgerUnavailable,
+    NoTimelineError,
+    raise_for,
+)
 from ledger_stream.sdk.receipt_hub import ReceiptHub
 from ledger_stream.sdk.view_client import ViewClient
 from ledger_stream.serde import AvroCodec, make_codec
@@ -179,27 +184,35 @@ class LedgerClient:
         return self._view.status(key, after, wait, topic=self._receipts_topic,
                                  partition=partition, partitions=partitions)
 
-    def timeline(self, key: str, wait: float = 2.0) -> list[TimelineRow]:
-        """The key's timeline: one row per record of it in every ledger topic (``[]`` when
-        the ledger has none). With ``view_url`` set, one lookup in the view's timeline,
-        caught up to every record committed when this was called (StaleTimelineError: not
-        within ``wait`` seconds; ViewUnavailableError); without, the key's partition of
-        every ledger topic is read."""
-        if self._view is None:
-            return timeline(self._key_records(key))
-        body = self._view.history(key, "timeline", wait)
-        return [TimelineRow(**row) for row in body["rows"]]
+    def timeline(self, key: str, wait: float = 2.0, limit: int = 1_000) -> list[TimelineRow]:
+        """The key's timeline: one row per record of it in every ledger topic, the latest
+        ``limit`` of them (``[]`` when the ledger has none). With ``view_url`` set, one
+        lookup in the view's timeline, caught up to every record committed when this was
+        called (StaleTimelineError: not within ``wait`` seconds; ViewUnavailableError);
+        without (or a view with no timeline), the key's partition of every topic is read."""
+        if limit < 1:
+            raise ValueError(f"limit must be 1 or more, got {limit}")
+        if self._view is not None:
+            try:
+                body = self._view.history(key, "timeline", wait, limit)
+                return [TimelineRow(**row) for row in body["rows"]]
+            except NoTimelineError:
+                pass  # a view of latest receipts only: the topics answer
+        return timeline(self._key_records(key))[-limit:]
 
     def evidence(self, key: str, wait: float = 2.0) -> dict[str, Any] | None:
         """Everything known about the key as one redacted JSON-able document
         (``history.evidence``), or None when the ledger has no record of it. From the view
         or the topics, as ``timeline``."""
-        if self._view is None:
-            records = self._key_records(key)
-            return evidence(key, records, now_ms()) if records else None
-        body = self._view.history(key, "evidence", wait)
-        found: dict[str, Any] = body["evidence"]
-        return found if body["records"] else None
+        if self._view is not None:
+            try:
+                body = self._view.history(key, "evidence", wait)
+                found: dict[str, Any] = body["evidence"]
+                return found if body["records"] else None
+            except NoTimelineError:
+                pass
+        records = self._key_records(key)
+        return evidence(key, records, now_ms()) if records else None
 
     def _key_records(self, key: str) -> list[Located]:
         with self._reaching(f"read the records of {key}"):

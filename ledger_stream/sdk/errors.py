@@ -103,3 +103,7 @@ class StaleTimelineError(Exception):
 
 class ViewUnavailableError(Exception):
     """The receipts view (LEDGER_VIEW_URL) could not be asked."""
+
+
+class NoTimelineError(ViewUnavailableError):
+    """The view was started with --no-timeline: ask the topics instead."""

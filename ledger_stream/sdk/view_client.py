@@ -10,6 +10,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from ledger_stream.domain.events import OperatorResolution, Receipt
 from ledger_stream.sdk.errors import (
+    NoTimelineError,
     StaleStatusError,
     StaleTimelineError,
     ViewUnavailableError,
@@ -53,26 +54,29 @@ class ViewClient:
         return None if record is None else from_record(Receipt, record)
 
     def history(self, key: str, what: Literal["timeline", "evidence"], wait_s: float,
-                ) -> dict[str, Any]:
+                limit: int = 1_000) -> dict[str, Any]:
         """The view's answer to ``GET /v1/{what}/{key}`` once it has applied every record of
         the key committed when this was called. StaleTimelineError when it had not within
         ``wait_s``; ViewUnavailableError when it cannot be asked or refuses (a view started
         with --no-timeline answers 404)."""
         wait_s = min(max(wait_s, 0.0), MAX_WAIT_S)
         path = (f"{self._base}/v1/{what}/{quote(key, safe='')}?"
-                f"{urlencode({'fresh': 1, 'wait_ms': int(wait_s * 1000)})}")
+                f"{urlencode({'fresh': 1, 'wait_ms': int(wait_s * 1000), 'limit': limit})}")
         body = self._get(path, wait_s)
         if not body["caught_up"]:
             raise StaleTimelineError(key, body["positions"])
         return body
 
-    def decision(self, decision_id: str, wait_s: float) -> OperatorResolution | None:
-        """The operator's decision recorded under ``decision_id`` on any key, or None, as of
-        every decision committed when this was called (StaleTimelineError: the view had
-        not caught up within ``wait_s``; ViewUnavailableError)."""
+    def decision(self, tenant: str, decision_id: str, wait_s: float,
+                 ) -> OperatorResolution | None:
+        """The tenant's operator decision recorded under ``decision_id`` on any of its keys,
+        or None, as of every decision committed when this was called (StaleTimelineError:
+        the view had not caught up within ``wait_s``; NoTimelineError: the view keeps no
+        timeline; ViewUnavailableError)."""
         wait_s = min(max(wait_s, 0.0), MAX_WAIT_S)
-        body = self._get(f"{self._base}/v1/decisions/{quote(decision_id, safe='')}?"
-                         f"{urlencode({'wait_ms': int(wait_s * 1000)})}", wait_s)
+        query = urlencode({"tenant": tenant, "wait_ms": int(wait_s * 1000)})
+        body = self._get(f"{self._base}/v1/decisions/{quote(decision_id, safe='')}?{query}",
+                         wait_s)
         if not body["caught_up"]:
             raise StaleTimelineError(f"decision {decision_id}", {})
         record = body["decision"]
@@ -92,6 +96,8 @@ class ViewClient:
                     raise ViewUnavailableError(f"the view at {self.url} cannot be reached: "
                                                f"{exc}") from exc
                 continue
+            if response.status == 404 and b"no timeline" in data:
+                raise NoTimelineError(f"the view at {self.url} keeps no timeline")
             if response.status != 200:
                 raise ViewUnavailableError(f"the view at {self.url} answered "
                                            f"{response.status}: {data[:300]!r}")

@@ -151,7 +151,8 @@ class Follower:
         if stored == ids:
             return
         if stored is not None:
-            logger.warning("a followed topic was created again; rebuilding from the start",
+            logger.warning("a followed topic was created again (or the store's format "
+                           "changed); rebuilding from the start",
                            extra=log_fields(view=self.name, topics=",".join(self.topics),
                                             old_ids=",".join(stored), new_ids=",".join(ids)))
         self._reset(ids)

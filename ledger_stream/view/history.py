@@ -11,6 +11,7 @@ read-committed reader could see when the request began (or says it could not in 
 from __future__ import annotations
 
 import logging
+import time
 
 from confluent_kafka import KafkaException, Message
 from confluent_kafka.admin import AdminClient
@@ -44,6 +45,9 @@ POSITION = Gauge("ledger_view_history_position",
                  ["topic", "partition"])
 
 
+FORMAT = "format=2"  # 2: with the decision index
+
+
 class HistoryView(Follower):
     name = "timeline"
 
@@ -68,10 +72,15 @@ class HistoryView(Follower):
                 if i < len(self.topics)}
 
     def _stored_ids(self) -> list[str] | None:
-        return self._store.history_ids()
+        """The topic ids the stored timeline came from; a store of another format (one
+        written before the decision index, say) never matches, so it is rebuilt."""
+        stored = self._store.history_ids()
+        if stored is None:
+            return None
+        return stored[:-1] if stored[-1:] == [FORMAT] else [*stored, "(another format)"]
 
     def _reset(self, ids: list[str]) -> None:
-        self._store.reset_history(ids)
+        self._store.reset_history([*ids, FORMAT])
 
     def _on_position(self, topic: str, partition: int, offset: int) -> None:
         POSITION.labels(topic, str(partition)).set(offset)
@@ -103,31 +112,34 @@ class HistoryView(Follower):
         except SchemaRegistryUnavailable as exc:
             raise ReadAgain(f"the schema registry is away: {exc}") from exc
         if isinstance(event, ev.OperatorResolution) and value is not None:
-            index = decision_key(event.event_id)
+            tenant = event.key.split("/", 1)[0]
+            index = decision_key(tenant, event.event_id)
             # The first decision under an id is the one that counts (a second one was
             # refused by whoever sent it, or came from around the ledger's tools).
-            if index not in records and self._store.decision(event.event_id) is None:
+            if index not in records and self._store.decision(tenant, event.event_id) is None:
                 records[index] = value
 
     # -- answering ---------------------------------------------------------------------------
 
-    def decision(self, decision_id: str, timeout_s: float) -> tuple[bool, bytes | None]:
-        """(caught up, the decision recorded under ``decision_id`` or None). Caught up: the
-        view has applied every partition of the attempts topic up to its end as of this
-        call."""
+    def decision(self, tenant: str, decision_id: str, timeout_s: float,
+                 ) -> tuple[bool, bytes | None]:
+        """(caught up, the tenant's decision recorded under ``decision_id`` or None). Caught
+        up: the view has applied every partition of the attempts topic up to its end as of
+        this call."""
         topic = self.topics[ROLES.index("attempts")]
         wanted: dict[TP, int] = {}
+        deadline = time.monotonic() + timeout_s
         try:
-            for partition in range(self.counts[topic]):
+            for partition in range(self.counts[topic]):  # one request covers them all
                 wanted[(topic, partition)] = self._ends[topic].get(
-                    partition, patience_s=max(0.5, timeout_s))
-            caught_up = self.wait_until(wanted, timeout_s)
+                    partition, patience_s=max(0.1, deadline - time.monotonic()))
+            caught_up = self.wait_until(wanted, deadline - time.monotonic())
         except KafkaException as exc:
             logger.warning("cannot ask the end offsets for a decision", extra=log_fields(
                 topic=topic, error=str(exc)))
             caught_up = False
         self._check()
-        return caught_up, self._store.decision(decision_id)
+        return caught_up, self._store.decision(tenant, decision_id)
 
     def records(self, key: str, codec: AvroCodec) -> list[Located]:
         """Every record of ``key`` applied so far, by topic, in offset order; a record that
@@ -146,14 +158,16 @@ class HistoryView(Follower):
 
     def fresh(self, key: str, timeout_s: float) -> bool:
         """Wait until the view holds every record of ``key`` committed when this was called;
-        False when it had not within ``timeout_s`` (or the end offsets could not be asked)."""
+        False when it had not within ``timeout_s`` (or the end offsets could not be asked).
+        One deadline covers asking the end offsets and waiting for them."""
+        deadline = time.monotonic() + timeout_s
         wanted: dict[TP, int] = {}
         for topic, partition in self.partitions_of(key):
             try:
                 wanted[(topic, partition)] = self._ends[topic].get(
-                    partition, patience_s=max(0.5, timeout_s))
+                    partition, patience_s=max(0.1, deadline - time.monotonic()))
             except Exception as exc:  # the broker is away: not fresh, say why in the log
                 logger.warning("cannot ask the end offsets for a timeline", extra=log_fields(
                     topic=topic, partition=partition, error=str(exc)))
                 return False
-        return self.wait_until(wanted, timeout_s)
+        return self.wait_until(wanted, deadline - time.monotonic())

@@ -6,16 +6,17 @@
   until the view has applied the partition up to that offset; ``caught_up`` says whether it
   had (null without ``after``). ``topic``, ``partition`` and ``partitions`` name what
   ``after`` is an offset of; a view of another topic or partitioning answers 409.
-- ``GET /v1/timeline/{key}[?fresh=1][&wait_ms=MS]``: the key's timeline (one row per record
-  of it in every ledger topic, ``history.timeline``) from the view's timeline. With ``fresh``
+- ``GET /v1/timeline/{key}[?fresh=1][&wait_ms=MS][&limit=N]``: the key's timeline (one row
+  per record of it in every ledger topic, ``history.timeline``; the latest ``limit``, 1,000
+  by default, ``truncated`` counting the earlier ones) from the view's timeline. With ``fresh``
   (the default) the view first catches up to the end offsets of the key's partitions as of
   the request; ``caught_up`` says whether it did (null with ``fresh=0``). ``positions``: the
   view's position in each of the key's partitions, ``topic/partition`` → offset.
 - ``GET /v1/evidence/{key}``: the same, with the key's redacted evidence document
   (``history.evidence``) instead of the rows.
-- ``GET /v1/decisions/{decision id}``: the operator's decision recorded under that id, on
-  any key (``decision`` null for none), once the view has applied every partition of the
-  attempts topic up to its end as of the request (``caught_up``).
+- ``GET /v1/decisions/{decision id}?tenant=T``: the tenant's operator decision recorded
+  under that id, on any of its keys (``decision`` null for none), once the view has applied
+  every partition of the attempts topic up to its end as of the request (``caught_up``).
 - ``GET /healthz``: each partition's position; 503 once the view has failed.
 - ``GET /metrics``: Prometheus.
 
@@ -54,6 +55,7 @@ TIMELINE = "/v1/timeline/"
 EVIDENCE = "/v1/evidence/"
 DECISIONS = "/v1/decisions/"
 DEFAULT_WAIT_MS, MAX_WAIT_MS = 1_000, 30_000
+DEFAULT_ROWS, MAX_ROWS = 1_000, 100_000  # timeline rows per answer: the latest ones
 REQUEST_SECONDS = Histogram("ledger_view_request_seconds", "view lookups, answered",
                             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 1))
 
@@ -111,7 +113,10 @@ def history(view: HistoryView | None, codec: AvroCodec, key: str,
     body: dict[str, Any] = {"key": key, "caught_up": caught_up, "records": len(records),
                             "positions": {f"{t}/{p}": o for (t, p), o in positions.items()}}
     if what == "timeline":
-        body["rows"] = [row.as_dict() for row in timeline(records)]
+        limit = _int_param(query, "limit", 1, MAX_ROWS, DEFAULT_ROWS)
+        rows = timeline(records)
+        body["rows"] = [row.as_dict() for row in rows[-limit:]]  # the latest ones
+        body["truncated"] = max(0, len(rows) - limit)
     else:
         body["evidence"] = evidence(key, records, int(time.time() * 1000))
     return body
@@ -124,8 +129,11 @@ def decision(view: HistoryView | None, codec: AvroCodec, decision_id: str,
         raise NoTimeline("this view keeps no timeline (started with --no-timeline)")
     if not decision_id:
         raise BadRequest("the decision id is empty")
+    tenant = query.get("tenant", [""])[-1]
+    if not tenant:
+        raise BadRequest("tenant is required: decision ids are a tenant's")
     wait_ms = _int_param(query, "wait_ms", 0, MAX_WAIT_MS, DEFAULT_WAIT_MS)
-    caught_up, raw = view.decision(decision_id, wait_ms / 1000)
+    caught_up, raw = view.decision(tenant, decision_id, wait_ms / 1000)
     return {"decision_id": decision_id, "caught_up": caught_up,
             "decision": _record(codec, raw, OperatorResolution, "the decision")}
 

@@ -12,8 +12,9 @@ The timeline (every record of every ledger topic, by key) lives beside them:
   ``<1: a value follows, 0: a tombstone><timestamp ms: 8 bytes><value bytes>``. A key's
   records are one contiguous range, read with one seek;
 - ``q<topic: 1 byte><partition: 4>``: the position in each topic's partition;
-- ``d<decision id>``: an operator's decision (its Avro bytes) by its id, whatever its key:
-  a decision id is refused for a second decision anywhere (operate/decisions.py);
+- ``d<tenant>\0<decision id>``: an operator's decision (its Avro bytes) by its tenant and id,
+  whatever its key: a tenant's decision id is refused for a second decision on any of its
+  keys (operate/decisions.py);
 - ``mhistory``: the ids of the topics the timeline came from (one id per line, in the
   topics' order). Any change empties the whole timeline, which is read again.
 
@@ -64,8 +65,8 @@ def record_key(key: bytes, topic: int, partition: int, offset: int) -> bytes:
             + offset.to_bytes(8, "big"))
 
 
-def decision_key(decision_id: str) -> bytes:
-    return _DECISION + decision_id.encode("utf-8")
+def decision_key(tenant: str, decision_id: str) -> bytes:
+    return _DECISION + tenant.encode("utf-8") + b"\x00" + decision_id.encode("utf-8")
 
 
 def record_value(timestamp_ms: int, value: bytes | None) -> bytes:
@@ -173,9 +174,9 @@ class ViewStore:
         except Exception as exc:
             raise StoreError(f"writing the view store {self.path} failed: {exc}") from exc
 
-    def decision(self, decision_id: str) -> bytes | None:
-        """The decision recorded under ``decision_id`` (Avro bytes), or None."""
-        value: bytes | None = self._db.get(decision_key(decision_id))
+    def decision(self, tenant: str, decision_id: str) -> bytes | None:
+        """The tenant's decision recorded under ``decision_id`` (Avro bytes), or None."""
+        value: bytes | None = self._db.get(decision_key(tenant, decision_id))
         return value
 
     def history_ids(self) -> list[str] | None:

@@ -277,6 +277,27 @@ def test_not_found_without_dedup_or_unqueryable_needs_an_operator(result):
     assert not of(out, ev.Dispatch)
 
 
+def test_a_decision_about_an_attempt_cannot_answer_the_question_asked_after_it():
+    """Attempts used up, two of three unknown: an operator says attempt 3 did not apply, so
+    the key must be asked about again. A second decision sent about attempt 3 (racing the
+    first, its sender never saw the new question) is not taken as the answer; one about the
+    new question is."""
+    from dataclasses import replace
+
+    exhausted = replace(needs_operator(), attempt=3, unknown_attempts=2)
+    first = resolution(RES.NOT_APPLIED, attempt=3)
+    state, out = run([first], exhausted)
+    assert (state.phase, state.attempt, state.unknown_attempts) == (
+        Phase.NEEDS_OPERATOR, 4, 1)
+    assert not of(out, ev.Dispatch)  # asked again, never resent past max_attempts
+    (asked,) = of(out, ev.Receipt)
+    assert (asked.attempts, asked.reason) == (4, ev.Reason.OPERATOR)
+    racing = resolution(RES.APPLIED, attempt=3, external_id="pay-9")
+    assert run([racing], state) == (state, [])
+    state, _ = run([resolution(RES.FAILED, attempt=4)], state)
+    assert state.phase is Phase.FAILED
+
+
 def test_the_receipt_of_an_operators_decision_names_it():
     from ledger_stream.domain.outputs import decision_named
 
@@ -285,6 +306,7 @@ def test_the_receipt_of_an_operators_decision_names_it():
         _, out = run([decision], needs_operator())
         (receipt,) = of(out, ev.Receipt)
         assert decision_named(receipt.detail) == decision.event_id
+        assert receipt.reason is ev.Reason.OPERATOR  # only these name a decision
 
 
 def needs_operator() -> KeyState:

@@ -487,7 +487,14 @@ inline decide() {
         if
         :: Lk[x_i] == OP_APPLIED -> st = S_SUCC; pext = Le[x_i]; psb = OPID
         :: Lk[x_i] == OP_FAILED -> st = S_FAIL
-        :: Lk[x_i] == OP_NOTAPP -> if :: punk > 0 -> punk-- :: else -> skip fi; next_attempt(1)
+        :: Lk[x_i] == OP_NOTAPP -> if :: punk > 0 -> punk-- :: else -> skip fi; next_attempt(1);
+           /* asked again: a new question at attempt n+1, no dispatch (transitions.py
+              next_attempt by_operator), so a decision about attempt n cannot answer it */
+           if
+           :: st == S_NOP && pn < NMAX -> pn++
+           :: st == S_NOP && pn >= NMAX -> ovf = 1
+           :: else -> skip
+           fi
         fi
      :: else -> skip
      fi

@@ -204,6 +204,17 @@ def test_a_decision_id_is_one_decision_on_any_key_with_or_without_a_view(
         assert [d.event_id for d in decisions(s, second)] == [f"{used}-2"]
     finally:
         view.close()
+    # Ids are a tenant's: another tenant's decision under the same id is its own.
+    theirs = f"globex/email/{uuid.uuid4().hex[:8]}"
+    waiting_at(s, theirs, 1)
+    assert resolve(s, theirs, *decision) == 0
+    assert first not in capsys.readouterr().err
+    bare = ServedView(s, tmp_path / "bare", timeline=False)
+    try:  # a view of latest receipts only: the attempts topic answers instead
+        assert resolve(s, second, *decision, "--view-url", bare.url) == 2
+        assert f"of {first}" in capsys.readouterr().err
+    finally:
+        bare.close()
     stopped = ServedView(s, tmp_path / "stopped", start=False)
     try:  # a view that cannot say whether the id is free: not used
         assert resolve(s, second, "--failed", "--attempt", "1", "--reason", "bounced",
@@ -211,3 +222,25 @@ def test_a_decision_id_is_one_decision_on_any_key_with_or_without_a_view(
         assert "cannot check that decision id" in capsys.readouterr().err
     finally:
         stopped.close()
+
+
+def test_a_key_that_moves_on_another_way_refuses_the_decision_whatever_its_detail_says(
+        ledger_topics: Settings) -> None:
+    """After the check, the key fails on a late outcome from its holder whose error quotes
+    a decision mark (a target's text can say anything). Only the processor's operator
+    receipts name decisions: the sender hears the key moved on, not "applied"."""
+    s, key = ledger_topics, f"acme/email/{uuid.uuid4().hex[:8]}"
+    assert s.kafka_bootstrap
+    waiting_at(s, key, 1)
+    checked = key_records(s.kafka_bootstrap, s.topic("receipts"), key)[-1].offset
+    producer = EventProducer(s, s.kafka_bootstrap)
+    producer.send("receipts", ev.Receipt(
+        uuid.uuid4().hex, key, "i1", ev.ReceiptStatus.FAILED, ev.Reason.TARGET_REJECTED,
+        "h" * 64, 1, 1_796_000_000_100, detail="HTTP 400: see [decision d-mine]",
+        key_status=ev.ReceiptStatus.FAILED))
+    producer.flush()
+    mine = ev.OperatorResolution("d-mine", key, 1, ev.Resolution.APPLIED, "ops-ann", 1,
+                                 "mail-1", "checked")
+    with pytest.raises(DecisionRefused, match="moved on before decision d-mine applied"):
+        decisions_module._settled(Decided(mine, False), s, s.kafka_bootstrap, AvroCodec(),
+                                  checked, 5.0)

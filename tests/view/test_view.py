@@ -298,7 +298,7 @@ def test_a_topic_created_again_is_read_afresh_not_answered_from_old_rows(
 
 def test_a_timeline_behind_the_log_says_so_and_none_kept_is_a_clear_refusal(
         ledger_topics: Settings, tmp_path: Path) -> None:
-    from ledger_stream.sdk.errors import StaleTimelineError
+    from ledger_stream.sdk.errors import NoTimelineError, StaleTimelineError
     key = operation_key("acme", "refund", uuid.uuid4().hex[:8])
     assert ledger_topics.kafka_bootstrap
     producer = EventProducer(ledger_topics, ledger_topics.kafka_bootstrap, AvroCodec())
@@ -318,7 +318,11 @@ def test_a_timeline_behind_the_log_says_so_and_none_kept_is_a_clear_refusal(
         running.close()
     bare = ServedView(ledger_topics, tmp_path / "bare", timeline=False)
     try:
-        with pytest.raises(ViewUnavailableError, match="404.*no timeline"):
+        with pytest.raises(NoTimelineError, match="keeps no timeline"):
             ViewClient(bare.url).history(key, "timeline", 1)
+        # The SDK then reads the topics instead.
+        settings = ledger_topics.model_copy(update={"view_url": bare.url})
+        with LedgerClient(settings) as client:
+            assert [r.event for r in client.timeline(key)] == ["Receipt"]
     finally:
         bare.close()
