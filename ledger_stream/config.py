@@ -86,6 +86,11 @@ class Settings(BaseSettings):
     replay_window_ms: int = Field(
         7 * DAY_MS, ge=1, description="how long a terminal key stays authoritative"
     )
+    compaction_margin_ms: int = Field(
+        7 * DAY_MS, ge=0, description="how much longer than the replay window the history "
+        "topics keep every record of a key before compaction may drop the older ones: a "
+        "processor that falls further behind could find an intent it never read compacted "
+        "away (alerted at half of it: LedgerProcessorNearCompaction)")
     schema_registry_url: str | None = Field(
         None, description="use Confluent Schema Registry framing instead of single-object"
     )

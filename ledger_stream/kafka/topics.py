@@ -2,7 +2,8 @@
 
 All seven share one partition count, so one operation key's intents, attempts, dispatches
 and state meet in the same partition number. History topics are compacted, but only after
-the replay window (``min.compaction.lag.ms``), so a key's full history survives the window;
+the replay window and a margin for processor lag (``min.compaction.lag.ms``), so a key's
+full history survives the window;
 receipts keep the latest per key; alerts and the DLQ are kept by time; the changelog (the
 processor's state backup) keeps the latest row per key.
 
@@ -67,7 +68,12 @@ def ledger_topics(settings: Settings) -> tuple[TopicSpec, ...]:
     shared: dict[str, str] = {}
     if settings.replication_factor >= 3:
         shared["min.insync.replicas"] = "2"
-    history = {"cleanup.policy": "compact", "min.compaction.lag.ms": str(settings.replay_window_ms)}
+    # A record may be compacted away once a newer one of its key exists and it is older
+    # than the lag: the replay window plus a margin for a processor that fell behind (an
+    # intent compacted before the processor read it would be lost without a trace, and a
+    # later conflicting one could reserve its key).
+    lag = settings.replay_window_ms + settings.compaction_margin_ms
+    history = {"cleanup.policy": "compact", "min.compaction.lag.ms": str(lag)}
     latest = {"cleanup.policy": "compact"}
     records = {"cleanup.policy": "delete", "retention.ms": str(LONG_RETENTION_MS)}
     state = {"cleanup.policy": "compact",

@@ -38,7 +38,7 @@ def test_topics_are_created_with_their_cleanup_policies(ledger_settings: Setting
     assert [(r.topic, r.status) for r in reports] == [
         (ledger_settings.topic(name), "created") for name in LEDGER_TOPICS
     ]
-    lag = str(ledger_settings.replay_window_ms)
+    lag = str(ledger_settings.replay_window_ms + ledger_settings.compaction_margin_ms)
     for name in ("intents", "attempts", "dispatch"):
         partitions, config = _describe(bootstrap, ledger_settings.topic(name))
         assert partitions == 3
