@@ -93,6 +93,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _resolve(args: argparse.Namespace) -> int:
     from ledger_stream.kafka.bootstrap import resolve_bootstrap
+    from ledger_stream.kafka.exceptions import KafkaSetupError
     from ledger_stream.operate import DecisionRefused, record_decision
     from ledger_stream.sdk.errors import LedgerUnavailable
     from ledger_stream.serde import make_codec
@@ -110,7 +111,7 @@ def _resolve(args: argparse.Namespace) -> int:
             key=key, attempt=args.attempt, resolution=resolution, operator=args.operator,
             reason=args.reason, decision_id=decision_id, external_id=args.applied or "",
             wait_s=args.wait)
-    except (DecisionRefused, LedgerUnavailable) as exc:
+    except (DecisionRefused, LedgerUnavailable, KafkaSetupError) as exc:
         raise CliError(str(exc)) from exc
     verb = "was already recorded" if done.replayed else "recorded"
     print(f"{key}: attempt {args.attempt} {resolution.value}: decision {decision_id} {verb}; "

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from ledger_stream.kafka.client_config import CLIENT_CONFIG
 
 
 def end_offset(consumer: Consumer, tp: TopicPartition, timeout_s: float = 15.0) -> int:
@@ -17,6 +20,29 @@ def end_offset(consumer: Consumer, tp: TopicPartition, timeout_s: float = 15.0) 
         except KafkaException:
             # NOT_LEADER / LEADER_NOT_AVAILABLE right after topic creation or a broker
             # restart are not flagged retriable by librdkafka here, yet pass in moments.
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def log_bounds(bootstrap: str, topic: str, partitions: list[int],
+               timeout_s: float = 15.0) -> dict[int, tuple[int, int]]:
+    """Each partition's (log start, read-committed end) offsets: two requests for all of
+    them (a consumer's watermark query is one round trip per partition, and slow on an
+    empty one), retried through leader elections until ``timeout_s``."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            found = []
+            for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):
+                futures = admin.list_offsets(
+                    {TopicPartition(topic, p): spec for p in partitions},
+                    isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=5)
+                found.append({tp.partition: int(f.result().offset)
+                              for tp, f in futures.items()})
+            return {p: (found[0][p], found[1][p]) for p in partitions}
+        except KafkaException:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)

@@ -13,7 +13,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.exceptions import KafkaSetupError
 from ledger_stream.kafka.message import fetched, position
-from ledger_stream.kafka.offsets import end_offset
+from ledger_stream.kafka.offsets import log_bounds
 from ledger_stream.serde import AvroCodec
 
 
@@ -45,7 +45,8 @@ def read_topic(
         meta = consumer.list_topics(topic, timeout=10).topics[topic]
         parts = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions]
         consumer.assign(parts)
-        ends = {p: end_offset(consumer, TopicPartition(topic, p)) for p in meta.partitions}
+        ends = {p: end for p, (_, end) in log_bounds(bootstrap, topic,
+                                                      list(meta.partitions)).items()}
         records: list[Any] = []
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -81,14 +82,18 @@ def tail_topic(bootstrap: str, topic: str, *, follow: bool,
                          "isolation.level": "read_committed"})
     try:
         meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        known_by = time.monotonic() + 10.0  # a topic just created may take a moment to show
+        while meta.error is not None and time.monotonic() < known_by:
+            time.sleep(0.2)
+            meta = consumer.list_topics(topic, timeout=10).topics[topic]
         if meta.error is not None:
             raise KafkaSetupError(f"cannot read {topic}: {meta.error.str()}")
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions])
-        ends = {p: end_offset(consumer, TopicPartition(topic, p)) for p in meta.partitions}
+        bounds = log_bounds(bootstrap, topic, list(meta.partitions))
+        ends = {p: end for p, (_, end) in bounds.items()}
         # A partition whose records were all deleted (retention) is at its end already: the
         # consumer has no position there until something new arrives.
-        empty = {p for p in meta.partitions if int(consumer.get_watermark_offsets(
-            TopicPartition(topic, p), timeout=10)[0]) >= ends[p]}
+        empty = {p for p, (start, end) in bounds.items() if start >= end}
         deadline = time.monotonic() + timeout_s
         while not stop.is_set():
             if not follow and _at_end(consumer, topic, {p: e for p, e in ends.items()

@@ -35,7 +35,7 @@ from prometheus_client import Counter, Gauge
 
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.message import error_text, fetched, position
-from ledger_stream.kafka.offsets import end_offset
+from ledger_stream.kafka.offsets import log_bounds
 from ledger_stream.logs import log_fields
 from ledger_stream.state.exceptions import StoreError
 from ledger_stream.view.store import ViewStore
@@ -90,7 +90,7 @@ class Follower:
         try:
             self.counts = {topic: self._partition_count(topic) for topic in topics}
             self._check_topic_ids(bootstrap)
-            self._positions = self._start_positions(self._stored_positions())
+            self._positions = self._start_positions(bootstrap, self._stored_positions())
         except BaseException:
             self._consumer.close()
             raise
@@ -157,12 +157,13 @@ class Follower:
                                             old_ids=",".join(stored), new_ids=",".join(ids)))
         self._reset(ids)
 
-    def _start_positions(self, stored: dict[TP, int]) -> dict[TP, int]:
+    def _start_positions(self, bootstrap: str, stored: dict[TP, int]) -> dict[TP, int]:
         positions = {}
         for topic, count in self.counts.items():
+            bounds = log_bounds(bootstrap, topic, list(range(count)))
             for partition in range(count):
                 start = stored.get((topic, partition), 0)
-                end = end_offset(self._consumer, TopicPartition(topic, partition))
+                end = bounds[partition][1]
                 if start > end:
                     # The topic was recreated under the view: read it all again.
                     logger.warning("view ahead of its topic; reading the partition again",

@@ -19,6 +19,7 @@ from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import key_records
 from ledger_stream.operate import Decided, DecisionRefused, record_decision
 from ledger_stream.operate import decisions as decisions_module
+from ledger_stream.sdk.errors import StaleTimelineError
 from ledger_stream.serde import AvroCodec
 from ledger_stream.testing.operator import latest_receipt, waiting_for_operator
 from ledger_stream.testing.processes import start_processor
@@ -215,13 +216,23 @@ def test_a_decision_id_is_one_decision_on_any_key_with_or_without_a_view(
         assert f"of {first}" in capsys.readouterr().err
     finally:
         bare.close()
-    stopped = ServedView(s, tmp_path / "stopped", start=False)
-    try:  # a view that cannot say whether the id is free: not used
-        assert resolve(s, second, "--failed", "--attempt", "1", "--reason", "bounced",
-                       "--decision-id", f"{used}-3", "--view-url", stopped.url) == 2
-        assert "cannot check that decision id" in capsys.readouterr().err
-    finally:
-        stopped.close()
+
+
+def test_a_decision_id_a_view_cannot_check_is_not_used(
+        ledger_topics: Settings, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The view is behind (or away): the id may be in use, so the decision is not sent."""
+    s, key = ledger_topics, f"acme/email/{uuid.uuid4().hex[:8]}"
+    waiting_at(s, key, 1)
+
+    def behind(*_: Any, **__: Any) -> None:
+        raise StaleTimelineError("decision d-9", {})
+
+    monkeypatch.setattr(decisions_module.ViewClient, "decision", behind)
+    assert resolve(s, key, "--failed", "--attempt", "1", "--reason", "bounced",
+                   "--decision-id", "d-9", "--view-url", "http://127.0.0.1:9") == 2
+    assert "cannot check that decision id d-9 is unused" in capsys.readouterr().err
+    assert decisions(s, key) == []
 
 
 def test_a_key_that_moves_on_another_way_refuses_the_decision_whatever_its_detail_says(
