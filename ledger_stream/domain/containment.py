@@ -192,8 +192,11 @@ def withhold(before: KeyState, decision: Decision, hold: Hold, now: int) -> Deci
     if not any(isinstance(o, Dispatch) for o in decision.outputs):
         return decision
     state = decision.state
+    # The state receipt of the dispatch is replaced by the hold's; an operator's receipt
+    # stays (it names the decision that took effect, for its sender).
     kept = tuple(o for o in decision.outputs if not isinstance(o, Dispatch) and not (
-        isinstance(o, Receipt) and o.intent_event_id == state.intent_event_id))
+        isinstance(o, Receipt) and o.intent_event_id == state.intent_event_id
+        and o.reason is not Reason.OPERATOR))
     why = _why(freeze)
     if not hold.room:
         full = f"{why}; the partition's hold queue is full"

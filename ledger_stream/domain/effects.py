@@ -43,9 +43,11 @@ def effect_seen(state: KeyState, record: AttemptRecord, source: str, deduplicate
     outputs: tuple[OutputEvent, ...] = (state_receipt(done, now),)
     # The current attempt was granted to another claim, and its outcome is not known to be
     # "nothing applied" (it is running, unknown, or with an operator).
+    # (Claim ids are unique, so the claim alone names the grant's holder: a key asked again
+    # at attempt n+1 without a dispatch keeps attempt n's grant.)
     granted_elsewhere = bool(state.granted_claim_id) and state.phase in (
-        Phase.DISPATCHED, Phase.RECONCILING, Phase.NEEDS_OPERATOR) and not (
-        record.attempt == state.attempt and record.claim_id == state.granted_claim_id)
+        Phase.DISPATCHED, Phase.RECONCILING, Phase.NEEDS_OPERATOR
+    ) and record.claim_id != state.granted_claim_id
     if granted_elsewhere and not by_lookup and not deduplicates:
         # A real call landed while another claim holds (or held, with an outcome nobody
         # knows) the grant of a target that does not deduplicate: a second effect may exist
@@ -70,7 +72,7 @@ def _same_effect(state: KeyState, record: AttemptRecord, deduplicates: bool,
     ext = record.external_id
     if not ext or ext != state.external_id:
         return False
-    holder = record.attempt == state.attempt and record.claim_id == state.granted_claim_id
+    holder = bool(state.granted_claim_id) and record.claim_id == state.granted_claim_id
     return by_lookup or deduplicates or holder or record.claim_id == state.settled_by
 
 

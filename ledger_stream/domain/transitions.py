@@ -40,20 +40,27 @@ def next_attempt(state: KeyState, now: int, not_before_ms: int, detail: str,
     """Move to attempt n+1 (same key), or stop when the counted attempts are used up: in
     FAILED when every attempt definitely did not apply, for an operator otherwise.
 
-    ``by_operator``: an operator's decision caused this; its receipts say so (reason
-    operator), and when an operator must decide again, that is a new question, asked at
-    attempt n+1 (no dispatch), so a second decision sent about attempt n cannot answer it."""
+    ``by_operator``: an operator's decision caused this, and every receipt it yields says so
+    (reason operator), so its sender can tell it took effect.
+
+    A key that already waited for an operator and must wait again (an operator's or the
+    holder's answer about attempt n left unknown outcomes and no attempts) is asked a new
+    question: at attempt n+1, with no dispatch (counted as a lapse: nothing was called), so
+    a decision sent about attempt n, by someone who never saw the new question, cannot
+    answer it."""
     lapses = state.lapses + (0 if counted else 1)
     reason = Reason.OPERATOR if by_operator else Reason.NONE
     if counted and state.counted_attempts >= policy.max_attempts:
         used = f"{detail}; {state.counted_attempts} attempts used"
         if state.unknown_attempts:
             why = f"{used}, {state.unknown_attempts} of them with an unknown outcome"
-            asked = replace(state, attempt=state.attempt + 1) if by_operator else state
+            asked = (replace(state, attempt=state.attempt + 1, lapses=state.lapses + 1)
+                     if state.phase is Phase.NEEDS_OPERATOR else state)
             return to_operator(asked, now, why, f"max-attempts/{asked.attempt}",
                                reason=reason)
         failed = enter(state, Phase.FAILED, now, status_detail=used)
-        return Decision(failed, (state_receipt(failed, now, Reason.MAX_ATTEMPTS),))
+        return Decision(failed, (state_receipt(
+            failed, now, Reason.OPERATOR if by_operator else Reason.MAX_ATTEMPTS),))
     nxt = enter(state, Phase.RESERVED, now, attempt=state.attempt + 1, lapses=lapses,
                  granted_claim_id="", lease_until_ms=0, not_before_ms=not_before_ms,
                  status_detail=detail)

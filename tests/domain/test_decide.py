@@ -298,6 +298,66 @@ def test_a_decision_about_an_attempt_cannot_answer_the_question_asked_after_it()
     assert state.phase is Phase.FAILED
 
 
+def _exhausted(unknown: int) -> KeyState:
+    """Waiting for an operator at attempt 3 of 3, ``unknown`` of them unknown."""
+    from dataclasses import replace
+
+    return replace(needs_operator(), attempt=3, unknown_attempts=unknown)
+
+
+def test_every_answer_to_an_operators_decision_names_it_even_when_it_fails_the_key():
+    from ledger_stream.domain.outputs import decision_named
+
+    decision = resolution(RES.NOT_APPLIED, attempt=3)
+    state, out = run([decision], _exhausted(unknown=1))  # nothing unknown left: failed
+    (receipt,) = of(out, ev.Receipt)
+    assert state.phase is Phase.FAILED and receipt.reason is ev.Reason.OPERATOR
+    assert decision_named(receipt.detail) == decision.event_id
+
+
+def test_the_holders_late_answer_also_asks_a_new_question():
+    """Asked at attempt 3 with two unknown, the holder of attempt 3 says "not applied": one
+    unknown is left and the operator is asked again, at attempt 4. A decision about attempt
+    3 sent before that cannot settle attempt 2's outcome nobody established."""
+    from dataclasses import replace
+
+    asked = replace(_exhausted(unknown=2), granted_claim_id="c3")
+    state, _ = run([outcome(OS.NOT_APPLIED, attempt=3, claim_id="c3")], asked)
+    assert (state.phase, state.attempt, state.unknown_attempts) == (
+        Phase.NEEDS_OPERATOR, 4, 1)
+    assert state.counted_attempts == 3  # a question, not an attempt: nothing was called
+    assert run([resolution(RES.NOT_APPLIED, attempt=3)], state) == (state, [])
+
+
+def test_a_late_success_of_the_last_granted_attempt_is_not_a_duplicate_after_a_new_question():
+    from dataclasses import replace
+
+    asked = replace(_exhausted(unknown=2), granted_claim_id="c3")
+    state, _ = run([resolution(RES.NOT_APPLIED, attempt=3)], asked)
+    assert state.attempt == 4
+    late, out = run([outcome(OS.SUCCEEDED, attempt=3, claim_id="c3", external_id="ext-3")],
+                    state)
+    assert late.phase is Phase.SUCCEEDED and not of(out, ev.Alert)
+    settled, _ = run([resolution(RES.APPLIED, attempt=4, external_id="ext-3")], state)
+    again, out = run([outcome(OS.SUCCEEDED, attempt=3, claim_id="c3", external_id="ext-3")],
+                     settled)
+    assert not of(out, ev.Alert) and again.duplicate_effects == 0
+
+
+def test_a_decision_under_a_freeze_keeps_the_receipt_naming_it():
+    from ledger_stream.domain.containment import Freeze, Hold
+    from ledger_stream.domain.outputs import decision_named
+
+    freeze = Freeze("", "refund", ev.FreezeMode.HOLD, "incident", "ops", "f1", 1)
+    decision = resolution(RES.NOT_APPLIED)
+    for room in (True, False):
+        out = decide(needs_operator(), decision, POLICY, now_of(decision),
+                     Hold(freeze, room=room)).outputs
+        named = [r for r in of(out, ev.Receipt) if r.reason is ev.Reason.OPERATOR]
+        assert [decision_named(r.detail) for r in named] == [decision.event_id], out
+        assert not of(out, ev.Dispatch)
+
+
 def test_the_receipt_of_an_operators_decision_names_it():
     from ledger_stream.domain.outputs import decision_named
 

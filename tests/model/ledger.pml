@@ -366,7 +366,15 @@ inline pdq(i) {
    (FAILED if every attempt definitely did not apply, NEEDS_OPERATOR otherwise) */
 inline next_attempt(counted) {
   if
-  :: counted && pn - plap >= MAXATT && (punk > 0 && R_UNKNOP) -> st = S_NOP
+  :: counted && pn - plap >= MAXATT && (punk > 0 && R_UNKNOP) ->
+     /* already with an operator: a new question at attempt n+1, no dispatch, a lapse
+        (transitions.py next_attempt), so a decision about attempt n cannot answer it */
+     if
+     :: st == S_NOP && pn < NMAX -> pn++; plap++
+     :: st == S_NOP && pn >= NMAX -> ovf = 1
+     :: else -> skip
+     fi;
+     st = S_NOP
   :: counted && pn - plap >= MAXATT && !(punk > 0 && R_UNKNOP) -> st = S_FAIL
   :: !(counted && pn - plap >= MAXATT) && pn < NMAX && (counted || plap < LAPMAX) ->
      if :: !counted -> plap++ :: else -> skip fi;
@@ -487,14 +495,7 @@ inline decide() {
         if
         :: Lk[x_i] == OP_APPLIED -> st = S_SUCC; pext = Le[x_i]; psb = OPID
         :: Lk[x_i] == OP_FAILED -> st = S_FAIL
-        :: Lk[x_i] == OP_NOTAPP -> if :: punk > 0 -> punk-- :: else -> skip fi; next_attempt(1);
-           /* asked again: a new question at attempt n+1, no dispatch (transitions.py
-              next_attempt by_operator), so a decision about attempt n cannot answer it */
-           if
-           :: st == S_NOP && pn < NMAX -> pn++
-           :: st == S_NOP && pn >= NMAX -> ovf = 1
-           :: else -> skip
-           fi
+        :: Lk[x_i] == OP_NOTAPP -> if :: punk > 0 -> punk-- :: else -> skip fi; next_attempt(1)
         fi
      :: else -> skip
      fi
