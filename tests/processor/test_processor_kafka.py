@@ -288,8 +288,10 @@ def test_sigkill_mid_stream_recovers_state_from_the_changelog(ledger_topics: Set
     first = start_processor(s, tmp_path / "state-1", tmp_path / "processor-1.log",
                             "--guarantee", guarantee, env={**quiet, "LEDGER_MAX_BATCH": "100"})
     try:
+        # Killed at the first receipts seen: a processor deciding thousands a second could
+        # finish the stream while a reader waits for a larger share (a CI run saw it).
         read_topic(s.kafka_bootstrap, s.topic("receipts"), timeout_s=90,
-                   until=lambda rs: len(rs) >= len(events) // 4)
+                   until=lambda rs: len(rs) >= 1)
     finally:
         first.kill()
     decided_before_kill = {r.intent_event_id for r in read_all(s, "receipts")}
