@@ -25,6 +25,7 @@ worst, which rewrites the same bytes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,30 +88,38 @@ class ViewStore:
         value: bytes | None = self._db.get(_ROW + key)
         return value
 
-    def positions(self) -> dict[int, int]:
-        found: dict[int, int] = {}
+    def _scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """(key without ``prefix``, value) of every entry whose key starts with ``prefix``,
+        in key order."""
         it = self._db.iter()
-        it.seek(_POSITION)
+        it.seek(prefix)
         while it.valid():
-            raw_key = it.key()
-            if not raw_key.startswith(_POSITION):
-                break
-            found[int.from_bytes(raw_key[1:], "big")] = int.from_bytes(it.value(), "big")
+            raw_key: bytes = it.key()
+            if not raw_key.startswith(prefix):
+                return
+            yield raw_key[len(prefix):], it.value()
             it.next()
-        return found
 
-    def apply(self, rows: dict[bytes, bytes], positions: dict[int, int]) -> None:
-        """Write ``rows`` (key → latest receipt) and the positions they bring each partition
-        to, together."""
+    def _write(self, entries: Iterable[tuple[bytes, bytes]]) -> None:
+        """Every entry in one write batch: all of them or none."""
         wb = WriteBatch(raw_mode=True)
-        for key, value in rows.items():
-            wb.put(_ROW + key, value)
-        for partition, offset in positions.items():
-            wb.put(_position_key(partition), offset.to_bytes(8, "big"))
+        for key, value in entries:
+            wb.put(key, value)
         try:
             self._db.write(wb)
         except Exception as exc:
             raise StoreError(f"writing the view store {self.path} failed: {exc}") from exc
+
+    def positions(self) -> dict[int, int]:
+        return {int.from_bytes(k, "big"): int.from_bytes(v, "big")
+                for k, v in self._scan(_POSITION)}
+
+    def apply(self, rows: dict[bytes, bytes], positions: dict[int, int]) -> None:
+        """Write ``rows`` (key → latest receipt) and the positions they bring each partition
+        to, together."""
+        self._write([*((_ROW + key, value) for key, value in rows.items()),
+                     *((_position_key(p), offset.to_bytes(8, "big"))
+                       for p, offset in positions.items())])
 
     def topic_id(self) -> str | None:
         raw: bytes | None = self._db.get(_TOPIC_ID)
@@ -130,49 +139,24 @@ class ViewStore:
 
     def records(self, key: bytes) -> list[StoredRecord]:
         """Every record of ``key`` the timeline holds, by topic, partition and offset."""
-        prefix = _key_prefix(key)
-        found: list[StoredRecord] = []
-        it = self._db.iter()
-        it.seek(prefix)
-        while it.valid():
-            raw_key: bytes = it.key()
-            if not raw_key.startswith(prefix) or len(raw_key) != len(prefix) + 13:
-                break
-            tail, value = raw_key[len(prefix):], it.value()
-            found.append(StoredRecord(
-                tail[0], int.from_bytes(tail[1:5], "big"), int.from_bytes(tail[5:], "big"),
-                int.from_bytes(value[1:9], "big"), value[9:] if value[:1] == b"\x01" else None))
-            it.next()
-        return found
+        # The key's length is in the prefix, so every entry under it is this key's.
+        return [StoredRecord(
+            tail[0], int.from_bytes(tail[1:5], "big"), int.from_bytes(tail[5:], "big"),
+            int.from_bytes(value[1:9], "big"), value[9:] if value[:1] == b"\x01" else None)
+            for tail, value in self._scan(_key_prefix(key))]
 
     def history_positions(self) -> dict[tuple[int, int], int]:
         """(topic index, partition) → the next offset the timeline reads."""
-        found: dict[tuple[int, int], int] = {}
-        it = self._db.iter()
-        it.seek(_HISTORY_POSITION)
-        while it.valid():
-            raw_key = it.key()
-            if not raw_key.startswith(_HISTORY_POSITION):
-                break
-            found[(raw_key[1], int.from_bytes(raw_key[2:6], "big"))] = int.from_bytes(
-                it.value(), "big")
-            it.next()
-        return found
+        return {(k[0], int.from_bytes(k[1:5], "big")): int.from_bytes(v, "big")
+                for k, v in self._scan(_HISTORY_POSITION)}
 
     def apply_history(self, records: dict[bytes, bytes],
                       positions: dict[tuple[int, int], int]) -> None:
         """Write ``records`` (``record_key`` → ``record_value``) and the positions they bring
         each topic's partitions to, together."""
-        wb = WriteBatch(raw_mode=True)
-        for key, value in records.items():
-            wb.put(key, value)
-        for (topic, partition), offset in positions.items():
-            wb.put(_HISTORY_POSITION + topic.to_bytes(1, "big") + partition.to_bytes(4, "big"),
-                   offset.to_bytes(8, "big"))
-        try:
-            self._db.write(wb)
-        except Exception as exc:
-            raise StoreError(f"writing the view store {self.path} failed: {exc}") from exc
+        self._write([*records.items(), *(
+            (_HISTORY_POSITION + topic.to_bytes(1, "big") + partition.to_bytes(4, "big"),
+             offset.to_bytes(8, "big")) for (topic, partition), offset in positions.items())])
 
     def decision(self, tenant: str, decision_id: str) -> bytes | None:
         """The tenant's decision recorded under ``decision_id`` (Avro bytes), or None."""
