@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install jars test test-fast lint typecheck model simulate mutate fuzz demo bench falsify clean
+.PHONY: install jars test test-fast lint typecheck model simulate mutate fuzz chaos demo bench falsify clean
 
 install: $(STAMP)
 
@@ -26,14 +26,20 @@ typecheck: install
 
 ## The whole suite, against a real Kafka the fixtures start (or LEDGER_KAFKA_BOOTSTRAP).
 ## It includes the protocol model's check (tests/model/, the same tests as `make model`).
-## The type check runs beside the tests (nice 10: the tests' processes come first) and its
-## verdict counts as much as theirs; it saves its half minute of wall time.
+## Two things run beside the main pytest, and their verdicts count as much as its own:
+## the type check (nice 10), and a second pytest with the tests that start Kafka clusters of
+## their own (marker own_cluster: the chaos soak, min ISR, the retention edge, the zombie
+## and cluster tests; nice 5). The main run waits on brokers and timeouts for most of its
+## second half, so they cost CPU it leaves idle rather than wall time.
 test: install jars lint
-	@$(BIN)/python -c "print('type check (mypy) running beside the tests')"; \
+	@echo "type check (mypy) and the own-cluster tests running beside the tests (logs in $(VENV))"; \
 	nice -n 10 $(BIN)/mypy > $(VENV)/mypy.log 2>&1 & types_pid=$$!; \
-	$(BIN)/python -m pytest; tests=$$?; \
+	nice -n 5 $(BIN)/python -m pytest -p no:cacheprovider -m own_cluster \
+		> $(VENV)/own-cluster.log 2>&1 & own_pid=$$!; \
+	$(BIN)/python -m pytest -m "not own_cluster"; tests=$$?; \
+	wait $$own_pid; own=$$?; echo "--- the own-cluster tests:"; cat $(VENV)/own-cluster.log; \
 	wait $$types_pid; types=$$?; cat $(VENV)/mypy.log; \
-	[ $$tests -eq 0 ] && [ $$types -eq 0 ]
+	[ $$tests -eq 0 ] && [ $$own -eq 0 ] && [ $$types -eq 0 ]
 
 ## The protocol model (tests/model/): SPIN checks every configuration of tests/model/configs.txt
 ## (about 2 minutes; needs `spin` and `gcc`: apt-get install -y spin gcc). See docs/testing.md.
@@ -58,6 +64,12 @@ mutate: install
 ## minutes on 2 cores); exit 1 on any violation, with the seed and case. docs/reliability.md.
 fuzz: install
 	$(BIN)/ledger-stream fuzz --cases 1000000 --seed $(SEED)
+
+## The long chaos soak (ledger_stream/chaos/): 10 minutes of load on a 3-node cluster with
+## 120 faults of every kind, then the checker; about 14 minutes in all. docs/reliability.md.
+chaos: install jars
+	$(BIN)/ledger-stream chaos --duration 600 --rate 20 --faults 120 --seed $(SEED) \
+		--out chaos-report.json
 
 ## Only the tests that need no broker.
 test-fast: install

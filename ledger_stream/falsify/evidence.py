@@ -19,10 +19,11 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import approval_problem
 from ledger_stream.kafka.message import fetched, position
-from ledger_stream.kafka.offsets import end_offset
+from ledger_stream.kafka.offsets import log_bounds
 from ledger_stream.serde import AvroCodec, DecodeError
 from ledger_stream.testing.agents import APPROVAL_SECRET, AgentWorld
 
@@ -80,9 +81,12 @@ class LedgerTopics:
 
     @classmethod
     def read(cls, world: AgentWorld) -> LedgerTopics:
-        settings = world.stack.settings
+        return cls.read_from(world.stack.bootstrap, world.stack.settings)
+
+    @classmethod
+    def read_from(cls, bootstrap: str, settings: Settings) -> LedgerTopics:
         names = ("intents", "attempts", "dispatch", "receipts", "alerts")
-        read = read_topics(world.stack.bootstrap, [settings.topic(n) for n in names])
+        read = read_topics(bootstrap, [settings.topic(n) for n in names])
         by_topic = {name: read[settings.topic(name)] for name in names}
 
         def of(name: str, kind: type) -> list[Any]:
@@ -119,7 +123,9 @@ def read_topics(bootstrap: str, names: list[str], timeout_s: float = 30.0,
     try:
         parts = [TopicPartition(name, p) for name in names
                  for p in consumer.list_topics(name, timeout=10).topics[name].partitions]
-        ends = {(tp.topic, tp.partition): end_offset(consumer, tp) for tp in parts}
+        ends = {(name, p): end for name in names for p, (_, end) in
+                log_bounds(bootstrap, name, [tp.partition for tp in parts
+                                             if tp.topic == name]).items()}
         parts = [tp for tp in parts if ends[(tp.topic, tp.partition)] > 0]
         consumer.assign([TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING)
                          for tp in parts])

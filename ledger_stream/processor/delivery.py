@@ -18,8 +18,11 @@ Every failure is raised as :class:`BatchAbandoned`, never as a library error.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -35,6 +38,8 @@ PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 FLUSH_TIMEOUT_S = 30.0
 TXN_TIMEOUT_S = 30.0
 RETRIES = 3
+# Past a transactional call's own timeout, how long before its producer counts as wedged.
+WEDGED_GRACE_S = 5.0
 
 
 def classify(exc: KafkaException, step: str) -> BatchAbandoned:
@@ -58,6 +63,7 @@ class Delivery(ABC):
     def __init__(self, config: dict[str, Any], changelog_topic: str) -> None:
         self._config = config
         self._changelog = changelog_topic
+        self._wedged: list[Producer] = []  # producers a thread is stuck in (never freed)
         self._errors: list[KafkaError] = []
         self._changelog_next: dict[int, int] = {}
         self._producer = self._new_producer()
@@ -133,10 +139,47 @@ class Delivery(ABC):
         self._close_producer()
 
     def _close_producer(self) -> None:
+        if self._producer in self._wedged:
+            # A thread is still blocked inside it: flushing or freeing it would block (or
+            # crash) too. It stays referenced, fenced by its successor's init_transactions.
+            self._producer = None  # type: ignore[assignment]
+            return
         # A fatal producer cannot flush; its records are not ours to keep.
         with contextlib.suppress(KafkaException):
             self._producer.flush(5)
         self._producer = None  # type: ignore[assignment]
+
+    def _bounded(self, step: str, call: Callable[[], object], timeout_s: float) -> None:
+        """Run a blocking transactional call under a deadline of our own.
+
+        librdkafka does not always honour the timeout it is given: a
+        ``send_offsets_to_transaction`` waiting for a group coordinator that went away can
+        wait forever (confluentinc/librdkafka#5456, #5511; seen in the chaos soak when a
+        broker was killed). The call runs in a thread; past ``timeout_s`` plus a grace, the
+        producer is declared wedged and the batch abandoned with ``new_producer``: its
+        successor, with the same transactional id, fences it and aborts its transaction.
+        """
+        outcome: list[BaseException] = []
+        finished = threading.Event()
+
+        def run() -> None:
+            try:
+                call()
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                outcome.append(exc)
+            finally:
+                finished.set()
+
+        threading.Thread(target=run, name=f"kafka-{step}", daemon=True).start()
+        if not finished.wait(timeout_s + WEDGED_GRACE_S):
+            self._wedged.append(self._producer)
+            raise BatchAbandoned(
+                "producer_wedged", f"{step} did not return within "
+                f"{timeout_s + WEDGED_GRACE_S:.0f} s (a coordinator went away; librdkafka "
+                "ignores the call's timeout then): a new producer fences the stuck one",
+                new_producer=True)
+        if outcome:
+            raise outcome[0]
 
 
 class AtLeastOnceDelivery(Delivery):
@@ -169,7 +212,9 @@ class ExactlyOnceDelivery(Delivery):
     def _init_transactions(self) -> None:
         for attempt in range(1, RETRIES + 1):
             try:
-                self._producer.init_transactions(TXN_TIMEOUT_S)
+                self._bounded("init_transactions",
+                              partial(self._producer.init_transactions, TXN_TIMEOUT_S),
+                              TXN_TIMEOUT_S)
                 return
             except KafkaException as exc:
                 if attempt == RETRIES or not exc.args[0].retriable():
@@ -190,18 +235,19 @@ class ExactlyOnceDelivery(Delivery):
         self._in_transaction = True
 
     def commit(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
+        producer = self._producer
         if offsets:
             self._retrying("send_offsets_to_transaction",
-                           lambda: self._producer.send_offsets_to_transaction(
+                           lambda: producer.send_offsets_to_transaction(
                                offsets, group_metadata, TXN_TIMEOUT_S))
         self._retrying("commit_transaction",
-                       lambda: self._producer.commit_transaction(TXN_TIMEOUT_S))
+                       lambda: producer.commit_transaction(TXN_TIMEOUT_S))
         self._in_transaction = False
 
-    def _retrying(self, step: str, call: Any) -> None:
+    def _retrying(self, step: str, call: Callable[[], object]) -> None:
         for attempt in range(1, RETRIES + 1):
             try:
-                call()
+                self._bounded(step, call, TXN_TIMEOUT_S)
                 return
             except KafkaException as exc:
                 err = exc.args[0]
@@ -212,8 +258,13 @@ class ExactlyOnceDelivery(Delivery):
         if not self._in_transaction:
             return
         self._in_transaction = False
+        if self._producer in self._wedged:
+            raise BatchAbandoned("producer_wedged", "the producer is wedged: a new one "
+                                 "aborts its transaction", new_producer=True)
+        producer = self._producer
         try:
-            self._producer.abort_transaction(TXN_TIMEOUT_S)
+            self._bounded("abort_transaction",
+                          lambda: producer.abort_transaction(TXN_TIMEOUT_S), TXN_TIMEOUT_S)
         except KafkaException as exc:
             # A producer that cannot abort is unusable: a new one (same transactional id)
             # aborts the open transaction when it initialises.

@@ -22,9 +22,10 @@ class BatchAbandoned(ProcessorError):
     discarded and its inputs are read again from the committed offsets.
 
     ``kind`` labels the metric (``fenced``, ``rebalance``, ``aborted``, ``producer_fatal``,
-    ``delivery``, ``registry``, ``store``); ``await_rebalance`` says the consumer's
-    generation is stale, so the loop waits for the group to settle before reading again;
-    ``new_producer`` says the producer is unusable (fatal error) and must be replaced.
+    ``producer_wedged``, ``delivery``, ``registry``, ``store``); ``await_rebalance`` says the
+    consumer's generation is stale, so the loop waits for the group to settle before reading
+    again; ``new_producer`` says the producer is unusable (fatal or wedged) and must be
+    replaced.
     """
 
     def __init__(self, kind: str, reason: str, *, await_rebalance: bool = False,

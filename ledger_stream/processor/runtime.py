@@ -29,6 +29,7 @@ from ledger_stream.config import Settings
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
 from ledger_stream.kafka.message import error_text, position
 from ledger_stream.kafka.reach import wait_for_kafka
+from ledger_stream.kafka.replicas import below_min_isr
 from ledger_stream.logs import log_fields
 from ledger_stream.processor import clients, metrics
 from ledger_stream.processor.assignment import Assignment
@@ -85,6 +86,8 @@ class Processor:
         except BatchAbandoned as exc:
             raise ProcessorError(f"cannot start the producer: {exc.reason}") from exc
         topics = {role: settings.topic(role) for role in OUTPUT_ROLES}
+        self._bootstrap = bootstrap
+        self._topic_names = sorted({*topics.values(), *self._inputs})
         self._checkpoint = Checkpoint(delivery, self._consumer, self._step, topics, group,
                                       self.instance)
         self._ticker = Ticker(settings.tick_interval_ms)
@@ -192,7 +195,15 @@ class Processor:
     # -- abandoning a batch -------------------------------------------------------------------
 
     def _abandon(self, why: BatchAbandoned, batch: Batch) -> None:
-        logger.warning(f"batch abandoned: {why.reason}", extra=log_fields(
+        reason = why.reason
+        if why.kind in ("delivery", "aborted"):
+            refusing = below_min_isr(self._bootstrap, self._topic_names)
+            if refusing:
+                reason += ("; the brokers refuse writes to partitions below their "
+                           f"min.insync.replicas: {', '.join(refusing[:6])}")
+                if len(refusing) > 6:
+                    reason += f" and {len(refusing) - 6} more"
+        logger.warning(f"batch abandoned: {reason}", extra=log_fields(
             reason=why.kind, records=batch.records, partitions=sorted(batch.overlays)))
         metrics.ABANDONED.labels(why.kind).inc()
         new_producer = why.new_producer

@@ -209,6 +209,11 @@ class PostgresServer:
         self.stop()
         shutil.rmtree(self.base, ignore_errors=True)
 
+    def running(self) -> bool:
+        """True while the postmaster runs (a kill() or stop() ends it)."""
+        pid = self.pid()
+        return pid is not None and _alive(pid)
+
     def pid(self) -> int | None:
         """The postmaster's PID from ``postmaster.pid``, None when there is no such file."""
         try:

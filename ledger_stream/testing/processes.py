@@ -24,13 +24,15 @@ def stop_process(popen: subprocess.Popen[Any], timeout_s: float) -> int:
 
 
 class Proc:
-    """A ``ledger-stream`` subcommand in its own process, logging to a file."""
+    """A ``ledger-stream`` subcommand (or another ``module``) in its own process, logging to
+    a file."""
 
-    def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None,
+                 module: str = "ledger_stream.cli.main") -> None:
         self.log = log
         self._log_fh = log.open("ab")
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "ledger_stream.cli.main", *args],
+            [sys.executable, "-m", module, *args],
             stdout=self._log_fh, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
         )
 

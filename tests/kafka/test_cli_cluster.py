@@ -26,6 +26,7 @@ def _free_port_pair() -> int:
 
 
 @pytest.mark.kafka
+@pytest.mark.own_cluster
 @pytest.mark.timeout(240)
 def test_up_topics_status_down(tmp_path: Path) -> None:
     home = tmp_path / "home"

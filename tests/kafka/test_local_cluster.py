@@ -203,6 +203,7 @@ def test_bad_kafka_flag_exits_2(
 
 @pytest.mark.kafka
 @pytest.mark.timeout(240)
+@pytest.mark.own_cluster
 def test_three_nodes_commit_transactions_with_one_node_killed(tmp_path: Path, libs: Path) -> None:
     cluster = LocalCluster(tmp_path, progress=lambda _: None)
     try:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ledger_stream.processor.delivery import classify
+from ledger_stream.processor.exceptions import BatchAbandoned
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -37,3 +41,56 @@ def test_any_fatal_error_replaces_the_producer() -> None:
 def test_an_abortable_error_only_abandons_the_batch() -> None:
     why = classify(_error(KafkaError._TIMED_OUT, txn_requires_abort=True), "commit_transaction")
     assert (why.kind, why.new_producer, why.await_rebalance) == ("aborted", False, False)
+
+
+class StuckProducer:
+    """A transactional producer whose calls never return, as librdkafka's
+    ``send_offsets_to_transaction`` does when the group coordinator went away
+    (confluentinc/librdkafka#5456, #5511; found by the chaos soak)."""
+
+    def __init__(self, stuck: set[str]) -> None:
+        self.stuck, self.calls, self.release = stuck, [], threading.Event()
+        self.flushed = 0
+
+    def __getattr__(self, name: str):
+        def call(*args: object) -> None:
+            self.calls.append(name)
+            if name in self.stuck:
+                self.release.wait()
+        return call
+
+    def flush(self, timeout: float) -> int:
+        self.flushed += 1
+        return 0
+
+
+def test_a_producer_stuck_past_its_timeout_is_replaced_and_never_touched_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from ledger_stream.processor import delivery
+
+    made = [StuckProducer({"send_offsets_to_transaction"}), StuckProducer(set())]
+    monkeypatch.setattr(delivery, "TXN_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(delivery, "WEDGED_GRACE_S", 0.1)
+    monkeypatch.setattr(delivery.Delivery, "_new_producer", lambda self: made.pop(0))
+    d = delivery.ExactlyOnceDelivery({}, "changelog")
+    stuck = d._producer
+    d.begin()
+    started = time.monotonic()
+    with pytest.raises(BatchAbandoned) as why:
+        d.commit([TopicPartition("intents", 0, 5)], object())
+    assert time.monotonic() - started < 2
+    assert (why.value.kind, why.value.new_producer) == ("producer_wedged", True)
+    # Abandoning the batch: the wedged producer is not asked to abort (that would wait
+    # behind the stuck call); a new one, same transactional id, fences it.
+    with pytest.raises(BatchAbandoned) as again:
+        d.abort()
+    assert again.value.new_producer
+    d.replace_producer()
+    assert stuck.calls == ["init_transactions", "begin_transaction",
+                           "send_offsets_to_transaction"]
+    assert stuck.flushed == 0
+    assert d._producer.calls == ["init_transactions"]
+    d.begin()
+    d.commit([TopicPartition("intents", 0, 5)], object())
+    assert d._producer.calls[-2:] == ["send_offsets_to_transaction", "commit_transaction"]
+    stuck.release.set()

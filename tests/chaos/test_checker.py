@@ -1,0 +1,170 @@
+"""The soak's checker on hand-made ground truth: each violation it exists for is found, and a
+clean history passes. (The soak itself, on a real cluster: test_soak.py.)"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any
+
+import pytest
+
+from ledger_stream.chaos.checker import Journaled, TargetTruth, check, target_truth
+from ledger_stream.chaos.plan import FAULT_KINDS, PlanError, plan_faults
+from ledger_stream.domain import events as ev
+from ledger_stream.domain.approval import sign_approval
+from ledger_stream.domain.keys import args_hash, canonical_json
+from ledger_stream.falsify.evidence import LedgerTopics
+
+SECRET = b"s"
+REFUND = "acme/refund/r1"
+CREDIT = "acme/credit/c1"
+
+
+def intent(key: str, amount: int, approved: bool = True) -> ev.Intent:
+    args = {"amount": amount}
+    approval = sign_approval(SECRET, key, "ap", args_hash(args), "", 10**13) \
+        if approved and "/refund/" in key else None
+    return ev.Intent(uuid.uuid4().hex, key, "acme", key.split("/")[1], "t",
+                     canonical_json(args), args_hash(args), ev.Workflow("g", "1"), 1_000,
+                     approval=approval)
+
+
+def receipt(i: ev.Intent, status: ev.ReceiptStatus, reason: ev.Reason = ev.Reason.NONE,
+            key_status: ev.ReceiptStatus | None = None) -> ev.Receipt:
+    return ev.Receipt(uuid.uuid4().hex, i.key, i.event_id, status, reason, i.args_hash, 1, 2,
+                      key_status=key_status or status)
+
+
+def alert(key: str, kind: ev.AlertKind) -> ev.Alert:
+    return ev.Alert(uuid.uuid4().hex, key, kind, "e", "", 3)
+
+
+def topics(intents: list[ev.Intent], receipts: list[ev.Receipt],
+           alerts: list[ev.Alert] = ()) -> LedgerTopics:  # type: ignore[assignment]
+    return LedgerTopics(intents, [], [], [], [], receipts, list(alerts))
+
+
+def payment_call(key: str, body_amount: int, result: str = "created") -> dict[str, Any]:
+    return {"idempotency_key": key, "result": result, "attempt_id": "a",
+            "body_hash": args_hash({"amount": body_amount})}
+
+
+def truth(calls: list[dict[str, Any]] = (), credits: list[tuple[str, int]] = ()
+          ) -> TargetTruth:  # type: ignore[assignment]
+    effects = []
+    for call in calls:
+        if call["result"] == "created":
+            effects.append({"idempotency_key": call["idempotency_key"],
+                            "body_hash": call["body_hash"]})
+    return target_truth({"requests": list(calls), "effects": effects}, list(credits))
+
+
+def journal(*acked: ev.Intent) -> Journaled:
+    return Journaled({i.event_id: {"key": i.key} for i in acked},
+                     {i.event_id for i in acked}, 0)
+
+
+def kinds(verdict: Any) -> list[str]:
+    return sorted(v["kind"] for v in verdict.violations)
+
+
+def test_a_clean_history_passes() -> None:
+    r, c = intent(REFUND, 5), intent(CREDIT, 7)
+    dup = dataclasses.replace(r, event_id="dup")
+    verdict = check(topics([r, c, dup], [receipt(r, ev.ReceiptStatus.SUCCEEDED),
+                                         receipt(c, ev.ReceiptStatus.SUCCEEDED),
+                                         receipt(dup, ev.ReceiptStatus.SUCCEEDED)]),
+                    truth([payment_call(REFUND, 5)], [(CREDIT, 7)]), journal(r, c, dup),
+                    SECRET, 3)
+    assert verdict.ok, verdict.violations
+    assert verdict.figures["keys_by_effect_count"] == {"1": 2}
+
+
+def test_a_second_effect_without_an_alert_fails_and_with_one_is_the_window() -> None:
+    r = intent(REFUND, 5)
+    calls = [payment_call(REFUND, 5), payment_call(REFUND, 5, "replayed")]
+    done = [receipt(r, ev.ReceiptStatus.SUCCEEDED)]
+    assert kinds(check(topics([r], done), truth(calls), journal(r), SECRET, 1)) \
+        == ["duplicate_effect"]
+    alerted = check(topics([r], done, [alert(REFUND, ev.AlertKind.DUPLICATE_EFFECT)]),
+                    truth(calls), journal(r), SECRET, 1)
+    assert alerted.ok and len(alerted.windows) == 1
+    # Calls that stopped before the target's commit are not effects.
+    failed_call = [payment_call(REFUND, 5, "fault:error_before_commit"), payment_call(REFUND, 5)]
+    assert check(topics([r], done), truth(failed_call), journal(r), SECRET, 1).ok
+    c = intent(CREDIT, 7)
+    assert kinds(check(topics([c], [receipt(c, ev.ReceiptStatus.SUCCEEDED)]),
+                       truth(credits=[(CREDIT, 7), (CREDIT, 7)]), journal(c), SECRET, 1)) \
+        == ["duplicate_effect"]
+
+
+def test_lost_work_is_found() -> None:
+    r, c = intent(REFUND, 5), intent(CREDIT, 7)
+    # r acknowledged but never on the topic; c on the topic but still in progress.
+    verdict = check(topics([c], [receipt(c, ev.ReceiptStatus.IN_PROGRESS)]), truth(),
+                    journal(r, c), SECRET, 1)
+    assert kinds(verdict) == ["lost_acknowledged", "unsettled"]
+    # An intent with no receipt naming it, on a key that settled through another intent.
+    again = intent(CREDIT, 7)
+    verdict = check(topics([c, again], [receipt(c, ev.ReceiptStatus.SUCCEEDED)]),
+                    truth(credits=[(CREDIT, 7)]), journal(c), SECRET, 1)
+    assert kinds(verdict) == ["unanswered"]
+    # Waiting for an operator is settled.
+    assert check(topics([c], [receipt(c, ev.ReceiptStatus.NEEDS_RECONCILIATION)]),
+                 truth(), journal(c), SECRET, 1).ok
+
+
+def test_wrong_answers_and_wrong_effects_are_found() -> None:
+    r = intent(REFUND, 5)
+    assert kinds(check(topics([r], [receipt(r, ev.ReceiptStatus.SUCCEEDED)]), truth(),
+                       journal(r), SECRET, 1)) == ["success_without_effect"]
+    assert kinds(check(topics([r], [receipt(r, ev.ReceiptStatus.FAILED)]),
+                       truth([payment_call(REFUND, 5)]), journal(r), SECRET, 1)) \
+        == ["effect_of_failed_key"]
+    conflict = intent(REFUND, 6)
+    verdict = check(topics([r, conflict], [
+        receipt(r, ev.ReceiptStatus.SUCCEEDED),
+        receipt(conflict, ev.ReceiptStatus.REJECTED, ev.Reason.CONFLICT,
+                ev.ReceiptStatus.SUCCEEDED)], [alert(REFUND, ev.AlertKind.CONFLICTING_ARGUMENTS)]),
+        truth([payment_call(REFUND, 6)]), journal(r, conflict), SECRET, 1)
+    assert kinds(verdict) == ["wrong_arguments"]  # the conflict's amount was paid
+    unapproved = intent("acme/refund/r2", 5, approved=False)
+    verdict = check(topics([unapproved], [receipt(unapproved, ev.ReceiptStatus.SUCCEEDED)],
+                           [alert("acme/refund/r2", ev.AlertKind.APPROVAL_MISMATCH)]),
+                    truth([payment_call("acme/refund/r2", 5)]), journal(unapproved), SECRET, 1)
+    assert kinds(verdict) == ["unapproved_effect"]
+    assert kinds(check(topics([], []), truth([payment_call("acme/refund/x", 1)]), journal(),
+                       SECRET, 1)) == ["effect_without_intent"]
+
+
+def test_alerts_must_match_the_inputs() -> None:
+    r, conflict = intent(REFUND, 5), intent(REFUND, 6)
+    receipts = [receipt(r, ev.ReceiptStatus.SUCCEEDED),
+                receipt(conflict, ev.ReceiptStatus.REJECTED, ev.Reason.CONFLICT,
+                        ev.ReceiptStatus.SUCCEEDED)]
+    paid = truth([payment_call(REFUND, 5)])
+    assert kinds(check(topics([r, conflict], receipts), paid, journal(r, conflict), SECRET,
+                       1)) == ["missing_alert"]
+    stray = [alert(REFUND, ev.AlertKind.APPROVAL_MISMATCH),
+             alert(REFUND, ev.AlertKind.DUPLICATE_EFFECT),
+             alert(REFUND, ev.AlertKind.POISON_INPUT)]
+    verdict = check(topics([r], receipts[:1], stray), paid, journal(r), SECRET, 1)
+    assert kinds(verdict) == ["unexplained_alert"] * 3
+    stalled = [alert(REFUND, ev.AlertKind.STALLED)]
+    assert check(topics([r], receipts[:1], stalled), paid, journal(r), SECRET, 1).ok
+    assert kinds(check(topics([r], receipts[:1], stalled), paid, journal(r), SECRET, 0)) \
+        == ["unexplained_alert"]
+
+
+def test_the_plan_deals_every_kind_and_is_a_function_of_the_seed() -> None:
+    plan = plan_faults(7, 60, 20, FAULT_KINDS)
+    assert plan == plan_faults(7, 60, 20, FAULT_KINDS)
+    assert plan != plan_faults(8, 60, 20, FAULT_KINDS)
+    assert len(plan) == 20 and {f.kind for f in plan} == set(FAULT_KINDS)
+    assert all(5 <= f.at_s < 60 for f in plan)
+    assert [f.at_s for f in plan] == sorted(f.at_s for f in plan)
+    with pytest.raises(PlanError, match="unknown fault kind"):
+        plan_faults(1, 60, 3, ("broker-kill", "meteor"))
+    with pytest.raises(PlanError, match="no time"):
+        plan_faults(1, 4, 3, FAULT_KINDS)
