@@ -29,14 +29,21 @@ typecheck: install
 ## Two things run beside the main pytest, and their verdicts count as much as its own:
 ## the type check (nice 10), and a second pytest with the tests that start Kafka clusters of
 ## their own (marker own_cluster: the chaos soak, min ISR, the retention edge, the zombie
-## and cluster tests; nice 5). The main run waits on brokers and timeouts for most of its
-## second half, so they cost CPU it leaves idle rather than wall time.
+## and cluster tests). The main run waits on brokers and timeouts for most of its second
+## half, so they cost CPU it leaves idle rather than wall time. The second pytest starts
+## once the protocol model's searches (nice 19, each with a time limit) are done, at most
+## 8 minutes after the start, so that its brokers do not starve them.
+MODEL_DONE := $(VENV)/model-searches.done
 test: install jars lint
 	@echo "type check (mypy) and the own-cluster tests running beside the tests (logs in $(VENV))"; \
+	rm -f $(MODEL_DONE); \
 	nice -n 10 $(BIN)/mypy > $(VENV)/mypy.log 2>&1 & types_pid=$$!; \
-	nice -n 5 $(BIN)/python -m pytest -p no:cacheprovider -m own_cluster \
+	( waited=0; while [ ! -e $(MODEL_DONE) ] && [ $$waited -lt 480 ]; do \
+		sleep 2; waited=$$((waited + 2)); done; \
+	  exec $(BIN)/python -m pytest -p no:cacheprovider -m own_cluster ) \
 		> $(VENV)/own-cluster.log 2>&1 & own_pid=$$!; \
-	$(BIN)/python -m pytest -m "not own_cluster"; tests=$$?; \
+	LEDGER_MODEL_DONE_FILE=$(MODEL_DONE) $(BIN)/python -m pytest -m "not own_cluster"; \
+	tests=$$?; \
 	wait $$own_pid; own=$$?; echo "--- the own-cluster tests:"; cat $(VENV)/own-cluster.log; \
 	wait $$types_pid; types=$$?; cat $(VENV)/mypy.log; \
 	[ $$tests -eq 0 ] && [ $$own -eq 0 ] && [ $$types -eq 0 ]

@@ -9,7 +9,13 @@ acknowledged). The checker holds the ledger to the acknowledged ones.
 The mix, per operation: a fresh approved refund (payments, a target that is called only
 under a grant), a fresh write (PostgreSQL), a duplicate of an earlier intent sent at once
 (the original may still be in flight), a conflict (an earlier key with another amount), a
-replay of an answered intent (origin ``replay``), a refund without an approval.
+replay of an answered intent (origin ``replay``; what was answered includes rejected
+conflicts, replayed as they were), a refund without an approval. Until the history has
+something to repeat, a repeat is a fresh refund.
+
+A restarted agent (same name, next incarnation) first resumes: every intent its earlier
+incarnations journaled as sent but never saw answered is submitted again, same key and
+arguments, origin ``resume``, as a LangGraph worker resuming from its checkpoint would.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ class Agent:
     def __init__(self, client: LedgerClient, journal: Journal, name: str, seed: int,
                  secret: bytes) -> None:
         self.client, self.journal, self.name = client, journal, name
+        self.resumed: list[Sent] = []  # earlier incarnations' unanswered intents
         self.rng = random.Random(seed)
         self.secret = secret
         self.sent: list[Sent] = []
@@ -76,6 +83,10 @@ class Agent:
     def next_operation(self) -> tuple[str, Sent, ev.Origin]:
         """Pick the next operation (under the lock: the RNG and the histories are shared)."""
         with self._lock:
+            if self.resumed:
+                item = self.resumed.pop()
+                self.sent.append(item)
+                return "resume", item, ev.Origin.RESUME
             op = self.rng.choices(list(OPERATIONS), weights=list(OPERATIONS.values()))[0]
             if op == "duplicate" and self.sent:
                 return op, self.rng.choice(self.sent[-50:]), ev.Origin.RESUME
@@ -107,7 +118,8 @@ class Agent:
         intent = self.client.intent(item.key, item.key.split("/")[1], item.target, item.args,
                                     workflow=WORKFLOW, approval=approval, origin=origin)
         self.journal.write(t="sent", op=op, key=item.key, event=intent.event_id,
-                           args_hash=intent.args_hash, approved=approval is not None)
+                           target=item.target, args=item.args, args_hash=intent.args_hash,
+                           approved=approval is not None)
         try:
             receipt = self.client.submit(intent, wait=SUBMIT_WAIT_S, raise_errors=False)
         except LedgerUnavailable as exc:
@@ -123,6 +135,23 @@ class Agent:
                 self.answered.append(item)
 
 
+def unanswered(journals: list[Path]) -> list[Sent]:
+    """Intents earlier incarnations sent and never saw answered (nor refused), in order."""
+    sent: dict[str, Sent] = {}
+    for path in journals:
+        for line in path.read_text().splitlines() if path.exists() else ():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue  # the last line of a killed incarnation may be cut
+            if row.get("t") == "sent" and "args" in row:
+                sent[row["event"]] = Sent(row["key"], row["target"], row["args"],
+                                          row["approved"])
+            elif row.get("event") in sent:
+                del sent[row["event"]]
+    return list(sent.values())
+
+
 def run(args: argparse.Namespace) -> None:
     settings = Settings()
     secret = settings.approval_secret.get_secret_value().encode() \
@@ -130,6 +159,7 @@ def run(args: argparse.Namespace) -> None:
     journal = Journal(Path(args.journal))
     client = LedgerClient(settings)
     agent = Agent(client, journal, args.name, args.seed, secret)
+    agent.resumed = unanswered([Path(p) for p in args.resume])[::-1]
     slots = threading.BoundedSemaphore(IN_FLIGHT)
 
     def one() -> None:
@@ -158,6 +188,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--rate", type=float, required=True, help="intents per second")
     parser.add_argument("--until", type=float, required=True, help="stop at this Unix time")
+    parser.add_argument("--resume", nargs="*", default=[],
+                        help="earlier incarnations' journals: their unanswered intents first")
     run(parser.parse_args())
 
 

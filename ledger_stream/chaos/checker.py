@@ -19,10 +19,19 @@ Violations (each fails the soak):
   under a key the ledger answered failed or rejected, without a ``late_effect`` alert),
   ``wrong_arguments`` (the effect's body is not the reserving intent's arguments),
   ``unapproved_effect`` (an effect for a key no intent with a valid approval reserved).
+- ``effect_at_wrong_target``: an effect at a target the key's intents did not name.
+- ``call_without_grant``: an effectful call at the payments target whose attempt id (the
+  claim id) no Grant names: the grant-only connector called without the ledger's leave.
+- ``wrong_answer``: a receipt naming an intent says what the ground truth contradicts: a
+  conflicting intent not rejected for conflict, an unapproved one not rejected for its
+  approval, a success whose external id is not the payment the target holds.
 - ``missing_alert``: a conflicting or unapproved intent without its alert.
 - ``unexplained_alert``: an alert no input or fault explains (poison input, an effect without
   intent, an expired key, a version mismatch, a conflict or approval alert without such an
-  intent, a duplicate-effect alert without a second effect).
+  intent). A ``duplicate_effect`` alert with one effect at the target is counted, not failed:
+  the ledger raises it for a stale success, when a second effect "exists or is on its way".
+- ``process_crashed`` (added by the soak): a processor, connector or agent that exited by
+  itself with an error, or a sandbox that exited other than on an armed crash fault.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ SETTLED = frozenset({"succeeded", "failed", "rejected", "needs_reconciliation"})
 # deduplication would have executed. The two faults that stop before the commit are not.
 NOT_EFFECTFUL = frozenset({"fault:error_before_commit", "fault:crash_before_commit"})
 APPROVAL_ACTIONS = frozenset({"refund"})
+PAYMENTS, LEDGER_DB = "payments", "ledger-db"  # the soak's two targets (world.py)
 # Alerts operational faults explain (a lost outcome, a key stuck while its owner was down).
 FAULT_ALERTS = frozenset({ev.AlertKind.RECONCILIATION_REQUIRED, ev.AlertKind.STALLED})
 
@@ -81,19 +91,23 @@ class TargetTruth:
     payment_calls: dict[str, list[dict[str, Any]]]  # effectful requests per key
     payment_effects: dict[str, dict[str, Any]]  # the sandbox's effect row per key
     credit_rows: dict[str, list[int]]  # amounts per key in PostgreSQL's effect table
+    faults_acted: dict[str, int] = field(default_factory=dict)  # sandbox fault mode -> times
 
 
 def target_truth(sandbox_ledger: dict[str, Any], credit_rows: list[tuple[str, int]]
                  ) -> TargetTruth:
     calls: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    acted: Counter[str] = Counter()
     for request in sandbox_ledger["requests"]:
         if request["result"] not in NOT_EFFECTFUL:
             calls[request["idempotency_key"]].append(request)
+        if request["result"].startswith("fault:"):
+            acted[request["result"][len("fault:"):]] += 1
     effects = {e["idempotency_key"]: e for e in sandbox_ledger["effects"]}
     credits: dict[str, list[int]] = defaultdict(list)
     for key, amount in credit_rows:
         credits[key].append(amount)
-    return TargetTruth(dict(calls), effects, dict(credits))
+    return TargetTruth(dict(calls), effects, dict(credits), dict(sorted(acted.items())))
 
 
 @dataclass
@@ -125,6 +139,10 @@ def check(topics: LedgerTopics, truth: TargetTruth, journal: Journaled, secret: 
     alerts: dict[str, Counter[str]] = defaultdict(Counter)
     for alert in topics.alerts:
         alerts[alert.key][alert.kind.value] += 1
+    answers: dict[str, list[ev.Receipt]] = defaultdict(list)
+    for receipt in topics.receipts:
+        answers[receipt.intent_event_id].append(receipt)
+    granted = {g.claim_id for g in topics.grants}
 
     for event_id in sorted(journal.acked - on_topic):
         verdict.violate("lost_acknowledged", journal.sent.get(event_id, {}).get("key", "?"),
@@ -138,7 +156,12 @@ def check(topics: LedgerTopics, truth: TargetTruth, journal: Journaled, secret: 
             if intent.event_id not in answered:
                 verdict.violate("unanswered", key, f"intent {intent.event_id} has no receipt")
         _check_effects(verdict, key, its, status, truth, alerts[key], secret)
-        _check_alerts(verdict, key, its, truth, alerts[key], secret)
+        _check_alerts(verdict, key, its, alerts[key], secret)
+        _check_answers(verdict, key, its, answers, truth, secret)
+        for call in truth.payment_calls.get(key, []):
+            if call["attempt_id"] not in granted:
+                verdict.violate("call_without_grant", key, f"attempt {call['attempt_id']} "
+                                "called the payments target with no Grant naming it")
 
     effect_keys = set(truth.payment_calls) | set(truth.credit_rows)
     for key in sorted(effect_keys - set(intents)):
@@ -164,6 +187,7 @@ def check(topics: LedgerTopics, truth: TargetTruth, journal: Journaled, secret: 
         sum(len(v) for v in truth.credit_rows.values()),
         "alerts_by_kind": dict(sorted(Counter(a.kind.value for a in topics.alerts).items())),
         "duplicate_effects_alerted": len(verdict.windows),
+        "target_faults_acted": truth.faults_acted,
     }
     return verdict
 
@@ -183,7 +207,13 @@ def _check_effects(verdict: Verdict, key: str, its: list[ev.Intent], status: str
     calls = truth.payment_calls.get(key, [])
     rows = truth.credit_rows.get(key, [])
     count = len(calls) + len(rows)
-    if count > 1:
+    targets = {i.target for i in its}
+    if (calls and PAYMENTS not in targets) or (rows and LEDGER_DB not in targets):
+        verdict.violate("effect_at_wrong_target", key, f"effects at payments {len(calls)}, "
+                        f"ledger-db {len(rows)}; the intents name {sorted(targets)}")
+    if len(rows) > 1:  # the PostgreSQL connector's receipt row fences: never a window
+        verdict.violate("duplicate_effect", key, f"{len(rows)} rows in PostgreSQL")
+    elif count > 1:
         what = f"{len(calls)} effectful calls at the payments target, {len(rows)} rows"
         if alerts[ev.AlertKind.DUPLICATE_EFFECT.value]:
             verdict.windows.append({"key": key, "why": what + ", alerted"})
@@ -209,25 +239,63 @@ def _check_effects(verdict: Verdict, key: str, its: list[ev.Intent], status: str
                         "intent's")
 
 
-def _check_alerts(verdict: Verdict, key: str, its: list[ev.Intent], truth: TargetTruth,
-                  alerts: Counter[str], secret: bytes) -> None:
+def _classify(its: list[ev.Intent], secret: bytes
+              ) -> tuple[ev.Intent | None, list[ev.Intent], list[ev.Intent]]:
+    """(the reserving intent, the unapproved ones, the ones with other arguments). An intent
+    can be both of the last two; on a live key the ledger then answers either way."""
     reserving = _reserving(its, secret)
     unapproved = [i for i in its if approval_problem(
         i, secret, i.action in APPROVAL_ACTIONS, i.at_ms) is not None]
-    conflicting = [i for i in its if reserving is not None and i not in unapproved
-                   and i.args_hash != reserving.args_hash]
-    expected = {ev.AlertKind.APPROVAL_MISMATCH.value: bool(unapproved),
-                ev.AlertKind.CONFLICTING_ARGUMENTS.value: bool(conflicting)}
-    for kind, wanted in expected.items():
-        if wanted and not alerts[kind]:
-            verdict.violate("missing_alert", key, f"no {kind} alert")
-        if alerts[kind] and not wanted:
-            verdict.violate("unexplained_alert", key, f"{kind} without such an intent")
-    calls = len(truth.payment_calls.get(key, [])) + len(truth.credit_rows.get(key, []))
-    if alerts[ev.AlertKind.DUPLICATE_EFFECT.value] and calls < 2:
-        verdict.violate("unexplained_alert", key, "duplicate_effect, but the target holds "
-                        f"{calls} effect(s)")
+    other_args = [i for i in its if reserving is not None
+                  and i.args_hash != reserving.args_hash]
+    return reserving, unapproved, other_args
+
+
+def _check_alerts(verdict: Verdict, key: str, its: list[ev.Intent], alerts: Counter[str],
+                  secret: bytes) -> None:
+    _, unapproved, other_args = _classify(its, secret)
+    approval, conflict = (ev.AlertKind.APPROVAL_MISMATCH.value,
+                          ev.AlertKind.CONFLICTING_ARGUMENTS.value)
+    only_unapproved = [i for i in unapproved if i not in other_args]
+    only_conflicting = [i for i in other_args if i not in unapproved]
+    both = [i for i in unapproved if i in other_args]
+    if only_unapproved and not alerts[approval]:
+        verdict.violate("missing_alert", key, f"no {approval} alert")
+    if only_conflicting and not alerts[conflict]:
+        verdict.violate("missing_alert", key, f"no {conflict} alert")
+    if both and not (alerts[approval] or alerts[conflict]):
+        verdict.violate("missing_alert", key, f"no {approval} or {conflict} alert")
+    if alerts[approval] and not unapproved:
+        verdict.violate("unexplained_alert", key, f"{approval} without such an intent")
+    if alerts[conflict] and not other_args:
+        verdict.violate("unexplained_alert", key, f"{conflict} without such an intent")
     for kind in (ev.AlertKind.EFFECT_WITHOUT_INTENT, ev.AlertKind.POISON_INPUT,
                  ev.AlertKind.EXPIRED_KEY_REUSE, ev.AlertKind.VERSION_MISMATCH):
         if alerts[kind.value]:
             verdict.violate("unexplained_alert", key, f"{kind.value}: no such input was sent")
+
+
+def _check_answers(verdict: Verdict, key: str, its: list[ev.Intent],
+                   answers: dict[str, list[ev.Receipt]], truth: TargetTruth,
+                   secret: bytes) -> None:
+    """What each intent was told, against the ground truth."""
+    _, unapproved, other_args = _classify(its, secret)
+    paid = truth.payment_effects.get(key)
+    for intent in its:
+        for receipt in answers.get(intent.event_id, []):
+            told = (receipt.status, receipt.reason)
+            if intent in unapproved and intent in other_args:
+                if receipt.status is not ev.ReceiptStatus.REJECTED:
+                    verdict.violate("wrong_answer", key, f"unapproved intent with other "
+                                    f"arguments told {told}")
+            elif intent in unapproved and told != (ev.ReceiptStatus.REJECTED,
+                                                   ev.Reason.APPROVAL):
+                verdict.violate("wrong_answer", key, f"unapproved intent told {told}")
+            elif intent in other_args and told != (ev.ReceiptStatus.REJECTED,
+                                                   ev.Reason.CONFLICT):
+                verdict.violate("wrong_answer", key, f"conflicting intent told {told}")
+            elif (receipt.status is ev.ReceiptStatus.SUCCEEDED and intent.target == PAYMENTS
+                  and (paid is None or receipt.external_id != paid["id"])):
+                verdict.violate("wrong_answer", key, f"told succeeded with "
+                                f"{receipt.external_id!r}, the target holds "
+                                f"{paid['id'] if paid else 'no payment'}")

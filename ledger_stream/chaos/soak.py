@@ -3,6 +3,7 @@ the planned faults, heal, wait for every key to settle, check, stop everything b
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections import Counter
@@ -106,10 +107,11 @@ def run_soak(options: ChaosOptions, workdir: Path, say: Callable[[str], None],
                    for f in pending]
         load_s = time.monotonic() - started
         say("load ended: healing every member and waiting for every key to settle")
+        _clear_target_faults(world)  # first: an armed crash fault could fire while healing
         world.heal(120)
-        assert world.sandbox is not None
-        world.sandbox.clear_faults()
+        _clear_target_faults(world)
         _wait_agents(world)
+        world.note_exits()
         settle_started = time.monotonic()
         verdict = _settle(world, options, len([f for f in faults if f.victim]), say)
         restarts = {m.name: m.restarts for m in world.members if m.restarts}
@@ -121,6 +123,12 @@ def run_soak(options: ChaosOptions, workdir: Path, say: Callable[[str], None],
     finally:
         say("stopping every process the soak started")
         world.stop()
+
+
+def _clear_target_faults(world: World) -> None:
+    assert world.sandbox is not None
+    with contextlib.suppress(OSError):  # down: a restart clears its faults anyway
+        world.sandbox.clear_faults()
 
 
 def _wait_agents(world: World) -> None:
@@ -147,7 +155,8 @@ def _settle(world: World, options: ChaosOptions, faults: int,
 
 
 def check_world(world: World, faults: int) -> Verdict:
-    """The checker's verdict on the world as it is now (its targets and topics)."""
+    """The checker's verdict on the world as it is now (its targets and topics), with the
+    members that crashed by themselves."""
     settings, sandbox = world.settings, world.sandbox
     assert settings is not None and settings.kafka_bootstrap and sandbox is not None
     topics = LedgerTopics.read_from(settings.kafka_bootstrap, settings)
@@ -155,4 +164,7 @@ def check_world(world: World, faults: int) -> Verdict:
         rows = conn.execute(f"select operation_key, amount from {EFFECT_TABLE}").fetchall()
     truth = target_truth(sandbox.ledger(), [(k, a) for k, a in rows])
     secret = PROCESSOR_ENV["LEDGER_APPROVAL_SECRET"].encode()
-    return check(topics, truth, read_journals(world.journals), secret, faults)
+    verdict = check(topics, truth, read_journals(world.journals), secret, faults)
+    for crash in world.crashes:
+        verdict.violate("process_crashed", crash.split(" ", 1)[0], crash)
+    return verdict

@@ -25,6 +25,7 @@ from ledger_stream.chaos.options import ChaosOptions
 from ledger_stream.config import Settings
 from ledger_stream.kafka import topics
 from ledger_stream.kafka.local import LocalCluster, ensure_jars, jar_cache
+from ledger_stream.sandbox.faults import EXIT_CRASH_AFTER_COMMIT, EXIT_CRASH_BEFORE_COMMIT
 from ledger_stream.testing.agents import APPROVAL_SECRET, PROCESSOR_ENV
 from ledger_stream.testing.postgres import PostgresServer
 from ledger_stream.testing.processes import Proc, start_processor
@@ -48,6 +49,8 @@ class Member:
     pid: Callable[[], int | None]
     running: Callable[[], bool]
     slow: bool = False  # launched in a thread of its own
+    exit_code: Callable[[], int | None] = lambda: None  # of the last run, once it ended
+    expected_exits: frozenset[int] = frozenset({0, -9})  # ours: done, or our SIGKILL
     held_until: float = 0.0  # a fault keeps it down (or paused) until this monotonic time
     paused: bool = False
     restarts: int = 0
@@ -100,6 +103,7 @@ class World:
         self.journals: list[Path] = []
         self.until = 0.0  # agents stop at this Unix time
         self.events: list[str] = []  # restarts the supervisor made
+        self.crashes: list[str] = []  # members that exited by themselves with an error
         self._n = 0
 
     # -- start -------------------------------------------------------------------------------
@@ -160,7 +164,8 @@ class World:
             return box["proc"].pid if "proc" in box and box["proc"].alive() else None
 
         self._add(Member(name, role, launch, crash, pid,
-                         lambda: "proc" in box and box["proc"].alive()))
+                         lambda: "proc" in box and box["proc"].alive(),
+                         exit_code=lambda: box["proc"].popen.poll() if "proc" in box else None))
 
     def _add_broker(self, node_id: int) -> None:
         def pid() -> int | None:
@@ -176,9 +181,11 @@ class World:
     def _add_sandbox(self) -> None:
         sandbox = self.sandbox
         assert sandbox is not None
-        self.members.append(Member("payments-sandbox", "target", sandbox.restart, sandbox.kill,
-                                   lambda: sandbox.pid if sandbox.alive() else None,
-                                   sandbox.alive, slow=True))
+        self.members.append(Member(
+            "payments-sandbox", "target", sandbox.restart, sandbox.kill,
+            lambda: sandbox.pid if sandbox.alive() else None, sandbox.alive, slow=True,
+            exit_code=sandbox.exit_code,
+            expected_exits=frozenset({0, -9, EXIT_CRASH_BEFORE_COMMIT, EXIT_CRASH_AFTER_COMMIT})))
 
     def _add_postgres(self) -> None:
         server = self.postgres
@@ -223,18 +230,25 @@ class World:
                                "--effect-sql", EFFECT_SQL)
 
     def _agent(self, i: int) -> Callable[[int], Proc]:
+        earlier: list[Path] = []  # this agent's journals, one per incarnation
+
         def make(n: int) -> Proc:
             assert self.settings is not None and self.settings.kafka_bootstrap
-            journal = self.workdir / f"agent-{i}-{n}.jsonl"
-            self.journals.append(journal)
-            seed = self.options.seed * 1000 + n
+            incarnation = len(earlier) + 1
+            journal = self.workdir / f"agent-{i}-{incarnation}.jsonl"
+            # Seeded by the soak's seed, the agent and its incarnation only.
+            seed = self.options.seed * 1000 + i * 100 + incarnation
             env = {"LEDGER_KAFKA_BOOTSTRAP": self.settings.kafka_bootstrap,
                    "LEDGER_TOPIC_PREFIX": self.settings.topic_prefix,
                    "LEDGER_APPROVAL_SECRET": APPROVAL_SECRET}
             rate = self.options.rate / self.options.agents
-            return Proc(["--journal", str(journal), "--name", f"a{i}r{n}", "--seed", str(seed),
-                         "--rate", f"{rate:g}", "--until", f"{self.until:.3f}"],
+            proc = Proc(["--journal", str(journal), "--name", f"a{i}-{incarnation}",
+                         "--seed", str(seed), "--rate", f"{rate:g}",
+                         "--until", f"{self.until:.3f}", "--resume", *map(str, earlier)],
                         self._log(f"agent-{i}", n), env=env, module="ledger_stream.chaos.agent")
+            earlier.append(journal)
+            self.journals.append(journal)
+            return proc
         return make
 
     # -- supervision -------------------------------------------------------------------------
@@ -255,9 +269,22 @@ class World:
             if member.role == "agent" and time.time() >= self.until:
                 continue
             if not member.running():
+                self._note_exit(member)
                 member.restarts += 1
                 self.events.append(f"{member.name} started again")
                 member.start()
+
+    def _note_exit(self, member: Member) -> None:
+        code = member.exit_code()
+        if code is not None and code not in member.expected_exits:
+            self.crashes.append(f"{member.name} exited with status {code} by itself")
+
+    def note_exits(self) -> None:
+        """Record members that ended by themselves with an error and were not restarted
+        (an agent after the load, anything at the end)."""
+        for member in self.members:
+            if not member.running() and not member.starting:
+                self._note_exit(member)
 
     def heal(self, timeout_s: float) -> None:
         """Lift every hold and bring every member (but agents) back; wait for slow starts."""

@@ -7,7 +7,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 from ledger_stream.cli.common import CliError
 
@@ -24,6 +27,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--cases", type=int, default=1_000_000, help="records to try")
     parser.add_argument("--seed", type=int, default=1, help="the run's seed")
     parser.add_argument("--json", action="store_true", help="the report as JSON")
+    parser.add_argument(
+        "--engine", choices=("seeded", "atheris"), default="seeded",
+        help="seeded: the generator of shapes we thought of (default); atheris: "
+        "coverage-guided (libFuzzer) from a corpus of valid records, same promises")
+    parser.add_argument("--corpus", type=Path, default=None,
+                        help="atheris: the corpus folder (default: a temporary one, seeded "
+                        "with valid records); a found input is written to the current folder")
     parser.set_defaults(handler=_run)
 
 
@@ -32,6 +42,8 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.cases < 1:
         raise CliError("--cases must be at least 1")
+    if args.engine == "atheris":
+        return _atheris(args)
     # The fuzzed freezes and decisions would log a line each: only warnings and worse.
     logging.getLogger("ledger_stream.processor").setLevel(logging.WARNING)
 
@@ -50,3 +62,18 @@ def _run(args: argparse.Namespace) -> int:
         for line in report.violations:
             print(f"  {line}")
     return 1 if report.violation_count else 0
+
+
+def _atheris(args: argparse.Namespace) -> int:
+    """libFuzzer runs in a process of its own (it exits when done or on a finding)."""
+    import importlib.util
+
+    if importlib.util.find_spec("atheris") is None:
+        raise CliError("the atheris engine needs the atheris package (pip install atheris; "
+                       "x86-64 Linux wheels), installed with the dev extra")
+    with tempfile.TemporaryDirectory(prefix="ledger-fuzz-corpus-") as tmp:
+        corpus = args.corpus or Path(tmp)
+        command = [sys.executable, "-m", "ledger_stream.reliability.coverage_fuzz",
+                   f"-runs={args.cases}", f"-seed={args.seed}", "-print_final_stats=1",
+                   str(corpus)]
+        return subprocess.run(command, check=False).returncode

@@ -46,7 +46,10 @@ def approval_problem(intent: Intent, secret: bytes, required: bool,
         secret, intent.key, approval.approval_id, approval.payload_hash,
         approval.policy_revision, approval.expires_at_ms,
     ).signature
-    if not hmac.compare_digest(expected, approval.signature):
+    # As bytes: compare_digest refuses str with non-ASCII characters (TypeError), and a
+    # forged signature can hold any (found by the coverage-guided fuzzer).
+    given = approval.signature.encode("utf-8", "surrogatepass")
+    if not hmac.compare_digest(expected.encode(), given):
         return "approval signature invalid"
     if approval.payload_hash != intent.args_hash:
         return "approval payload hash differs from the intent's args hash"

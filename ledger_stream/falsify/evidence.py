@@ -14,7 +14,7 @@ import re
 import time
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -78,6 +78,7 @@ class LedgerTopics:
     reconciles: list[ev.Reconcile]
     receipts: list[ev.Receipt]
     alerts: list[ev.Alert]
+    grants: list[ev.Grant] = field(default_factory=list)
 
     @classmethod
     def read(cls, world: AgentWorld) -> LedgerTopics:
@@ -95,7 +96,7 @@ class LedgerTopics:
         return cls(of("intents", ev.Intent), of("attempts", ev.AttemptClaim),
                    of("attempts", ev.AttemptOutcome), of("dispatch", ev.Dispatch),
                    of("dispatch", ev.Reconcile), of("receipts", ev.Receipt),
-                   of("alerts", ev.Alert))
+                   of("alerts", ev.Alert), of("dispatch", ev.Grant))
 
     def final_status(self, key: str) -> str:
         """The key's state as its latest receipt states it; "" when it has none."""
@@ -113,7 +114,7 @@ class LedgerTopics:
         return {a.kind.value for a in self.alerts if a.key == key}
 
 
-def read_topics(bootstrap: str, names: list[str], timeout_s: float = 30.0,
+def read_topics(bootstrap: str, names: list[str], timeout_s: float = 60.0,
                 ) -> dict[str, list[Any]]:
     """Every decodable event of each topic, from the beginning to its end at the time of
     the call, with one consumer for all (undecodable records are skipped)."""
@@ -133,8 +134,12 @@ def read_topics(bootstrap: str, names: list[str], timeout_s: float = 30.0,
         deadline = time.monotonic() + timeout_s
         # The consumer's positions, not the last records' offsets: transaction markers
         # take offsets that are never delivered.
-        while time.monotonic() < deadline and any(
-                tp.offset < ends[(tp.topic, tp.partition)] for tp in consumer.position(parts)):
+        while any(tp.offset < ends[(tp.topic, tp.partition)]
+                  for tp in consumer.position(parts)):
+            if time.monotonic() > deadline:
+                # A partial read would make a verdict on what happens to be there: refuse.
+                raise TimeoutError(f"{', '.join(names)}: the end of every partition was not "
+                                   f"reached within {timeout_s:g} s")
             for msg in fetched(consumer, 500, 0.2):
                 if msg.error():
                     continue

@@ -7,7 +7,9 @@ client (Java, librdkafka with murmur2, this one) produced it. Producers are idem
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -74,10 +76,44 @@ class EventProducer:
         self.send_raw(role, event.key.encode("utf-8"), self._codec.encode(event),
                       headers=headers)
 
+    def deliver(self, role: str, event: Any, headers: Sequence[tuple[str, bytes]] = (),
+                timeout_s: float = 30.0) -> None:
+        """Send one event and wait for *its* acknowledgement. Raises DeliveryFailed when it
+        was refused or not acknowledged within ``timeout_s``.
+
+        Safe from many threads at once: each waits for its own record's report, so one
+        thread never takes another's failure (with ``send`` + ``flush``, a shared failure
+        list would let one thread raise for another's record and the other return as if
+        its record had been acknowledged; found by the chaos soak's review).
+        """
+        acknowledged = threading.Event()
+        failed: list[str] = []
+
+        def report(error: KafkaError | None, msg: Message) -> None:
+            if error is not None:
+                failed.append(f"{msg.topic()}: {error.str()}")
+            acknowledged.set()
+
+        self.send_raw(role, event.key.encode("utf-8"), self._codec.encode(event),
+                      headers=headers, on_delivery=report)
+        deadline = time.monotonic() + timeout_s
+        while not acknowledged.is_set():
+            if time.monotonic() >= deadline:
+                raise DeliveryFailed(f"not acknowledged after {timeout_s:g} s")
+            try:
+                self._producer.poll(0.05)  # serves the reports, this one's among them
+            except KafkaException as exc:
+                raise DeliveryFailed(f"producer poll failed: {exc}") from exc
+        if failed:
+            raise DeliveryFailed(failed[0])
+
     def send_raw(self, role: str, key: bytes | None, value: bytes | None,
                  partition: int | None = None,
-                 headers: Sequence[tuple[str, bytes]] = ()) -> None:
-        """``partition``: write there, not to the key's partition (Ticks, containment)."""
+                 headers: Sequence[tuple[str, bytes]] = (),
+                 on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
+                 ) -> None:
+        """``partition``: write there, not to the key's partition (Ticks, containment);
+        ``on_delivery``: this record's report goes there instead of the shared list."""
         refuse_if_forbidden(f"to {role}")
         topic = self._settings.topic(role)
         extra: dict[str, Any] = {"headers": list(headers)} if headers else {}
@@ -85,8 +121,8 @@ class EventProducer:
             extra["partition"] = partition
         while True:
             try:
-                self._producer.produce(topic, value=value, key=key, on_delivery=self._report,
-                                       **extra)
+                self._producer.produce(topic, value=value, key=key,
+                                       on_delivery=on_delivery or self._report, **extra)
                 break
             except BufferError:
                 self._producer.poll(0.1)  # local queue full: let deliveries drain

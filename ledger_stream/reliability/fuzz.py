@@ -234,8 +234,23 @@ def run_fuzz(cases: int, seed: int = 1, *, step: LedgerStep | None = None,
 
 def _one(step: LedgerStep, batch: Batch, gen: Generator, codec: AvroCodec, offset: int,
          report: FuzzReport) -> str:
-    """One record through the codec and step a; what broke a promise ("" when nothing)."""
+    """One generated record through the codec and step a; what broke a promise ("" when
+    nothing)."""
     topic, key, value, original = gen.record()
+    home = partition_for(key, PARTITIONS) if key else 0
+    if isinstance(original, ev.Tick | ev.Containment) and original.partition < PARTITIONS:
+        home = original.partition  # written to the partition it names
+    partition = home if gen.rng.random() < 0.9 else gen.rng.randrange(PARTITIONS)
+    return judge(step, batch, codec, topic, key, value, partition, offset,
+                 gen.rng.randrange(0, 2_000), report)
+
+
+def judge(step: LedgerStep, batch: Batch, codec: AvroCodec, topic: str, key: bytes | None,
+          value: bytes | None, partition: int, offset: int, ts_step_ms: int,
+          report: FuzzReport) -> str:
+    """One record (topic, key, value, partition) through the codec and step a, checked
+    against every promise; what broke one ("" when nothing). Shared by the seeded
+    generator and the coverage-guided engine (coverage_fuzz.py)."""
     if value is not None:
         try:
             codec.decode(value)
@@ -243,12 +258,8 @@ def _one(step: LedgerStep, batch: Batch, gen: Generator, codec: AvroCodec, offse
         except DecodeError:
             report.kinds["decode_error"] += 1
     text_key = key.decode("utf-8", "replace") if key else ""
-    home = partition_for(key, PARTITIONS) if key else 0
-    if isinstance(original, ev.Tick | ev.Containment) and original.partition < PARTITIONS:
-        home = original.partition  # written to the partition it names
-    partition = home if gen.rng.random() < 0.9 else gen.rng.randrange(PARTITIONS)
     overlay = batch.overlay(partition)
-    ts = max(overlay.clock, BASE_MS) + gen.rng.randrange(0, 2_000)
+    ts = max(overlay.clock, BASE_MS) + ts_step_ms
     read = step.read(value, key, topic, partition, offset, ts)
     before_state = overlay.state(text_key) if text_key.count("/") >= 2 else None
     before = overlay.changed_states()
@@ -304,5 +315,4 @@ def _approved(intent: ev.Intent, now_ms: int) -> bool:
         return False
     text = "\n".join(("ledger-approval-v1", intent.key, a.approval_id, a.payload_hash,
                       a.policy_revision, str(a.expires_at_ms))).encode()
-    return hmac.compare_digest(hmac.new(SECRET, text, hashlib.sha256).hexdigest(),
-                               a.signature)
+    return hmac.new(SECRET, text, hashlib.sha256).hexdigest() == a.signature

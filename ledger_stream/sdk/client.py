@@ -135,8 +135,7 @@ class LedgerClient:
         dry_run.refuse_in_dry_run(intent)
         failpoint("before_intent")
         with self._reaching(f"record the intent for {intent.key}"):
-            self._producer.send("intents", intent, trace)
-            self._producer.flush()
+            self._producer.deliver("intents", intent, trace)
         failpoint("after_intent")
 
     @contextmanager

@@ -74,6 +74,10 @@ class SandboxProc:
     def alive(self) -> bool:
         return self._popen is not None and self._popen.poll() is None
 
+    def exit_code(self) -> int | None:
+        """The exit status of the current process once it ended (None while it runs)."""
+        return self._popen.poll() if self._popen is not None else None
+
     def output(self) -> str:
         """Everything the process printed (stdout and stderr), oldest first."""
         return "\n".join(self._output)

@@ -562,3 +562,13 @@ def test_a_lookup_result_for_a_key_that_is_not_live_changes_nothing():
     late = reconciled(RS.NOT_FOUND, at_ms=3_000 + POLICY.replay_window_ms + 1)
     state, out = run([late], settled)
     assert (state, out) == (settled.sealed(), [])
+
+
+def test_a_forged_signature_with_non_ascii_characters_is_refused_not_raised():
+    """Found by the coverage-guided fuzzer: hmac.compare_digest raises TypeError on a str
+    with non-ASCII characters, which crashed the processor on a hostile intent."""
+    from ledger_stream.domain.approval import approval_problem
+    from ledger_stream.domain.events import Approval
+
+    forged = intent(approval=Approval("ap", "h", "", 10**13, "sig\u00e9\u2603"))
+    assert approval_problem(forged, b"secret", True, 1_000) == "approval signature invalid"
