@@ -68,9 +68,11 @@ mutate: install
 	$(BIN)/mutmut results
 
 ## A million hostile records through the codec and the processor's input path (about 5
-## minutes on 2 cores); exit 1 on any violation, with the seed and case. docs/reliability.md.
+## minutes on 2 cores), then 200,000 coverage-guided ones (atheris, about 3 minutes); exit 1
+## on any violation, with the seed and case (or the crash-* input). docs/reliability.md.
 fuzz: install
 	$(BIN)/ledger-stream fuzz --cases 1000000 --seed $(SEED)
+	$(BIN)/ledger-stream fuzz --engine atheris --cases 200000 --seed $(SEED)
 
 ## The long chaos soak (ledger_stream/chaos/): 10 minutes of load on a 3-node cluster with
 ## 120 faults of every kind, then the checker; about 14 minutes in all. docs/reliability.md.

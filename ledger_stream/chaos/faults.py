@@ -3,9 +3,10 @@
 The victim is drawn from the seeded RNG among what runs at that moment. A killed member stays
 down for a drawn 1–4 s (the supervisor then starts it again); a paused one is SIGSTOPped past
 its session and lease timeouts and SIGCONTed. A broker fault hits the leader of a ledger
-partition or the active KRaft controller, and is deferred while another broker is still down
-or not yet back in the cluster's metadata: three nodes with min ISR 2 survive one loss, not
-two (two at once stop the ledger, which is the min-ISR test's business, not the soak's). A
+partition or the active KRaft controller, and is deferred while another broker is still down,
+not yet back in the cluster's metadata, or a ledger partition is still under-replicated:
+three replicas with min ISR 2 survive one loss, not two (two at once stop the ledger, which
+is the min-ISR test's business, not the soak's). A
 fault that cannot fire yet never blocks the scheduler: it is tried again a second later.
 """
 
@@ -16,8 +17,6 @@ import random
 import signal
 import time
 from dataclasses import dataclass
-
-from confluent_kafka.admin import AdminClient
 
 from ledger_stream.chaos.world import Member, World
 from ledger_stream.sandbox.faults import FAULT_MODES
@@ -106,6 +105,8 @@ def _broker_kill(world: World, rng: random.Random) -> tuple[str, str]:
     if not all(b.running() and not b.starting and b.held_until <= time.monotonic()
                for b in brokers):
         raise Deferred("another broker is not back yet")
+    if not _replicas_caught_up(world):
+        raise Deferred("a ledger partition is still under-replicated")
     if rng.random() < 0.5:
         node, why = _active_controller(world), "the active controller"
     else:
@@ -118,14 +119,27 @@ def _broker_kill(world: World, rng: random.Random) -> tuple[str, str]:
     return victim.name, why
 
 
+def _replicas_caught_up(world: World) -> bool:
+    """Every ledger partition has all its replicas in sync (the last restarted broker has
+    caught up): killing another broker now takes only one replica away."""
+    settings = world.settings
+    assert settings is not None
+    try:
+        meta = world.admin().list_topics(timeout=2).topics
+    except Exception:  # noqa: BLE001 - no answer: not known to be caught up
+        return False
+    return all(len(part.isrs) == len(part.replicas)
+               for name in LEDGER_TOPICS if settings.topic(name) in meta
+               for part in meta[settings.topic(name)].partitions.values())
+
+
 def _partition_leader(world: World, rng: random.Random) -> tuple[int | None, str]:
     settings = world.settings
-    assert settings is not None and settings.kafka_bootstrap
+    assert settings is not None
     topic = settings.topic(rng.choice(LEDGER_TOPICS))
     partition = rng.randrange(settings.partitions)
     try:
-        meta = AdminClient({"bootstrap.servers": settings.kafka_bootstrap}).list_topics(
-            topic, timeout=10)
+        meta = world.admin().list_topics(topic, timeout=2)
         leader = meta.topics[topic].partitions[partition].leader
     except Exception:  # noqa: BLE001 - metadata unavailable: fall back to any broker
         return None, ""

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
+from confluent_kafka.admin import AdminClient
 
 from ledger_stream.chaos.options import ChaosOptions
 from ledger_stream.config import Settings
@@ -104,6 +105,7 @@ class World:
         self.until = 0.0  # agents stop at this Unix time
         self.events: list[str] = []  # restarts the supervisor made
         self.crashes: list[str] = []  # members that exited by themselves with an error
+        self._admin: AdminClient | None = None
         self._n = 0
 
     # -- start -------------------------------------------------------------------------------
@@ -294,6 +296,13 @@ class World:
         for member in self.members:
             member.wait_started(timeout_s)
 
+    def admin(self) -> AdminClient:
+        """One admin client for the scheduler's metadata questions."""
+        if self._admin is None:
+            assert self.settings is not None and self.settings.kafka_bootstrap
+            self._admin = AdminClient({"bootstrap.servers": self.settings.kafka_bootstrap})
+        return self._admin
+
     def stop(self) -> None:
         """Stop everything the soak started, by PID (paused members are resumed first)."""
         for member in self.members:
@@ -305,7 +314,8 @@ class World:
                     member.signal(signal.SIGTERM)
         deadline = time.monotonic() + 15
         for member in self.members:
-            while member.role != "broker" and member.running() and time.monotonic() < deadline:
+            while member.role in ("agent", "connector", "processor") and member.running() \
+                    and time.monotonic() < deadline:
                 time.sleep(0.1)
             if member.role in ("agent", "connector", "processor") and member.running():
                 member.crash()

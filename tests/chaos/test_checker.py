@@ -217,3 +217,27 @@ def test_an_intent_both_unapproved_and_conflicting_may_get_either_alert() -> Non
         verdict = check(topics([r, both], receipts, [alert(REFUND, kind)]),
                         truth([payment_call(REFUND, 5)]), journal(r, both), SECRET, 1)
         assert verdict.ok, verdict.violations
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--duration", "0"], "--duration must be positive"),
+    (["--agents", "0"], "--agents must be at least 1"),
+    (["--kinds", "broker-kill,meteor"], "unknown fault kind(s) meteor"),
+    (["--duration", "3", "--faults", "2"], "leaves no time for faults"),
+])
+def test_the_chaos_command_refuses_bad_flags_before_starting_anything(argv, said, capsys,
+                                                                      tmp_path) -> None:
+    from ledger_stream.cli.main import main
+
+    assert main(["chaos", *argv, "--workdir", str(tmp_path / "w")]) == 2
+    assert said in capsys.readouterr().err
+    assert not (tmp_path / "w" / "kafka").exists()
+
+
+def test_the_chaos_command_has_help(capsys) -> None:
+    from ledger_stream.cli.main import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["chaos", "--help"])
+    assert done.value.code == 0
+    assert "--seed" in capsys.readouterr().out
