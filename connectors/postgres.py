@@ -119,11 +119,19 @@ class PostgresTarget(Target):
             "SELECT external_id FROM {} WHERE operation_key = %s").format(table)
 
     def ensure_schema(self, timeout_s: float = 10.0) -> None:
-        """Create the receipts table if it is missing; leaves an existing one as it is."""
+        """Create the receipts table if it is missing; leaves an existing one as it is.
+
+        Connectors starting together take a transaction-scoped advisory lock first: two
+        concurrent ``CREATE TABLE IF NOT EXISTS`` of one name can both miss the table and
+        the second then fails on the type's unique index (seen in the chaos soak: a
+        connector that exited at start-up)."""
         conn = self._connect(timeout_s, autocommit=True)
         try:
             _set_statement_timeout(conn, timeout_s, local=False)
-            conn.execute(self._create_sql)
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
+                             (f"ledger-stream schema {self.receipts_table}",))
+                conn.execute(self._create_sql)
         except psycopg.Error as exc:
             raise _rolled_back(exc, "creating the receipts table failed") from exc
         finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
@@ -20,8 +21,12 @@ def end_offset(consumer: Consumer, tp: TopicPartition, timeout_s: float = 15.0) 
         except KafkaException:
             # NOT_LEADER / LEADER_NOT_AVAILABLE right after topic creation or a broker
             # restart are not flagged retriable by librdkafka here, yet pass in moments.
+            # "Unknown partition" is the client's own stale metadata (the chaos soak saw it
+            # last for a minute after a broker was killed): ask for the topic's again.
             if time.monotonic() > deadline:
                 raise
+            with contextlib.suppress(KafkaException):
+                consumer.list_topics(tp.topic, timeout=2)
             time.sleep(0.2)
 
 

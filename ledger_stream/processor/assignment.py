@@ -31,7 +31,7 @@ from ledger_stream.state import PartitionStore
 logger = logging.getLogger(__name__)
 
 COMMITTED_TIMEOUT_S = 60.0  # covers a stale transaction's timeout and its abort
-RESTORE_ATTEMPTS = 3
+RESTORE_ATTEMPTS = 8  # a broker restart can take a minute here: wait it out, then give up
 
 
 class Assignment:
@@ -87,7 +87,7 @@ class Assignment:
                     raise
                 logger.warning("restore failed; retrying", extra=log_fields(
                     partitions=sorted(stores), attempt=attempt, error=str(exc)))
-                time.sleep(attempt)
+                time.sleep(min(attempt, 5))
         raise AssertionError("unreachable")
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

@@ -204,3 +204,26 @@ def _kill_when_committing(server: PostgresServer) -> None:
                 break
             time.sleep(0.02)
     server.kill()
+
+
+def test_connectors_starting_together_create_the_receipts_table_once(postgres_dsn) -> None:
+    """Found by the chaos soak: two concurrent CREATE TABLE IF NOT EXISTS of one name can
+    both miss it, and the second fails on pg_type's unique index (the connector exited)."""
+    import threading
+
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def create() -> None:
+        start.wait()
+        try:
+            PostgresTarget("db", postgres_dsn, "select 1").ensure_schema()
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=create) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors == []
