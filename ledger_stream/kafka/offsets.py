@@ -14,10 +14,18 @@ from ledger_stream.kafka.client_config import CLIENT_CONFIG
 def end_offset(consumer: Consumer, tp: TopicPartition, timeout_s: float = 15.0) -> int:
     """The partition's end offset, retried through leader elections (a new topic, a broker
     restart) until ``timeout_s``."""
+    return watermarks(consumer, tp, timeout_s)[1]
+
+
+def watermarks(consumer: Consumer, tp: TopicPartition, timeout_s: float = 15.0
+               ) -> tuple[int, int]:
+    """The partition's (low, high) watermarks, retried through leader elections (a new
+    topic, a broker restart: "leader high watermark is not caught up") until ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            return int(consumer.get_watermark_offsets(tp, timeout=5)[1])
+            low, high = consumer.get_watermark_offsets(tp, timeout=5)
+            return int(low), int(high)
         except KafkaException:
             # NOT_LEADER / LEADER_NOT_AVAILABLE right after topic creation or a broker
             # restart are not flagged retriable by librdkafka here, yet pass in moments.

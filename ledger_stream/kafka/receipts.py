@@ -14,7 +14,7 @@ from ledger_stream.domain.events import Receipt
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.exceptions import KafkaSetupError
 from ledger_stream.kafka.message import fetched, position
-from ledger_stream.kafka.offsets import end_offset
+from ledger_stream.kafka.offsets import watermarks
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.serde import AvroCodec, DecodeError
 
@@ -66,8 +66,7 @@ def partition_records(bootstrap: str, topic: str, partition: Callable[[Consumer]
                          "isolation.level": "read_committed"})
     try:
         tp = TopicPartition(topic, partition(consumer))
-        end = end_offset(consumer, tp)
-        start = int(consumer.get_watermark_offsets(tp, timeout=10)[0])
+        start, end = watermarks(consumer, tp)
         found: list[KeyRecord] = []
         if start >= end:  # empty, or everything before the end deleted
             return found

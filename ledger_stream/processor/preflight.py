@@ -11,14 +11,19 @@ to fix the topic.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Mapping
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from ledger_stream.config import Settings
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
+from ledger_stream.logs import log_fields
 from ledger_stream.processor.exceptions import StartupRefused
+
+logger = logging.getLogger(__name__)
 
 INPUTS = ("intents", "attempts")
 OUTPUTS = ("dispatch", "receipts", "alerts", "dlq", "changelog")
@@ -75,10 +80,25 @@ def check_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0) ->
     return next(iter(counts.values()))
 
 
+DESCRIBE_ATTEMPTS = 4
+
+
 def _describe(admin: AdminClient, topic: str, timeout_s: float) -> dict[str, str | None]:
+    """The topic's configs. A timeout or a retriable error (the controller went away: the
+    chaos soak saw a processor refuse to start on "Timed out waiting for controller") is
+    asked again; only a lasting failure refuses the start."""
     resource = ConfigResource(ResourceType.TOPIC, topic)
-    try:
-        entries = admin.describe_configs([resource], request_timeout=timeout_s)[resource]
-        return {name: entry.value for name, entry in entries.result(timeout_s).items()}
-    except KafkaException as exc:
-        raise StartupRefused(f"describing topic {topic} failed: {exc}") from exc
+    for attempt in range(1, DESCRIBE_ATTEMPTS + 1):
+        try:
+            entries = admin.describe_configs([resource], request_timeout=timeout_s)[resource]
+            return {name: entry.value for name, entry in entries.result(timeout_s).items()}
+        except KafkaException as exc:
+            err = exc.args[0]
+            transient = err.retriable() or err.code() in (KafkaError._TIMED_OUT,
+                                                          KafkaError._TRANSPORT)
+            if attempt == DESCRIBE_ATTEMPTS or not transient:
+                raise StartupRefused(f"describing topic {topic} failed: {exc}") from exc
+            logger.warning("describing a topic failed; asking again", extra=log_fields(
+                topic=topic, attempt=attempt, error=err.str()))
+            time.sleep(1.0)
+    raise AssertionError("unreachable")

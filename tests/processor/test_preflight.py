@@ -35,3 +35,43 @@ def test_create_time_is_trusted_only_within_the_skew_bound() -> None:
 def test_missing_bounds_count_as_unbounded() -> None:
     problem = timestamp_problem("t.attempts", {"message.timestamp.type": "CreateTime"}, BOUND)
     assert problem is not None and "t.attempts uses CreateTime" in problem
+
+
+def test_a_controller_that_went_away_is_asked_again_not_refused(monkeypatch) -> None:
+    """Found by the chaos soak: a processor starting while the active controller was down
+    refused to start on "Timed out waiting for controller"."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from ledger_stream.processor import preflight
+    from ledger_stream.processor.exceptions import StartupRefused
+
+    class Entry:
+        value = "LogAppendTime"
+
+    class Done:
+        def result(self, timeout):
+            return {"message.timestamp.type": Entry()}
+
+    class Failing:
+        def __init__(self, code):
+            self.code = code
+
+        def result(self, timeout):
+            raise KafkaException(KafkaError(self.code, "no controller"))
+
+    class Admin:
+        def __init__(self, answers):
+            self.answers = list(answers)
+
+        def describe_configs(self, resources, request_timeout):
+            return {resources[0]: self.answers.pop(0)}
+
+    monkeypatch.setattr(preflight.time, "sleep", lambda s: None)
+    admin = Admin([Failing(KafkaError._TIMED_OUT), Done()])
+    assert preflight._describe(admin, "t.intents", 1)["message.timestamp.type"] \
+        == "LogAppendTime"
+    with pytest.raises(StartupRefused, match="describing topic t.intents failed"):
+        preflight._describe(Admin([Failing(KafkaError.TOPIC_AUTHORIZATION_FAILED)]),
+                            "t.intents", 1)
+    with pytest.raises(StartupRefused):
+        preflight._describe(Admin([Failing(KafkaError._TIMED_OUT)] * 4), "t.intents", 1)
