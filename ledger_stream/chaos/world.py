@@ -103,7 +103,6 @@ class World:
         self.members: list[Member] = []
         self.journals: list[Path] = []
         self.until = 0.0  # agents stop at this Unix time
-        self.events: list[str] = []  # restarts the supervisor made
         self.crashes: list[str] = []  # members that exited by themselves with an error
         self._admin: AdminClient | None = None
         self._n = 0
@@ -273,7 +272,6 @@ class World:
             if not member.running():
                 self._note_exit(member)
                 member.restarts += 1
-                self.events.append(f"{member.name} started again")
                 member.start()
 
     def _note_exit(self, member: Member) -> None:
