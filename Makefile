@@ -28,8 +28,8 @@ typecheck: install
 ## It includes the protocol model's check (tests/model/, the same tests as `make model`).
 ## Two things run beside the main pytest, and their verdicts count as much as its own:
 ## the type check (nice 10), and a second pytest with the tests that start Kafka clusters of
-## their own (marker own_cluster: the chaos soak, min ISR, the retention edge, the zombie
-## and cluster tests). The main run waits on brokers and timeouts for most of its second
+## their own (marker own_cluster: the chaos soak, min ISR, the retention edge, the 3-node
+## and CLI cluster tests). The main run waits on brokers and timeouts for most of its second
 ## half, so they cost CPU it leaves idle rather than wall time. The second pytest starts
 ## once the protocol model's searches (nice 19, each with a time limit) are done, at most
 ## 8 minutes after the start, so that its brokers do not starve them.

@@ -36,7 +36,7 @@ from ledger_stream.kafka.topics import ledger_topics
 from ledger_stream.testing.processes import Proc, start_processor
 from tests.processor.support import CODEC, log_lines, model_states, read_raw, wait_for
 
-pytestmark = [pytest.mark.timeout(420), pytest.mark.own_cluster]
+pytestmark = pytest.mark.timeout(420)
 
 FAST_COMPACTION = {"segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
                    "delete.retention.ms": "100"}
