@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -60,6 +61,12 @@ RESERVED_PARAMS = ("ledger_key", "ledger_attempt_id", "ledger_receipt_id")
 # lock_not_available.
 _TRANSIENT_CLASSES = ("08", "40", "53", "57", "58")
 _TRANSIENT_STATES = ("55P03",)
+# Refusals of the login itself, which waiting does not change: invalid authorization (28),
+# no such database (3D). libpq reports a refused connection without a SQLSTATE, so the
+# server's FATAL message is matched too (in the server's default English messages).
+_REFUSED_LOGIN_CLASSES = ("28", "3D")
+_REFUSED_LOGIN_TEXT = ("password authentication failed", "no pg_hba.conf entry",
+                       "does not exist", "authentication failed")
 
 
 class Phase(StrEnum):
@@ -136,6 +143,36 @@ class PostgresTarget(Target):
             raise _rolled_back(exc, "creating the receipts table failed") from exc
         finally:
             conn.close()
+
+    def wait_for_schema(self, stop: threading.Event, first_delay_s: float = 0.5,
+                        max_delay_s: float = 5.0, timeout_s: float = 10.0) -> bool:
+        """``ensure_schema``, asked again while the database cannot be reached (down,
+        restarting, refusing connections): a connector started while its database is down
+        waits for it, as it waits for Kafka, instead of exiting. True once the table
+        exists; False when ``stop`` is set first. A refusal that waiting would not change
+        (wrong password, no such database, no permission to create the table) is raised at
+        once as ``PostgresRejected``."""
+        delay = first_delay_s
+        attempt = 1
+        while not stop.is_set():
+            try:
+                self.ensure_schema(timeout_s)
+            except PostgresNotApplied as exc:
+                if _refused_login(exc.__cause__):
+                    raise PostgresRejected(str(exc), exc.phase, exc.sqlstate) from exc
+                log.warning("database unreachable at start-up, waiting", extra=log_fields(
+                    target=self.name, attempt=attempt, retry_in_s=round(delay, 1),
+                    phase=str(exc.phase), sqlstate=exc.sqlstate, error=str(exc)))
+                if stop.wait(delay):
+                    return False
+                delay = min(max_delay_s, delay * 2)
+                attempt += 1
+                continue
+            if attempt > 1:
+                log.info("database reachable, receipts table ready",
+                         extra=log_fields(target=self.name, attempts=attempt))
+            return True
+        return False
 
     def apply(self, request: EffectRequest, timeout_s: float) -> str:
         """Reserve the key, run the effect and commit, in one transaction; see the module
@@ -282,6 +319,16 @@ def _rolled_back(exc: Exception, what: str,
     sqlstate = exc.sqlstate if isinstance(exc, psycopg.Error) else None
     kind = PostgresNotApplied if _is_transient(exc) else PostgresRejected
     return kind(f"{what}, rolled back: {_describe(exc)}", phase, sqlstate)
+
+
+def _refused_login(exc: BaseException | None) -> bool:
+    """True when the server refused the login itself (see _REFUSED_LOGIN_TEXT)."""
+    if not isinstance(exc, psycopg.Error):
+        return False
+    if (exc.sqlstate or "")[:2] in _REFUSED_LOGIN_CLASSES:
+        return True
+    text = str(exc)
+    return "FATAL" in text and any(phrase in text for phrase in _REFUSED_LOGIN_TEXT)
 
 
 def _commit_failed(exc: Exception) -> PostgresTargetError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -139,7 +140,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         kind.set_defaults(handler=_run)
 
 
-def build_target(args: argparse.Namespace, settings: Settings) -> Target:
+def build_target(args: argparse.Namespace, settings: Settings,
+                 stop: threading.Event | None = None) -> Target | None:
+    """The target the flags describe, ready to use; None when ``stop`` was set while
+    waiting for it (a PostgreSQL database that is down at start-up is waited for)."""
     name = settings.connector_name
     if not name:
         raise CliError("--name (or LEDGER_CONNECTOR_NAME) is required")
@@ -158,10 +162,15 @@ def build_target(args: argparse.Namespace, settings: Settings) -> Target:
 
         if settings.connector_dsn is None:
             raise CliError("--dsn (or LEDGER_CONNECTOR_DSN) is required")
+        from connectors.postgres import PostgresRejected
+
         target = PostgresTarget(name=name, dsn=settings.connector_dsn.get_secret_value(),
                                 effect_sql=args.effect_sql)
-        target.ensure_schema()
-        return target
+        try:
+            ready = target.wait_for_schema(stop or threading.Event())
+        except PostgresRejected as exc:
+            raise CliError(f"cannot prepare the receipts table: {exc}") from exc
+        return target if ready else None
     from connectors.smtp import SmtpTarget
 
     return SmtpTarget(name=name, host=args.smtp_host, port=args.smtp_port,
@@ -191,8 +200,11 @@ def _run(args: argparse.Namespace) -> int:
         max_in_flight=settings.connector_max_in_flight,
         fast_path=settings.connector_fast_path,
         fast_path_max_age_s=settings.connector_fast_path_max_age_s)
+    stop = _stop_on_signals()
     try:
-        target = build_target(args, settings)
+        target = build_target(args, settings, stop)
+        if target is None:
+            return 0  # stopped while waiting for the target
         options.check(target.deduplicates)
         worker = ConnectorWorker(settings, resolve_bootstrap(settings), target, options)
     except (ValueError, KafkaSetupError) as exc:
@@ -202,13 +214,11 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(f"cannot serve metrics on port {settings.connector_metrics_port}: "
                        f"{exc}") from exc
-    stop = _stop_on_signals()
     return worker.run(stop)
 
 
-def _stop_on_signals() -> Any:
+def _stop_on_signals() -> threading.Event:
     import signal
-    import threading
 
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -6,6 +6,7 @@ its own, so only the receipt row stands between a second call and a second effec
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -227,3 +228,77 @@ def test_connectors_starting_together_create_the_receipts_table_once(postgres_ds
     for t in threads:
         t.join(30)
     assert errors == []
+
+
+def test_started_while_the_database_is_down_it_waits_then_creates_the_table(
+        own_postgres: PostgresServer, caplog: pytest.LogCaptureFixture) -> None:
+    """Found by the chaos soak: a connector restarted while its database was down exited
+    at start-up (ensure_schema could not connect) instead of waiting as it does for Kafka."""
+    own_postgres.stop()
+    target = PostgresTarget("pg", own_postgres.dsn, REFUND_SQL)
+    stop = threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        ready = pool.submit(target.wait_for_schema, stop, 0.1, 0.5, 2.0)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(_waits(caplog)) < 3:
+            time.sleep(0.05)
+        assert len(_waits(caplog)) >= 3 and not ready.done()
+        own_postgres.restart()
+        assert ready.result(timeout=30) is True
+    with psycopg.connect(own_postgres.dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT to_regclass('ledger_receipts')").fetchone() == (
+            "ledger_receipts",)
+
+
+def test_stopped_while_waiting_for_the_database_it_returns_false(
+        own_postgres: PostgresServer) -> None:
+    own_postgres.stop()
+    stop = threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        ready = pool.submit(PostgresTarget("pg", own_postgres.dsn, REFUND_SQL).wait_for_schema,
+                            stop, 0.1, 0.5, 2.0)
+        time.sleep(0.5)
+        stop.set()
+        assert ready.result(timeout=10) is False
+
+
+def test_a_database_that_does_not_exist_is_refused_at_once(postgres_dsn: str) -> None:
+    from psycopg.conninfo import make_conninfo
+
+    missing = make_conninfo(postgres_dsn, dbname="no_such_database")
+    started = time.monotonic()
+    with pytest.raises(PostgresRejected) as raised:
+        PostgresTarget("pg", missing, REFUND_SQL).wait_for_schema(threading.Event())
+    assert "does not exist" in str(raised.value)
+    assert time.monotonic() - started < 10
+
+
+def _waits(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.getMessage().startswith("database unreachable")]
+
+
+def test_the_connector_process_waits_for_its_database_and_stops_on_sigterm(
+        own_postgres: PostgresServer) -> None:
+    """The CLI, not only the method: alive and saying why while the database is down, a
+    clean exit on SIGTERM (the chaos soak counts any other exit as a crash)."""
+    import signal
+    import subprocess
+    import sys
+
+    own_postgres.stop()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ledger_stream.cli.main", "connector", "postgres",
+         "--name", "db", "--dsn", own_postgres.dsn, "--effect-sql", "select 1",
+         "--bootstrap", "127.0.0.1:1", "--metrics-port", "off"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(3)
+        assert proc.poll() is None, proc.communicate()[0]
+        proc.send_signal(signal.SIGTERM)
+        output = proc.communicate(timeout=15)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, output
+    assert "database unreachable at start-up, waiting" in output
