@@ -25,11 +25,14 @@ Violations (each fails the soak):
 - ``wrong_answer``: a receipt naming an intent says what the ground truth contradicts: a
   conflicting intent not rejected for conflict, an unapproved one not rejected for its
   approval, a success whose external id is not the payment the target holds.
-- ``missing_alert``: a conflicting or unapproved intent without its alert.
+- ``missing_alert``: a conflicting or unapproved intent without its alert, a key waiting for
+  an operator without its ``reconciliation_required`` alert.
 - ``unexplained_alert``: an alert no input or fault explains (poison input, an effect without
   intent, an expired key, a version mismatch, a conflict or approval alert without such an
-  intent). A ``duplicate_effect`` alert with one effect at the target is counted, not failed:
-  the ledger raises it for a stale success, when a second effect "exists or is on its way".
+  intent, a ``reconciliation_required`` or ``stalled`` alert with no fault that can cause it
+  on the key's target between the key's first intent and the alert: see ``CAUSES``). A
+  ``duplicate_effect`` alert with one effect at the target is counted, not failed: the
+  ledger raises it for a stale success, when a second effect "exists or is on its way".
 - ``process_crashed`` (added by the soak): a processor, connector or agent that exited by
   itself with an error, or a sandbox that exited other than on an armed crash fault.
 """
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,8 +56,43 @@ SETTLED = frozenset({"succeeded", "failed", "rejected", "needs_reconciliation"})
 NOT_EFFECTFUL = frozenset({"fault:error_before_commit", "fault:crash_before_commit"})
 APPROVAL_ACTIONS = frozenset({"refund"})
 PAYMENTS, LEDGER_DB = "payments", "ledger-db"  # the soak's two targets (world.py)
-# Alerts operational faults explain (a lost outcome, a key stuck while its owner was down).
-FAULT_ALERTS = frozenset({ev.AlertKind.RECONCILIATION_REQUIRED, ev.AlertKind.STALLED})
+TARGET_MEMBERS = {PAYMENTS: "payments-sandbox", LEDGER_DB: "postgres"}  # world.py's names
+# How long before a key's first intent a fault may still act on it: a member killed is down
+# for up to 4 s, then takes seconds to rejoin; a paused one stays frozen 8 s.
+LEAD_MS = 15_000
+
+
+@dataclass(frozen=True)
+class FaultAt:
+    """An injected fault as the checker needs it: when (wall clock), what, whom."""
+
+    at_ms: int
+    kind: str
+    victim: str
+
+
+def _unknown_outcome_cause(fault: FaultAt, target: str) -> bool:
+    """Can ``fault`` leave an attempt's outcome at ``target`` unknown (the road to the
+    operator queue)? The target itself dying or armed to misbehave, the connector calling it
+    killed or frozen mid-call, or a broker lost while the connector reports."""
+    return (fault.kind == "broker-kill"
+            or (fault.kind == "target-kill" and fault.victim == TARGET_MEMBERS.get(target))
+            or (fault.kind == "target-fault" and target == PAYMENTS)
+            or (fault.kind in ("connector-kill", "pause")
+                and fault.victim.startswith(f"{target}-connector")))
+
+
+def _lapse_cause(fault: FaultAt, target: str) -> bool:
+    """Can ``fault`` make grants come too late to call (``stalled``)? Anything that slows
+    the processor (killed, frozen, a broker lost) or the key's connectors."""
+    return (fault.kind in ("processor-kill", "broker-kill")
+            or (fault.kind == "pause" and fault.victim.startswith("processor"))
+            or _unknown_outcome_cause(fault, target))
+
+
+# The operational alerts and the faults that can explain each one.
+CAUSES = {ev.AlertKind.RECONCILIATION_REQUIRED: _unknown_outcome_cause,
+          ev.AlertKind.STALLED: _lapse_cause}
 
 
 @dataclass(frozen=True)
@@ -125,7 +164,7 @@ class Verdict:
 
 
 def check(topics: LedgerTopics, truth: TargetTruth, journal: Journaled, secret: bytes,
-          faults_injected: int) -> Verdict:
+          faults: Sequence[FaultAt]) -> Verdict:
     verdict = Verdict()
     intents: dict[str, list[ev.Intent]] = defaultdict(list)
     for intent in topics.intents:
@@ -167,10 +206,12 @@ def check(topics: LedgerTopics, truth: TargetTruth, journal: Journaled, secret: 
     for key in sorted(effect_keys - set(intents)):
         verdict.violate("effect_without_intent", key, "the target holds an effect for a key "
                         "with no intent")
-    for key, kinds in sorted(alerts.items()):
-        for kind in kinds:
-            if ev.AlertKind(kind) in FAULT_ALERTS and faults_injected == 0:
-                verdict.violate("unexplained_alert", key, f"{kind} without any fault")
+    explained = _check_fault_alerts(verdict, intents, topics.alerts, faults)
+    for key, last in sorted(latest.items()):
+        if last.key_status.value == "needs_reconciliation" \
+                and not alerts[key][ev.AlertKind.RECONCILIATION_REQUIRED.value]:
+            verdict.violate("missing_alert", key, "waiting for an operator, no "
+                            "reconciliation_required alert")
 
     statuses = Counter(r.key_status.value for r in latest.values())
     effects_per_key = Counter(len(truth.payment_calls.get(k, [])) +
@@ -187,9 +228,38 @@ def check(topics: LedgerTopics, truth: TargetTruth, journal: Journaled, secret: 
         sum(len(v) for v in truth.credit_rows.values()),
         "alerts_by_kind": dict(sorted(Counter(a.kind.value for a in topics.alerts).items())),
         "duplicate_effects_alerted": len(verdict.windows),
+        "operational_alerts_by_cause": explained,
         "target_faults_acted": truth.faults_acted,
     }
     return verdict
+
+
+def _check_fault_alerts(verdict: Verdict, intents: dict[str, list[ev.Intent]],
+                        alerts: list[ev.Alert], faults: Sequence[FaultAt]
+                        ) -> dict[str, dict[str, int]]:
+    """Each operational alert must follow a fault that can cause it, on the key's target,
+    fired between the key's first intent (less LEAD_MS) and the alert; the latest such fault
+    is counted as its cause."""
+    explained: dict[str, Counter[str]] = defaultdict(Counter)
+    for alert in alerts:
+        can_cause = CAUSES.get(alert.kind)
+        if can_cause is None:
+            continue
+        its = intents.get(alert.key)
+        if not its:
+            verdict.violate("unexplained_alert", alert.key, f"{alert.kind.value} for a key "
+                            "with no intent")
+            continue
+        since = min(i.at_ms for i in its) - LEAD_MS
+        causes = [f for f in faults if since <= f.at_ms <= alert.at_ms
+                  and can_cause(f, its[0].target)]
+        if not causes:
+            verdict.violate("unexplained_alert", alert.key, f"{alert.kind.value} at "
+                            f"{alert.at_ms}: no fault that can cause it on {its[0].target} "
+                            f"since {since}")
+            continue
+        explained[alert.kind.value][max(causes, key=lambda f: f.at_ms).kind] += 1
+    return {kind: dict(sorted(c.items())) for kind, c in sorted(explained.items())}
 
 
 def _reserving(its: list[ev.Intent], secret: bytes) -> ev.Intent | None:

@@ -30,6 +30,7 @@ class FaultRecord:
     kind: str
     victim: str  # the member (or target mode) it hit; "" when it could not fire
     detail: str = ""
+    at_ms: int = 0  # wall clock when it fired, for the checker's causes
 
 
 class Deferred(Exception):
@@ -41,7 +42,7 @@ def inject(world: World, kind: str, rng: random.Random, at_s: float) -> FaultRec
     """Fire one fault; raises Deferred when it cannot fire yet."""
     fire = _KINDS[kind]
     victim, detail = fire(world, rng)
-    return FaultRecord(round(at_s, 2), kind, victim, detail)
+    return FaultRecord(round(at_s, 2), kind, victim, detail, int(time.time() * 1000))
 
 
 def _down(world: World, rng: random.Random) -> float:

@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from ledger_stream.chaos.checker import Verdict, check, read_journals, target_truth
+from ledger_stream.chaos.checker import FaultAt, Verdict, check, read_journals, target_truth
 from ledger_stream.chaos.faults import Deferred, FaultRecord, inject
 from ledger_stream.chaos.options import ChaosOptions
 from ledger_stream.chaos.plan import PlannedFault, plan_faults
@@ -72,8 +72,9 @@ class SoakResult:
 
 
 def run_soak(options: ChaosOptions, workdir: Path, say: Callable[[str], None],
-             after: Callable[[World], None] | None = None) -> SoakResult:
-    """The soak's result; ``after`` (tests) runs on the settled world before it stops."""
+             after: Callable[[World, list[FaultAt]], None] | None = None) -> SoakResult:
+    """The soak's result; ``after`` (tests) runs on the settled world (and the faults that
+    fired) before it stops."""
     plan = plan_faults(options.seed, options.duration_s, options.faults, options.kinds)
     world = World(options, workdir, say)
     faults: list[FaultRecord] = []
@@ -113,11 +114,12 @@ def run_soak(options: ChaosOptions, workdir: Path, say: Callable[[str], None],
         _wait_agents(world)
         world.note_exits()
         settle_started = time.monotonic()
-        verdict = _settle(world, options, len([f for f in faults if f.victim]), say)
+        injected = [FaultAt(f.at_ms, f.kind, f.victim) for f in faults if f.victim]
+        verdict = _settle(world, options, injected, say)
         restarts = {m.name: m.restarts for m in world.members if m.restarts}
         slow_starts = {m.name: m.start_seconds for m in world.members if m.start_seconds}
         if after is not None:
-            after(world)
+            after(world, injected)
         return SoakResult(options, verdict, faults, restarts, load_s,
                           time.monotonic() - settle_started, slow_starts)
     finally:
@@ -140,7 +142,7 @@ def _wait_agents(world: World) -> None:
             agent.crash()
 
 
-def _settle(world: World, options: ChaosOptions, faults: int,
+def _settle(world: World, options: ChaosOptions, faults: list[FaultAt],
             say: Callable[[str], None]) -> Verdict:
     """Check until no key is unsettled (or the settle time ran out): the last verdict."""
     deadline = time.monotonic() + options.settle_s
@@ -154,7 +156,7 @@ def _settle(world: World, options: ChaosOptions, faults: int,
         time.sleep(SETTLE_POLL_S)
 
 
-def check_world(world: World, faults: int) -> Verdict:
+def check_world(world: World, faults: list[FaultAt]) -> Verdict:
     """The checker's verdict on the world as it is now (its targets and topics), with the
     members that crashed by themselves."""
     settings, sandbox = world.settings, world.sandbox

@@ -88,6 +88,7 @@ def _describe(admin: AdminClient, topic: str, timeout_s: float) -> dict[str, str
     chaos soak saw a processor refuse to start on "Timed out waiting for controller") is
     asked again; only a lasting failure refuses the start."""
     resource = ConfigResource(ResourceType.TOPIC, topic)
+    failure: Exception
     for attempt in range(1, DESCRIBE_ATTEMPTS + 1):
         try:
             entries = admin.describe_configs([resource], request_timeout=timeout_s)[resource]
@@ -96,9 +97,12 @@ def _describe(admin: AdminClient, topic: str, timeout_s: float) -> dict[str, str
             err = exc.args[0]
             transient = err.retriable() or err.code() in (KafkaError._TIMED_OUT,
                                                           KafkaError._TRANSPORT)
-            if attempt == DESCRIBE_ATTEMPTS or not transient:
-                raise StartupRefused(f"describing topic {topic} failed: {exc}") from exc
-            logger.warning("describing a topic failed; asking again", extra=log_fields(
-                topic=topic, attempt=attempt, error=err.str()))
-            time.sleep(1.0)
+            failure, error = exc, err.str()
+        except TimeoutError as exc:  # no answer at all within timeout_s (a broker restarting)
+            transient, failure, error = True, exc, f"no answer within {timeout_s:g} s"
+        if attempt == DESCRIBE_ATTEMPTS or not transient:
+            raise StartupRefused(f"describing topic {topic} failed: {error}") from failure
+        logger.warning("describing a topic failed; asking again", extra=log_fields(
+            topic=topic, attempt=attempt, error=error))
+        time.sleep(1.0)
     raise AssertionError("unreachable")

@@ -28,11 +28,17 @@ class Proc:
     a file."""
 
     def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None,
-                 module: str = "ledger_stream.cli.main") -> None:
+                 module: str = "ledger_stream.cli.main", cgroup: Path | None = None) -> None:
+        """``cgroup``: a cgroup folder the process joins before it execs Python (a shell
+        writes its own PID into ``cgroup.procs``, then execs), so all it allocates counts."""
         self.log = log
         self._log_fh = log.open("ab")
+        command = [sys.executable, "-m", module, *args]
+        if cgroup is not None:
+            command = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"',
+                       str(cgroup / "cgroup.procs"), *command]
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", module, *args],
+            command,
             stdout=self._log_fh, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
         )
 
@@ -66,7 +72,8 @@ def processor_group(settings: Settings) -> str:
 
 
 def start_processor(settings: Settings, state_dir: Path, log: Path, *extra: str,
-                    metrics_port: int | str = "off", env: dict[str, str] | None = None) -> Proc:
+                    metrics_port: int | str = "off", env: dict[str, str] | None = None,
+                    cgroup: Path | None = None) -> Proc:
     assert settings.kafka_bootstrap
     return Proc(
         ["processor", "--bootstrap", settings.kafka_bootstrap,
@@ -75,4 +82,5 @@ def start_processor(settings: Settings, state_dir: Path, log: Path, *extra: str,
          *extra],
         log,
         env={"LEDGER_SESSION_TIMEOUT_MS": "6000", "LEDGER_CLOCK_SKEW_MS": "500", **(env or {})},
+        cgroup=cgroup,
     )

@@ -23,15 +23,17 @@ FAST = {"LEDGER_CONNECTOR_LEASE_MS": "4000", "LEDGER_CONNECTOR_CALL_TIMEOUT_S": 
 
 class Stack:
     def __init__(self, settings: Settings, tmp: Path,
-                 processor_env: dict[str, str] | None = None) -> None:
+                 processor_env: dict[str, str] | None = None,
+                 processor_cgroup: Path | None = None) -> None:
         assert settings.kafka_bootstrap
         self.settings = settings
         self.bootstrap = settings.kafka_bootstrap
         self.tmp = tmp
         self.procs: list[Proc] = []
         self.processor_env = dict(processor_env or {})
+        self.processor_cgroup = processor_cgroup  # every processor joins it (testing/cgroup)
         self.processor = start_processor(settings, tmp / "state", tmp / "processor.log",
-                                         env=self.processor_env)
+                                         env=self.processor_env, cgroup=processor_cgroup)
         self.procs.append(self.processor)
         self.producer = EventProducer(settings, self.bootstrap)
         self._n = 0
@@ -47,7 +49,7 @@ class Stack:
         self._n += 1
         self.processor = start_processor(self.settings, self.tmp / "state",
                                          self.tmp / f"processor-{self._n}.log",
-                                         env=self.processor_env)
+                                         env=self.processor_env, cgroup=self.processor_cgroup)
         self.procs.append(self.processor)
         return self.processor
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ledger_stream.chaos.checker import Journaled, TargetTruth, check, target_truth
+from ledger_stream.chaos.checker import FaultAt, Journaled, TargetTruth, check, target_truth
 from ledger_stream.chaos.plan import FAULT_KINDS, PlanError, plan_faults
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import sign_approval
@@ -39,8 +39,8 @@ def receipt(i: ev.Intent, status: ev.ReceiptStatus, reason: ev.Reason = ev.Reaso
                       external_id=paid, key_status=key_status or status)
 
 
-def alert(key: str, kind: ev.AlertKind) -> ev.Alert:
-    return ev.Alert(uuid.uuid4().hex, key, kind, "e", "", 3)
+def alert(key: str, kind: ev.AlertKind, at_ms: int = 3) -> ev.Alert:
+    return ev.Alert(uuid.uuid4().hex, key, kind, "e", "", at_ms)
 
 
 def topics(intents: list[ev.Intent], receipts: list[ev.Receipt],
@@ -92,17 +92,17 @@ def test_a_second_effect_without_an_alert_fails_and_with_one_is_the_window() -> 
     r = intent(REFUND, 5)
     calls = [payment_call(REFUND, 5), payment_call(REFUND, 5, "replayed")]
     done = [receipt(r, ev.ReceiptStatus.SUCCEEDED)]
-    assert kinds(check(topics([r], done), truth(calls), journal(r), SECRET, 1)) \
+    assert kinds(check(topics([r], done), truth(calls), journal(r), SECRET, ())) \
         == ["duplicate_effect"]
     alerted = check(topics([r], done, [alert(REFUND, ev.AlertKind.DUPLICATE_EFFECT)]),
-                    truth(calls), journal(r), SECRET, 1)
+                    truth(calls), journal(r), SECRET, ())
     assert alerted.ok and len(alerted.windows) == 1
     # Calls that stopped before the target's commit are not effects.
     failed_call = [payment_call(REFUND, 5, "fault:error_before_commit"), payment_call(REFUND, 5)]
-    assert check(topics([r], done), truth(failed_call), journal(r), SECRET, 1).ok
+    assert check(topics([r], done), truth(failed_call), journal(r), SECRET, ()).ok
     c = intent(CREDIT, 7)
     assert kinds(check(topics([c], [receipt(c, ev.ReceiptStatus.SUCCEEDED)]),
-                       truth(credits=[(CREDIT, 7), (CREDIT, 7)]), journal(c), SECRET, 1)) \
+                       truth(credits=[(CREDIT, 7), (CREDIT, 7)]), journal(c), SECRET, ())) \
         == ["duplicate_effect"]
 
 
@@ -110,39 +110,41 @@ def test_lost_work_is_found() -> None:
     r, c = intent(REFUND, 5), intent(CREDIT, 7)
     # r acknowledged but never on the topic; c on the topic but still in progress.
     verdict = check(topics([c], [receipt(c, ev.ReceiptStatus.IN_PROGRESS)]), truth(),
-                    journal(r, c), SECRET, 1)
+                    journal(r, c), SECRET, ())
     assert kinds(verdict) == ["lost_acknowledged", "unsettled"]
     # An intent with no receipt naming it, on a key that settled through another intent.
     again = intent(CREDIT, 7)
     verdict = check(topics([c, again], [receipt(c, ev.ReceiptStatus.SUCCEEDED)]),
-                    truth(credits=[(CREDIT, 7)]), journal(c), SECRET, 1)
+                    truth(credits=[(CREDIT, 7)]), journal(c), SECRET, ())
     assert kinds(verdict) == ["unanswered"]
     # Waiting for an operator is settled.
-    assert check(topics([c], [receipt(c, ev.ReceiptStatus.NEEDS_RECONCILIATION)]),
-                 truth(), journal(c), SECRET, 1).ok
+    assert check(topics([c], [receipt(c, ev.ReceiptStatus.NEEDS_RECONCILIATION)],
+                        [alert(CREDIT, ev.AlertKind.RECONCILIATION_REQUIRED, 30_000)]),
+                 truth(), journal(c), SECRET, [FaultAt(20_000, "pause", "ledger-db-connector-1")]
+                 ).ok
 
 
 def test_wrong_answers_and_wrong_effects_are_found() -> None:
     r = intent(REFUND, 5)
     assert kinds(check(topics([r], [receipt(r, ev.ReceiptStatus.SUCCEEDED)]), truth(),
-                       journal(r), SECRET, 1)) == ["success_without_effect", "wrong_answer"]
+                       journal(r), SECRET, ())) == ["success_without_effect", "wrong_answer"]
     assert kinds(check(topics([r], [receipt(r, ev.ReceiptStatus.FAILED)]),
-                       truth([payment_call(REFUND, 5)]), journal(r), SECRET, 1)) \
+                       truth([payment_call(REFUND, 5)]), journal(r), SECRET, ())) \
         == ["effect_of_failed_key"]
     conflict = intent(REFUND, 6)
     verdict = check(topics([r, conflict], [
         receipt(r, ev.ReceiptStatus.SUCCEEDED),
         receipt(conflict, ev.ReceiptStatus.REJECTED, ev.Reason.CONFLICT,
                 ev.ReceiptStatus.SUCCEEDED)], [alert(REFUND, ev.AlertKind.CONFLICTING_ARGUMENTS)]),
-        truth([payment_call(REFUND, 6)]), journal(r, conflict), SECRET, 1)
+        truth([payment_call(REFUND, 6)]), journal(r, conflict), SECRET, ())
     assert kinds(verdict) == ["wrong_arguments"]  # the conflict's amount was paid
     unapproved = intent("acme/refund/r2", 5, approved=False)
     verdict = check(topics([unapproved], [receipt(unapproved, ev.ReceiptStatus.SUCCEEDED)],
                            [alert("acme/refund/r2", ev.AlertKind.APPROVAL_MISMATCH)]),
-                    truth([payment_call("acme/refund/r2", 5)]), journal(unapproved), SECRET, 1)
+                    truth([payment_call("acme/refund/r2", 5)]), journal(unapproved), SECRET, ())
     assert kinds(verdict) == ["unapproved_effect", "wrong_answer"]
     assert kinds(check(topics([], []), truth([payment_call("acme/refund/x", 1)]), journal(),
-                       SECRET, 1)) == ["effect_without_intent"]
+                       SECRET, ())) == ["effect_without_intent"]
 
 
 def test_alerts_must_match_the_inputs() -> None:
@@ -152,18 +154,59 @@ def test_alerts_must_match_the_inputs() -> None:
                         ev.ReceiptStatus.SUCCEEDED)]
     paid = truth([payment_call(REFUND, 5)])
     assert kinds(check(topics([r, conflict], receipts), paid, journal(r, conflict), SECRET,
-                       1)) == ["missing_alert"]
+                       ())) == ["missing_alert"]
     stray = [alert(REFUND, ev.AlertKind.APPROVAL_MISMATCH),
              alert(REFUND, ev.AlertKind.DUPLICATE_EFFECT),
              alert(REFUND, ev.AlertKind.POISON_INPUT)]
-    verdict = check(topics([r], receipts[:1], stray), paid, journal(r), SECRET, 1)
+    verdict = check(topics([r], receipts[:1], stray), paid, journal(r), SECRET, ())
     # A duplicate_effect alert with one effect is the ledger saying a second one may be on
     # its way (a stale success): counted, not failed.
     assert kinds(verdict) == ["unexplained_alert"] * 2
-    stalled = [alert(REFUND, ev.AlertKind.STALLED)]
-    assert check(topics([r], receipts[:1], stalled), paid, journal(r), SECRET, 1).ok
-    assert kinds(check(topics([r], receipts[:1], stalled), paid, journal(r), SECRET, 0)) \
+
+
+def test_an_operational_alert_needs_a_fault_that_can_cause_it_on_its_target() -> None:
+    """The intents are made at 1,000 ms; the alerts come at 30,000 ms."""
+    r, c = intent(REFUND, 5), intent(CREDIT, 7)
+    receipts = [receipt(r, ev.ReceiptStatus.SUCCEEDED), receipt(c, ev.ReceiptStatus.SUCCEEDED)]
+    paid = truth([payment_call(REFUND, 5)], [(CREDIT, 7)])
+
+    def verdict(kind: ev.AlertKind, key: str, *faults: FaultAt) -> list[str]:
+        return kinds(check(topics([r, c], receipts, [alert(key, kind, 30_000)]), paid,
+                           journal(r, c), SECRET, faults))
+
+    lost = ev.AlertKind.RECONCILIATION_REQUIRED
+    assert verdict(lost, REFUND) == ["unexplained_alert"]  # no fault at all
+    assert verdict(lost, REFUND, FaultAt(20_000, "target-kill", "payments-sandbox")) == []
+    assert verdict(lost, REFUND, FaultAt(20_000, "target-fault", "payments-sandbox")) == []
+    assert verdict(lost, REFUND, FaultAt(20_000, "pause", "payments-connector-2")) == []
+    assert verdict(lost, REFUND, FaultAt(20_000, "broker-kill", "broker-1")) == []
+    # Faults that cannot lose an outcome at this target, or that came too early or too late.
+    for fault in (FaultAt(20_000, "target-kill", "postgres"),
+                  FaultAt(20_000, "connector-kill", "ledger-db-connector-1"),
+                  FaultAt(20_000, "agent-kill", "agent-1"),
+                  FaultAt(20_000, "processor-kill", "processor-1"),
+                  FaultAt(1_000 - 20_000, "target-kill", "payments-sandbox"),
+                  FaultAt(31_000, "target-kill", "payments-sandbox")):
+        assert verdict(lost, REFUND, fault) == ["unexplained_alert"], fault
+    assert verdict(lost, CREDIT, FaultAt(20_000, "target-kill", "postgres")) == []
+    assert verdict(lost, CREDIT, FaultAt(20_000, "target-fault", "payments-sandbox")) \
+        == ["unexplained_alert"]  # sandbox faults never reach PostgreSQL
+    # Grants too late to call: a slow processor explains it, a killed agent does not.
+    stalled = ev.AlertKind.STALLED
+    assert verdict(stalled, CREDIT, FaultAt(20_000, "pause", "processor-2")) == []
+    assert verdict(stalled, CREDIT, FaultAt(20_000, "processor-kill", "processor-1")) == []
+    assert verdict(stalled, CREDIT, FaultAt(20_000, "agent-kill", "agent-1")) \
         == ["unexplained_alert"]
+
+
+def test_a_key_waiting_for_an_operator_needs_its_alert() -> None:
+    c = intent(CREDIT, 7)
+    waiting = [receipt(c, ev.ReceiptStatus.NEEDS_RECONCILIATION)]
+    cause = (FaultAt(20_000, "target-kill", "postgres"),)
+    assert kinds(check(topics([c], waiting), truth(), journal(c), SECRET, cause)) \
+        == ["missing_alert"]
+    alerted = [alert(CREDIT, ev.AlertKind.RECONCILIATION_REQUIRED, 30_000)]
+    assert check(topics([c], waiting, alerted), truth(), journal(c), SECRET, cause).ok
 
 
 def test_the_plan_deals_every_kind_and_is_a_function_of_the_seed() -> None:
@@ -185,25 +228,25 @@ def test_effects_at_the_wrong_target_calls_without_grant_and_wrong_answers_are_f
     # The credit paid at the payments target (and its own rows absent).
     verdict = check(topics([r, c], done), truth([payment_call(REFUND, 5),
                                                  payment_call(CREDIT, 7)]),
-                    journal(r, c), SECRET, 1)
+                    journal(r, c), SECRET, ())
     assert "effect_at_wrong_target" in kinds(verdict)
     # A call whose claim no Grant names.
     verdict = check(topics([r], done[:1]), truth([payment_call(REFUND, 5, attempt="zz")]),
-                    journal(r), SECRET, 1)
+                    journal(r), SECRET, ())
     assert kinds(verdict) == ["call_without_grant"]
     # A conflicting intent told "succeeded"; a success naming another payment.
     conflict = intent(REFUND, 6)
     told = [*done[:1], receipt(conflict, ev.ReceiptStatus.SUCCEEDED)]
     verdict = check(topics([r, conflict], told,
                            [alert(REFUND, ev.AlertKind.CONFLICTING_ARGUMENTS)]),
-                    truth([payment_call(REFUND, 5)]), journal(r, conflict), SECRET, 1)
+                    truth([payment_call(REFUND, 5)]), journal(r, conflict), SECRET, ())
     assert kinds(verdict) == ["wrong_answer"]
     other = [receipt(r, ev.ReceiptStatus.SUCCEEDED, paid="pay-elsewhere")]
     assert kinds(check(topics([r], other), truth([payment_call(REFUND, 5)]), journal(r),
-                       SECRET, 1)) == ["wrong_answer"]
+                       SECRET, ())) == ["wrong_answer"]
     # PostgreSQL's receipt row fences: two rows fail even with the ledger's alert.
     verdict = check(topics([c], done[1:], [alert(CREDIT, ev.AlertKind.DUPLICATE_EFFECT)]),
-                    truth(credits=[(CREDIT, 7), (CREDIT, 7)]), journal(c), SECRET, 1)
+                    truth(credits=[(CREDIT, 7), (CREDIT, 7)]), journal(c), SECRET, ())
     assert kinds(verdict) == ["duplicate_effect"]
 
 
@@ -215,7 +258,7 @@ def test_an_intent_both_unapproved_and_conflicting_may_get_either_alert() -> Non
         receipts = [receipt(r, ev.ReceiptStatus.SUCCEEDED),
                     receipt(both, ev.ReceiptStatus.REJECTED, reason, ev.ReceiptStatus.SUCCEEDED)]
         verdict = check(topics([r, both], receipts, [alert(REFUND, kind)]),
-                        truth([payment_call(REFUND, 5)]), journal(r, both), SECRET, 1)
+                        truth([payment_call(REFUND, 5)]), journal(r, both), SECRET, ())
         assert verdict.ok, verdict.violations
 
 

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from ledger_stream.chaos.checker import FaultAt
 from ledger_stream.chaos.options import ChaosOptions
 from ledger_stream.chaos.plan import FAULT_KINDS
 from ledger_stream.chaos.report import summary
@@ -25,13 +26,13 @@ def say(line: str) -> None:
 def test_a_short_soak_with_every_kind_of_fault_loses_and_duplicates_nothing(tmp_path) -> None:
     planted: dict[str, list[str]] = {}
 
-    def plant_a_second_effect(world: World) -> None:
+    def plant_a_second_effect(world: World, faults: list[FaultAt]) -> None:
         """A second call for a paid key, straight to the target: the verdict must see it."""
         assert world.sandbox is not None
         paid = next(e for e in world.sandbox.ledger()["effects"])
         answer = world.sandbox.post_payment(paid["idempotency_key"], paid["body"])
         assert answer.status in (200, 201), answer
-        verdict = check_world(world, 1)
+        verdict = check_world(world, faults)
         planted[paid["idempotency_key"]] = sorted(
             v["kind"] for v in verdict.violations if v["key"] == paid["idempotency_key"])
 

@@ -75,3 +75,12 @@ def test_a_controller_that_went_away_is_asked_again_not_refused(monkeypatch) -> 
                             "t.intents", 1)
     with pytest.raises(StartupRefused):
         preflight._describe(Admin([Failing(KafkaError._TIMED_OUT)] * 4), "t.intents", 1)
+
+    class Silent:  # found by the soak too: a broker restarting answered nothing in time
+        def result(self, timeout):
+            raise TimeoutError
+
+    assert preflight._describe(Admin([Silent(), Silent(), Done()]), "t.intents", 1) \
+        ["message.timestamp.type"] == "LogAppendTime"
+    with pytest.raises(StartupRefused, match="no answer within 1 s"):
+        preflight._describe(Admin([Silent()] * 4), "t.intents", 1)
