@@ -41,6 +41,19 @@ class MemoryCgroup:
         name = "memory.max" if self.v2 else "memory.limit_in_bytes"
         (self.path / name).write_text(str(limit_bytes))
 
+    def try_limit(self, limit_bytes: int) -> bool:
+        """Lower the limit if the kernel agrees: below the group's usage a cgroup v1 write
+        fails with EBUSY when it cannot reclaim enough. False when refused."""
+        try:
+            self.set_limit(limit_bytes)
+        except OSError:
+            return False
+        return True
+
+    def usage_bytes(self) -> int:
+        name = "memory.current" if self.v2 else "memory.usage_in_bytes"
+        return int((self.path / name).read_text())
+
     def peak_bytes(self) -> int:
         """The highest usage the kernel charged to the group (page cache included)."""
         name = "memory.peak" if self.v2 else "memory.max_usage_in_bytes"
