@@ -18,6 +18,8 @@ def summary(report: dict[str, Any]) -> str:
         ("keys by state", _pairs(report["keys_by_state"])),
         ("keys by effects at the targets", _pairs(report["keys_by_effect_count"])),
         ("alerts by kind", _pairs(report["alerts_by_kind"]) or "none"),
+        *((f"  {kind}, by the fault that explains it", _pairs(causes))
+          for kind, causes in report.get("operational_alerts_by_cause", {}).items()),
         ("faults injected", report["faults_injected"]),
         ("faults by kind", _pairs(report["faults_by_kind"])),
         ("faults not fired", len(report["faults_not_fired"])),
