@@ -9,6 +9,7 @@ log on every replay. The runtime keeps an index of ``due_ms`` per key and decide
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Protocol
 
 from ledger_stream.domain.events import AlertKind
 from ledger_stream.domain.outputs import alert_for, dispatch_for
@@ -19,7 +20,27 @@ from ledger_stream.domain.transitions import Decision, reconcile, to_operator
 TIMER_CLAIM = "timer"  # the claim id a deadline's Reconcile names (it answers no claim)
 
 
-def due_ms(state: KeyState, policy: Policy) -> int | None:
+class Deadlined(Protocol):
+    """What a key's deadline depends on: a KeyState, or a stored row read without building
+    one (``state.rows.RowDeadline``, restore's hot path)."""
+
+    @property
+    def phase(self) -> Phase: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def stall_alerted(self) -> int: ...
+    @property
+    def not_before_ms(self) -> int: ...
+    @property
+    def phase_since_ms(self) -> int: ...
+    @property
+    def lease_until_ms(self) -> int: ...
+    @property
+    def terminal_at_ms(self) -> int: ...
+
+
+def due_ms(state: Deadlined, policy: Policy) -> int | None:
     """When the key's next deadline falls (a Timer at or after it acts), or None.
 
     RESERVED: a dispatch nobody claimed raises ``stalled`` once per attempt. DISPATCHED:

@@ -130,6 +130,7 @@ class KeyState:
 
 
 _FIELDS = tuple(f.name for f in fields(KeyState))
+FIELD_INDEX = {name: i for i, name in enumerate(_FIELDS)}  # a row's position of each field
 _PHASE = _FIELDS.index("phase")
 _HISTORY = _FIELDS.index("history")
 

@@ -28,7 +28,8 @@ from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.logs import log_fields
 from ledger_stream.processor import changelog
 from ledger_stream.processor.exceptions import ProcessorError
-from ledger_stream.state import PartitionStore, StoreBatch, TimerEntry, decode_row
+from ledger_stream.state import PartitionStore, StoreBatch, TimerEntry
+from ledger_stream.state.rows import RowDeadline, decode_values
 
 logger = logging.getLogger(__name__)
 
@@ -83,12 +84,16 @@ class _Applier:
             if key == changelog.CONTAINMENT_KEY:
                 continue  # the partition's containment row, not a key: no timer
             old = self.store.get(key)
-            if old is not None and (before := due_ms(decode_row(old), self._policy)) is not None:
+            if old is not None and (before := self._due(old)) is not None:
                 removed.add((before, key))
-            if (after := due_ms(decode_row(row), self._policy)) is not None:
+            if (after := self._due(row)) is not None:
                 added.add((after, key))
         self.store.write(StoreBatch(self._rows, removed, added, self._clock, offset))
         self._rows, self._clock = {}, None
+
+
+    def _due(self, row: bytes) -> int | None:
+        return due_ms(RowDeadline(decode_values(row)), self._policy)
 
 
 def apply_records(store: PartitionStore, records: Iterable[changelog.ChangelogRecord],

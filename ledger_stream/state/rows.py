@@ -4,8 +4,9 @@ compact JSON (the same bytes in both, encoded once)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from ledger_stream.domain.state import KeyState
+from ledger_stream.domain.state import FIELD_INDEX, KeyState, Phase
 
 _SEPARATORS = (",", ":")
 
@@ -16,3 +17,58 @@ def encode_row(state: KeyState) -> bytes:
 
 def decode_row(row: bytes) -> KeyState:
     return KeyState.from_row(json.loads(row))
+
+
+def decode_values(row: bytes) -> list[Any]:
+    """The row's field values, in ``KeyState`` field order (a shorter, older row leaves the
+    fields appended since at their defaults)."""
+    values: list[Any] = json.loads(row.decode("utf-8"))
+    return values
+
+
+class RowDeadline:
+    """The fields a deadline reads (``domain.deadlines.Deadlined``), straight from a row's
+    values: ``due_ms(RowDeadline(values), policy) == due_ms(decode_row(row), policy)``
+    without building the KeyState (restore computes one per key it restores)."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: list[Any]) -> None:
+        self._values = values
+
+    def _int(self, index: int) -> int:  # every field read here defaults to 0
+        return int(self._values[index]) if index < len(self._values) else 0
+
+    @property
+    def phase(self) -> Phase:
+        return _PHASE_OF[self._values[_PHASE]]
+
+    @property
+    def attempt(self) -> int:
+        return self._int(_ATTEMPT)
+
+    @property
+    def stall_alerted(self) -> int:
+        return self._int(_STALL_ALERTED)
+
+    @property
+    def not_before_ms(self) -> int:
+        return self._int(_NOT_BEFORE)
+
+    @property
+    def phase_since_ms(self) -> int:
+        return self._int(_PHASE_SINCE)
+
+    @property
+    def lease_until_ms(self) -> int:
+        return self._int(_LEASE_UNTIL)
+
+    @property
+    def terminal_at_ms(self) -> int:
+        return self._int(_TERMINAL_AT)
+
+
+_PHASE_OF = {phase.value: phase for phase in Phase}
+_PHASE, _ATTEMPT, _STALL_ALERTED = (FIELD_INDEX[n] for n in ("phase", "attempt", "stall_alerted"))
+_NOT_BEFORE, _PHASE_SINCE, _LEASE_UNTIL, _TERMINAL_AT = (FIELD_INDEX[n] for n in (
+    "not_before_ms", "phase_since_ms", "lease_until_ms", "terminal_at_ms"))

@@ -1,0 +1,42 @@
+"""A stored row's deadline read straight from its values (restore's hot path) is the
+deadline of the KeyState the row decodes to, for every phase and for older, shorter rows."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ledger_stream.domain.deadlines import due_ms
+from ledger_stream.domain.policy import Policy
+from ledger_stream.domain.state import FIELD_INDEX, KeyState, Phase
+from ledger_stream.state.rows import RowDeadline, decode_row, decode_values, encode_row
+
+pytestmark = pytest.mark.timeout(60)
+
+times = st.integers(min_value=0, max_value=2**45)
+small = st.integers(min_value=0, max_value=9)
+states = st.builds(
+    KeyState, key=st.text(min_size=1, max_size=8), phase=st.sampled_from(list(Phase)),
+    attempt=small, stall_alerted=small, not_before_ms=times, phase_since_ms=times,
+    lease_until_ms=times, terminal_at_ms=times)
+policies = st.builds(Policy, replay_window_ms=times, stall_after_ms=times,
+                     reconcile_timeout_ms=times, clock_skew_ms=st.integers(0, 10**6))
+
+
+@given(states, policies)
+def test_the_row_deadline_is_the_state_deadline(state: KeyState, policy: Policy) -> None:
+    row = encode_row(state)
+    assert due_ms(RowDeadline(decode_values(row)), policy) == due_ms(decode_row(row), policy)
+
+
+@given(states, policies, st.integers(min_value=FIELD_INDEX["phase"] + 1,
+                                     max_value=len(fields(KeyState))))
+def test_an_older_shorter_row_reads_its_missing_fields_at_their_defaults(
+        state: KeyState, policy: Policy, length: int) -> None:
+    """Fields are only ever appended: a row written before a field existed is shorter."""
+    row = json.dumps(state.to_row()[:length]).encode()
+    assert due_ms(RowDeadline(decode_values(row)), policy) == due_ms(decode_row(row), policy)
