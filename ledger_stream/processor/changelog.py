@@ -12,7 +12,7 @@ decided again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 CLOCK_KEY = b"~clock"
@@ -54,14 +54,31 @@ def clock_value(clock_ms: int) -> bytes:
     return b"%d" % clock_ms
 
 
+HeaderValue = str | bytes | None
+
+
 def parse(offset: int, key: bytes | None, value: bytes | None,
-          raw_headers: Sequence[tuple[str, bytes | None]] | None) -> ChangelogRecord:
-    """A changelog record from its Kafka parts. A record without our headers (written by
-    something else) parses with an empty group, so restore skips it."""
-    found = {name: data for name, data in raw_headers or () if data is not None}
+          raw_headers: Sequence[tuple[str, HeaderValue]] | Mapping[str, HeaderValue] | None,
+          ) -> ChangelogRecord:
+    """A changelog record from its Kafka parts (headers as the client gives them). A record
+    without our headers (written by something else) parses with an empty group, so restore
+    skips it. One pass over the headers: restore parses every changelog record."""
+    group: str | bytes = b""
+    intents: str | bytes = b"-1"
+    attempts: str | bytes = b"-1"
+    items = raw_headers.items() if isinstance(raw_headers, Mapping) else raw_headers or ()
+    for name, data in items:
+        if data is None:
+            continue
+        if name == INTENTS:
+            intents = data
+        elif name == ATTEMPTS:
+            attempts = data
+        elif name == GROUP:
+            group = data
     try:
-        positions = Positions(int(found.get(INTENTS, b"-1")), int(found.get(ATTEMPTS, b"-1")))
+        positions = Positions(int(intents), int(attempts))
     except ValueError:
         return ChangelogRecord(offset, key or b"", value, "", Positions())
-    group = found.get(GROUP, b"").decode("utf-8", "replace")
-    return ChangelogRecord(offset, key or b"", value, group, positions)
+    text = group.decode("utf-8", "replace") if isinstance(group, bytes) else group
+    return ChangelogRecord(offset, key or b"", value, text, positions)

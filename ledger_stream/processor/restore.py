@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from ledger_stream.domain.deadlines import due_ms
 from ledger_stream.domain.policy import Policy
-from ledger_stream.kafka.message import fetched, headers, position
+from ledger_stream.kafka.message import fetched, position
 from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.logs import log_fields
 from ledger_stream.processor import changelog
@@ -132,7 +132,9 @@ def restore_partitions(consumer: Consumer, topic: str, stores: dict[int, Partiti
             appliers[partition] = _Applier(store, committed[partition], group, policy, start)
         for msg in _read(consumer, topic, starts, ends, started + timeout_s):
             _, partition, offset = position(msg)
-            appliers[partition].add(changelog.parse(offset, msg.key(), msg.value(), headers(msg)))
+            # A consumed record's headers are (str, bytes) pairs already: no conversion.
+            appliers[partition].add(changelog.parse(offset, msg.key(), msg.value(),
+                                                    msg.headers()))
         stats = RestoreStats()
         for partition, applier in appliers.items():
             done = applier.finish(ends[partition])

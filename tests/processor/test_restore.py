@@ -94,3 +94,22 @@ def test_an_empty_changelog_changes_nothing() -> None:
     store = MemoryPartitionStore(0)
     stats = apply_records(store, [], Positions(), GROUP, POLICY, end_offset=0)
     assert (stats.applied, stats.skipped, store.changelog_offset) == (0, 0, 0)
+
+
+def test_changelog_headers_parse_in_every_shape_the_client_gives() -> None:
+    """Consumed records carry (str, bytes) pairs; str values and a mapping parse the same,
+    a None value is no header, the last of a repeated header wins."""
+    from ledger_stream.processor.changelog import GROUP, INTENTS, Positions
+
+    expected = (b"g", Positions(5, 7))
+    shapes = [
+        headers("g", Positions(5, 7)),
+        [(name, value.decode()) for name, value in headers("g", Positions(5, 7))],
+        dict(headers("g", Positions(5, 7))),
+        [(INTENTS, b"1"), (GROUP, None), *headers("g", Positions(5, 7)), (GROUP, None)],
+    ]
+    for shape in shapes:
+        record = parse(3, b"k", b"[]", shape)
+        assert (record.group.encode(), record.positions) == expected, shape
+    assert parse(3, None, None, [(GROUP, b"g")]).positions == Positions()
+    assert parse(3, b"k", b"[]", [(GROUP, b"g"), (INTENTS, "x")]).group == ""
