@@ -61,12 +61,23 @@ RESERVED_PARAMS = ("ledger_key", "ledger_attempt_id", "ledger_receipt_id")
 # lock_not_available.
 _TRANSIENT_CLASSES = ("08", "40", "53", "57", "58")
 _TRANSIENT_STATES = ("55P03",)
-# Refusals of the login itself, which waiting does not change: invalid authorization (28),
-# no such database (3D). libpq reports a refused connection without a SQLSTATE, so the
-# server's FATAL message is matched too (in the server's default English messages).
-_REFUSED_LOGIN_CLASSES = ("28", "3D")
-_REFUSED_LOGIN_TEXT = ("password authentication failed", "no pg_hba.conf entry",
-                       "does not exist", "authentication failed")
+# A connection attempt that failed because the database cannot be reached *now*: down,
+# starting, recovering, shutting down, out of connection slots, or the network. Waiting can
+# change these; any other failure to connect (a wrong password, no such database or role,
+# a malformed DSN, an SSL mismatch) is a refusal that waiting would not change. libpq
+# reports connection failures without a SQLSTATE, so its messages (and the server's, in
+# its default English) are matched; an unrecognised failure counts as a refusal (the
+# connector exits and says why, rather than waiting forever on a mistake).
+_UNREACHABLE_CLASSES = ("08", "53", "57")
+_UNREACHABLE_TEXT = (
+    "connection refused", "could not connect", "timeout expired", "timed out",
+    "the database system is starting up", "the database system is shutting down",
+    "the database system is not yet accepting connections",
+    "the database system is in recovery mode", "server closed the connection unexpectedly",
+    "connection reset by peer", "no route to host", "network is unreachable",
+    "could not translate host name", "temporary failure in name resolution",
+    "too many clients already", "remaining connection slots are reserved",
+    "terminating connection due to administrator command")
 
 
 class Phase(StrEnum):
@@ -81,6 +92,7 @@ class PostgresTargetError(TargetError):
 
     def __init__(self, message: str, phase: Phase, sqlstate: str | None = None) -> None:
         super().__init__(f"{message} [phase={phase}, sqlstate={sqlstate}]")
+        self.reason = message
         self.phase = phase
         self.sqlstate = sqlstate
 
@@ -149,17 +161,22 @@ class PostgresTarget(Target):
         """``ensure_schema``, asked again while the database cannot be reached (down,
         restarting, refusing connections): a connector started while its database is down
         waits for it, as it waits for Kafka, instead of exiting. True once the table
-        exists; False when ``stop`` is set first. A refusal that waiting would not change
-        (wrong password, no such database, no permission to create the table) is raised at
-        once as ``PostgresRejected``."""
+        exists; False when ``stop`` is set first. A connection failure that waiting would
+        not change (wrong password, no such database or role, a malformed DSN: anything
+        but the causes in _UNREACHABLE_TEXT) or a statement refused for good (no permission
+        to create the table) is raised at once as ``PostgresRejected``."""
         delay = first_delay_s
         attempt = 1
         while not stop.is_set():
             try:
                 self.ensure_schema(timeout_s)
             except PostgresNotApplied as exc:
-                if _refused_login(exc.__cause__):
-                    raise PostgresRejected(str(exc), exc.phase, exc.sqlstate) from exc
+                if exc.phase is Phase.CONNECT and not _unreachable(exc.__cause__):
+                    hint = (": the DSN cannot be parsed (its text is not shown: it may hold "
+                            "a password)" if isinstance(exc.__cause__, psycopg.ProgrammingError)
+                            else "")
+                    raise PostgresRejected(f"{exc.reason}{hint}", exc.phase,
+                                           exc.sqlstate) from exc
                 log.warning("database unreachable at start-up, waiting", extra=log_fields(
                     target=self.name, attempt=attempt, retry_in_s=round(delay, 1),
                     phase=str(exc.phase), sqlstate=exc.sqlstate, error=str(exc)))
@@ -321,14 +338,15 @@ def _rolled_back(exc: Exception, what: str,
     return kind(f"{what}, rolled back: {_describe(exc)}", phase, sqlstate)
 
 
-def _refused_login(exc: BaseException | None) -> bool:
-    """True when the server refused the login itself (see _REFUSED_LOGIN_TEXT)."""
-    if not isinstance(exc, psycopg.Error):
-        return False
-    if (exc.sqlstate or "")[:2] in _REFUSED_LOGIN_CLASSES:
+def _unreachable(exc: BaseException | None) -> bool:
+    """True when a failed connection attempt says the database cannot be reached now (see
+    _UNREACHABLE_TEXT); False for a refusal that waiting would not change."""
+    if not isinstance(exc, psycopg.OperationalError):
+        return False  # ProgrammingError: a malformed DSN; anything else: not a connection
+    if (exc.sqlstate or "")[:2] in _UNREACHABLE_CLASSES:
         return True
-    text = str(exc)
-    return "FATAL" in text and any(phrase in text for phrase in _REFUSED_LOGIN_TEXT)
+    text = str(exc).lower()
+    return any(phrase in text for phrase in _UNREACHABLE_TEXT)
 
 
 def _commit_failed(exc: Exception) -> PostgresTargetError:

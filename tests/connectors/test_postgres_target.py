@@ -262,14 +262,26 @@ def test_stopped_while_waiting_for_the_database_it_returns_false(
         assert ready.result(timeout=10) is False
 
 
-def test_a_database_that_does_not_exist_is_refused_at_once(postgres_dsn: str) -> None:
+@pytest.mark.parametrize("change,said", [
+    ({"dbname": "no_such_database"}, 'database "no_such_database" does not exist'),
+    ({"user": "no_such_role"}, 'role "no_such_role" does not exist'),
+    ({"sslmode": "require"}, "SSL was required"),
+    ({"sslmode": "bogus"}, "invalid sslmode value"),
+    (None, "the DSN cannot be parsed"),
+])
+def test_a_connection_that_waiting_would_not_fix_is_refused_at_once(
+        postgres_dsn: str, change: dict[str, str] | None, said: str) -> None:
+    """Found by a hostile review: only failures that say the database cannot be reached
+    now (down, starting, out of slots, the network) are waited for; a mistake in the DSN
+    or a refused login stops the connector with the reason, not a wait forever."""
     from psycopg.conninfo import make_conninfo
 
-    missing = make_conninfo(postgres_dsn, dbname="no_such_database")
+    dsn = make_conninfo(postgres_dsn, **change) if change else "host=127.0.0.1 bogus=1"
     started = time.monotonic()
     with pytest.raises(PostgresRejected) as raised:
-        PostgresTarget("pg", missing, REFUND_SQL).wait_for_schema(threading.Event())
-    assert "does not exist" in str(raised.value)
+        PostgresTarget("pg", dsn, REFUND_SQL).wait_for_schema(threading.Event())
+    assert said in str(raised.value)
+    assert "bogus=1" not in str(raised.value)  # a DSN libpq cannot parse is never shown
     assert time.monotonic() - started < 10
 
 
