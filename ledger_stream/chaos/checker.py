@@ -71,23 +71,33 @@ class FaultAt:
     victim: str
 
 
-def _unknown_outcome_cause(fault: FaultAt, target: str) -> bool:
-    """Can ``fault`` leave an attempt's outcome at ``target`` unknown (the road to the
-    operator queue)? The target itself dying or armed to misbehave, the connector calling it
-    killed or frozen mid-call, or a broker lost while the connector reports."""
+@dataclass(frozen=True)
+class KeyStory:
+    """What the checker knows of one key when an operational alert names it."""
+
+    target: str
+    holders: frozenset[str]  # members whose claims (``<member>.<n>``) the key had by then
+    target_faulted: bool  # a sandbox fault acted on one of the key's own requests
+
+
+def _unknown_outcome_cause(fault: FaultAt, key: KeyStory) -> bool:
+    """Can ``fault`` have left the key's attempt outcome unknown (the road to the operator
+    queue)? Its target killed, a connector that held one of its claims killed or frozen
+    mid-call, a broker lost while the outcome was reported; a sandbox fault only when the
+    sandbox's own log shows it acting on this key's request."""
     return (fault.kind == "broker-kill"
-            or (fault.kind == "target-kill" and fault.victim == TARGET_MEMBERS.get(target))
-            or (fault.kind == "target-fault" and target == PAYMENTS)
-            or (fault.kind in ("connector-kill", "pause")
-                and fault.victim.startswith(f"{target}-connector")))
+            or (fault.kind == "target-kill" and fault.victim == TARGET_MEMBERS.get(key.target))
+            or (fault.kind == "target-fault" and key.target_faulted)
+            or (fault.kind in ("connector-kill", "pause") and fault.victim in key.holders))
 
 
-def _lapse_cause(fault: FaultAt, target: str) -> bool:
+def _lapse_cause(fault: FaultAt, key: KeyStory) -> bool:
     """Can ``fault`` make grants come too late to call (``stalled``)? Anything that slows
-    the processor (killed, frozen, a broker lost) or the key's connectors."""
-    return (fault.kind in ("processor-kill", "broker-kill")
-            or (fault.kind == "pause" and fault.victim.startswith("processor"))
-            or _unknown_outcome_cause(fault, target))
+    the processor (killed, frozen, a broker lost), the key's connectors or its target."""
+    return (fault.kind in ("processor-kill", "broker-kill", "target-kill", "target-fault",
+                           "pause")
+            or (fault.kind == "connector-kill"
+                and fault.victim.startswith(f"{key.target}-connector")))
 
 
 # The operational alerts and the faults that can explain each one.
@@ -131,22 +141,26 @@ class TargetTruth:
     payment_effects: dict[str, dict[str, Any]]  # the sandbox's effect row per key
     credit_rows: dict[str, list[int]]  # amounts per key in PostgreSQL's effect table
     faults_acted: dict[str, int] = field(default_factory=dict)  # sandbox fault mode -> times
+    faulted_keys: frozenset[str] = frozenset()  # keys a sandbox fault acted on
 
 
 def target_truth(sandbox_ledger: dict[str, Any], credit_rows: list[tuple[str, int]]
                  ) -> TargetTruth:
     calls: dict[str, list[dict[str, Any]]] = defaultdict(list)
     acted: Counter[str] = Counter()
+    faulted: set[str] = set()
     for request in sandbox_ledger["requests"]:
         if request["result"] not in NOT_EFFECTFUL:
             calls[request["idempotency_key"]].append(request)
         if request["result"].startswith("fault:"):
             acted[request["result"][len("fault:"):]] += 1
+            faulted.add(request["idempotency_key"])
     effects = {e["idempotency_key"]: e for e in sandbox_ledger["effects"]}
     credits: dict[str, list[int]] = defaultdict(list)
     for key, amount in credit_rows:
         credits[key].append(amount)
-    return TargetTruth(dict(calls), effects, dict(credits), dict(sorted(acted.items())))
+    return TargetTruth(dict(calls), effects, dict(credits), dict(sorted(acted.items())),
+                       frozenset(faulted))
 
 
 @dataclass
@@ -206,7 +220,7 @@ def check(topics: LedgerTopics, truth: TargetTruth, journal: Journaled, secret: 
     for key in sorted(effect_keys - set(intents)):
         verdict.violate("effect_without_intent", key, "the target holds an effect for a key "
                         "with no intent")
-    explained = _check_fault_alerts(verdict, intents, topics.alerts, faults)
+    explained = _check_fault_alerts(verdict, intents, topics, truth, faults)
     for key, last in sorted(latest.items()):
         if last.key_status.value == "needs_reconciliation" \
                 and not alerts[key][ev.AlertKind.RECONCILIATION_REQUIRED.value]:
@@ -235,13 +249,17 @@ def check(topics: LedgerTopics, truth: TargetTruth, journal: Journaled, secret: 
 
 
 def _check_fault_alerts(verdict: Verdict, intents: dict[str, list[ev.Intent]],
-                        alerts: list[ev.Alert], faults: Sequence[FaultAt]
+                        topics: LedgerTopics, truth: TargetTruth, faults: Sequence[FaultAt]
                         ) -> dict[str, dict[str, int]]:
-    """Each operational alert must follow a fault that can cause it, on the key's target,
-    fired between the key's first intent (less LEAD_MS) and the alert; the latest such fault
-    is counted as its cause."""
+    """Each operational alert must follow a fault that can cause it (``CAUSES``), fired
+    between LEAD_MS before the key's first claim (its first intent, if it had no claim) and
+    the alert (a sandbox fault: any time before, since it waits armed for a request); the
+    latest such fault is counted as its cause."""
+    claims: dict[str, list[ev.AttemptClaim]] = defaultdict(list)
+    for claim in topics.claims:
+        claims[claim.key].append(claim)
     explained: dict[str, Counter[str]] = defaultdict(Counter)
-    for alert in alerts:
+    for alert in topics.alerts:
         can_cause = CAUSES.get(alert.kind)
         if can_cause is None:
             continue
@@ -250,13 +268,17 @@ def _check_fault_alerts(verdict: Verdict, intents: dict[str, list[ev.Intent]],
             verdict.violate("unexplained_alert", alert.key, f"{alert.kind.value} for a key "
                             "with no intent")
             continue
-        since = min(i.at_ms for i in its) - LEAD_MS
-        causes = [f for f in faults if since <= f.at_ms <= alert.at_ms
-                  and can_cause(f, its[0].target)]
+        held = [c for c in claims.get(alert.key, []) if c.at_ms <= alert.at_ms]
+        story = KeyStory(its[0].target, frozenset(c.connector.rsplit(".", 1)[0] for c in held),
+                         alert.key in truth.faulted_keys)
+        since = min((c.at_ms for c in held), default=min(i.at_ms for i in its)) - LEAD_MS
+        # An armed sandbox fault waits for the next request: it may predate the claim.
+        causes = [f for f in faults if f.at_ms <= alert.at_ms and can_cause(f, story)
+                  and (since <= f.at_ms or f.kind == "target-fault")]
         if not causes:
             verdict.violate("unexplained_alert", alert.key, f"{alert.kind.value} at "
-                            f"{alert.at_ms}: no fault that can cause it on {its[0].target} "
-                            f"since {since}")
+                            f"{alert.at_ms}: no fault that can cause it on {story.target} "
+                            f"(claims held by {sorted(story.holders) or 'nobody'}) since {since}")
             continue
         explained[alert.kind.value][max(causes, key=lambda f: f.at_ms).kind] += 1
     return {kind: dict(sorted(c.items())) for kind, c in sorted(explained.items())}

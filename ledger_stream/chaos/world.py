@@ -11,6 +11,7 @@ never waits for them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import threading
@@ -135,8 +136,9 @@ class World:
         for i in range(o.processors):
             self._add_proc(f"processor-{i + 1}", "processor", self._processor(i + 1))
         for i in range(o.connectors):
-            self._add_proc(f"payments-connector-{i + 1}", "connector", self._payments)
-            self._add_proc(f"ledger-db-connector-{i + 1}", "connector", self._ledger_db)
+            for name, make in ((f"payments-connector-{i + 1}", self._payments),
+                               (f"ledger-db-connector-{i + 1}", self._ledger_db)):
+                self._add_proc(name, "connector", functools.partial(make, name=name))
 
     def start_agents(self, until: float) -> None:
         self.until = until
@@ -215,20 +217,24 @@ class World:
                                    self._log(f"processor-{i}", n), *extra, env=PROCESSOR_ENV)
         return make
 
-    def _connector(self, kind: str, n: int, *args: str) -> Proc:
+    def _connector(self, kind: str, n: int, name: str, *args: str) -> Proc:
+        """A connector whose claims name it ``<member>.<n>`` (the checker ties a key's
+        claims to the faults of the member that held them)."""
         assert self.settings is not None and self.settings.kafka_bootstrap
-        return Proc(["connector", kind, *args, "--bootstrap", self.settings.kafka_bootstrap,
+        return Proc(["connector", kind, *args, "--instance-id", f"{name}.{n}",
+                     "--bootstrap", self.settings.kafka_bootstrap,
                      "--topic-prefix", self.settings.topic_prefix],
                     self._log(f"connector-{kind}", n), env=FAST)
 
-    def _payments(self, n: int) -> Proc:
+    def _payments(self, n: int, name: str) -> Proc:
         assert self.sandbox is not None
         # No --deduplicates: the ledger alone keeps the target to one call per key.
-        return self._connector("http", n, "--name", "payments", "--base-url", self.sandbox.url)
+        return self._connector("http", n, name, "--name", "payments", "--base-url",
+                               self.sandbox.url)
 
-    def _ledger_db(self, n: int) -> Proc:
-        return self._connector("postgres", n, "--name", "ledger-db", "--dsn", self.effects_dsn,
-                               "--effect-sql", EFFECT_SQL)
+    def _ledger_db(self, n: int, name: str) -> Proc:
+        return self._connector("postgres", n, name, "--name", "ledger-db", "--dsn",
+                               self.effects_dsn, "--effect-sql", EFFECT_SQL)
 
     def _agent(self, i: int) -> Callable[[int], Proc]:
         earlier: list[Path] = []  # this agent's journals, one per incarnation

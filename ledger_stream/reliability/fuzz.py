@@ -36,13 +36,14 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import sign_approval
 from ledger_stream.domain.keys import args_hash, canonical_json
 from ledger_stream.domain.policy import Policy
-from ledger_stream.domain.state import Phase
+from ledger_stream.domain.state import absent
+from ledger_stream.domain.transitions import expire_if_due
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.processor.batch import Batch
 from ledger_stream.processor.changelog import Positions
 from ledger_stream.processor.step import LedgerStep
 from ledger_stream.serde import AvroCodec, DecodeError
-from ledger_stream.state import MemoryPartitionStore
+from ledger_stream.state import MemoryPartitionStore, decode_row
 from ledger_stream.testing.records import FakeMessage
 
 PARTITIONS = 4
@@ -288,7 +289,7 @@ def judge(step: LedgerStep, batch: Batch, codec: AvroCodec, topic: str, key: byt
             return f"poison {read.reason!r} gave {[type(o).__name__ for o in outputs]}"
         touched = {getattr(o, "key", None) for o in timers}
         changed = {k for k, v in overlay.changed_states().items() if before.get(k) is not v
-                   and not _sealed_by_its_deadline(v, ts)}
+                   and not _sealed_by_its_deadline(overlay, before, k, v, ts)}
         if changed - touched:
             return f"poison {read.reason!r} changed keys {sorted(changed - touched)[:3]}"
         if overlay.containment() is not containment_before and not timers:
@@ -312,11 +313,17 @@ def judge(step: LedgerStep, batch: Batch, codec: AvroCodec, topic: str, key: byt
     return ""
 
 
-def _sealed_by_its_deadline(state: Any, now_ms: int) -> bool:
-    """A key sealed (EXPIRED, no output) because the clock passed its replay window: the
-    one silent change a deadline makes, so a poison record's timestamp may cause it."""
-    return (getattr(state, "phase", None) is Phase.EXPIRED
-            and now_ms - state.terminal_at_ms > POLICY.replay_window_ms)
+def _sealed_by_its_deadline(overlay: Any, before: dict[str, Any], key: str, after: Any,
+                            now_ms: int) -> bool:
+    """The one silent change a deadline makes, which a poison record's timestamp may cause:
+    a terminal key sealed because the clock passed its replay window. Exactly that: the
+    state after is the seal of the state before (from this batch, or from the store)."""
+    if key in before:
+        prior = before[key]
+    else:  # not changed earlier in this batch: the store still holds its state
+        row = overlay.store.get(key)
+        prior = decode_row(row) if row is not None else absent(key)
+    return bool(after == expire_if_due(prior, now_ms, POLICY) != prior)
 
 
 def _reserved_before(state: Any, intent: ev.Intent) -> bool:

@@ -37,7 +37,9 @@ class RowDeadline:
         self._values = values
 
     def _int(self, index: int) -> int:  # every field read here defaults to 0
-        return int(self._values[index]) if index < len(self._values) else 0
+        # The stored value as KeyState.from_row would hold it (no coercion).
+        value: int = self._values[index] if index < len(self._values) else 0
+        return value
 
     @property
     def phase(self) -> Phase:

@@ -1,10 +1,13 @@
 """A memory cgroup of its own for one test's processes (cgroup v1 ``memory`` or v2), so a
 test can run a process under a real kernel memory limit and read what the kernel did to it:
-its peak usage and how many times it OOM-killed a member.
+its peak usage and how many times it OOM-killed a member. Swap is ruled out (a process
+over its limit is killed, not paged out).
 
-Needs root and a writable cgroup hierarchy (CI runs as root); ``available()`` says whether
-this machine has one. Processes join at exec (see ``Proc``), so everything they allocate is
-charged to the group.
+The group is made under this process's own memory cgroup when it may be (so what it holds
+stays inside this session's limit and accounting), else at the hierarchy's root. Needs root
+and a writable hierarchy (CI runs as root); ``available()`` says whether this machine has
+one. Processes join at exec (see ``Proc``), so everything they allocate is charged to the
+group.
 """
 
 from __future__ import annotations
@@ -25,12 +28,27 @@ class MemoryCgroup:
 
     @classmethod
     def create(cls, limit_bytes: int) -> MemoryCgroup:
+        """A new group with ``limit_bytes``; OSError (nothing left behind) when none can be
+        made here."""
         v2 = not V1_ROOT.is_dir()
         root = V2_ROOT if v2 else V1_ROOT
-        group = cls(root / f"ledger-test-{uuid.uuid4().hex[:8]}", v2)
-        group.path.mkdir()
-        group.set_limit(limit_bytes)
-        return group
+        failure: OSError | None = None
+        for parent in dict.fromkeys((_own_cgroup(root, v2), root)):
+            group = cls(parent / f"ledger-test-{uuid.uuid4().hex[:8]}", v2)
+            try:
+                group.path.mkdir()
+            except OSError as exc:
+                failure = exc
+                continue
+            try:
+                group._no_swap()
+                group.set_limit(limit_bytes)
+            except OSError as exc:
+                group.remove()
+                failure = exc
+                continue
+            return group
+        raise failure or OSError("no memory cgroup hierarchy")
 
     @property
     def procs(self) -> Path:
@@ -38,17 +56,19 @@ class MemoryCgroup:
         return self.path / "cgroup.procs"
 
     def set_limit(self, limit_bytes: int) -> None:
-        name = "memory.max" if self.v2 else "memory.limit_in_bytes"
-        (self.path / name).write_text(str(limit_bytes))
-
-    def try_limit(self, limit_bytes: int) -> bool:
-        """Lower the limit if the kernel agrees: below the group's usage a cgroup v1 write
-        fails with EBUSY when it cannot reclaim enough. False when refused."""
-        try:
-            self.set_limit(limit_bytes)
-        except OSError:
-            return False
-        return True
+        """The group's memory limit (v1: memory and memory+swap alike, in the order the
+        kernel accepts: memory+swap may never be below memory)."""
+        if self.v2:
+            (self.path / "memory.max").write_text(str(limit_bytes))
+            return
+        memory = self.path / "memory.limit_in_bytes"
+        memsw = self.path / "memory.memsw.limit_in_bytes"
+        if not memsw.exists():
+            memory.write_text(str(limit_bytes))
+            return
+        raising = limit_bytes > int(memory.read_text())
+        for name in ((memsw, memory) if raising else (memory, memsw)):
+            name.write_text(str(limit_bytes))
 
     def usage_bytes(self) -> int:
         name = "memory.current" if self.v2 else "memory.usage_in_bytes"
@@ -72,6 +92,29 @@ class MemoryCgroup:
         """Remove the group; its processes must have exited (stopped by PID first)."""
         with contextlib.suppress(FileNotFoundError):
             self.path.rmdir()
+
+    def _no_swap(self) -> None:
+        if self.v2:
+            swap = self.path / "memory.swap.max"
+            if swap.exists():
+                swap.write_text("0")
+        else:
+            swappiness = self.path / "memory.swappiness"
+            if swappiness.exists():
+                swappiness.write_text("0")
+
+
+def _own_cgroup(root: Path, v2: bool) -> Path:
+    """This process's own memory cgroup folder (``root`` when it cannot be told)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return root
+    for line in lines:
+        hierarchy, controllers, path = line.split(":", 2)
+        if (v2 and hierarchy == "0") or (not v2 and "memory" in controllers.split(",")):
+            return root / path.lstrip("/")
+    return root
 
 
 def available() -> bool:

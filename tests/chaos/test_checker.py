@@ -120,8 +120,7 @@ def test_lost_work_is_found() -> None:
     # Waiting for an operator is settled.
     assert check(topics([c], [receipt(c, ev.ReceiptStatus.NEEDS_RECONCILIATION)],
                         [alert(CREDIT, ev.AlertKind.RECONCILIATION_REQUIRED, 30_000)]),
-                 truth(), journal(c), SECRET, [FaultAt(20_000, "pause", "ledger-db-connector-1")]
-                 ).ok
+                 truth(), journal(c), SECRET, [FaultAt(20_000, "target-kill", "postgres")]).ok
 
 
 def test_wrong_answers_and_wrong_effects_are_found() -> None:
@@ -164,38 +163,51 @@ def test_alerts_must_match_the_inputs() -> None:
     assert kinds(verdict) == ["unexplained_alert"] * 2
 
 
-def test_an_operational_alert_needs_a_fault_that_can_cause_it_on_its_target() -> None:
-    """The intents are made at 1,000 ms; the alerts come at 30,000 ms."""
+def test_an_operational_alert_needs_a_fault_that_can_cause_it_on_its_key() -> None:
+    """The intents are made at 1,000 ms; the key's first claim is at 25,000 ms, held by
+    payments-connector-2 (incarnation 7); the alerts come at 30,000 ms."""
     r, c = intent(REFUND, 5), intent(CREDIT, 7)
     receipts = [receipt(r, ev.ReceiptStatus.SUCCEEDED), receipt(c, ev.ReceiptStatus.SUCCEEDED)]
-    paid = truth([payment_call(REFUND, 5)], [(CREDIT, 7)])
+    claims = [ev.AttemptClaim("c1", REFUND, 1, "a", "payments-connector-2.7", 4_000, 25_000),
+              ev.AttemptClaim("c2", CREDIT, 1, "b", "ledger-db-connector-1.3", 4_000, 25_000)]
 
-    def verdict(kind: ev.AlertKind, key: str, *faults: FaultAt) -> list[str]:
-        return kinds(check(topics([r, c], receipts, [alert(key, kind, 30_000)]), paid,
-                           journal(r, c), SECRET, faults))
+    def verdict(kind: ev.AlertKind, key: str, *faults: FaultAt, faulted: bool = False
+                ) -> list[str]:
+        seen = topics([r, c], receipts, [alert(key, kind, 30_000)])
+        seen.claims.extend(claims)
+        paid = truth([payment_call(REFUND, 5)], [(CREDIT, 7)])
+        if faulted:
+            paid = dataclasses.replace(paid, faulted_keys=frozenset({REFUND}))
+        return kinds(check(seen, paid, journal(r, c), SECRET, faults))
 
     lost = ev.AlertKind.RECONCILIATION_REQUIRED
     assert verdict(lost, REFUND) == ["unexplained_alert"]  # no fault at all
-    assert verdict(lost, REFUND, FaultAt(20_000, "target-kill", "payments-sandbox")) == []
-    assert verdict(lost, REFUND, FaultAt(20_000, "target-fault", "payments-sandbox")) == []
-    assert verdict(lost, REFUND, FaultAt(20_000, "pause", "payments-connector-2")) == []
-    assert verdict(lost, REFUND, FaultAt(20_000, "broker-kill", "broker-1")) == []
-    # Faults that cannot lose an outcome at this target, or that came too early or too late.
-    for fault in (FaultAt(20_000, "target-kill", "postgres"),
-                  FaultAt(20_000, "connector-kill", "ledger-db-connector-1"),
-                  FaultAt(20_000, "agent-kill", "agent-1"),
-                  FaultAt(20_000, "processor-kill", "processor-1"),
-                  FaultAt(1_000 - 20_000, "target-kill", "payments-sandbox"),
-                  FaultAt(31_000, "target-kill", "payments-sandbox")):
+    assert verdict(lost, REFUND, FaultAt(26_000, "target-kill", "payments-sandbox")) == []
+    assert verdict(lost, REFUND, FaultAt(26_000, "pause", "payments-connector-2")) == []
+    assert verdict(lost, REFUND, FaultAt(26_000, "connector-kill", "payments-connector-2")) \
+        == []
+    assert verdict(lost, REFUND, FaultAt(26_000, "broker-kill", "broker-1")) == []
+    # A sandbox fault explains it only where the sandbox's log shows it acting on the key.
+    assert verdict(lost, REFUND, FaultAt(1_000, "target-fault", "payments-sandbox"),
+                   faulted=True) == []
+    # Faults that cannot lose this key's outcome, or came too early or too late.
+    for fault in (FaultAt(26_000, "target-fault", "payments-sandbox"),  # acted elsewhere
+                  FaultAt(26_000, "pause", "payments-connector-1"),  # not the holder
+                  FaultAt(26_000, "connector-kill", "payments-connector-1"),
+                  FaultAt(26_000, "target-kill", "postgres"),
+                  FaultAt(26_000, "connector-kill", "ledger-db-connector-1"),
+                  FaultAt(26_000, "agent-kill", "agent-1"),
+                  FaultAt(26_000, "processor-kill", "processor-1"),
+                  FaultAt(25_000 - 20_000, "target-kill", "payments-sandbox"),  # before
+                  FaultAt(31_000, "target-kill", "payments-sandbox")):  # after the alert
         assert verdict(lost, REFUND, fault) == ["unexplained_alert"], fault
-    assert verdict(lost, CREDIT, FaultAt(20_000, "target-kill", "postgres")) == []
-    assert verdict(lost, CREDIT, FaultAt(20_000, "target-fault", "payments-sandbox")) \
-        == ["unexplained_alert"]  # sandbox faults never reach PostgreSQL
+    assert verdict(lost, CREDIT, FaultAt(26_000, "target-kill", "postgres")) == []
+    assert verdict(lost, CREDIT, FaultAt(26_000, "pause", "ledger-db-connector-1")) == []
     # Grants too late to call: a slow processor explains it, a killed agent does not.
     stalled = ev.AlertKind.STALLED
-    assert verdict(stalled, CREDIT, FaultAt(20_000, "pause", "processor-2")) == []
-    assert verdict(stalled, CREDIT, FaultAt(20_000, "processor-kill", "processor-1")) == []
-    assert verdict(stalled, CREDIT, FaultAt(20_000, "agent-kill", "agent-1")) \
+    assert verdict(stalled, CREDIT, FaultAt(26_000, "pause", "processor-2")) == []
+    assert verdict(stalled, CREDIT, FaultAt(26_000, "processor-kill", "processor-1")) == []
+    assert verdict(stalled, CREDIT, FaultAt(26_000, "agent-kill", "agent-1")) \
         == ["unexplained_alert"]
 
 

@@ -98,3 +98,26 @@ def test_the_command_prints_json_and_exits_1_on_a_violation(
     assert main(["fuzz", "--cases", "3000", "--seed", "3"]) == 1
     assert "seed 3 case " in capsys.readouterr().out
     assert main(["fuzz", "--cases", "0"]) == 2
+
+
+def test_only_the_seal_a_passed_deadline_makes_is_excused() -> None:
+    """Found by a hostile review: the judge excused any change to a key that ended sealed;
+    now only ``after == seal(before)`` at a clock past the replay window passes."""
+    from ledger_stream.domain.state import KeyState, Phase
+    from ledger_stream.processor.partition import PartitionOverlay
+    from ledger_stream.state import MemoryPartitionStore, StoreBatch
+    from ledger_stream.state.rows import encode_row
+
+    paid = KeyState(key="acme/refund/k1", phase=Phase.SUCCEEDED, args_hash="h",
+                    external_id="pay-1", attempt=1, terminal_at_ms=1_000)
+    store = MemoryPartitionStore(0)
+    store.write(StoreBatch({paid.key: encode_row(paid)}, set(), set(), None, None))
+    overlay = PartitionOverlay(store, fuzz.POLICY)
+    past = 1_000 + fuzz.POLICY.replay_window_ms + 1
+    excused = functools.partial(fuzz._sealed_by_its_deadline, overlay, {}, paid.key)
+    assert excused(paid.sealed(), past)
+    assert not excused(replace(paid.sealed(), external_id="pay-EVIL"), past)
+    assert not excused(paid.sealed(), past - 1)  # the window has not passed
+    assert not excused(replace(paid, external_id="pay-EVIL"), past)
+    assert fuzz._sealed_by_its_deadline(overlay, {paid.key: paid}, paid.key, paid.sealed(),
+                                        past)
