@@ -57,7 +57,8 @@ NOT_EFFECTFUL = frozenset({"fault:error_before_commit", "fault:crash_before_comm
 APPROVAL_ACTIONS = frozenset({"refund"})
 PAYMENTS, LEDGER_DB = "payments", "ledger-db"  # the soak's two targets (world.py)
 TARGET_MEMBERS = {PAYMENTS: "payments-sandbox", LEDGER_DB: "postgres"}  # world.py's names
-# How long before a key's first intent a fault may still act on it: a member killed is down
+WAITING_WITHOUT_ALERT = "waiting for an operator, no reconciliation_required alert"
+# How long before a key's first claim a fault may still act on it: a member killed is down
 # for up to 4 s, then takes seconds to rejoin; a paused one stays frozen 8 s.
 LEAD_MS = 15_000
 
@@ -224,8 +225,7 @@ def check(topics: LedgerTopics, truth: TargetTruth, journal: Journaled, secret: 
     for key, last in sorted(latest.items()):
         if last.key_status.value == "needs_reconciliation" \
                 and not alerts[key][ev.AlertKind.RECONCILIATION_REQUIRED.value]:
-            verdict.violate("missing_alert", key, "waiting for an operator, no "
-                            "reconciliation_required alert")
+            verdict.violate("missing_alert", key, WAITING_WITHOUT_ALERT)
 
     statuses = Counter(r.key_status.value for r in latest.values())
     effects_per_key = Counter(len(truth.payment_calls.get(k, [])) +
