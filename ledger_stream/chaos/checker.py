@@ -54,6 +54,9 @@ SETTLED = frozenset({"succeeded", "failed", "rejected", "needs_reconciliation"})
 # Requests the sandbox logged that reached its commit point: what a target without its
 # deduplication would have executed. The two faults that stop before the commit are not.
 NOT_EFFECTFUL = frozenset({"fault:error_before_commit", "fault:crash_before_commit"})
+# The two sandbox faults that make it exit when they act: every call in flight then ends
+# unknown, as if the sandbox had been killed at that moment (the request log's ``at``).
+SANDBOX_CRASHES = frozenset({"fault:crash_before_commit", "fault:crash_after_commit"})
 APPROVAL_ACTIONS = frozenset({"refund"})
 PAYMENTS, LEDGER_DB = "payments", "ledger-db"  # the soak's two targets (world.py)
 TARGET_MEMBERS = {PAYMENTS: "payments-sandbox", LEDGER_DB: "postgres"}  # world.py's names
@@ -87,7 +90,8 @@ def _unknown_outcome_cause(fault: FaultAt, key: KeyStory) -> bool:
     mid-call, a broker lost while the outcome was reported; a sandbox fault only when the
     sandbox's own log shows it acting on this key's request."""
     return (fault.kind == "broker-kill"
-            or (fault.kind == "target-kill" and fault.victim == TARGET_MEMBERS.get(key.target))
+            or (fault.kind in ("target-kill", "target-crash")
+                and fault.victim == TARGET_MEMBERS.get(key.target))
             or (fault.kind == "target-fault" and key.target_faulted)
             or (fault.kind in ("connector-kill", "pause") and fault.victim in key.holders))
 
@@ -95,8 +99,8 @@ def _unknown_outcome_cause(fault: FaultAt, key: KeyStory) -> bool:
 def _lapse_cause(fault: FaultAt, key: KeyStory) -> bool:
     """Can ``fault`` make grants come too late to call (``stalled``)? Anything that slows
     the processor (killed, frozen, a broker lost), the key's connectors or its target."""
-    return (fault.kind in ("processor-kill", "broker-kill", "target-kill", "target-fault",
-                           "pause")
+    return (fault.kind in ("processor-kill", "broker-kill", "target-kill", "target-crash",
+                           "target-fault", "pause")
             or (fault.kind == "connector-kill"
                 and fault.victim.startswith(f"{key.target}-connector")))
 
@@ -143,6 +147,7 @@ class TargetTruth:
     credit_rows: dict[str, list[int]]  # amounts per key in PostgreSQL's effect table
     faults_acted: dict[str, int] = field(default_factory=dict)  # sandbox fault mode -> times
     faulted_keys: frozenset[str] = frozenset()  # keys a sandbox fault acted on
+    sandbox_crashes_ms: tuple[int, ...] = ()  # when a crash fault made the sandbox exit
 
 
 def target_truth(sandbox_ledger: dict[str, Any], credit_rows: list[tuple[str, int]]
@@ -150,18 +155,21 @@ def target_truth(sandbox_ledger: dict[str, Any], credit_rows: list[tuple[str, in
     calls: dict[str, list[dict[str, Any]]] = defaultdict(list)
     acted: Counter[str] = Counter()
     faulted: set[str] = set()
+    crashes: list[int] = []
     for request in sandbox_ledger["requests"]:
         if request["result"] not in NOT_EFFECTFUL:
             calls[request["idempotency_key"]].append(request)
         if request["result"].startswith("fault:"):
             acted[request["result"][len("fault:"):]] += 1
             faulted.add(request["idempotency_key"])
+        if request["result"] in SANDBOX_CRASHES:
+            crashes.append(int(request["at"] * 1000))
     effects = {e["idempotency_key"]: e for e in sandbox_ledger["effects"]}
     credits: dict[str, list[int]] = defaultdict(list)
     for key, amount in credit_rows:
         credits[key].append(amount)
     return TargetTruth(dict(calls), effects, dict(credits), dict(sorted(acted.items())),
-                       frozenset(faulted))
+                       frozenset(faulted), tuple(crashes))
 
 
 @dataclass
@@ -221,7 +229,11 @@ def check(topics: LedgerTopics, truth: TargetTruth, journal: Journaled, secret: 
     for key in sorted(effect_keys - set(intents)):
         verdict.violate("effect_without_intent", key, "the target holds an effect for a key "
                         "with no intent")
-    explained = _check_fault_alerts(verdict, intents, topics, truth, faults)
+    # A sandbox crash fault acts when a request comes, not when armed: when it acted (the
+    # sandbox's own log) it counts as the sandbox killed at that moment.
+    crashes = [FaultAt(at, "target-crash", TARGET_MEMBERS[PAYMENTS])
+               for at in truth.sandbox_crashes_ms]
+    explained = _check_fault_alerts(verdict, intents, topics, truth, [*faults, *crashes])
     for key, last in sorted(latest.items()):
         if last.key_status.value == "needs_reconciliation" \
                 and not alerts[key][ev.AlertKind.RECONCILIATION_REQUIRED.value]:

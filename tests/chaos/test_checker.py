@@ -83,7 +83,7 @@ def test_a_clean_history_passes() -> None:
                                          receipt(c, ev.ReceiptStatus.SUCCEEDED),
                                          receipt(dup, ev.ReceiptStatus.SUCCEEDED)]),
                     truth([payment_call(REFUND, 5)], [(CREDIT, 7)]), journal(r, c, dup),
-                    SECRET, 3)
+                    SECRET, ())
     assert verdict.ok, verdict.violations
     assert verdict.figures["keys_by_effect_count"] == {"1": 2}
 
@@ -190,6 +190,22 @@ def test_an_operational_alert_needs_a_fault_that_can_cause_it_on_its_key() -> No
     # A sandbox fault explains it only where the sandbox's log shows it acting on the key.
     assert verdict(lost, REFUND, FaultAt(1_000, "target-fault", "payments-sandbox"),
                    faulted=True) == []
+    # A sandbox crash fault that acted on another key's request made the sandbox exit with
+    # this key's call in flight (found by the 10-minute soak): the sandbox's log says when.
+    crash = {**payment_call("acme/refund/other", 1, result="fault:crash_after_commit"),
+             "at": 26.5}
+    assert target_truth({"requests": [crash], "effects": []}, []).sandbox_crashes_ms \
+        == (26_500,)
+
+    def crashed(at_ms: int) -> list[str]:
+        seen = topics([r, c], receipts, [alert(REFUND, lost, 30_000)])
+        seen.claims.extend(claims)
+        paid = dataclasses.replace(truth([payment_call(REFUND, 5)], [(CREDIT, 7)]),
+                                   sandbox_crashes_ms=(at_ms,))
+        return kinds(check(seen, paid, journal(r, c), SECRET, ()))
+
+    assert crashed(26_500) == []
+    assert crashed(31_000) == ["unexplained_alert"]  # after the alert
     # Faults that cannot lose this key's outcome, or came too early or too late.
     for fault in (FaultAt(26_000, "target-fault", "payments-sandbox"),  # acted elsewhere
                   FaultAt(26_000, "pause", "payments-connector-1"),  # not the holder
