@@ -30,7 +30,7 @@ from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import args_hash, canonical_json
 from ledger_stream.domain.outputs import key_status
-from ledger_stream.kafka.local.ephemeral import kafka_for
+from ledger_stream.kafka.local import LocalCluster, ensure_jars, jar_cache
 from ledger_stream.kafka.producer import EventProducer, producer_config
 from ledger_stream.kafka.topics import ledger_topics
 from ledger_stream.testing.processes import Proc, start_processor
@@ -45,12 +45,36 @@ LEASE_MS = 600_000  # no lease ends during the test: no deadline changes a key
 
 
 @pytest.fixture(scope="module")
-def kafka_bootstrap() -> Iterator[str]:
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A broker of this module's own. Compaction is asserted here, and a broker's one log
     cleaner works through the dirtiest logs first: on the suite's shared broker it can be busy
-    for minutes with earlier tests' compacted topics (seen: no compaction within 150 s)."""
-    with kafka_for(Settings(), lambda _: None) as (bootstrap, _):
-        yield bootstrap
+    for minutes with earlier tests' compacted topics (seen: no compaction within 150 s). Its
+    folder is pytest's, so a failed wait can quote what the cleaner logged."""
+    global BROKER_DIR
+    settings = Settings()
+    libs = ensure_jars(jar_cache(settings), settings.kafka_version, progress=lambda _: None)
+    cluster = LocalCluster(tmp_path_factory.mktemp("zombie-kafka"), progress=lambda _: None)
+    try:
+        status = cluster.start(libs, settings.kafka_version, nodes=1)
+        assert status.bootstrap is not None
+        BROKER_DIR = cluster.cluster_dir
+        yield status.bootstrap
+    finally:
+        cluster.stop()
+
+
+BROKER_DIR: Path | None = None
+
+
+def cleaner_lines() -> str:
+    """The module broker's log lines about cleaning (its configuration, and any cleaner
+    warning such as a partition marked uncleanable), for a failed wait."""
+    if BROKER_DIR is None:
+        return ""
+    lines = [line for log in sorted(BROKER_DIR.glob("node-*/broker.log"))
+             for line in log.read_text(errors="replace").splitlines()
+             if "clean" in line.lower()]
+    return "\n".join(lines[-40:])
 
 
 @pytest.fixture
@@ -265,7 +289,12 @@ def _force_compaction(s: Settings, before: int) -> None:
         roller.flush(10)
         return _latest_receipts(s)[1] < before
 
-    wait_for("the receipts topic to be compacted", compacted, 150, every_s=1.0)
+    try:
+        # The cleaner looks for work every 15 s (log.cleaner.backoff.ms) and cannot clean
+        # past a transaction still open (the zombie's, until its 10 s timeout aborts it).
+        wait_for("the receipts topic to be compacted", compacted, 240, every_s=1.0)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\nthe broker's cleaner said:\n{cleaner_lines()}") from None
 
 
 def test_a_zombie_never_makes_a_latest_receipt_stale(compacting_topics: Settings,
