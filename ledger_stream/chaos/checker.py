@@ -86,14 +86,18 @@ class KeyStory:
 
 def _unknown_outcome_cause(fault: FaultAt, key: KeyStory) -> bool:
     """Can ``fault`` have left the key's attempt outcome unknown (the road to the operator
-    queue)? Its target killed, a connector that held one of its claims killed or frozen
-    mid-call, a broker lost while the outcome was reported; a sandbox fault only when the
-    sandbox's own log shows it acting on this key's request."""
+    queue)? Its target killed, a connector of its target killed or frozen mid-call (one that
+    held a claim, or any of them mid-reconciliation: reconcile jobs are not claimed, the
+    connector reading the job's partition runs it), a broker lost while the outcome was
+    reported; a sandbox fault only when the sandbox's own log shows it acting on this key's
+    request by the time of the alert."""
     return (fault.kind == "broker-kill"
             or (fault.kind in ("target-kill", "target-crash")
                 and fault.victim == TARGET_MEMBERS.get(key.target))
             or (fault.kind == "target-fault" and key.target_faulted)
-            or (fault.kind in ("connector-kill", "pause") and fault.victim in key.holders))
+            or (fault.kind in ("connector-kill", "pause")
+                and (fault.victim in key.holders
+                     or fault.victim.startswith(f"{key.target}-connector"))))
 
 
 def _lapse_cause(fault: FaultAt, key: KeyStory) -> bool:
@@ -146,7 +150,8 @@ class TargetTruth:
     payment_effects: dict[str, dict[str, Any]]  # the sandbox's effect row per key
     credit_rows: dict[str, list[int]]  # amounts per key in PostgreSQL's effect table
     faults_acted: dict[str, int] = field(default_factory=dict)  # sandbox fault mode -> times
-    faulted_keys: frozenset[str] = frozenset()  # keys a sandbox fault acted on
+    faulted_keys: dict[str, int] = field(default_factory=dict)  # key -> when a sandbox fault
+    # first acted on one of its requests (ms, the sandbox's log)
     sandbox_crashes_ms: tuple[int, ...] = ()  # when a crash fault made the sandbox exit
 
 
@@ -154,14 +159,16 @@ def target_truth(sandbox_ledger: dict[str, Any], credit_rows: list[tuple[str, in
                  ) -> TargetTruth:
     calls: dict[str, list[dict[str, Any]]] = defaultdict(list)
     acted: Counter[str] = Counter()
-    faulted: set[str] = set()
+    faulted: dict[str, int] = {}
     crashes: list[int] = []
     for request in sandbox_ledger["requests"]:
         if request["result"] not in NOT_EFFECTFUL:
             calls[request["idempotency_key"]].append(request)
         if request["result"].startswith("fault:"):
             acted[request["result"][len("fault:"):]] += 1
-            faulted.add(request["idempotency_key"])
+            at_ms = int(request["at"] * 1000)
+            faulted[request["idempotency_key"]] = min(
+                at_ms, faulted.get(request["idempotency_key"], at_ms))
         if request["result"] in SANDBOX_CRASHES:
             crashes.append(int(request["at"] * 1000))
     effects = {e["idempotency_key"]: e for e in sandbox_ledger["effects"]}
@@ -169,7 +176,7 @@ def target_truth(sandbox_ledger: dict[str, Any], credit_rows: list[tuple[str, in
     for key, amount in credit_rows:
         credits[key].append(amount)
     return TargetTruth(dict(calls), effects, dict(credits), dict(sorted(acted.items())),
-                       frozenset(faulted), tuple(crashes))
+                       faulted, tuple(crashes))
 
 
 @dataclass
@@ -282,7 +289,7 @@ def _check_fault_alerts(verdict: Verdict, intents: dict[str, list[ev.Intent]],
             continue
         held = [c for c in claims.get(alert.key, []) if c.at_ms <= alert.at_ms]
         story = KeyStory(its[0].target, frozenset(c.connector.rsplit(".", 1)[0] for c in held),
-                         alert.key in truth.faulted_keys)
+                         truth.faulted_keys.get(alert.key, alert.at_ms + 1) <= alert.at_ms)
         since = min((c.at_ms for c in held), default=min(i.at_ms for i in its)) - LEAD_MS
         # An armed sandbox fault waits for the next request: it may predate the claim.
         causes = [f for f in faults if f.at_ms <= alert.at_ms and can_cause(f, story)

@@ -22,15 +22,6 @@ def error_text(msg: Message) -> str:
     return err.str() if err is not None else ""
 
 
-def headers(msg: Message) -> list[tuple[str, bytes | None]]:
-    """The record's headers as (name, bytes) pairs ([] when it has none)."""
-    raw = msg.headers()
-    if raw is None:
-        return []
-    items = raw.items() if isinstance(raw, dict) else raw
-    return [(name, value.encode() if isinstance(value, str) else value) for name, value in items]
-
-
 def fetched(consumer: Consumer, max_records: int, timeout_s: float) -> list[Message]:
     """Waits up to ``timeout_s`` for the first record, then takes what the client has already
     fetched, up to ``max_records``. Never waits for a batch to fill, as ``consume(n, t)`` does

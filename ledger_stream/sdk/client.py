@@ -170,7 +170,9 @@ class LedgerClient:
         the topic's size: the view first catches up to the key partition's end offset as of
         this call, and StaleStatusError says it could not within ``wait`` seconds
         (ViewUnavailableError: it could not be asked or refused). Without a view the key's
-        partition is read to that end offset.
+        partition is read to that end offset; LedgerUnavailable when it cannot be (no
+        broker, or the partition's leader lost and not yet replaced after the client's
+        15 s of retries).
         """
         if self._view is None:
             with self._reaching(f"read the receipts of {key}"):

@@ -1,8 +1,9 @@
-"""The processor under a real kernel memory limit (a memory cgroup of its own): squeezed below
-what it needs while it works through a backlog, the kernel kills it (SIGKILL, counted as an
-OOM kill by the group) before it is done, and that loses nothing; with the limit raised it
-starts again and finishes the backlog, one dispatch per key, and every payment submitted
-around the kill is made exactly once.
+"""The processor under a real kernel memory limit (a memory cgroup of its own): squeezed to
+what it uses while it is answering a backlog, it is killed by the kernel (SIGKILL, counted as
+an OOM kill by the group) when more work arrives, with part of the backlog answered (asserted)
+and the rest not, and that loses nothing; with the limit raised it starts again and finishes
+the backlog, one dispatch per key, and the payments submitted just before the kill are each
+made exactly once.
 
 Effects are counted at the payments sandbox (its own ledger), dispatches and answers on the
 ledger's topics. Only the processor is in the group; the connector runs outside it.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,7 @@ pytestmark = pytest.mark.timeout(360)
 MIB = 1 << 20
 ROOMY = 1024 * MIB
 FRESH, DUPLICATES = 15_000, 5_000
+FIRST = 2_000  # fresh backlog keys sent before the squeeze
 
 
 def calls(sandbox: SandboxProc, key: str) -> int:
@@ -47,18 +50,21 @@ def test_a_processor_squeezed_below_its_memory_is_killed_mid_backlog_and_loses_n
         for intent in paid:
             assert stack.await_key(intent.key, TERMINAL).key_status \
                 is ev.ReceiptStatus.SUCCEEDED
-        # Squeezed: the limit goes down to what the processor uses at rest (a limit below
-        # it would kill it idle, or be refused), then the backlog comes.
+        # A backlog for a target with no connector: each fresh key is reserved, dispatched
+        # and answered, then waits; each duplicate gets the first answer. Its first part
+        # comes while the processor has room, and is being answered when the squeeze comes.
+        backlog = [stack.submit_nowait(f"acme/write/backlog-{i}", {"n": i}, "nowhere")
+                   for i in range(FIRST)]
+        stack.producer.flush()
+        wait_until(lambda: _answered_now(stack, backlog) > 0, 60, "a first backlog answer")
+        # Squeezed: the limit goes down to what the processor uses now (a limit below it
+        # would be refused), then paid keys and the rest of the backlog come.
         idle = group.usage_bytes()
         group.set_limit(idle)
-
-        # Paid keys in flight across the kill, then a backlog for a target with no
-        # connector: each fresh key is reserved, dispatched and answered, then waits; each
-        # duplicate gets the first answer.
         paid += [stack.submit_nowait(f"acme/refund/mem-{i}", {"amount": i + 1}, "sandbox")
                  for i in range(10, 30)]
-        backlog = [stack.submit_nowait(f"acme/write/backlog-{i}", {"n": i}, "nowhere")
-                   for i in range(FRESH)]
+        backlog += [stack.submit_nowait(f"acme/write/backlog-{i}", {"n": i}, "nowhere")
+                    for i in range(FIRST, FRESH)]
         backlog += [stack.submit_nowait(backlog[n].key, {"n": n}, "nowhere")
                     for n in range(DUPLICATES)]
         stack.producer.flush()
@@ -67,7 +73,7 @@ def test_a_processor_squeezed_below_its_memory_is_killed_mid_backlog_and_loses_n
         assert group.oom_kills() >= 1  # the kernel killed it for memory, nothing else did
         killed = group.oom_kills()
         answered = _answered_now(stack, backlog)
-        assert answered < len(backlog), "killed only after the backlog was done"
+        assert 0 < answered < len(backlog), f"not killed mid-backlog: {answered} answered"
 
         group.set_limit(ROOMY)  # the condition clears
         stack.restart_processor(kill=False)
@@ -79,13 +85,20 @@ def test_a_processor_squeezed_below_its_memory_is_killed_mid_backlog_and_loses_n
         assert {dispatched[backlog[n].key] for n in range(FRESH)} == {1}
         assert all(calls(sandbox, i.key) == 1 for i in paid)
         assert group.oom_kills() == killed and stack.processor.alive()
-        print(f"processor inside its cgroup: {idle / MIB:.0f} MiB at rest, killed at that "
+        print(f"processor inside its cgroup: {idle / MIB:.0f} MiB at the squeeze, killed at that "
               f"limit after answering {answered} of {len(backlog)} backlog intents; peak "
               f"{group.peak_bytes() / MIB:.0f} MiB while finishing them", file=sys.stderr)
     finally:
         if stack is not None:
             stack.close()
         group.remove()
+
+
+def wait_until(ok: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ok():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
 
 
 def _answered_now(stack: Stack, intents: list[ev.Intent]) -> int:
