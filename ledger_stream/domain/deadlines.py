@@ -40,8 +40,16 @@ class Deadlined(Protocol):
     def terminal_at_ms(self) -> int: ...
 
 
-def due_ms(state: Deadlined, policy: Policy) -> int | None:
-    """When the key's next deadline falls (a Timer at or after it acts), or None.
+# What a deadline counts from, apart from the policy: ``due = base + allowance(kind)``. The
+# changelog carries each row's basis beside it, so restore rebuilds the timer index without
+# decoding rows, and under the policy it runs with (the allowances are the policy's).
+STALL, LEASE, RECONCILE, SEAL = "s", "l", "r", "w"
+KINDS = (STALL, LEASE, RECONCILE, SEAL)
+DeadlineBasis = tuple[str, int]  # (kind, base_ms)
+
+
+def deadline_basis(state: Deadlined) -> DeadlineBasis | None:
+    """The kind of the key's next deadline and the time it counts from, or None.
 
     RESERVED: a dispatch nobody claimed raises ``stalled`` once per attempt. DISPATCHED:
     the holder said nothing long after its lease: reconcile. RECONCILING: no result came:
@@ -51,14 +59,38 @@ def due_ms(state: Deadlined, policy: Policy) -> int | None:
     if phase is Phase.RESERVED:
         if state.stall_alerted == state.attempt:
             return None
-        return max(state.not_before_ms, state.phase_since_ms) + policy.stall_after_ms
+        return STALL, max(state.not_before_ms, state.phase_since_ms)
     if phase is Phase.DISPATCHED:
-        return state.lease_until_ms + policy.clock_skew_ms + policy.stall_after_ms
+        return LEASE, state.lease_until_ms
     if phase is Phase.RECONCILING:
-        return state.phase_since_ms + policy.reconcile_timeout_ms
+        return RECONCILE, state.phase_since_ms
     if phase.terminal:
-        return state.terminal_at_ms + policy.replay_window_ms + 1
+        return SEAL, state.terminal_at_ms
     return None
+
+
+def allowance(kind: str, policy: Policy) -> int:
+    """How long after its base a deadline of ``kind`` falls, under ``policy``."""
+    if kind == STALL:
+        return policy.stall_after_ms
+    if kind == LEASE:
+        return policy.clock_skew_ms + policy.stall_after_ms
+    if kind == RECONCILE:
+        return policy.reconcile_timeout_ms
+    if kind == SEAL:
+        return policy.replay_window_ms + 1
+    raise ValueError(f"no deadline kind {kind!r}")
+
+
+def allowances(policy: Policy) -> dict[str, int]:
+    """Every kind's allowance under ``policy`` (restore looks them up per record)."""
+    return {kind: allowance(kind, policy) for kind in KINDS}
+
+
+def due_ms(state: Deadlined, policy: Policy) -> int | None:
+    """When the key's next deadline falls (a Timer at or after it acts), or None."""
+    basis = deadline_basis(state)
+    return None if basis is None else basis[1] + allowance(basis[0], policy)
 
 
 def deadline(state: KeyState, policy: Policy, now: int) -> Decision:

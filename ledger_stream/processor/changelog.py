@@ -8,12 +8,18 @@ offsets of intents-p and attempts-p that the batch commits. Restore applies a re
 when its batch was committed (both positions at or below the group's committed offsets):
 a record of a batch that crashed before its commit is skipped, since those inputs are
 decided again.
+
+A key's row also carries its deadline basis (``ledger.due``: the kind's letter and the base
+time, ``-`` for none; ``domain.deadlines.deadline_basis``), so restore indexes its timer
+without decoding the row. Rows written before that header existed are decoded instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+from ledger_stream.domain.deadlines import KINDS, DeadlineBasis
 
 CLOCK_KEY = b"~clock"
 CONTAINMENT_KEY = "~containment"  # the row of the partition's freezes and held keys
@@ -21,6 +27,8 @@ TICK_KEY = b"~tick"  # the key of Tick records on ledger.attempts
 GROUP = "ledger.group"
 INTENTS = "ledger.intents.next"
 ATTEMPTS = "ledger.attempts.next"
+DUE = "ledger.due"
+NO_DUE = b"-"
 
 Headers = list[tuple[str, bytes]]
 
@@ -43,11 +51,26 @@ class ChangelogRecord:
     value: bytes | None
     group: str
     positions: Positions
+    due: bytes | None = None  # the row's deadline basis header, as written (None: absent)
 
 
 def headers(group: str, positions: Positions) -> Headers:
     return [(GROUP, group.encode()), (INTENTS, b"%d" % positions.intents),
             (ATTEMPTS, b"%d" % positions.attempts)]
+
+
+def due_header(basis: DeadlineBasis | None) -> tuple[str, bytes]:
+    return DUE, NO_DUE if basis is None else b"%s%d" % (basis[0].encode(), basis[1])
+
+
+def parse_due(data: bytes) -> DeadlineBasis | None:
+    """The basis a ``ledger.due`` value names; ValueError when it is not one."""
+    if data == NO_DUE:
+        return None
+    kind, base = data[:1].decode("ascii"), int(data[1:])
+    if kind not in KINDS:
+        raise ValueError(f"no deadline kind {kind!r}")
+    return kind, base
 
 
 def clock_value(clock_ms: int) -> bytes:
@@ -66,7 +89,13 @@ def parse(offset: int, key: bytes | None, value: bytes | None,
     group: str | bytes = b""
     intents: str | bytes = b"-1"
     attempts: str | bytes = b"-1"
-    items = raw_headers.items() if isinstance(raw_headers, Mapping) else raw_headers or ()
+    due: str | bytes | None = None
+    if type(raw_headers) is list:  # what a consumed record gives: the fast path
+        items: Iterable[tuple[str, HeaderValue]] = raw_headers
+    elif isinstance(raw_headers, Mapping):
+        items = raw_headers.items()
+    else:
+        items = raw_headers or ()
     for name, data in items:
         if data is None:
             continue
@@ -76,9 +105,12 @@ def parse(offset: int, key: bytes | None, value: bytes | None,
             attempts = data
         elif name == GROUP:
             group = data
+        elif name == DUE:
+            due = data
     try:
         positions = Positions(int(intents), int(attempts))
     except ValueError:
         return ChangelogRecord(offset, key or b"", value, "", Positions())
     text = group.decode("utf-8", "replace") if isinstance(group, bytes) else group
-    return ChangelogRecord(offset, key or b"", value, text, positions)
+    return ChangelogRecord(offset, key or b"", value, text, positions,
+                           due.encode() if isinstance(due, str) else due)

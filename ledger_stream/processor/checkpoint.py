@@ -71,8 +71,11 @@ class Checkpoint:
         log = topics["changelog"]
         for partition, overlay in batch.overlays.items():
             headers = changelog.headers(self._group, batch.positions(partition))
+            dues = overlay.row_dues()  # the containment row has none
             for key, row in overlay.rows().items():
-                send(log, row, key.encode("utf-8"), partition, headers)
+                due = dues.get(key)
+                send(log, row, key.encode("utf-8"), partition,
+                     headers if due is None else [*headers, due])
             if overlay.clock_moved:
                 send(log, changelog.clock_value(overlay.clock), changelog.CLOCK_KEY,
                      partition, headers)

@@ -17,11 +17,11 @@ import json
 import logging
 
 from ledger_stream.domain import containment as contain
-from ledger_stream.domain.deadlines import due_ms
+from ledger_stream.domain.deadlines import deadline_basis, due_ms
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState, absent
 from ledger_stream.logs import log_fields
-from ledger_stream.processor.changelog import CONTAINMENT_KEY
+from ledger_stream.processor.changelog import CONTAINMENT_KEY, due_header
 from ledger_stream.state import PartitionStore, StoreBatch, TimerEntry, decode_row, encode_row
 
 logger = logging.getLogger(__name__)
@@ -127,6 +127,10 @@ class PartitionOverlay:
                     self.containment().to_row(), separators=(",", ":"),
                     ensure_ascii=False).encode()
         return self._rows
+
+    def row_dues(self) -> dict[str, tuple[str, bytes]]:
+        """Each changed key's deadline basis, as the header beside its changelog row."""
+        return {key: due_header(deadline_basis(state)) for key, state in self._changed.items()}
 
     def store_batch(self, changelog_offset: int | None) -> StoreBatch:
         removed = set(self._fired)

@@ -8,8 +8,12 @@ are at or below the group's committed offsets. Records of a batch that crashed b
 commit are skipped: those inputs are decided again, and their new records come later in the
 changelog. An empty or deleted state folder starts at offset 0 and is rebuilt entirely.
 
-The timer index is derived from the restored rows (``due_ms``), and the clock from the
-``~clock`` records, so a restored store decides exactly as the one that was lost.
+The timer index is derived from the restored rows (``due_ms`` under this processor's
+policy), and the clock from the ``~clock`` records, so a restored store decides exactly as
+the one that was lost. A row's deadline comes from the basis written beside it
+(``ledger.due``), so rows are not decoded; a row written without one (older processors) is.
+The deadline of the row a key had before (to drop its timer entry) is remembered for the
+keys this restore wrote, up to REMEMBERED keys, and decoded from the store for the others.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
-from ledger_stream.domain.deadlines import due_ms
+from ledger_stream.domain.deadlines import allowances, due_ms
 from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.message import fetched, position
 from ledger_stream.kafka.offsets import end_offset
@@ -33,7 +37,8 @@ from ledger_stream.state.rows import RowDeadline, decode_values
 
 logger = logging.getLogger(__name__)
 
-CHUNK = 5_000  # records per store write while restoring
+CHUNK = 10_000  # keys per store write while restoring (one partition's; rows in memory)
+REMEMBERED = 1_000_000  # keys whose deadline restore remembers (about 100 bytes each)
 
 
 @dataclass
@@ -54,6 +59,9 @@ class _Applier:
         self._group = group
         self._policy = policy
         self._rows: dict[str, bytes] = {}
+        self._dues: dict[str, bytes | None] = {}  # each row's ledger.due header
+        self._allowance = allowances(policy)
+        self._written_due: dict[str, int | None] = {}  # keys this restore wrote: their due
         self._clock: int | None = None
         self._last = start - 1
 
@@ -67,7 +75,9 @@ class _Applier:
         if record.key == changelog.CLOCK_KEY:
             self._clock = max(self._clock or 0, int(record.value))
         else:
-            self._rows[record.key.decode("utf-8")] = record.value
+            key = record.key.decode("utf-8")
+            self._rows[key] = record.value
+            self._dues[key] = record.due
         if len(self._rows) >= CHUNK:
             self._write(self._last + 1)
 
@@ -80,19 +90,37 @@ class _Applier:
     def _write(self, offset: int) -> None:
         removed: set[TimerEntry] = set()
         added: set[TimerEntry] = set()
+        written = self._written_due
         for key, row in self._rows.items():
             if key == changelog.CONTAINMENT_KEY:
                 continue  # the partition's containment row, not a key: no timer
-            old = self.store.get(key)
-            if old is not None and (before := self._due(old)) is not None:
+            if key in written:
+                before = written[key]
+            else:
+                old = self.store.get(key)
+                before = None if old is None else self._decoded_due(old)
+            if before is not None:
                 removed.add((before, key))
-            if (after := self._due(row)) is not None:
+            after = self._due(row, self._dues[key])
+            if after is not None:
                 added.add((after, key))
+            if len(written) < REMEMBERED or key in written:
+                written[key] = after
         self.store.write(StoreBatch(self._rows, removed, added, self._clock, offset))
-        self._rows, self._clock = {}, None
+        self._rows, self._dues, self._clock = {}, {}, None
 
+    def _due(self, row: bytes, header: bytes | None) -> int | None:
+        """The row's deadline from its basis header, or from the row itself."""
+        if header is not None:
+            try:
+                basis = changelog.parse_due(header)
+            except ValueError:
+                pass  # not a basis this code writes: the row itself says
+            else:
+                return None if basis is None else basis[1] + self._allowance[basis[0]]
+        return self._decoded_due(row)
 
-    def _due(self, row: bytes) -> int | None:
+    def _decoded_due(self, row: bytes) -> int | None:
         return due_ms(RowDeadline(decode_values(row)), self._policy)
 
 

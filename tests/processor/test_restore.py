@@ -5,22 +5,27 @@ index come back, and the store remembers how far it read."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
 
 from ledger_stream.domain import decide
-from ledger_stream.domain.deadlines import due_ms
+from ledger_stream.domain.deadlines import allowance, deadline_basis, due_ms
 from ledger_stream.domain.policy import Policy
-from ledger_stream.domain.state import absent
+from ledger_stream.domain.state import KeyState, absent
 from ledger_stream.processor.changelog import (
     CLOCK_KEY,
+    DUE,
     ChangelogRecord,
     Positions,
     clock_value,
+    due_header,
     headers,
     parse,
+    parse_due,
 )
 from ledger_stream.processor.restore import apply_records
 from ledger_stream.state import MemoryPartitionStore, StoreBatch, decode_row, encode_row
 from tests.factories import claim, intent
+from tests.state.test_rows import policies, states
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -113,3 +118,75 @@ def test_changelog_headers_parse_in_every_shape_the_client_gives() -> None:
         assert (record.group.encode(), record.positions) == expected, shape
     assert parse(3, None, None, [(GROUP, b"g")]).positions == Positions()
     assert parse(3, b"k", b"[]", [(GROUP, b"g"), (INTENTS, "x")]).group == ""
+
+
+# -- deadlines from the basis written beside each row (no row decoded) ----------------------
+
+def _with_due(offset: int, key: bytes, row: bytes, at: Positions,
+              due: bytes | None = None) -> ChangelogRecord:
+    """A record as the processor writes it: its row's deadline basis in ``ledger.due``
+    (``due`` overrides the header's value, e.g. with one this code does not write)."""
+    header = due_header(deadline_basis(decode_row(row)))
+    return parse(offset, key, row, [*headers(GROUP, at), (DUE, header[1] if due is None else due)])
+
+
+def _undecodable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Restore must not decode a row: decoding one fails the test."""
+    def refuse(row: bytes) -> list[object]:
+        raise AssertionError("restore decoded a row")
+    monkeypatch.setattr("ledger_stream.processor.restore.decode_values", refuse)
+
+
+def test_the_timer_comes_from_the_basis_under_the_restoring_policy_not_the_writers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    reserved, granted = _states()
+    other = Policy(stall_after_ms=7_777, clock_skew_ms=11, replay_window_ms=99_000)
+    _undecodable(monkeypatch)
+    for row in (reserved, granted):
+        store = MemoryPartitionStore(0)
+        apply_records(store, [_with_due(0, b"acme/pay/A", row, Positions(1, 1))],
+                      Positions(1, 1), GROUP, other)
+        assert list(store.due_timers(2**62)) == [(due_ms(decode_row(row), other), "acme/pay/A")]
+
+
+def test_a_row_without_a_basis_this_code_reads_is_decoded_instead() -> None:
+    reserved, _ = _states()
+    expected = [(due_ms(decode_row(reserved), POLICY), "acme/pay/A")]
+    for due in (b"x12", b"s", b"s1e3", "s\u00e91".encode(), b""):
+        store = MemoryPartitionStore(0)
+        apply_records(store, [_with_due(0, b"acme/pay/A", reserved, Positions(1, 1), due)],
+                      Positions(1, 1), GROUP, POLICY)
+        assert list(store.due_timers(2**62)) == expected, due
+    store = MemoryPartitionStore(0)  # an older processor's record: no header at all
+    apply_records(store, [_record(0, b"acme/pay/A", reserved, Positions(1, 1))],
+                  Positions(1, 1), GROUP, POLICY)
+    assert list(store.due_timers(2**62)) == expected
+
+
+@pytest.mark.parametrize("remembered", [1_000, 0])
+def test_a_key_rewritten_in_a_later_chunk_keeps_only_its_new_timer(
+        monkeypatch: pytest.MonkeyPatch, remembered: int) -> None:
+    """Each record its own store write (CHUNK 1): the first row's timer entry must go when
+    the second comes, from the deadline restore remembered for the key, or (nothing
+    remembered) from the stored row."""
+    reserved, granted = _states()
+    monkeypatch.setattr("ledger_stream.processor.restore.CHUNK", 1)
+    monkeypatch.setattr("ledger_stream.processor.restore.REMEMBERED", remembered)
+    if remembered:
+        _undecodable(monkeypatch)
+    store = MemoryPartitionStore(0)
+    records = [_with_due(0, b"acme/pay/A", reserved, Positions(1, 0)),
+               _with_due(1, b"acme/pay/A", granted, Positions(1, 1))]
+    apply_records(store, records, Positions(1, 1), GROUP, POLICY)
+    assert store.get("acme/pay/A") == granted
+    assert list(store.due_timers(2**62)) == [(due_ms(decode_row(granted), POLICY),
+                                              "acme/pay/A")]
+
+
+@given(states, policies)
+def test_the_written_basis_gives_the_states_deadline_under_any_policy(
+        state: KeyState, policy: Policy) -> None:
+    _, value = due_header(deadline_basis(state))
+    basis = parse_due(value)
+    assert (None if basis is None else basis[1] + allowance(basis[0], policy)) \
+        == due_ms(state, policy)
