@@ -82,22 +82,26 @@ class KeyStory:
     target: str
     holders: frozenset[str]  # members whose claims (``<member>.<n>``) the key had by then
     target_faulted: bool  # a sandbox fault acted on one of the key's own requests
+    reconciling_since_ms: int | None = None  # the key's first Reconcile by then, if any
 
 
 def _unknown_outcome_cause(fault: FaultAt, key: KeyStory) -> bool:
     """Can ``fault`` have left the key's attempt outcome unknown (the road to the operator
-    queue)? Its target killed, a connector of its target killed or frozen mid-call (one that
-    held a claim, or any of them mid-reconciliation: reconcile jobs are not claimed, the
-    connector reading the job's partition runs it), a broker lost while the outcome was
-    reported; a sandbox fault only when the sandbox's own log shows it acting on this key's
-    request by the time of the alert."""
+    queue)? Its target killed; a connector that held one of its claims killed or frozen
+    mid-call; once the processor asked for a reconciliation, any connector of its target
+    killed or frozen from LEAD_MS before that (reconcile jobs are not claimed: the connector
+    reading the job's partition runs it, and one lost or late runs into the reconcile
+    timeout); a broker lost while the outcome was reported; a sandbox fault only when the
+    sandbox's own log shows it acting on this key's request by the time of the alert."""
+    reconciling = key.reconciling_since_ms is not None \
+        and fault.at_ms >= key.reconciling_since_ms - LEAD_MS
     return (fault.kind == "broker-kill"
             or (fault.kind in ("target-kill", "target-crash")
                 and fault.victim == TARGET_MEMBERS.get(key.target))
             or (fault.kind == "target-fault" and key.target_faulted)
             or (fault.kind in ("connector-kill", "pause")
                 and (fault.victim in key.holders
-                     or fault.victim.startswith(f"{key.target}-connector"))))
+                     or (reconciling and fault.victim.startswith(f"{key.target}-connector")))))
 
 
 def _lapse_cause(fault: FaultAt, key: KeyStory) -> bool:
@@ -277,6 +281,9 @@ def _check_fault_alerts(verdict: Verdict, intents: dict[str, list[ev.Intent]],
     claims: dict[str, list[ev.AttemptClaim]] = defaultdict(list)
     for claim in topics.claims:
         claims[claim.key].append(claim)
+    reconciles: dict[str, list[ev.Reconcile]] = defaultdict(list)
+    for reconcile in topics.reconciles:
+        reconciles[reconcile.key].append(reconcile)
     explained: dict[str, Counter[str]] = defaultdict(Counter)
     for alert in topics.alerts:
         can_cause = CAUSES.get(alert.kind)
@@ -288,8 +295,10 @@ def _check_fault_alerts(verdict: Verdict, intents: dict[str, list[ev.Intent]],
                             "with no intent")
             continue
         held = [c for c in claims.get(alert.key, []) if c.at_ms <= alert.at_ms]
+        asked = [r.at_ms for r in reconciles.get(alert.key, []) if r.at_ms <= alert.at_ms]
         story = KeyStory(its[0].target, frozenset(c.connector.rsplit(".", 1)[0] for c in held),
-                         truth.faulted_keys.get(alert.key, alert.at_ms + 1) <= alert.at_ms)
+                         truth.faulted_keys.get(alert.key, alert.at_ms + 1) <= alert.at_ms,
+                         min(asked, default=None))
         since = min((c.at_ms for c in held), default=min(i.at_ms for i in its)) - LEAD_MS
         # An armed sandbox fault waits for the next request: it may predate the claim.
         causes = [f for f in faults if f.at_ms <= alert.at_ms and can_cause(f, story)

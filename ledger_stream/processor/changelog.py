@@ -9,9 +9,12 @@ when its batch was committed (both positions at or below the group's committed o
 a record of a batch that crashed before its commit is skipped, since those inputs are
 decided again.
 
-A key's row also carries its deadline basis (``ledger.due``: the kind's letter and the base
-time, ``-`` for none; ``domain.deadlines.deadline_basis``), so restore indexes its timer
-without decoding the row. Rows written before that header existed are decoded instead.
+A key's row also carries its deadline basis (``ledger.due.v1``: the kind's letter and the
+base time, ``-`` for none; ``domain.deadlines.deadline_basis``), so restore indexes its timer
+without decoding the row. Rows written before that header existed are decoded instead. The
+header's name carries the version of ``deadline_basis``: a change to which states have a
+deadline, or what it counts from, must bump it (``DUE``), so restore decodes the rows older
+processors wrote instead of trusting their basis.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ TICK_KEY = b"~tick"  # the key of Tick records on ledger.attempts
 GROUP = "ledger.group"
 INTENTS = "ledger.intents.next"
 ATTEMPTS = "ledger.attempts.next"
-DUE = "ledger.due"
+DUE = "ledger.due.v1"  # bump with any change to domain.deadlines.deadline_basis
+MAX_BASE_MS = 2**62  # a base time past this is not one a processor wrote
 NO_DUE = b"-"
 
 Headers = list[tuple[str, bytes]]
@@ -64,12 +68,16 @@ def due_header(basis: DeadlineBasis | None) -> tuple[str, bytes]:
 
 
 def parse_due(data: bytes) -> DeadlineBasis | None:
-    """The basis a ``ledger.due`` value names; ValueError when it is not one."""
+    """The basis a ``ledger.due.v1`` value names (a kind letter, then the base time in
+    decimal digits); ValueError when it is not one this code writes."""
     if data == NO_DUE:
         return None
-    kind, base = data[:1].decode("ascii"), int(data[1:])
-    if kind not in KINDS:
-        raise ValueError(f"no deadline kind {kind!r}")
+    kind, digits = data[:1].decode("ascii"), data[1:]
+    if kind not in KINDS or not digits.isdigit() or len(digits) > 19:
+        raise ValueError(f"not a deadline basis: {data[:40]!r}")
+    base = int(digits)
+    if base > MAX_BASE_MS:
+        raise ValueError(f"a deadline base past {MAX_BASE_MS}: {base}")
     return kind, base
 
 

@@ -11,9 +11,9 @@ changelog. An empty or deleted state folder starts at offset 0 and is rebuilt en
 The timer index is derived from the restored rows (``due_ms`` under this processor's
 policy), and the clock from the ``~clock`` records, so a restored store decides exactly as
 the one that was lost. A row's deadline comes from the basis written beside it
-(``ledger.due``), so rows are not decoded; a row written without one (older processors) is.
-The deadline of the row a key had before (to drop its timer entry) is remembered for the
-keys this restore wrote, up to REMEMBERED keys, and decoded from the store for the others.
+(``ledger.due.v1``), so rows are not decoded; a row written without one (older processors),
+or with one this code does not read, is. Dropping the timer entry of the row a key had
+before decodes that row (a key appears once in a compacted changelog: rare).
 """
 
 from __future__ import annotations
@@ -37,8 +37,7 @@ from ledger_stream.state.rows import RowDeadline, decode_values
 
 logger = logging.getLogger(__name__)
 
-CHUNK = 10_000  # keys per store write while restoring (one partition's; rows in memory)
-REMEMBERED = 1_000_000  # keys whose deadline restore remembers (about 100 bytes each)
+CHUNK = 5_000  # keys per store write while restoring (one partition's rows in memory)
 
 
 @dataclass
@@ -61,7 +60,6 @@ class _Applier:
         self._rows: dict[str, bytes] = {}
         self._dues: dict[str, bytes | None] = {}  # each row's ledger.due header
         self._allowance = allowances(policy)
-        self._written_due: dict[str, int | None] = {}  # keys this restore wrote: their due
         self._clock: int | None = None
         self._last = start - 1
 
@@ -90,22 +88,14 @@ class _Applier:
     def _write(self, offset: int) -> None:
         removed: set[TimerEntry] = set()
         added: set[TimerEntry] = set()
-        written = self._written_due
         for key, row in self._rows.items():
             if key == changelog.CONTAINMENT_KEY:
                 continue  # the partition's containment row, not a key: no timer
-            if key in written:
-                before = written[key]
-            else:
-                old = self.store.get(key)
-                before = None if old is None else self._decoded_due(old)
-            if before is not None:
+            old = self.store.get(key)
+            if old is not None and (before := self._decoded_due(old)) is not None:
                 removed.add((before, key))
-            after = self._due(row, self._dues[key])
-            if after is not None:
+            if (after := self._due(row, self._dues[key])) is not None:
                 added.add((after, key))
-            if len(written) < REMEMBERED or key in written:
-                written[key] = after
         self.store.write(StoreBatch(self._rows, removed, added, self._clock, offset))
         self._rows, self._dues, self._clock = {}, {}, None
 
@@ -158,11 +148,12 @@ def restore_partitions(consumer: Consumer, topic: str, stores: dict[int, Partiti
                 start = 0
             starts[partition] = start
             appliers[partition] = _Applier(store, committed[partition], group, policy, start)
-        for msg in _read(consumer, topic, starts, ends, started + timeout_s):
-            _, partition, offset = position(msg)
-            # A consumed record's headers are (str, bytes) pairs already: no conversion.
-            appliers[partition].add(changelog.parse(offset, msg.key(), msg.value(),
-                                                    msg.headers()))
+        parse = changelog.parse
+        for fetched_now in _read(consumer, topic, starts, ends, started + timeout_s):
+            for msg in fetched_now:  # the hot loop: one pass per changelog record
+                _, partition, offset = position(msg)
+                # A consumed record's headers are (str, bytes) pairs already.
+                appliers[partition].add(parse(offset, msg.key(), msg.value(), msg.headers()))
         stats = RestoreStats()
         for partition, applier in appliers.items():
             done = applier.finish(ends[partition])
@@ -177,7 +168,9 @@ def restore_partitions(consumer: Consumer, topic: str, stores: dict[int, Partiti
 
 
 def _read(consumer: Consumer, topic: str, starts: dict[int, int], ends: dict[int, int],
-          deadline: float) -> Iterator[Message]:
+          deadline: float) -> Iterator[list[Message]]:
+    """The records from ``starts`` to ``ends``, as the client fetched them (a list at a
+    time); KafkaException for an error record."""
     todo = [TopicPartition(topic, p, starts[p]) for p in starts if starts[p] < ends[p]]
     if not todo:
         return
@@ -188,7 +181,8 @@ def _read(consumer: Consumer, topic: str, starts: dict[int, int], ends: dict[int
     while any(tp.offset < ends[tp.partition] for tp in consumer.position(tps)):
         if time.monotonic() > deadline:
             raise ProcessorError(f"restoring from {topic}: the end was not reached in time")
-        for msg in fetched(consumer, 5000, 0.2):
+        found = fetched(consumer, 5000, 0.2)
+        for msg in found:
             if msg.error():
                 raise KafkaException(msg.error())
-            yield msg
+        yield found

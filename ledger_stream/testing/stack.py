@@ -33,6 +33,7 @@ class Stack:
         self.bootstrap = settings.kafka_bootstrap
         self.tmp = tmp
         self.procs: list[Proc] = []
+        self._unreadable: Exception | None = None  # the last error reading receipts
         self.processor_env = dict(processor_env or {})
         self.processor_cgroup = processor_cgroup  # every processor joins it (testing/cgroup)
         self.processor = start_processor(settings, tmp / "state", tmp / "processor.log",
@@ -96,10 +97,12 @@ class Stack:
 
     def _readable_receipts(self, key: str) -> list[ev.Receipt]:
         """The key's receipts, or none while its partition cannot be read (a leader moving
-        after a broker came back: no watermarks for a while); the callers wait on."""
+        after a broker came back: no watermarks for a while); the callers wait on, and name
+        the last such error if they give up."""
         try:
             return self.receipts(key)
-        except (KafkaException, KafkaSetupError):
+        except (KafkaException, KafkaSetupError) as exc:
+            self._unreadable = exc
             return []
 
     def await_key(self, key: str, statuses: set[ev.ReceiptStatus],
@@ -114,7 +117,8 @@ class Stack:
                 return latest
             time.sleep(0.3)
         logs = "\n".join(f"--- {p.log.name}\n{p.tail(15)}" for p in self.procs)
-        raise AssertionError(f"{key} never reached {statuses}; latest {latest}\n{logs}")
+        raise AssertionError(f"{key} never reached {statuses}; latest {latest}; last read "
+                             f"error {self._unreadable!r}\n{logs}")
 
     def await_answer(self, intent: ev.Intent, timeout_s: float = 60.0) -> ev.Receipt:
         """The receipt that answers ``intent``."""
@@ -124,7 +128,8 @@ class Stack:
                 if receipt.intent_event_id == intent.event_id:
                     return receipt
             time.sleep(0.3)
-        raise AssertionError(f"no receipt for intent {intent.event_id}")
+        raise AssertionError(f"no receipt for intent {intent.event_id} (last read error "
+                             f"{self._unreadable!r})")
 
     def close(self) -> None:
         self.producer.close()

@@ -171,10 +171,12 @@ def test_an_operational_alert_needs_a_fault_that_can_cause_it_on_its_key() -> No
     claims = [ev.AttemptClaim("c1", REFUND, 1, "a", "payments-connector-2.7", 4_000, 25_000),
               ev.AttemptClaim("c2", CREDIT, 1, "b", "ledger-db-connector-1.3", 4_000, 25_000)]
 
-    def verdict(kind: ev.AlertKind, key: str, *faults: FaultAt, acted_ms: int | None = None
-                ) -> list[str]:
+    def verdict(kind: ev.AlertKind, key: str, *faults: FaultAt, acted_ms: int | None = None,
+                reconcile_ms: int | None = None) -> list[str]:
         seen = topics([r, c], receipts, [alert(key, kind, 30_000)])
         seen.claims.extend(claims)
+        if reconcile_ms is not None:  # the processor asked for a reconciliation of the key
+            seen.reconciles.append(ev.Reconcile(key, 1, "a", "payments", reconcile_ms))
         paid = truth([payment_call(REFUND, 5)], [(CREDIT, 7)])
         if acted_ms is not None:  # when the sandbox's log shows the fault acting on REFUND
             paid = dataclasses.replace(paid, faulted_keys={REFUND: acted_ms})
@@ -196,10 +198,16 @@ def test_an_operational_alert_needs_a_fault_that_can_cause_it_on_its_key() -> No
         {**payment_call(REFUND, 5, result="fault:delay_before_commit"), "at": 27.0},
         {**payment_call(REFUND, 5, result="fault:delay_before_commit"), "at": 26.0}],
         "effects": []}, []).faulted_keys == {REFUND: 26_000}
-    # Reconcile jobs are not claimed: any connector of the key's target may be mid-reconcile.
-    assert verdict(lost, REFUND, FaultAt(26_000, "pause", "payments-connector-1")) == []
-    assert verdict(lost, REFUND, FaultAt(26_000, "connector-kill", "payments-connector-1")) \
-        == []
+    # Reconcile jobs are not claimed: once the key is being reconciled, any connector of its
+    # target may be the one running the job; before that, only a holder counts.
+    for kind in ("pause", "connector-kill"):
+        other = FaultAt(26_000, kind, "payments-connector-1")
+        assert verdict(lost, REFUND, other, reconcile_ms=27_000) == []
+        assert verdict(lost, REFUND, other) == ["unexplained_alert"]
+        assert verdict(lost, REFUND, other, reconcile_ms=26_000 + 15_001) \
+            == ["unexplained_alert"]
+        assert verdict(lost, REFUND, FaultAt(26_000, kind, "ledger-db-connector-1"),
+                       reconcile_ms=27_000) == ["unexplained_alert"]  # another target's
     # A sandbox crash fault that acted on another key's request made the sandbox exit with
     # this key's call in flight (found by the 10-minute soak): the sandbox's log says when.
     crash = {**payment_call("acme/refund/other", 1, result="fault:crash_after_commit"),
@@ -218,6 +226,8 @@ def test_an_operational_alert_needs_a_fault_that_can_cause_it_on_its_key() -> No
     assert crashed(31_000) == ["unexplained_alert"]  # after the alert
     # Faults that cannot lose this key's outcome, or came too early or too late.
     for fault in (FaultAt(26_000, "target-fault", "payments-sandbox"),  # acted elsewhere
+                  FaultAt(26_000, "pause", "payments-connector-1"),  # not the holder
+                  FaultAt(26_000, "connector-kill", "payments-connector-1"),
                   FaultAt(26_000, "target-kill", "postgres"),
                   FaultAt(26_000, "connector-kill", "ledger-db-connector-1"),
                   FaultAt(26_000, "agent-kill", "agent-1"),

@@ -4,6 +4,8 @@ index come back, and the store remembers how far it read."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 
@@ -23,7 +25,13 @@ from ledger_stream.processor.changelog import (
     parse_due,
 )
 from ledger_stream.processor.restore import apply_records
-from ledger_stream.state import MemoryPartitionStore, StoreBatch, decode_row, encode_row
+from ledger_stream.state import (
+    MemoryPartitionStore,
+    RocksDBPartitionStore,
+    StoreBatch,
+    decode_row,
+    encode_row,
+)
 from tests.factories import claim, intent
 from tests.state.test_rows import policies, states
 
@@ -163,17 +171,12 @@ def test_a_row_without_a_basis_this_code_reads_is_decoded_instead() -> None:
     assert list(store.due_timers(2**62)) == expected
 
 
-@pytest.mark.parametrize("remembered", [1_000, 0])
 def test_a_key_rewritten_in_a_later_chunk_keeps_only_its_new_timer(
-        monkeypatch: pytest.MonkeyPatch, remembered: int) -> None:
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Each record its own store write (CHUNK 1): the first row's timer entry must go when
-    the second comes, from the deadline restore remembered for the key, or (nothing
-    remembered) from the stored row."""
+    the second comes (its deadline decoded from the stored row)."""
     reserved, granted = _states()
     monkeypatch.setattr("ledger_stream.processor.restore.CHUNK", 1)
-    monkeypatch.setattr("ledger_stream.processor.restore.REMEMBERED", remembered)
-    if remembered:
-        _undecodable(monkeypatch)
     store = MemoryPartitionStore(0)
     records = [_with_due(0, b"acme/pay/A", reserved, Positions(1, 0)),
                _with_due(1, b"acme/pay/A", granted, Positions(1, 1))]
@@ -181,6 +184,30 @@ def test_a_key_rewritten_in_a_later_chunk_keeps_only_its_new_timer(
     assert store.get("acme/pay/A") == granted
     assert list(store.due_timers(2**62)) == [(due_ms(decode_row(granted), POLICY),
                                               "acme/pay/A")]
+
+
+def test_a_basis_this_code_does_not_write_is_refused() -> None:
+    for value in (b"s99999999999999999999", b"s4611686018427387905", b"s 12", b"s+5",
+                  b"s1_0", b"s-5", b"s", b"", b"q12", b"-1", "s\u0661".encode()):
+        with pytest.raises(ValueError):
+            parse_due(value)
+    assert parse_due(b"w4611686018427387904") == ("w", 2**62)
+    assert parse_due(b"-") is None
+
+
+def test_a_forged_basis_falls_back_to_the_row_on_a_rocksdb_store(tmp_path: Path) -> None:
+    """A base too large for the timer index would fail the store write (and every
+    restart's restore): it is refused, and the row itself says."""
+    reserved, _ = _states()
+    store = RocksDBPartitionStore(tmp_path / "p0", 0)
+    try:
+        apply_records(store, [_with_due(0, b"acme/pay/A", reserved, Positions(1, 1),
+                                        b"s99999999999999999999")],
+                      Positions(1, 1), GROUP, POLICY)
+        assert list(store.due_timers(2**62)) == [(due_ms(decode_row(reserved), POLICY),
+                                                  "acme/pay/A")]
+    finally:
+        store.close()
 
 
 @given(states, policies)
