@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
@@ -54,16 +55,33 @@ def _int(value: str | None) -> int:
         return 2**63 - 1
 
 
+TOPIC_PATIENCE_S = 10.0  # how long a topic just created may take to show in metadata
+
+
+def listed_topics(admin: AdminClient, names: list[str], timeout_s: float,
+                  patience_s: float = TOPIC_PATIENCE_S) -> tuple[dict[str, Any], list[str]]:
+    """The cluster's topics, and which of ``names`` are missing from them. A topic just
+    created (``topics create`` right before the processor starts) can take a moment to reach
+    the metadata a broker serves, so missing ones are asked for again for ``patience_s``
+    before they count as missing. StartupRefused when Kafka does not answer."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            found: dict[str, Any] = admin.list_topics(timeout=timeout_s).topics
+        except KafkaException as exc:
+            raise StartupRefused(f"Kafka did not answer: {exc}") from exc
+        missing = [name for name in names if name not in found]
+        if not missing or time.monotonic() >= deadline:
+            return found, missing
+        time.sleep(0.5)
+
+
 def check_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0) -> int:
     """The input topics' partition count. Raises StartupRefused naming the fix when a topic
     is missing, the partition counts differ, or an input topic's clock is not bounded."""
     admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
     names = {role: settings.topic(role) for role in INPUTS + OUTPUTS}
-    try:
-        found = admin.list_topics(timeout=timeout_s).topics
-    except KafkaException as exc:
-        raise StartupRefused(f"Kafka at {bootstrap} did not answer: {exc}") from exc
-    missing = sorted(name for name in names.values() if name not in found)
+    found, missing = listed_topics(admin, sorted(names.values()), timeout_s)
     if missing:
         raise StartupRefused(f"missing topics {', '.join(missing)}: run `ledger-stream "
                              "topics create` with the same settings")

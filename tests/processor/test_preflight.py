@@ -84,3 +84,32 @@ def test_a_controller_that_went_away_is_asked_again_not_refused(monkeypatch) -> 
         ["message.timestamp.type"] == "LogAppendTime"
     with pytest.raises(StartupRefused, match="no answer within 1 s"):
         preflight._describe(Admin([Silent()] * 4), "t.intents", 1)
+
+
+def test_topics_just_created_are_waited_for_then_missing_ones_refused(monkeypatch) -> None:
+    """Found in a CI run: a processor started right after its topics were created saw none
+    of them in the broker's metadata and refused to start ("missing topics ...")."""
+    from ledger_stream.processor import preflight
+
+    class Listing:
+        def __init__(self, topics):
+            self.topics = topics
+
+    class Admin:
+        def __init__(self, answers):
+            self.answers = list(answers)
+            self.asked = 0
+
+        def list_topics(self, timeout):
+            self.asked += 1
+            return Listing(self.answers.pop(0) if len(self.answers) > 1 else self.answers[0])
+
+    monkeypatch.setattr(preflight.time, "sleep", lambda s: None)
+    late = Admin([{}, {"t.a": 1}, {"t.a": 1, "t.b": 2}])
+    found, missing = preflight.listed_topics(late, ["t.a", "t.b"], 1, patience_s=60)
+    assert (missing, late.asked, sorted(found)) == ([], 3, ["t.a", "t.b"])
+    never = Admin([{"t.a": 1}])
+    clock = iter(range(0, 1000, 1))
+    monkeypatch.setattr(preflight.time, "monotonic", lambda: next(clock))
+    _, missing = preflight.listed_topics(never, ["t.a", "t.b"], 1, patience_s=5)
+    assert missing == ["t.b"] and never.asked > 1
