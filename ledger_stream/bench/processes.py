@@ -65,8 +65,10 @@ class CpuWindow:
             return {}
         cpu = self._end[0] - self._start[0]
         ticks = self._end[2] - self._start[2]
-        return {"cpu_us_per_record": cpu / records * 1e6,
-                "machine_busy": (self._end[1] - self._start[1]) / ticks if ticks else 0.0}
+        busy = {"machine_busy": (self._end[1] - self._start[1]) / ticks if ticks else 0.0}
+        if cpu <= 0:  # a run shorter than the kernel's CPU accounting tick: not measured
+            return busy
+        return {"cpu_us_per_record": cpu / records * 1e6, **busy}
 
 
 class Child:
