@@ -128,6 +128,12 @@ class Settings(BaseSettings):
         10_000, ge=6_000, description="consumer session timeout: how fast a dead member's "
         "partitions move to the survivors"
     )
+    group_protocol: Literal["classic", "consumer"] = Field(
+        "classic", description="the processor's rebalance protocol: classic (eager range: "
+        "every rebalance revokes every partition) or consumer (KIP-848, Kafka 4.0 or later: "
+        "incremental, only the partitions that move pause; the session timeout becomes the "
+        "group's consumer.session.timeout.ms, bounded by the brokers' "
+        "group.consumer.min.session.timeout.ms)")
     metrics_port: MetricsPort = Field(
         9464, description="Prometheus /metrics port (0: any free port, logged; off: none)")
     retry_backoff_ms: int = Field(1_000, ge=0, description="delay before a retried dispatch")

@@ -26,6 +26,9 @@ RESERVED = frozenset({
     "enable.idempotence", "transactional.id", "isolation.level", "enable.auto.commit",
     "enable.auto.offset.store", "auto.offset.reset", "acks", "partition.assignment.strategy",
     "logger", "log_level", "on_delivery", "error_cb",
+    # The group protocol and its timeouts come from LEDGER_GROUP_PROTOCOL and
+    # LEDGER_SESSION_TIMEOUT_MS (the consumer protocol refuses the client-side timeouts).
+    "group.protocol", "group.remote.assignor", "session.timeout.ms", "heartbeat.interval.ms",
 })
 
 

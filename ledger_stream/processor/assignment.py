@@ -1,12 +1,20 @@
 """The partitions this processor owns, as the consumer group's rebalance callbacks change
-them. Eager (range) rebalancing: everything is revoked, then a new set assigned.
+them. Two protocols (``group_protocol``):
+
+- classic, eager range: everything is revoked, then a new set assigned;
+- consumer (KIP-848), incremental: each callback adds or removes only the partitions that
+  move; the others keep their stores and their place in the stream. The broker's range
+  assignor gives intents-p and attempts-p to one member once the group is stable, but one
+  may come a heartbeat before the other (its previous owner is still giving it up), so a
+  partition that comes alone is held, not read, until its co-partition comes.
 
 On assignment, for each state partition p (intents-p and attempts-p must come together, or
-p is refused): read the group's committed offsets (read_committed, so a transaction still
-holding offsets for p is waited for), open p's store, catch it up from the changelog, and
-only then let the consumer read p from the committed offsets. On revocation (or loss) the
-stores are closed: the callbacks run only inside ``poll``, between batches, so no batch is
-ever half-applied to a store that is closing.
+p is refused, eager, or held, incremental): read the group's committed offsets
+(read_committed, so a transaction still holding offsets for p is waited for), open p's
+store, catch it up from the changelog, and only then let the consumer read p from the
+committed offsets. On revocation (or loss) the stores are closed: the callbacks run only
+inside ``poll``, between batches, so no batch is ever half-applied to a store that is
+closing.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ RESTORE_ATTEMPTS = 8  # a broker restart can take a minute here: wait it out, th
 class Assignment:
     def __init__(self, open_store: Callable[[int], PartitionStore], restorer: Consumer,
                  policy: Policy, topics: tuple[str, str], changelog_topic: str,
-                 group: str) -> None:
+                 group: str, incremental: bool = False) -> None:
         self._open_store = open_store
         self._restorer = restorer
         self._policy = policy
@@ -47,6 +55,12 @@ class Assignment:
         self.stores: dict[int, PartitionStore] = {}
         self.committed: dict[int, Positions] = {}
         self.epoch = 0  # counts rebalance callbacks: records polled across one are stale
+        self.incremental = incremental
+        # Incremental only: every (topic, partition) the group gave, read or held.
+        self.held: set[tuple[str, int]] = set()
+        # Partitions released since the runtime last cleared this: their records polled
+        # before the release belong to an ownership that ended.
+        self.released: set[int] = set()
 
     @property
     def owned(self) -> list[int]:
@@ -54,7 +68,8 @@ class Assignment:
 
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.epoch += 1
-        accepted = self._co_partitioned(partitions)
+        accepted = (self._completed(partitions) if self.incremental
+                    else self._co_partitioned(partitions))
         started = time.monotonic()
         committed = self._read_committed(consumer, accepted)
         for partition in accepted:
@@ -65,15 +80,21 @@ class Assignment:
         metrics.RESTORE_RECORDS.labels("applied").inc(stats.applied)
         metrics.RESTORE_RECORDS.labels("skipped").inc(stats.skipped)
         assigned = [tp for p in accepted for tp in rewind_to(self.committed[p], self.topics, p)]
-        consumer.assign(assigned)
+        if self.incremental:
+            # Always called, even with nothing: the client would otherwise start reading
+            # what the callback left out (a partition held without its co-partition).
+            consumer.incremental_assign(assigned)
+        else:
+            consumer.assign(assigned)
         # A partition paused while the group moved on (the runtime pauses everything while
         # it waits for a rebalance) stays paused across reassignment unless resumed.
         if assigned:
             consumer.resume(assigned)
-        logger.info("partitions assigned", extra=log_fields(
-            partitions=accepted, restore_seconds=round(time.monotonic() - started, 3),
-            changelog_seconds=round(stats.seconds, 3),
-            restored_records=stats.applied, skipped_records=stats.skipped))
+        if accepted or not self.incremental:
+            logger.info("partitions assigned", extra=log_fields(
+                partitions=accepted, restore_seconds=round(time.monotonic() - started, 3),
+                changelog_seconds=round(stats.seconds, 3),
+                restored_records=stats.applied, skipped_records=stats.skipped))
 
     def _restore(self, stores: dict[int, PartitionStore], committed: dict[int, Positions]
                  ) -> RestoreStats:
@@ -92,13 +113,14 @@ class Assignment:
         raise AssertionError("unreachable")
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._release(partitions, "partitions revoked")
+        self._release(consumer, partitions, "partitions revoked")
 
     def on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._release(partitions, "partitions lost (session expired): their uncommitted "
-                      "batch, if any, was abandoned")
+        self._release(consumer, partitions, "partitions lost (session expired): their "
+                      "uncommitted batch, if any, was abandoned")
 
-    def _release(self, partitions: list[TopicPartition], what: str) -> None:
+    def _release(self, consumer: Consumer, partitions: list[TopicPartition], what: str
+                 ) -> None:
         self.epoch += 1
         released = sorted({tp.partition for tp in partitions} & set(self.stores))
         for partition in released:
@@ -106,6 +128,14 @@ class Assignment:
             self.committed.pop(partition, None)
             with contextlib.suppress(KeyError):
                 metrics.CLOCK_LAG.remove(str(partition))
+        self.released.update(released)
+        if self.incremental:
+            self.held -= {(tp.topic, tp.partition) for tp in partitions}
+            # Both topics of each released partition stop being read (a co-partition the
+            # group still gives us is held again); a partition that was only held was never
+            # read, so it is not in the client's assignment to remove.
+            consumer.incremental_unassign(
+                [TopicPartition(t, p) for p in released for t in self.topics])
         if released:
             logger.info(what, extra=log_fields(partitions=released))
 
@@ -113,6 +143,29 @@ class Assignment:
         for store in self.stores.values():
             store.close()
         self.stores.clear()
+
+    def taken_back(self) -> list[int]:
+        """Partitions released since ``released`` was cleared and owned again: their
+        records polled before the release are stale, and the client reads them again from
+        the committed offsets only for what it had not yet fetched."""
+        return sorted(self.released & set(self.stores))
+
+    def current(self, partition: int, taken_back: list[int]) -> bool:
+        """Whether a record of ``partition`` polled across callbacks may be decided: owned
+        now, and not released in between (a partition first accepted by a callback was
+        read only after it)."""
+        return partition in self.stores and partition not in taken_back
+
+    def _completed(self, partitions: list[TopicPartition]) -> list[int]:
+        """Incremental: the partitions these additions complete (both topics now given)."""
+        self.held |= {(tp.topic, tp.partition) for tp in partitions}
+        came = sorted({tp.partition for tp in partitions} - set(self.stores))
+        accepted = [p for p in came if all((t, p) in self.held for t in self.topics)]
+        waiting = sorted(set(came) - set(accepted))
+        if waiting:
+            logger.warning("partitions held until their co-partition comes",
+                           extra=log_fields(partitions=waiting))
+        return accepted
 
     def _co_partitioned(self, partitions: list[TopicPartition]) -> list[int]:
         topics: dict[int, set[str]] = defaultdict(set)

@@ -38,9 +38,12 @@ from ledger_stream.processor.step import LedgerStep
 
 class Checkpoint:
     def __init__(self, delivery: Delivery, consumer: Consumer, step: LedgerStep,
-                 topics: dict[str, str], group: str, instance: str) -> None:
-        """``topics`` maps roles ("dispatch", ..., "attempts", "changelog") to names."""
+                 topics: dict[str, str], group: str, instance: str,
+                 incremental: bool = False) -> None:
+        """``topics`` maps roles ("dispatch", ..., "attempts", "changelog") to names;
+        ``incremental``: the group uses the consumer protocol (KIP-848)."""
         self.delivery = delivery
+        self._incremental = incremental
         self._consumer = consumer
         self._step = step
         self._topics = topics
@@ -88,4 +91,11 @@ class Checkpoint:
             # commit too; this saves the round trip.)
             raise BatchAbandoned("fenced", "fenced: this member left the group during the "
                                  "batch", await_rebalance=True)
-        self.delivery.commit(offsets, batch.group_metadata)
+        metadata = batch.group_metadata
+        if self._incremental and offsets:
+            # KIP-848: the member epoch moves with every change of the group's assignment,
+            # carried by heartbeats without a callback, so the epoch of the poll may be gone
+            # by now. The current one is as safe: no partition leaves this member before a
+            # poll serves its callback, and a fenced member cannot rejoin before then.
+            metadata = self._consumer.consumer_group_metadata()
+        self.delivery.commit(offsets, metadata)

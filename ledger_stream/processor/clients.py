@@ -31,14 +31,38 @@ def consumer_config(settings: Settings, bootstrap: str) -> dict[str, Any]:
         # Only committed records: Ticks (and everything else a transaction wrote) of a
         # fenced processor never reach a decision.
         "isolation.level": "read_committed",
-        # Eager range assignment gives one member both intents-p and attempts-p (the
-        # topics share a partition count), and revokes everything before reassigning.
-        "partition.assignment.strategy": "range",
-        "session.timeout.ms": settings.session_timeout_ms,
-        "heartbeat.interval.ms": max(1_000, settings.session_timeout_ms // 5),
+        **_group_protocol(settings),
         # librdkafka's default long poll (500 ms) queues metadata requests behind it.
         "fetch.wait.max.ms": 50,
     }
+
+
+def _group_protocol(settings: Settings) -> dict[str, Any]:
+    if settings.group_protocol == "consumer":
+        # KIP-848: the broker assigns, incrementally; its range assignor gives one member
+        # both intents-p and attempts-p once the group is stable (assignment.py holds a
+        # partition that comes without its co-partition until it does). Timeouts are the
+        # group's configuration (group_config below), not the client's.
+        return {"group.protocol": "consumer", "group.remote.assignor": "range"}
+    # Eager range assignment gives one member both intents-p and attempts-p (the topics
+    # share a partition count), and revokes everything before reassigning.
+    return {
+        "partition.assignment.strategy": "range",
+        "session.timeout.ms": settings.session_timeout_ms,
+        "heartbeat.interval.ms": heartbeat_ms(settings),
+    }
+
+
+def heartbeat_ms(settings: Settings) -> int:
+    return max(1_000, settings.session_timeout_ms // 5)
+
+
+def group_config(settings: Settings) -> dict[str, str]:
+    """The group's own configuration under the consumer protocol (KIP-848): its members'
+    session timeout and heartbeat interval (the interval also bounds how soon a member
+    hears of partitions to give up or take)."""
+    return {"consumer.session.timeout.ms": str(settings.session_timeout_ms),
+            "consumer.heartbeat.interval.ms": str(heartbeat_ms(settings))}
 
 
 def changelog_reader_config(bootstrap: str) -> dict[str, Any]:

@@ -32,8 +32,11 @@ from ledger_stream.processor.exceptions import BatchAbandoned
 STALE_GENERATION = frozenset({
     KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID,
     KafkaError.REBALANCE_IN_PROGRESS, KafkaError.FENCED_INSTANCE_ID,
-    KafkaError._ASSIGNMENT_LOST,
+    KafkaError._ASSIGNMENT_LOST, KafkaError.FENCED_MEMBER_EPOCH,
 })
+# KIP-848: the batch carried the member epoch of its poll and the group has since moved on
+# by one assignment; the member is still in the group, so the next batch simply retries.
+STALE_EPOCH = KafkaError.STALE_MEMBER_EPOCH
 PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 FLUSH_TIMEOUT_S = 30.0
 TXN_TIMEOUT_S = 30.0
@@ -46,6 +49,9 @@ def classify(exc: KafkaException, step: str) -> BatchAbandoned:
     """The BatchAbandoned a Kafka error during ``step`` means."""
     err: KafkaError = exc.args[0]
     what = f"{step}: {err.name()}: {err.str()}"
+    if err.code() == STALE_EPOCH:
+        return BatchAbandoned("fenced", f"stale member epoch: the group reassigned during "
+                              f"the batch ({what})")
     if err.code() in STALE_GENERATION:
         return BatchAbandoned("fenced", f"fenced: the group moved on ({what})",
                               await_rebalance=True)
@@ -190,10 +196,17 @@ class AtLeastOnceDelivery(Delivery):
     def commit(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
         if not offsets:
             return
-        try:
-            self._consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as exc:
-            raise classify(exc, "commit") from exc
+        for attempt in (1, 2):
+            try:
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+                return
+            except KafkaException as exc:
+                # KIP-848: the epoch moved while the commit was on its way; the client sends
+                # its current one on a retry, and no partition left this member meanwhile
+                # (that needs a poll), so committing again is safe.
+                if attempt == 1 and exc.args[0].code() == STALE_EPOCH:
+                    continue
+                raise classify(exc, "commit") from exc
 
     def abort(self) -> None:
         # Records already sent stay sent (this guarantee cannot recall them); wait for

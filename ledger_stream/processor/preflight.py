@@ -17,11 +17,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 from ledger_stream.config import Settings
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.logs import log_fields
+from ledger_stream.processor.clients import group_config
 from ledger_stream.processor.exceptions import StartupRefused
 
 logger = logging.getLogger(__name__)
@@ -95,7 +102,33 @@ def check_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0) ->
                                     settings.clock_skew_bound_ms)
         if problem:
             raise StartupRefused(problem)
+    if settings.group_protocol == "consumer":
+        configure_group(admin, settings.consumer_group, group_config(settings), timeout_s)
     return next(iter(counts.values()))
+
+
+def configure_group(admin: AdminClient, group: str, config: Mapping[str, str],
+                    timeout_s: float) -> bool:
+    """Set the consumer group's own session timeout and heartbeat interval (KIP-848 group
+    configuration). Brokers that refuse them (a value below their
+    group.consumer.min.* bounds, or no group configurations at all) leave the group on the
+    brokers' defaults: a slower move of a dead member's partitions, never a wrong decision,
+    so that is a warning naming the broker settings, not a refusal."""
+    entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+               for name, value in config.items()]
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
+    try:
+        admin.incremental_alter_configs([resource], request_timeout=timeout_s
+                                        )[resource].result(timeout_s)
+        return True
+    except (KafkaException, TimeoutError) as exc:
+        error = exc.args[0].str() if isinstance(exc, KafkaException) else "no answer"
+        logger.warning("the brokers refused the group's session timeout; its members use "
+                       "the brokers' group.consumer.session.timeout.ms and "
+                       "heartbeat interval (lower group.consumer.min.session.timeout.ms "
+                       "and group.consumer.min.heartbeat.interval.ms to allow these)",
+                       extra=log_fields(group=group, error=error, config=dict(config)))
+        return False
 
 
 DESCRIBE_ATTEMPTS = 4

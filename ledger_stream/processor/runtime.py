@@ -4,7 +4,8 @@ Each iteration polls for the first record (waiting up to ``POLL_S``), then drain
 client already fetched without waiting (``consume(max_batch - 1, timeout=0)``), adds a Tick
 for each owned partition that was quiet for ``tick_interval_ms``, and runs the checkpoint
 (checkpoint.py) on the batch. Rebalance callbacks run only inside those polls, so a batch
-never spans a rebalance: records polled across one are dropped and read again.
+never spans a rebalance: records polled across one are dropped and read again (eager: all of
+them; incremental: those of the partitions the callback released or took back).
 
 A batch that cannot be committed (a stale generation, a fenced or failed producer, a failed
 delivery, an aborted transaction, an unreachable schema registry) is abandoned: the
@@ -75,7 +76,8 @@ class Processor:
         self._consumer = Consumer(clients.consumer_config(settings, bootstrap))
         self._restorer = Consumer(clients.changelog_reader_config(bootstrap))
         self._assignment = Assignment(self._folder.open, self._restorer, self._step.policy,
-                                      self._inputs, settings.topic("changelog"), group)
+                                      self._inputs, settings.topic("changelog"), group,
+                                      incremental=settings.group_protocol == "consumer")
         exactly_once = settings.processing_guarantee == "exactly-once"
         producer = clients.producer_settings(
             bootstrap, clients.transactional_id(group, self.instance) if exactly_once else None)
@@ -89,7 +91,7 @@ class Processor:
         self._bootstrap = bootstrap
         self._topic_names = sorted({*topics.values(), *self._inputs})
         self._checkpoint = Checkpoint(delivery, self._consumer, self._step, topics, group,
-                                      self.instance)
+                                      self.instance, self._assignment.incremental)
         self._ticker = Ticker(settings.tick_interval_ms)
         self._stop = stop or threading.Event()
         self._backoff_s = 0.0
@@ -150,21 +152,29 @@ class Processor:
             first = self._consumer.poll(POLL_S)
             if first is None:
                 return [], None, None
-            epoch = self._assignment.epoch
+            a = self._assignment
+            # Callbacks served inside that poll came before its record; from here on, one
+            # may come between two records.
+            epoch, a.released = a.epoch, set()
             records = [first]
             if self.settings.max_batch > 1:
                 records += self._consumer.consume(self.settings.max_batch - 1, timeout=0)
         except KafkaException as exc:
             raise ProcessorError(f"the consumer failed: {exc.args[0].str()}") from exc
-        if self._assignment.epoch != epoch:
-            # Eager rebalancing revokes everything before assigning anew, so these records
-            # belong to a revoked assignment: drop them (new owners read from the committed
-            # offsets, as will this process if it gets them back).
-            return [], None, None
+        if a.epoch != epoch:
+            if not a.incremental:
+                # Eager rebalancing revokes everything before assigning anew, so these
+                # records belong to a revoked assignment: drop them (new owners read from
+                # the committed offsets, as will this process if it gets them back).
+                return [], None, None
+            records = self._current(records)
         wall_ms = time.time() * 1000
         good = []
         for msg in records:
-            if msg.error():
+            error = msg.error()
+            if error:
+                if error.fatal():  # e.g. brokers without the consumer group protocol
+                    raise ProcessorError(f"the consumer failed: {error_text(msg)}")
                 logger.warning("consumer error", extra=log_fields(error=error_text(msg)))
                 continue
             self._ticker.seen(position(msg)[1], wall_ms)
@@ -172,6 +182,21 @@ class Processor:
         member = self._consumer.memberid()
         metadata = self._consumer.consumer_group_metadata() if member else None
         return good, member, metadata
+
+    def _current(self, records: list[Message]) -> list[Message]:
+        """Incremental rebalancing: the records of ``records`` that belong to an ownership
+        still in force. A partition untouched by the callbacks keeps its records, as does
+        one first accepted by them (the client read it only after the callback); one
+        released loses them; one released and taken back loses them and is read again from
+        its committed offsets."""
+        a = self._assignment
+        again = a.taken_back()
+        if again and not self._rewind(again):
+            # Nothing of this poll is decided: every owned partition is read again.
+            self._rewind()
+            self._await_rebalance()
+            return []
+        return [m for m in records if a.current(position(m)[1], again)]
 
     def _ticks(self) -> list[int]:
         owned = self._assignment.owned
@@ -214,7 +239,10 @@ class Processor:
         if new_producer:
             self._replace_producer()
         rewound = self._rewind()
-        if why.await_rebalance or not rewound or self._consumer.memberid() != batch.member:
+        if not rewound or (not self._assignment.incremental and (
+                why.await_rebalance or self._consumer.memberid() != batch.member)):
+            # Incremental: the member id outlives a fencing and the callbacks come with the
+            # next polls anyway; a commit that fails again until they do only costs a retry.
             self._await_rebalance()
 
     def _registry_outage(self, exc: SchemaRegistryUnavailable, batch: Batch) -> None:
@@ -236,11 +264,12 @@ class Processor:
                 self._stop.wait(delay)
                 delay = min(BACKOFF_MAX_S, delay * 2)
 
-    def _rewind(self) -> bool:
-        """Read every owned partition again from its committed offsets. False when the
-        client refused a seek (a partition it no longer holds: a rebalance is coming)."""
+    def _rewind(self, partitions: list[int] | None = None) -> bool:
+        """Read every owned partition (or ``partitions``) again from its committed offsets.
+        False when the client refused a seek (a partition it no longer holds: a rebalance is
+        coming)."""
         a, done = self._assignment, True
-        for partition in a.owned:
+        for partition in a.owned if partitions is None else partitions:
             for tp in rewind_to(a.committed[partition], self._inputs, partition):
                 try:
                     self._consumer.seek(tp)
@@ -265,9 +294,15 @@ class Processor:
             except KafkaException as exc:
                 raise ProcessorError(f"the consumer failed: {exc.args[0].str()}") from exc
         if a.epoch != epoch:
+            if a.incremental:
+                # Only what moved was reassigned: what this member kept is still paused,
+                # and read again from its committed offsets below.
+                kept = {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
+                self._consumer.resume([tp for tp in paused
+                                       if (tp.topic, tp.partition) in kept])
             # A record of the new assignment may have come back with the rebalance: read
             # it again rather than lose it.
-            if dropped and not self._rewind():
+            if (dropped or a.incremental) and not self._rewind():
                 raise ProcessorError("cannot rewind a new assignment to its committed "
                                      "offsets; restart the processor")
             return

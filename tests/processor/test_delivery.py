@@ -8,7 +8,7 @@ import time
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from ledger_stream.processor.delivery import classify
+from ledger_stream.processor.delivery import AtLeastOnceDelivery, classify
 from ledger_stream.processor.exceptions import BatchAbandoned
 
 pytestmark = pytest.mark.timeout(30)
@@ -19,11 +19,42 @@ def _error(code: int, **flags: bool) -> KafkaException:
 
 
 @pytest.mark.parametrize("code", [KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID,
-                                  KafkaError.REBALANCE_IN_PROGRESS])
+                                  KafkaError.REBALANCE_IN_PROGRESS,
+                                  KafkaError.FENCED_MEMBER_EPOCH])
 def test_a_stale_generation_waits_for_the_rebalance(code: int) -> None:
     why = classify(_error(code, txn_requires_abort=True), "send_offsets_to_transaction")
     assert (why.kind, why.await_rebalance, why.new_producer) == ("fenced", True, False)
     assert why.reason.startswith("fenced: the group moved on (send_offsets_to_transaction: ")
+
+
+def test_a_stale_member_epoch_only_abandons_the_batch() -> None:
+    why = classify(_error(KafkaError.STALE_MEMBER_EPOCH), "commit")
+    assert (why.kind, why.await_rebalance, why.new_producer) == ("fenced", False, False)
+
+
+class EpochMovingConsumer:
+    """Answers its first ``stale`` commits with STALE_MEMBER_EPOCH, then commits."""
+
+    def __init__(self, stale: int) -> None:
+        self.stale, self.commits = stale, 0
+
+    def commit(self, offsets: list[TopicPartition], asynchronous: bool) -> None:
+        self.commits += 1
+        if self.commits <= self.stale:
+            raise _error(KafkaError.STALE_MEMBER_EPOCH)
+
+
+def test_at_least_once_commits_again_once_when_the_member_epoch_moved() -> None:
+    offsets = [TopicPartition("ledger.intents", 0, 5)]
+    delivery = AtLeastOnceDelivery.__new__(AtLeastOnceDelivery)  # no producer needed
+    delivery._consumer = EpochMovingConsumer(stale=1)  # type: ignore[assignment]
+    delivery.commit(offsets, None)
+    assert delivery._consumer.commits == 2  # type: ignore[attr-defined]
+    delivery._consumer = EpochMovingConsumer(stale=2)  # type: ignore[assignment]
+    with pytest.raises(BatchAbandoned) as why:
+        delivery.commit(offsets, None)
+    assert delivery._consumer.commits == 2  # type: ignore[attr-defined]
+    assert not why.value.await_rebalance
 
 
 @pytest.mark.parametrize("code", [KafkaError._FENCED, KafkaError.PRODUCER_FENCED,

@@ -113,3 +113,24 @@ def test_topics_just_created_are_waited_for_then_missing_ones_refused(monkeypatc
     monkeypatch.setattr(preflight.time, "monotonic", lambda: next(clock))
     _, missing = preflight.listed_topics(never, ["t.a", "t.b"], 1, patience_s=5)
     assert missing == ["t.b"] and never.asked > 1
+
+
+@pytest.mark.kafka
+def test_group_timeouts_the_brokers_refuse_are_a_warning_not_a_refusal(
+        kafka_bootstrap: str, caplog: pytest.LogCaptureFixture) -> None:
+    """KIP-848 group configuration: below the brokers' minimum (the local cluster allows 6 s
+    and 1 s) the group keeps the brokers' defaults and the processor says so."""
+    import uuid
+
+    from confluent_kafka.admin import AdminClient
+
+    from ledger_stream.processor.preflight import configure_group
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    group = f"preflight-{uuid.uuid4().hex[:8]}"
+    assert configure_group(admin, group, {"consumer.session.timeout.ms": "7000",
+                                          "consumer.heartbeat.interval.ms": "1000"}, 30)
+    assert not configure_group(admin, group, {"consumer.session.timeout.ms": "2000"}, 30)
+    warning = [r for r in caplog.records if "refused the group's session timeout" in r.message]
+    assert len(warning) == 1 and warning[0].levelname == "WARNING"
+    assert "group.consumer.min.session.timeout.ms" in warning[0].message

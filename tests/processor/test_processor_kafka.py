@@ -3,13 +3,14 @@ from Ticks, crash, scale-out, and refusing unsafe topics."""
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
@@ -17,10 +18,10 @@ from ledger_stream.domain.deadlines import TIMER_CLAIM
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.kafka.producer import EventProducer, producer_config
 from ledger_stream.kafka.reader import read_topic
-from ledger_stream.kafka.topics import ledger_topics
+from ledger_stream.kafka.topics import create_topics, ledger_topics, require_matching
 from ledger_stream.serde import make_codec
 from ledger_stream.state import decode_row
-from ledger_stream.testing.processes import Proc, start_processor
+from ledger_stream.testing.processes import Proc, processor_group, start_processor
 from tests.factories import claim, intent, outcome
 from tests.processor.support import (
     CODEC,
@@ -339,16 +340,19 @@ def test_two_processors_share_partitions_and_survive_one_being_killed(
     assert len(keys) == 400
 
 
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_three_processors_rebalancing_during_batches_decide_exactly_as_the_model(
-        ledger_topics: Settings, tmp_path: Path):
+        ledger_topics: Settings, tmp_path: Path, protocol: str):
     """Issue 10, item 3: two members join, one leaves on SIGTERM and one is SIGKILLed while
-    intents stream in and small batches are in flight. Exactly once, the outputs on the topics
-    are the pure core's, one copy each, and every key is dispatched with one attempt id."""
+    intents stream in and small batches are in flight, under eager (classic) and incremental
+    (consumer, KIP-848) rebalancing. Exactly once, the outputs on the topics are the pure
+    core's, one copy each, and every key is dispatched with one attempt id."""
     s = ledger_topics
     events = _workload(keys=1200, duplicate_share=0.3, seed=13)
     thirds = [events[: len(events) // 3], events[len(events) // 3: 2 * len(events) // 3],
               events[2 * len(events) // 3:]]
-    quiet = {"LEDGER_TICK_INTERVAL_MS": "600000", "LEDGER_MAX_BATCH": "50"}
+    quiet = {"LEDGER_TICK_INTERVAL_MS": "600000", "LEDGER_MAX_BATCH": "50",
+             "LEDGER_GROUP_PROTOCOL": protocol}
     producer = EventProducer(s, s.kafka_bootstrap)
     procs = []
 
@@ -384,6 +388,76 @@ def test_three_processors_rebalancing_during_batches_decide_exactly_as_the_model
         assert a.stop() == 0, a.tail()
     finally:
         kill_all(procs)
+    assert_outputs_match_the_model(s, events, exactly_once=True)
+
+
+def _partitions_logged(proc: Proc, message: str) -> list[list[int]]:
+    return [json.loads(line)["partitions"] for line in log_lines(proc, f'"{message}"')]
+
+
+@pytest.fixture
+def six_partitions(ledger_settings: Settings) -> Iterator[Settings]:
+    """The ledger topics with six partitions, so two members each hold several."""
+    s = ledger_settings.model_copy(update={"partitions": 6})
+    assert s.kafka_bootstrap
+    require_matching(create_topics(s.kafka_bootstrap, s))
+    yield s
+    admin = AdminClient({"bootstrap.servers": s.kafka_bootstrap})
+    for future in admin.delete_topics([spec.name for spec in ledger_topics(s)],
+                                      operation_timeout=30).values():
+        future.result()
+
+
+def test_incremental_rebalancing_moves_only_what_changes_owner(six_partitions: Settings,
+                                                               tmp_path: Path):
+    """Consumer protocol (KIP-848): a member joining takes some of the first member's
+    partitions; the first gives up exactly those and keeps the others' stores open, takes
+    them back when the second leaves, and the decisions on both sides are the pure core's."""
+    s = six_partitions
+    env = {"LEDGER_GROUP_PROTOCOL": "consumer", "LEDGER_TICK_INTERVAL_MS": "600000"}
+    producer = EventProducer(s, s.kafka_bootstrap)
+    events = _workload(keys=600, duplicate_share=0.3, seed=17)
+    thirds = [events[: len(events) // 3], events[len(events) // 3: 2 * len(events) // 3],
+              events[2 * len(events) // 3:]]
+
+    def decide(chunk: list[ev.Intent], proc: Proc) -> None:
+        for event in chunk:
+            producer.send("intents", event)
+        producer.flush()
+        receipts_for(s, {e.event_id for e in chunk}, proc=proc)
+
+    def held(proc: Proc) -> list[int]:
+        return sorted(p for ps in _partitions_logged(proc, "partitions assigned") for p in ps)
+
+    a = start_processor(s, tmp_path / "state-a", tmp_path / "a.log", env=env)
+    procs = [a]
+    try:
+        wait_for("a to hold every partition", lambda: held(a) == list(range(6)), 60, procs)
+        # The processor set the group's own timeouts (LEDGER_SESSION_TIMEOUT_MS=6000).
+        group = ConfigResource(ResourceType.GROUP, processor_group(s))
+        admin = AdminClient({"bootstrap.servers": s.kafka_bootstrap})
+        config = admin.describe_configs([group])[group].result(30)
+        assert config["consumer.session.timeout.ms"].value == "6000"
+        assert config["consumer.heartbeat.interval.ms"].value == "1200"
+        decide(thirds[0], a)
+        b = start_processor(s, tmp_path / "state-b", tmp_path / "b.log", env=env)
+        procs.append(b)
+        wait_for("b to hold partitions", lambda: bool(held(b)), 60, procs)
+        decide(thirds[1], a)
+        assert b.stop() == 0, b.tail()
+        taken = held(b)
+        wait_for("a to take b's partitions back", lambda: len(held(a)) == 6 + len(taken),
+                 60, procs)
+        decide(thirds[2], a)
+        given_up = [p for ps in _partitions_logged(a, "partitions revoked") for p in ps]
+        assert a.stop() == 0, a.tail()  # (which gives up everything)
+    finally:
+        kill_all(procs)
+    # a gave up exactly what b took, never the rest, and got them back when b left.
+    assert 0 < len(taken) < 6, taken
+    assert sorted(given_up) == taken, (given_up, taken)
+    assert held(a) == sorted([*range(6), *taken])
+    assert not log_lines(a, "Traceback|refused") and not log_lines(b, "Traceback|refused")
     assert_outputs_match_the_model(s, events, exactly_once=True)
 
 

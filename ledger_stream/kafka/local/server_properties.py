@@ -82,6 +82,10 @@ def render(node: NodeSpec, cluster: tuple[NodeSpec, ...]) -> str:
         # expired: 4 s instead of the default 9 s keeps crash-and-restart tests fast.
         "broker.session.timeout.ms": 4000,
         "broker.heartbeat.interval.ms": 1000,
+        # Consumer-protocol (KIP-848) groups may ask for the processor's default session
+        # timeout (10 s, at least 6 s) and a heartbeat of 1 s (broker defaults: 45 s, 5 s).
+        "group.consumer.min.session.timeout.ms": 6000,
+        "group.consumer.min.heartbeat.interval.ms": 1000,
         "auto.create.topics.enable": "false",
         "num.network.threads": 2,
         "num.io.threads": 4,
