@@ -4,9 +4,15 @@ decided (on assignment).
 The store records the changelog offset it reflects; restore reads the changelog partition
 from there to its end (read_committed, so records of aborted transactions never count) and
 applies each record whose batch was committed: its group is ours and its input positions
-are at or below the group's committed offsets. Records of a batch that crashed before its
-commit are skipped: those inputs are decided again, and their new records come later in the
-changelog. An empty or deleted state folder starts at offset 0 and is rebuilt entirely.
+are at or below the group's committed offsets. A record of ours beyond those offsets is
+skipped, and the store's changelog offset stays at the first one skipped, because its batch
+either crashed before its commit (its inputs are decided again, and their new records come
+later in the changelog) or committed after this member read the offsets (a newer owner's
+batch: this member's assignment is already stale). A later restore, with newer committed
+offsets, reads from there again and applies what is committed by then, in changelog order,
+as a restore from scratch would; advancing past a skipped record would lose a committed
+one for good. Records of other groups or without our headers are never ours: skipped and
+passed. An empty or deleted state folder starts at offset 0 and is rebuilt entirely.
 
 The timer index is derived from the restored rows (``due_ms`` under this processor's
 policy), and the clock from the ``~clock`` records, so a restored store decides exactly as
@@ -62,12 +68,17 @@ class _Applier:
         self._allowance = allowances(policy)
         self._clock: int | None = None
         self._last = start - 1
+        self._held_at: int | None = None  # the first record of ours not committed yet
 
     def add(self, record: changelog.ChangelogRecord) -> None:
         self._last = record.offset
-        if record.group != self._group or record.value is None \
-                or not record.positions.covered_by(self._committed):
+        if record.group != self._group or record.value is None:
             self.stats.skipped += 1
+            return
+        if not record.positions.covered_by(self._committed):
+            self.stats.skipped += 1
+            if self._held_at is None:
+                self._held_at = record.offset
             return
         self.stats.applied += 1
         if record.key == changelog.CLOCK_KEY:
@@ -81,6 +92,8 @@ class _Applier:
 
     def finish(self, end_offset: int | None) -> RestoreStats:
         final = max(self._last + 1, end_offset or 0)
+        if self._held_at is not None:
+            final = min(final, self._held_at)
         if self._rows or self._clock is not None or final != self.store.changelog_offset:
             self._write(final)
         return self.stats
@@ -96,6 +109,8 @@ class _Applier:
                 removed.add((before, key))
             if (after := self._due(row, self._dues[key])) is not None:
                 added.add((after, key))
+        if self._held_at is not None:
+            offset = min(offset, self._held_at)
         self.store.write(StoreBatch(self._rows, removed, added, self._clock, offset))
         self._rows, self._dues, self._clock = {}, {}, None
 
