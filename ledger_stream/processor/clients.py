@@ -77,6 +77,13 @@ def changelog_reader_config(bootstrap: str) -> dict[str, Any]:
     }
 
 
+def changelog_ends_config(bootstrap: str) -> dict[str, Any]:
+    """A client that only asks for the changelog's high watermarks (read_uncommitted: the
+    end of the log, past any transaction still open, which the restorer's read-committed
+    end would stop before)."""
+    return {**changelog_reader_config(bootstrap), "isolation.level": "read_uncommitted"}
+
+
 def producer_settings(bootstrap: str, transactional: str | None) -> dict[str, Any]:
     """Idempotent, murmur2-partitioned; transactional when ``transactional`` is an id."""
     config = producer_config(bootstrap, acks="all")

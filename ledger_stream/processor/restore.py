@@ -44,6 +44,7 @@ from ledger_stream.state.rows import RowDeadline, decode_values
 logger = logging.getLogger(__name__)
 
 CHUNK = 5_000  # keys per store write while restoring (one partition's rows in memory)
+WAIT_NOTICE_S = 3.0  # nothing to read for this long, short of the end: say why
 
 
 @dataclass
@@ -144,34 +145,43 @@ def apply_records(store: PartitionStore, records: Iterable[changelog.ChangelogRe
 
 def restore_partitions(consumer: Consumer, topic: str, stores: dict[int, PartitionStore],
                        committed: dict[int, changelog.Positions], group: str, policy: Policy,
-                       timeout_s: float = 600.0) -> RestoreStats:
+                       timeout_s: float = 600.0, ends: Consumer | None = None
+                       ) -> RestoreStats:
     """Catch every store up from ``topic`` (the changelog), all partitions in one pass,
     with ``consumer``: a client of its own (assigned, never subscribed, read_committed).
-    Raises ProcessorError on a Kafka error or when the ends are not reached in time."""
+
+    The end read to is each partition's high watermark when the restore begins, asked of
+    ``ends`` (a read_uncommitted client; ``consumer`` itself when there is none, which is
+    right only where the changelog has no transactions). A transaction still open there (a
+    previous owner's, killed or paused mid-batch) holds the read-committed end back, and
+    batches a later owner committed after it lie beyond: the restore waits until the
+    coordinator ends that transaction (``transaction.timeout.ms`` at most) rather than stop
+    before them. Raises ProcessorError on a Kafka error or when the ends are not reached in
+    time."""
     started = time.monotonic()
     appliers: dict[int, _Applier] = {}
     try:
-        ends = {p: end_offset(consumer, TopicPartition(topic, p)) for p in stores}
+        ends_of = {p: end_offset(ends or consumer, TopicPartition(topic, p)) for p in stores}
         starts = {}
         for partition, store in stores.items():
             start = store.changelog_offset
-            if start > ends[partition]:
+            if start > ends_of[partition]:
                 # The store is ahead of its changelog (the topic was recreated): read it all.
                 logger.warning("state store ahead of its changelog; reading all of it",
                                extra=log_fields(partition=partition, store_offset=start,
-                                                end=ends[partition]))
+                                                end=ends_of[partition]))
                 start = 0
             starts[partition] = start
             appliers[partition] = _Applier(store, committed[partition], group, policy, start)
         parse = changelog.parse
-        for fetched_now in _read(consumer, topic, starts, ends, started + timeout_s):
+        for fetched_now in _read(consumer, topic, starts, ends_of, started + timeout_s):
             for msg in fetched_now:  # the hot loop: one pass per changelog record
                 _, partition, offset = position(msg)
                 # A consumed record's headers are (str, bytes) pairs already.
                 appliers[partition].add(parse(offset, msg.key(), msg.value(), msg.headers()))
         stats = RestoreStats()
         for partition, applier in appliers.items():
-            done = applier.finish(ends[partition])
+            done = applier.finish(ends_of[partition])
             stats.applied += done.applied
             stats.skipped += done.skipped
     except KafkaException as exc:
@@ -193,11 +203,21 @@ def _read(consumer: Consumer, topic: str, starts: dict[int, int], ends: dict[int
     tps = [TopicPartition(topic, tp.partition) for tp in todo]
     # Positions, not the last offsets read: transaction markers take offsets that are
     # never delivered.
-    while any(tp.offset < ends[tp.partition] for tp in consumer.position(tps)):
-        if time.monotonic() > deadline:
+    quiet_since, told = time.monotonic(), False
+    while behind := [tp.partition for tp in consumer.position(tps)
+                     if tp.offset < ends[tp.partition]]:
+        now = time.monotonic()
+        if now > deadline:
             raise ProcessorError(f"restoring from {topic}: the end was not reached in time")
+        if not told and now - quiet_since > WAIT_NOTICE_S:
+            told = True
+            logger.info("restore waiting for the changelog's open transactions to end "
+                        "(a previous owner's, aborted by the coordinator at its timeout)",
+                        extra=log_fields(partitions=behind))
         found = fetched(consumer, 5000, 0.2)
         for msg in found:
             if msg.error():
                 raise KafkaException(msg.error())
+        if found:
+            quiet_since = now
         yield found

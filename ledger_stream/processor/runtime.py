@@ -75,9 +75,11 @@ class Processor:
                                 partitions)
         self._consumer = Consumer(clients.consumer_config(settings, bootstrap))
         self._restorer = Consumer(clients.changelog_reader_config(bootstrap))
+        self._ends = Consumer(clients.changelog_ends_config(bootstrap))
         self._assignment = Assignment(self._folder.open, self._restorer, self._step.policy,
                                       self._inputs, settings.topic("changelog"), group,
-                                      incremental=settings.group_protocol == "consumer")
+                                      incremental=settings.group_protocol == "consumer",
+                                      ends=self._ends)
         exactly_once = settings.processing_guarantee == "exactly-once"
         producer = clients.producer_settings(
             bootstrap, clients.transactional_id(group, self.instance) if exactly_once else None)
@@ -323,6 +325,7 @@ class Processor:
         self._assignment.close()
         self._checkpoint.delivery.close()
         self._restorer.close()
+        self._ends.close()
         self._folder.unlock()
         logger.info("processor stopped", extra=log_fields(instance=self.instance))
 
