@@ -1,7 +1,11 @@
 """Conversion between the domain's frozen dataclasses and Avro-ready dicts.
 
 Converters are built once per class from its type hints: enums travel as their symbol,
-nested dataclasses as dicts, optional nested dataclasses as dict or None.
+nested dataclasses as dicts, optional nested dataclasses as dict or None. Each class's pair
+is compiled into two straight-line functions (as ``dataclasses`` compiles ``__init__``): a
+dict display to encode, one constructor call to decode, with no per-field loop, ``getattr``
+or converter call where a field needs no conversion. Every record the processor reads or
+writes goes through them, so they are on its hot path.
 """
 
 from __future__ import annotations
@@ -14,42 +18,109 @@ from enum import Enum
 from functools import cache
 from typing import Any
 
-Field = tuple[str, Callable[[Any], Any], Callable[[Any], Any]]
+Encoder = Callable[[Any], dict[str, Any]]
+Decoder = Callable[[dict[str, Any]], Any]
 
 
-def _identity(value: Any) -> Any:
-    return value
+@dataclasses.dataclass(frozen=True)
+class _Field:
+    """How one field converts: ``kind`` is plain, enum, record or optional (record)."""
+
+    name: str
+    kind: str
+    type: Any = None
 
 
-def _converters(hint: Any) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
-    """(to_avro, from_avro) for one field type."""
+def _field(name: str, hint: Any) -> _Field:
     if isinstance(hint, type) and issubclass(hint, Enum):
-        return (lambda v: v.value), hint
+        return _Field(name, "enum", hint)
     if dataclasses.is_dataclass(hint):
-        cls: Any = hint
-        return (lambda v: to_record(v)), (lambda d: from_record(cls, d))
+        return _Field(name, "record", hint)
     if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
         members = [a for a in typing.get_args(hint) if a is not type(None)]
         if len(members) == 1 and dataclasses.is_dataclass(members[0]):
-            enc, dec = _converters(members[0])
-            return (lambda v: None if v is None else enc(v)), (
-                lambda d: None if d is None else dec(d)
-            )
-    return _identity, _identity
+            return _Field(name, "optional", members[0])
+    return _Field(name, "plain")
 
 
 @cache
-def _fields(cls: type) -> tuple[Field, ...]:
+def _fields(cls: type) -> tuple[_Field, ...]:
     hints = typing.get_type_hints(cls)
-    return tuple(
-        (f.name, *_converters(hints[f.name])) for f in dataclasses.fields(cls)
-    )
+    return tuple(_field(f.name, hints[f.name]) for f in dataclasses.fields(cls))
+
+
+def _compile(source: str, scope: dict[str, Any], name: str) -> Any:
+    namespace: dict[str, Any] = {}
+    exec(compile(source, f"<ledger_stream.serde.records {name}>", "exec"), scope, namespace)
+    return namespace[name]
+
+
+def _expression(f: _Field, i: int, raw: str, convert: Callable[[type], Any], prefix: str,
+                scope: dict[str, Any]) -> str:
+    """The source converting field ``f`` (number ``i``) whose value is ``raw``; a nested
+    record's converter (``convert`` of its type) goes into ``scope`` as ``<prefix><i>``."""
+    if f.kind in ("record", "optional"):
+        scope[f"{prefix}{i}"] = convert(f.type)
+        call = f"{prefix}{i}({raw})"
+        return call if f.kind == "record" else f"(None if {raw} is None else {call})"
+    return raw
+
+
+@cache
+def encoder(cls: type) -> Encoder:
+    """``cls``'s instance → Avro-ready dict, compiled once."""
+    scope: dict[str, Any] = {}
+    items = []
+    for i, f in enumerate(_fields(cls)):
+        raw = f"o.{f.name}.value" if f.kind == "enum" else f"o.{f.name}"
+        items.append(f"{f.name!r}: {_expression(f, i, raw, encoder, 'e', scope)}")
+    source = f"def encode(o):\n    return {{{', '.join(items)}}}\n"
+    return typing.cast(Encoder, _compile(source, scope, "encode"))
+
+
+@cache
+def decoder(cls: type) -> Decoder:
+    """Avro dict → ``cls``, compiled once. A record missing a field (a schema older than
+    the class) leaves that field at its default, as the general path below does."""
+    scope: dict[str, Any] = {"cls": cls, "slow": lambda r: _decode_present(cls, r)}
+    args = []
+    for i, f in enumerate(_fields(cls)):
+        raw = f"r[{f.name!r}]"
+        if f.kind == "enum":
+            scope[f"t{i}"] = f.type
+            raw = f"t{i}({raw})"
+        args.append(f"{f.name}={_expression(f, i, raw, decoder, 'd', scope)}")
+    source = (f"def decode(r):\n"
+              f"    try:\n"
+              f"        return cls({', '.join(args)})\n"
+              f"    except KeyError:\n"
+              f"        return slow(r)\n")
+    return typing.cast(Decoder, _compile(source, scope, "decode"))
+
+
+def _decode_present(cls: Any, record: dict[str, Any]) -> Any:
+    """The general path: only the fields ``record`` has (a KeyError in the compiled path
+    may also come from a nested record; this raises it again where it belongs)."""
+    kwargs = {}
+    for f in _fields(cls):
+        if f.name not in record:
+            continue
+        raw = record[f.name]
+        if f.kind == "enum":
+            kwargs[f.name] = f.type(raw)
+        elif f.kind == "record":
+            kwargs[f.name] = decoder(f.type)(raw)
+        elif f.kind == "optional":
+            kwargs[f.name] = None if raw is None else decoder(f.type)(raw)
+        else:
+            kwargs[f.name] = raw
+    return cls(**kwargs)
 
 
 def to_record(obj: Any) -> dict[str, Any]:
-    cls: Any = type(obj)
-    return {name: enc(getattr(obj, name)) for name, enc, _ in _fields(cls)}
+    cls: type = type(obj)
+    return encoder(cls)(obj)
 
 
-def from_record(cls: Any, record: dict[str, Any]) -> Any:
-    return cls(**{name: dec(record[name]) for name, _, dec in _fields(cls) if name in record})
+def from_record(cls: type, record: dict[str, Any]) -> Any:
+    return decoder(cls)(record)

@@ -75,7 +75,8 @@ def restored(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
     calls: list[list[int]] = []
 
     def fake_restore(restorer: Any, changelog: str, stores: dict[int, Any],
-                     committed: Any, group: str, policy: Policy) -> RestoreStats:
+                     committed: Any, group: str, policy: Policy,
+                     ends: Any = None) -> RestoreStats:
         calls.append(sorted(stores))
         return RestoreStats()
 
