@@ -92,6 +92,8 @@ class Assignment:
         # it waits for a rebalance) stays paused across reassignment unless resumed.
         if assigned:
             consumer.resume(assigned)
+        if self.incremental:
+            metrics.PARTITIONS_HELD.set(len(self.waiting()))
         if accepted or not self.incremental:
             logger.info("partitions assigned", extra=log_fields(
                 partitions=accepted, restore_seconds=round(time.monotonic() - started, 3),
@@ -138,6 +140,7 @@ class Assignment:
             # read, so it is not in the client's assignment to remove.
             consumer.incremental_unassign(
                 [TopicPartition(t, p) for p in released for t in self.topics])
+            metrics.PARTITIONS_HELD.set(len(self.waiting()))
         if released:
             logger.info(what, extra=log_fields(partitions=released))
 
@@ -157,6 +160,10 @@ class Assignment:
         now, and not released in between (a partition first accepted by a callback was
         read only after it)."""
         return partition in self.stores and partition not in taken_back
+
+    def waiting(self) -> list[int]:
+        """Incremental: partitions given by halves, held until the other half comes."""
+        return sorted({p for _, p in self.held} - set(self.stores))
 
     def _completed(self, partitions: list[TopicPartition]) -> list[int]:
         """Incremental: the partitions these additions complete (both topics now given)."""

@@ -59,6 +59,11 @@ RESTORE_RECORDS = Counter(
     "Changelog records read while restoring, by result (applied; skipped: uncommitted "
     "batch or another group)", ["result"],
 )
+PARTITIONS_HELD = Gauge(
+    "ledger_partitions_held",
+    "Partitions the group gave one topic of and not the other (consumer protocol): held, "
+    "not read, until the co-partition comes; one that stays held is never decided",
+)
 CLOCK_LAG = Gauge(
     "ledger_partition_clock_lag_seconds",
     "Wall clock minus the partition clock (the newest broker timestamp decided), per "

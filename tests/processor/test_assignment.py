@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from prometheus_client import REGISTRY
 
 from ledger_stream.domain.policy import Policy
 from ledger_stream.processor import assignment as assignment_module
@@ -128,16 +129,26 @@ def test_a_partition_without_its_co_partition_is_held_and_never_read(
     assert a.owned == [] and consumer.reading == {}
     assert consumer.calls == [("incremental_assign", [])], \
         "the callback must assign (nothing), or the client reads the lone partition itself"
+    assert held_gauge() == 1
     a.on_assign(consumer, tps((ATTEMPTS, 5)))  # type: ignore[arg-type]
     assert a.owned == [5] and set(consumer.reading) == {(INTENTS, 5), (ATTEMPTS, 5)}
+    assert held_gauge() == 0
 
     # attempts-5 leaves first: both stop being read; intents-5 is held again.
     a.on_revoke(consumer, tps((ATTEMPTS, 5)))  # type: ignore[arg-type]
     assert a.owned == [] and consumer.reading == {}
-    assert a.held == {(INTENTS, 5)}
+    assert a.held == {(INTENTS, 5)} and held_gauge() == 1
     # A held partition leaving is not read, so nothing is unassigned for it.
     a.on_revoke(consumer, tps((INTENTS, 5)))  # type: ignore[arg-type]
     assert consumer.calls[-1] == ("incremental_unassign", []) and a.held == set()
+    assert held_gauge() == 0
+
+
+def held_gauge() -> float:
+    """``ledger_partitions_held`` as a scrape would read it."""
+    value = REGISTRY.get_sample_value("ledger_partitions_held")
+    assert value is not None
+    return value
 
 
 def test_a_lost_partition_closes_its_store_and_stops_being_read(restored: list[list[int]]):
