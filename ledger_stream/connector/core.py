@@ -233,7 +233,7 @@ class ConnectorCore:
         assert isinstance(job, DispatchJob)
         return self._claim(job, now_ms)
 
-    def _finish(self, job: Job, now_ms: int) -> list[Command]:
+    def _finish(self, job: Job, now_ms: int, remember: bool = True) -> list[Command]:
         job.stage = Stage.DONE
         self._jobs.pop(job.id, None)
         if job.abandoned:
@@ -241,7 +241,8 @@ class ConnectorCore:
             # again, and the processor answers that claim as the key is now.
             out: list[Command] = []
         else:
-            self._handled.add(_marker(job))
+            if remember:
+                self._handled.add(_marker(job))
             out = self._finish_offset(job.partition, job.offset)
         if self._busy.get(job.key) is job:
             self._release(job.key)
@@ -325,7 +326,12 @@ class ConnectorCore:
                               - int(needed_ms))
         if isinstance(answer, ev.Held):
             return self._wait_after(job, answer, now_ms)
-        return self._finish(job, now_ms)  # Reconcile or Done: not ours to apply
+        # Reconcile or Done: not ours to apply. Done says the attempt was not open when the
+        # claim was decided, which is no answer for later: the processor sends the same
+        # dispatch again only when the attempt is open (its stall timer, or at least once,
+        # an intent decided again after the claims its first copy drew), so a copy read
+        # after a Done is claimed again and the processor answers it as the key is then.
+        return self._finish(job, now_ms, remember=not isinstance(answer, ev.Done))
 
     def _wait_after(self, job: DispatchJob, held: ev.Held, now_ms: int) -> list[Command]:
         """Someone holds the attempt (or its backoff runs): claim again, with a new claim id,

@@ -612,18 +612,36 @@ def test_a_lookup_result_is_committed_once_it_is_recorded():
 
 def test_a_copy_of_a_handled_dispatch_is_committed_without_a_new_claim():
     c = core()
+    _handled(c, "acme/pay/k1", 0, 0, 1_000)
+    assert c.record(rec(dispatch(), 2), 1_030) == [Commit(0, 3)]  # a replay's copy
+
+
+def test_a_copy_read_after_a_done_is_claimed_again():
+    """Done answers the attempt as it was when the claim was decided. At least once, a new
+    owner can decide a claim (Done: no such key yet) before the intent its first copy came
+    from, then send the same dispatch again: that copy must be claimed, or the key waits
+    for good (the at-least-once chaos soak)."""
+    c = core()
     claim = claimed(c, dispatch())
     c.produced(claim.job_id, True, 1_010)
     done = c.record(rec(ev.Done("acme/pay/k1", 1, claim.event.claim_id, 1), 1), 1_020)
     assert done[-1] == Commit(0, 2)
-    assert c.record(rec(dispatch(), 2), 1_030) == [Commit(0, 3)]  # a replay's copy
+    again = claimed(c, dispatch(), offset=2, now=1_030)
+    assert again.event.claim_id != claim.event.claim_id
+    c.produced(again.job_id, True, 1_040)
+    grant = ev.Grant("acme/pay/k1", 1, again.event.claim_id, 11_000, 1_050)
+    assert isinstance(only(c.record(rec(grant, 3), 1_060), Call), Call)
 
 
 def _handled(c: ConnectorCore, key: str, partition: int, offset: int, now: int) -> None:
-    """Claim, acknowledge and finish (Done) attempt 1 of ``key`` at ``offset``, ``offset+1``."""
+    """Claim attempt 1 of ``key`` (its dispatch at ``offset``), get the grant (``offset+1``),
+    call, report success and have the report acknowledged."""
     claim = claimed(c, dispatch(key), offset, partition, now)
     c.produced(claim.job_id, True, now + 1)
-    c.record(rec(ev.Done(key, 1, claim.event.claim_id, 1), offset + 1, partition), now + 2)
+    grant = ev.Grant(key, 1, claim.event.claim_id, now + 10_000, now + 2)
+    call = only(c.record(rec(grant, offset + 1, partition), now + 3), Call)
+    report = only(c.called(call.job_id, OS.SUCCEEDED, "pay-1", "", now + 4), Produce)
+    c.produced(report.job_id, True, now + 5)
 
 
 def test_copies_of_handled_dispatches_queued_together_are_all_committed_and_work_goes_on():
