@@ -1,9 +1,10 @@
-"""Step a of the checkpoint: the records of one poll, decided in order against in-memory
-overlays of their partitions' stores. Nothing leaves the process until step b; dropping a
-Batch abandons it without a trace."""
+"""Step a of the checkpoint: the records of one poll, decided in time order
+(``in_time_order``) against in-memory overlays of their partitions' stores. Nothing leaves
+the process until step b; dropping a Batch abandons it without a trace."""
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import replace
 from typing import Any
 
@@ -16,6 +17,26 @@ from ledger_stream.processor.changelog import Positions
 from ledger_stream.processor.partition import PartitionOverlay
 from ledger_stream.processor.step import LedgerStep, Out
 from ledger_stream.state import PartitionStore
+
+
+def in_time_order(records: list[Message]) -> list[Message]:
+    """The records of one poll merged across partitions by broker timestamp, each
+    partition's kept in its own (offset) order. The client returns what it fetched
+    partition by partition, so attempts-p may come before the intents-p records that caused
+    them. At least once, a new owner reads both from the committed offsets, where the claims
+    its predecessor's dispatches drew lie too: in time order it decides the intent first
+    when both came in one poll, instead of answering the claim ``Done`` and raising a false
+    ``effect_without_intent`` (exactly once, such claims are never visible first)."""
+    runs: dict[tuple[str | None, int | None], list[Message]] = {}
+    for msg in records:
+        runs.setdefault((msg.topic(), msg.partition()), []).append(msg)
+    if len(runs) < 2:
+        return records
+    return list(heapq.merge(*runs.values(), key=_timestamp))
+
+
+def _timestamp(msg: Message) -> int:
+    return int(msg.timestamp()[1])
 
 
 class Batch:

@@ -34,7 +34,7 @@ from ledger_stream.kafka.replicas import below_min_isr
 from ledger_stream.logs import log_fields
 from ledger_stream.processor import clients, metrics
 from ledger_stream.processor.assignment import Assignment
-from ledger_stream.processor.batch import Batch, rewind_to
+from ledger_stream.processor.batch import Batch, in_time_order, rewind_to
 from ledger_stream.processor.checkpoint import Checkpoint
 from ledger_stream.processor.delivery import AtLeastOnceDelivery, Delivery, ExactlyOnceDelivery
 from ledger_stream.processor.exceptions import BatchAbandoned, ProcessorError
@@ -183,7 +183,7 @@ class Processor:
             good.append(msg)
         member = self._consumer.memberid()
         metadata = self._consumer.consumer_group_metadata() if member else None
-        return good, member, metadata
+        return in_time_order(good), member, metadata
 
     def _current(self, records: list[Message]) -> list[Message]:
         """Incremental rebalancing: the records of ``records`` that belong to an ownership

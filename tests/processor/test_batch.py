@@ -10,7 +10,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.deadlines import TIMER_CLAIM
 from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.partitioner import partition_for
-from ledger_stream.processor.batch import Batch
+from ledger_stream.processor.batch import Batch, in_time_order
 from ledger_stream.processor.changelog import Positions
 from ledger_stream.state import MemoryPartitionStore
 from tests.factories import claim, intent
@@ -102,3 +102,30 @@ def test_offsets_cover_both_topics_of_each_partition_read() -> None:
         [(INTENTS, P, 12)]
     batch.add(_tick(0, 1_500))
     assert [(tp.topic, tp.offset) for tp in batch.offsets()] == [(INTENTS, 12), (ATTEMPTS, 1)]
+
+
+def test_a_poll_is_decided_in_time_order_across_partitions_and_offset_order_within_each() -> None:
+    """At least once, a new owner reads attempts-p and intents-p from the committed offsets,
+    and the client may hand over the claims (drawn by its predecessor's dispatches) before
+    the intent that caused them: in time order the intent is decided first."""
+    event = intent(key=KEY, at_ms=1)
+    reserved = Batch(make_step(POLICY), {P: MemoryPartitionStore(P)},  # type: ignore[arg-type]
+                     {P: COMMITTED}, (INTENTS, ATTEMPTS))
+    reserved.add(record_of(event, INTENTS, 10, 100))
+    dispatch = next(o for o in _decoded(reserved) if isinstance(o, ev.Dispatch))
+    came = [record_of(claim(key=KEY, attempt=dispatch.attempt, at_ms=1), ATTEMPTS, 20, 200),
+            _tick(21, 150),  # a clock that went back (CreateTime): still after offset 20
+            record_of(event, INTENTS, 10, 100),
+            record_of(intent(key="acme/pay/other", at_ms=1), INTENTS, 11, 90, partition=P)]
+
+    ordered = in_time_order(came)  # type: ignore[arg-type]
+    assert [(m.topic(), m.offset()) for m in ordered] == [
+        (INTENTS, 10), (INTENTS, 11), (ATTEMPTS, 20), (ATTEMPTS, 21)]
+
+    batch = _batch({P: MemoryPartitionStore(P)})
+    for msg in ordered:
+        batch.add(msg)
+    decided = _decoded(batch)
+    assert any(isinstance(o, ev.Grant) for o in decided)
+    assert not any(isinstance(o, ev.Done | ev.Alert) for o in decided)
+    assert batch.positions(P) == Positions(12, 22)
