@@ -45,8 +45,7 @@ RESTORE_ATTEMPTS = 8  # a broker restart can take a minute here: wait it out, th
 class Assignment:
     def __init__(self, open_store: Callable[[int], PartitionStore], restorer: Consumer,
                  policy: Policy, topics: tuple[str, str], changelog_topic: str,
-                 group: str, incremental: bool = False, ends: Consumer | None = None
-                 ) -> None:
+                 group: str, ends: Consumer, incremental: bool = False) -> None:
         self._open_store = open_store
         self._restorer = restorer
         self._ends = ends  # asks for the changelog's high watermarks (restore.py)
@@ -107,7 +106,7 @@ class Assignment:
         for attempt in range(1, RESTORE_ATTEMPTS + 1):
             try:
                 return restore_partitions(self._restorer, self._changelog, stores, committed,
-                                          self._group, self._policy, ends=self._ends)
+                                          self._group, self._policy, self._ends)
             except ProcessorError as exc:
                 if attempt == RESTORE_ATTEMPTS:
                     raise

@@ -145,14 +145,13 @@ def apply_records(store: PartitionStore, records: Iterable[changelog.ChangelogRe
 
 def restore_partitions(consumer: Consumer, topic: str, stores: dict[int, PartitionStore],
                        committed: dict[int, changelog.Positions], group: str, policy: Policy,
-                       timeout_s: float = 600.0, ends: Consumer | None = None
-                       ) -> RestoreStats:
+                       ends: Consumer, timeout_s: float = 600.0) -> RestoreStats:
     """Catch every store up from ``topic`` (the changelog), all partitions in one pass,
     with ``consumer``: a client of its own (assigned, never subscribed, read_committed).
 
     The end read to is each partition's high watermark when the restore begins, asked of
-    ``ends`` (a read_uncommitted client; ``consumer`` itself when there is none, which is
-    right only where the changelog has no transactions). A transaction still open there (a
+    ``ends`` (a read_uncommitted client: ``consumer``'s own end is the read-committed one).
+    A transaction still open there (a
     previous owner's, killed or paused mid-batch) holds the read-committed end back, and
     batches a later owner committed after it lie beyond: the restore waits until the
     coordinator ends that transaction (``transaction.timeout.ms`` at most) rather than stop
@@ -161,7 +160,7 @@ def restore_partitions(consumer: Consumer, topic: str, stores: dict[int, Partiti
     started = time.monotonic()
     appliers: dict[int, _Applier] = {}
     try:
-        ends_of = {p: end_offset(ends or consumer, TopicPartition(topic, p)) for p in stores}
+        ends_of = {p: end_offset(ends, TopicPartition(topic, p)) for p in stores}
         starts = {}
         for partition, store in stores.items():
             start = store.changelog_offset

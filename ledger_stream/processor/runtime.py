@@ -78,8 +78,8 @@ class Processor:
         self._ends = Consumer(clients.changelog_ends_config(bootstrap))
         self._assignment = Assignment(self._folder.open, self._restorer, self._step.policy,
                                       self._inputs, settings.topic("changelog"), group,
-                                      incremental=settings.group_protocol == "consumer",
-                                      ends=self._ends)
+                                      self._ends,
+                                      incremental=settings.group_protocol == "consumer")
         exactly_once = settings.processing_guarantee == "exactly-once"
         producer = clients.producer_settings(
             bootstrap, clients.transactional_id(group, self.instance) if exactly_once else None)

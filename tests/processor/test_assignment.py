@@ -77,7 +77,7 @@ def restored(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
 
     def fake_restore(restorer: Any, changelog: str, stores: dict[int, Any],
                      committed: Any, group: str, policy: Policy,
-                     ends: Any = None) -> RestoreStats:
+                     ends: Any) -> RestoreStats:
         calls.append(sorted(stores))
         return RestoreStats()
 
@@ -94,7 +94,8 @@ def make(incremental: bool) -> tuple[Assignment, list[ClosingStore]]:
         return store
 
     a = Assignment(open_store, None, Policy(), (INTENTS, ATTEMPTS),  # type: ignore[arg-type]
-                   "ledger.changelog", "ledger-processor", incremental=incremental)
+                   "ledger.changelog", "ledger-processor", None,  # type: ignore[arg-type]
+                   incremental=incremental)
     return a, opened
 
 
