@@ -315,7 +315,9 @@ class ConnectorCore:
             if isinstance(answer, ev.Held):
                 job.fast = False
                 return self._wait_after(job, answer, now_ms)
-            return self._finish(job, now_ms)
+            # Done: the call went out without the ledger's leave; a copy sent once the
+            # attempt is open is claimed (the target deduplicates: the fast path needs it).
+            return self._finish(job, now_ms, remember=not isinstance(answer, ev.Done))
         if isinstance(answer, ev.Grant):
             spare_ms = answer.lease_until_ms - now_ms - self.opts.clock_skew_ms
             needed_ms = (self.opts.call_timeout_s + self.opts.record_margin_s) * 1000

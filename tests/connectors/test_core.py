@@ -633,6 +633,22 @@ def test_a_copy_read_after_a_done_is_claimed_again():
     assert isinstance(only(c.record(rec(grant, 3), 1_060), Call), Call)
 
 
+def test_a_fast_path_copy_read_after_a_done_is_claimed_again():
+    """The same on the fast path: its call went out before the answer, and a Done leaves
+    the key's effect unrecorded (at least once, its claim and outcome decided before the
+    intent); the copy sent once the attempt is open must be claimed, not skipped."""
+    c = _fast_core()
+    claim = only(c.record(rec(dispatch(), 0, ts=1_000), 1_000), Produce)
+    call = only(c.produced(claim.job_id, True, 1_010), Call)
+    report = only(c.called(call.job_id, OS.SUCCEEDED, "pay-1", "", 1_100), Produce)
+    c.produced(report.job_id, True, 1_200)
+    done = c.record(rec(ev.Done("acme/pay/k1", 1, claim.event.claim_id, 1), 1), 1_300)
+    assert done[-1] == Commit(0, 2)
+    again = only(c.record(rec(dispatch(), 2, ts=1_400), 1_400), Produce)
+    assert isinstance(again.event, ev.AttemptClaim)
+    assert again.event.claim_id != claim.event.claim_id
+
+
 def _handled(c: ConnectorCore, key: str, partition: int, offset: int, now: int) -> None:
     """Claim attempt 1 of ``key`` (its dispatch at ``offset``), get the grant (``offset+1``),
     call, report success and have the report acknowledged."""

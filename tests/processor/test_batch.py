@@ -113,14 +113,15 @@ def test_a_poll_is_decided_in_time_order_across_partitions_and_offset_order_with
                      {P: COMMITTED}, (INTENTS, ATTEMPTS))
     reserved.add(record_of(event, INTENTS, 10, 100))
     dispatch = next(o for o in _decoded(reserved) if isinstance(o, ev.Dispatch))
-    came = [record_of(claim(key=KEY, attempt=dispatch.attempt, at_ms=1), ATTEMPTS, 20, 200),
+    came = [_tick(19, 80),  # older than the intent: decided first (time, not topic, order)
+            record_of(claim(key=KEY, attempt=dispatch.attempt, at_ms=1), ATTEMPTS, 20, 200),
             _tick(21, 150),  # a clock that went back (CreateTime): still after offset 20
             record_of(event, INTENTS, 10, 100),
             record_of(intent(key="acme/pay/other", at_ms=1), INTENTS, 11, 90, partition=P)]
 
     ordered = in_time_order(came)  # type: ignore[arg-type]
     assert [(m.topic(), m.offset()) for m in ordered] == [
-        (INTENTS, 10), (INTENTS, 11), (ATTEMPTS, 20), (ATTEMPTS, 21)]
+        (ATTEMPTS, 19), (INTENTS, 10), (INTENTS, 11), (ATTEMPTS, 20), (ATTEMPTS, 21)]
 
     batch = _batch({P: MemoryPartitionStore(P)})
     for msg in ordered:
