@@ -21,6 +21,12 @@ the API committed, or from a proxy that had forwarded the request. 408 and 429 a
 transient, so ``failed`` (final) would be wrong, and HTTP does not promise they come before
 processing (a gateway may answer them after forwarding). Redirects are not followed: a POST
 cannot safely be replayed elsewhere.
+
+Connections are kept alive between calls (``_Pool``) when the server allows it. A kept
+connection is used again only if it has been idle less than ``KEEP_IDLE_S`` and has nothing
+to read (a server that closed it has sent its end-of-stream): a request sent on a
+connection the server closes at the same moment fails after sending, which is ``unknown``
+and sends the key to reconciliation, never a wrong ``not_applied``.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import select
 import socket
 import threading
 import time
@@ -48,6 +55,10 @@ KEY_ENCODINGS: dict[str, Callable[[str], str]] = {
 }
 TRANSIENT_4XX = frozenset({408, 429})  # unknown unless declared: see the module docstring
 MAX_RESPONSE_BYTES = 1 << 20  # a larger 2xx body is cut, fails to parse: unknown
+# A kept connection idle longer is closed, not used: servers close idle connections after a
+# few seconds (5 s is common), and one closed as a request goes out makes the call unknown.
+KEEP_IDLE_S = 2.0
+MAX_KEPT = 256  # idle connections per target; one per call in flight is enough
 
 
 class NotSent(TargetError):
@@ -128,6 +139,64 @@ def receipt_id(text: str, id_field: str) -> str:
     return str(value)
 
 
+# --- kept connections ------------------------------------------------------------------------
+
+
+def _dropped(conn: http.client.HTTPConnection) -> bool:
+    """True if ``conn`` cannot carry another request: no socket, or something to read on an
+    idle connection (the server's end-of-stream, or bytes no request asked for)."""
+    sock = conn.sock
+    if sock is None:
+        return True
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):  # closed under us
+        return True
+
+
+class _Pool:
+    """Idle keep-alive connections to one server, the most recently used taken first."""
+
+    def __init__(self, make: Callable[[], http.client.HTTPConnection]) -> None:
+        self._make = make
+        self._idle: list[tuple[http.client.HTTPConnection, float]] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def take(self) -> http.client.HTTPConnection:
+        """A kept connection still fit to use, else a new one (not yet connected)."""
+        while True:
+            with self._lock:
+                if not self._idle:
+                    break
+                conn, since = self._idle.pop()
+                # The rest are older still: close them now rather than at their turn.
+                stale = [c for c, t in self._idle if time.monotonic() - t > KEEP_IDLE_S]
+                self._idle = [(c, t) for c, t in self._idle
+                              if time.monotonic() - t <= KEEP_IDLE_S]
+            for old in stale:
+                old.close()
+            if time.monotonic() - since <= KEEP_IDLE_S and not _dropped(conn):
+                return conn
+            conn.close()
+        return self._make()
+
+    def give(self, conn: http.client.HTTPConnection) -> None:
+        """Keep ``conn``, whose last response was read to its end, for the next call."""
+        with self._lock:
+            if not self._closed and len(self._idle) < MAX_KEPT:
+                self._idle.append((conn, time.monotonic()))
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn, _ in idle:
+            conn.close()
+
+
 # --- one bounded exchange ---------------------------------------------------------------------
 
 
@@ -147,14 +216,18 @@ class _Exchange:
     forbids a helper still connecting to send (a DNS lookup obeys no socket timeout, so that
     helper may linger, but it never sends). ``run`` raises NotSent when the request had not
     started to leave, Ambiguous when it had.
+
+    ``conn`` comes from ``pool``, connected (kept alive) or not; it goes back to the pool only
+    if its response was read to the end, the server keeps it open, and it was not cut.
     """
 
-    def __init__(self, conn: http.client.HTTPConnection, method: str, path: str,
+    def __init__(self, pool: _Pool, method: str, path: str,
                  shown_path: str, body: bytes | None, headers: dict[str, str]) -> None:
-        self._conn, self._method, self._path, self._body = conn, method, path, body
+        self._pool, self._conn = pool, pool.take()
+        self._method, self._path, self._body = method, path, body
         self._headers, self._shown = headers, f"{method} {shown_path}"
-        self._lock = threading.Lock()  # orders "cut" against "start sending" and close
-        self._sending = self._cut = False
+        self._lock = threading.Lock()  # orders "cut" against "start sending" and the end
+        self._sending = self._cut = self._finished = self._reusable = False
         self._sock: socket.socket | None = None  # kept: getresponse() may drop conn.sock
         self._result: _Reply | TargetError | None = None
         self._deadline = 0.0
@@ -165,18 +238,23 @@ class _Exchange:
         helper.start()
         helper.join(timeout_s)
         if helper.is_alive():
-            if self._cut_off():
+            sending = self._cut_off()
+            if sending:
                 raise Ambiguous(f"Deadline after sending {self._shown}: "
                                 f"no complete response within {timeout_s:g} s")
-            raise NotSent(f"Deadline before sending {self._shown}: "
-                          f"no connection within {timeout_s:g} s")
+            if sending is not None:
+                raise NotSent(f"Deadline before sending {self._shown}: "
+                              f"no connection within {timeout_s:g} s")
+            # None: the helper ended between the join and the cut; its result stands.
         if isinstance(self._result, _Reply):
             return self._result
         raise self._result or Ambiguous(f"no result for {self._shown}")
 
-    def _cut_off(self) -> bool:
-        """Stop the helper; True if it had started sending."""
+    def _cut_off(self) -> bool | None:
+        """Stop the helper; True if it had started sending, None if it had already ended."""
         with self._lock:
+            if self._finished:
+                return None
             self._cut = True
             sock = self._sock or self._conn.sock
             # OSError: closed already, or not connected yet. The plain socket's shutdown:
@@ -193,8 +271,9 @@ class _Exchange:
         conn = self._conn
         try:
             try:
-                conn.timeout = self._left()
-                conn.connect()
+                if conn.sock is None:  # a new connection, not a kept one
+                    conn.timeout = self._left()
+                    conn.connect()
             except Exception as exc:
                 self._fail(NotSent, f"before sending {self._shown}", exc)
                 return
@@ -208,7 +287,11 @@ class _Exchange:
                 self._fail(Ambiguous, f"after sending {self._shown}", exc)
         finally:
             with self._lock:
-                conn.close()
+                self._finished = True
+                if self._reusable and not self._cut:
+                    self._pool.give(conn)
+                else:
+                    conn.close()
 
     def _send_and_read(self, sock: socket.socket) -> _Reply:
         conn = self._conn
@@ -218,6 +301,9 @@ class _Exchange:
         with conn.getresponse() as response:
             sock.settimeout(self._left())
             text = response.read(MAX_RESPONSE_BYTES).decode("utf-8", "replace")
+            # Read to its end (the response closed itself) and the server keeps it open.
+            self._reusable = (response.isclosed() and not response.will_close
+                              and conn.sock is not None)
         return _Reply(response.status, text)
 
     def _fail(self, kind: type[TargetError], when: str, exc: Exception) -> None:
@@ -257,6 +343,7 @@ class HttpTarget(Target):
             raise ValueError(f"base URL must be http(s)://host[:port], got {self.base_url!r}")
         self._https, self._host, self._port = parts.scheme == "https", parts.hostname, parts.port
         self._prefix = parts.path.rstrip("/")
+        self._pool = _Pool(self._connection)
         check_path(self.apply_path)
         if self.lookup_path is not None:
             check_lookup_template(self.lookup_path)
@@ -291,12 +378,17 @@ class HttpTarget(Target):
             return OutcomeStatus.FAILED, "refused"
         return OutcomeStatus.UNKNOWN, "unknown unless declared"
 
+    def _connection(self) -> http.client.HTTPConnection:
+        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        return cls(self._host, self._port)
+
     def _call(self, method: str, path: str, shown_path: str, body: bytes | None,
               headers: dict[str, str], timeout_s: float) -> _Reply:
-        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-        conn = cls(self._host, self._port, timeout=timeout_s)
         path, shown_path = self._prefix + path, self._prefix + shown_path
-        return _Exchange(conn, method, path, shown_path, body, headers).run(timeout_s)
+        return _Exchange(self._pool, method, path, shown_path, body, headers).run(timeout_s)
+
+    def close(self) -> None:
+        self._pool.close()
 
     def apply(self, request: EffectRequest, timeout_s: float) -> str:
         body = json.dumps(request.args, sort_keys=True, separators=(",", ":")).encode()

@@ -20,6 +20,7 @@ from pydantic_settings import (
 )
 
 from ledger_stream.kafka.client_config import reserved_in
+from ledger_stream.logs import level_name
 
 ENV_PREFIX = "LEDGER_"
 DAY_MS = 24 * 3600 * 1000
@@ -53,6 +54,11 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, frozen=True, extra="ignore", env_nested_delimiter="__"
     )
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        return level_name(value)
 
     @field_validator("kafka_client")
     @classmethod
@@ -201,7 +207,8 @@ class Settings(BaseSettings):
         (), description="action types that need a valid approval"
     )
 
-    log_level: str = Field("INFO", description="log level")
+    log_level: str = Field("INFO", description="log level: DEBUG, INFO, WARNING, ERROR or "
+                           "CRITICAL")
     tracing: Literal["off", "otlp"] = Field(
         "off", description="export this process's spans: off, or otlp (the tracing extra; "
         "OTEL_EXPORTER_OTLP_* say where)")

@@ -30,12 +30,25 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def level_name(text: str) -> str:
+    """``text`` as one of LEVELS (any case); ValueError naming the choices otherwise."""
+    name = text.strip().upper()
+    if name not in LEVELS:
+        raise ValueError(f"log level must be one of {', '.join(LEVELS)}, got {text!r}")
+    return name
+
+
 def configure_logging(level: str | None = None) -> None:
+    """JSON lines on stderr at ``level`` (default INFO); ValueError for an unknown level."""
+    name = level_name(level or "INFO")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel((level or "INFO").upper())
+    root.setLevel(name)
 
 
 def log_fields(**fields: Any) -> dict[str, Any]:

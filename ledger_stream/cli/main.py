@@ -59,7 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    configure_logging(getattr(args, "log_level", None))
+    try:  # the flag's level; the command's settings may then apply LEDGER_LOG_LEVEL or a file
+        configure_logging(getattr(args, "log_level", None))
+    except ValueError as exc:
+        parser.error(str(exc))
     try:
         return int(args.handler(args) or 0)
     except CliError as exc:
