@@ -22,11 +22,12 @@ transient, so ``failed`` (final) would be wrong, and HTTP does not promise they 
 processing (a gateway may answer them after forwarding). Redirects are not followed: a POST
 cannot safely be replayed elsewhere.
 
-Connections are kept alive between calls (``_Pool``) when the server allows it. A kept
-connection is used again only if it has been idle less than ``KEEP_IDLE_S`` and has nothing
-to read (a server that closed it has sent its end-of-stream): a request sent on a
-connection the server closes at the same moment fails after sending, which is ``unknown``
-and sends the key to reconciliation, never a wrong ``not_applied``.
+Connections are kept alive between calls (``_Pool``) when the server allows it, after a
+final (2xx-5xx) response read to its end. A kept connection is used again only if it has
+been idle less than ``KEEP_IDLE_S`` (and less than half the server's own ``Keep-Alive:
+timeout``) and has nothing to read (a server that closed it has sent its end-of-stream): a
+request sent on a connection the server closes at the same moment fails after sending,
+which is ``unknown`` and sends the key to reconciliation, never a wrong ``not_applied``.
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ KEY_ENCODINGS: dict[str, Callable[[str], str]] = {
 TRANSIENT_4XX = frozenset({408, 429})  # unknown unless declared: see the module docstring
 MAX_RESPONSE_BYTES = 1 << 20  # a larger 2xx body is cut, fails to parse: unknown
 # A kept connection idle longer is closed, not used: servers close idle connections after a
-# few seconds (5 s is common), and one closed as a request goes out makes the call unknown.
-KEEP_IDLE_S = 2.0
+# few seconds (gunicorn 2 s, Node 5 s), and one closed as a request goes out makes the call
+# unknown. A server's ``Keep-Alive: timeout=N`` shortens it to N/2.
+KEEP_IDLE_S = 1.0
 MAX_KEPT = 256  # idle connections per target; one per call in flight is enough
 
 
@@ -144,14 +146,33 @@ def receipt_id(text: str, id_field: str) -> str:
 
 def _dropped(conn: http.client.HTTPConnection) -> bool:
     """True if ``conn`` cannot carry another request: no socket, or something to read on an
-    idle connection (the server's end-of-stream, or bytes no request asked for)."""
+    idle connection (the server's end-of-stream, or bytes no request asked for), in the
+    kernel or already decrypted inside the TLS object."""
     sock = conn.sock
     if sock is None:
         return True
     try:
-        return bool(select.select([sock], [], [], 0)[0])
+        pending = getattr(sock, "pending", None)  # SSLSocket: bytes select() cannot see
+        if pending is not None and pending():
+            return True
+        poller = select.poll()  # not select(): it refuses descriptors >= FD_SETSIZE
+        poller.register(sock, select.POLLIN | select.POLLPRI)
+        return bool(poller.poll(0))
     except (OSError, ValueError):  # closed under us
         return True
+
+
+def _keep_seconds(keep_alive: str | None) -> float:
+    """How long to keep a connection: KEEP_IDLE_S, or half the server's ``Keep-Alive:
+    timeout=N`` if that is shorter."""
+    for part in (keep_alive or "").split(","):
+        name, _, value = part.partition("=")
+        if name.strip().lower() == "timeout":
+            try:
+                return min(KEEP_IDLE_S, max(float(value.strip()), 0.0) / 2)
+            except ValueError:
+                break
+    return KEEP_IDLE_S
 
 
 class _Pool:
@@ -159,7 +180,7 @@ class _Pool:
 
     def __init__(self, make: Callable[[], http.client.HTTPConnection]) -> None:
         self._make = make
-        self._idle: list[tuple[http.client.HTTPConnection, float]] = []
+        self._idle: list[tuple[http.client.HTTPConnection, float]] = []  # (conn, stale at)
         self._lock = threading.Lock()
         self._closed = False
 
@@ -169,23 +190,23 @@ class _Pool:
             with self._lock:
                 if not self._idle:
                     break
-                conn, since = self._idle.pop()
-                # The rest are older still: close them now rather than at their turn.
-                stale = [c for c, t in self._idle if time.monotonic() - t > KEEP_IDLE_S]
-                self._idle = [(c, t) for c, t in self._idle
-                              if time.monotonic() - t <= KEEP_IDLE_S]
+                conn, stale_at = self._idle.pop()
+                # Close the other stale ones now rather than at their turn.
+                now = time.monotonic()  # one reading: each entry is in exactly one list
+                stale = [c for c, t in self._idle if now >= t]
+                self._idle = [(c, t) for c, t in self._idle if now < t]
             for old in stale:
                 old.close()
-            if time.monotonic() - since <= KEEP_IDLE_S and not _dropped(conn):
+            if now < stale_at and not _dropped(conn):
                 return conn
             conn.close()
         return self._make()
 
-    def give(self, conn: http.client.HTTPConnection) -> None:
-        """Keep ``conn``, whose last response was read to its end, for the next call."""
+    def give(self, conn: http.client.HTTPConnection, keep_s: float) -> None:
+        """Keep ``conn``, whose last response was read to its end, for ``keep_s`` seconds."""
         with self._lock:
-            if not self._closed and len(self._idle) < MAX_KEPT:
-                self._idle.append((conn, time.monotonic()))
+            if not self._closed and len(self._idle) < MAX_KEPT and keep_s > 0:
+                self._idle.append((conn, time.monotonic() + keep_s))
                 return
         conn.close()
 
@@ -227,7 +248,8 @@ class _Exchange:
         self._method, self._path, self._body = method, path, body
         self._headers, self._shown = headers, f"{method} {shown_path}"
         self._lock = threading.Lock()  # orders "cut" against "start sending" and the end
-        self._sending = self._cut = self._finished = self._reusable = False
+        self._sending = self._cut = self._finished = False
+        self._keep_s = 0.0  # how long the connection may be kept after this exchange
         self._sock: socket.socket | None = None  # kept: getresponse() may drop conn.sock
         self._result: _Reply | TargetError | None = None
         self._deadline = 0.0
@@ -288,8 +310,8 @@ class _Exchange:
         finally:
             with self._lock:
                 self._finished = True
-                if self._reusable and not self._cut:
-                    self._pool.give(conn)
+                if self._keep_s > 0 and not self._cut:
+                    self._pool.give(conn, self._keep_s)
                 else:
                     conn.close()
 
@@ -302,8 +324,11 @@ class _Exchange:
             sock.settimeout(self._left())
             text = response.read(MAX_RESPONSE_BYTES).decode("utf-8", "replace")
             # Read to its end (the response closed itself) and the server keeps it open.
-            self._reusable = (response.isclosed() and not response.will_close
-                              and conn.sock is not None)
+            # Never after a 1xx: http.client (3.11 here) skips only 100 Continue and takes
+            # 102/103 for the final answer, whose real final answer is still to come.
+            if (response.status >= 200 and response.isclosed() and not response.will_close
+                    and conn.sock is not None):
+                self._keep_s = _keep_seconds(response.getheader("Keep-Alive"))
         return _Reply(response.status, text)
 
     def _fail(self, kind: type[TargetError], when: str, exc: Exception) -> None:

@@ -33,7 +33,8 @@ def add_common_flags(parser: argparse.ArgumentParser) -> None:
         "--topic-prefix", metavar="NAME", help="ledger topic prefix (env: LEDGER_TOPIC_PREFIX)"
     )
     group.add_argument(
-        "--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING (env: LEDGER_LOG_LEVEL)"
+        "--log-level", metavar="LEVEL",
+        help="DEBUG, INFO, WARNING, ERROR or CRITICAL (env: LEDGER_LOG_LEVEL; default INFO)"
     )
 
 

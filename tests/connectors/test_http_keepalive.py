@@ -7,6 +7,8 @@ assertion is on what the server saw and on answers only the right request could 
 
 from __future__ import annotations
 
+import os
+import resource
 import socket
 import threading
 import time
@@ -53,12 +55,16 @@ class KeepAliveApi:
     """HTTP/1.1 with keep-alive. ``close_idle_after_s``: close a connection that long after
     each answer (a server's idle timeout, sent as nothing but the end of the stream);
     ``trickle_first``: the first request's answer comes one byte every 0.2 s; ``big_body``:
-    answers carry this many extra bytes; ``close_header``: answers say Connection: close."""
+    answers carry this many extra bytes; ``close_header``: answers say Connection: close;
+    ``interim_first``: the first answer is ``102 Processing``, its final answer 0.3 s later;
+    ``keep_alive``: the value of a Keep-Alive header on every answer."""
 
     def __init__(self, close_idle_after_s: float | None = None, trickle_first: bool = False,
-                 big_body: int = 0, close_header: bool = False) -> None:
+                 big_body: int = 0, close_header: bool = False, interim_first: bool = False,
+                 keep_alive: str = "") -> None:
         self.close_idle_after_s, self.trickle_first = close_idle_after_s, trickle_first
         self.big_body, self.close_header = big_body, close_header
+        self.interim_first, self.keep_alive = interim_first, keep_alive
         self.requests: list[tuple[int, str]] = []  # (connection number, idempotency key)
         self.connections = 0
         self.ended: list[int] = []  # connections whose client closed them
@@ -92,8 +98,13 @@ class KeepAliveApi:
                 body = f'{{"id": "pay-{key}", "pad": "{"x" * self.big_body}"}}'.encode()
                 answer = (b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
                           + (b"Connection: close\r\n" if self.close_header else b"")
+                          + (f"Keep-Alive: {self.keep_alive}\r\n".encode()
+                             if self.keep_alive else b"")
                           + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
                 try:
+                    if first and self.interim_first:
+                        conn.sendall(b"HTTP/1.1 102 Processing\r\n\r\n")
+                        time.sleep(0.3)
                     if first and self.trickle_first:
                         for byte in answer:
                             if self._stop.wait(0.2):
@@ -214,3 +225,77 @@ def test_close_ends_the_kept_connections(servers):
     while api.ended != [1] and time.monotonic() < deadline:
         time.sleep(0.02)
     assert api.ended == [1]
+
+
+def test_an_interim_answer_never_leaves_its_connection_to_the_next_call(servers):
+    # http.client takes 102 for the final answer; kept, the connection would hand the real
+    # answer of the first call (0.3 s later) to the second as its own.
+    api = serve(servers, interim_first=True)
+    target = HttpTarget("t", api.url)
+    with pytest.raises(Exception) as raised:
+        target.apply(effect("acme/refund/1"), timeout_s=2.0)
+    assert target.classify(raised.value) is OutcomeStatus.UNKNOWN
+    # At once: the first call's final answer is still on its way, unseen by a check.
+    assert target.apply(effect("acme/refund/2"), timeout_s=2.0) == "pay-acme/refund/2"
+    assert api.connections == 2
+
+
+def test_the_servers_keep_alive_timeout_shortens_the_wait(servers):
+    api = serve(servers, keep_alive="timeout=1")  # kept for half of it: 0.5 s
+    target = HttpTarget("t", api.url)
+    target.apply(effect("acme/refund/1"), timeout_s=2.0)
+    target.apply(effect("acme/refund/2"), timeout_s=2.0)
+    assert api.connections == 1
+    time.sleep(0.6)
+    target.apply(effect("acme/refund/3"), timeout_s=2.0)
+    assert api.connections == 2
+
+
+@pytest.mark.parametrize(("header", "seconds"), [
+    (None, http_target.KEEP_IDLE_S), ("timeout=5, max=100", http_target.KEEP_IDLE_S),
+    ("timeout=1", 0.5), ("max=3, timeout=0", 0.0), ("timeout=x", http_target.KEEP_IDLE_S)])
+def test_keep_seconds(header, seconds):
+    assert http_target._keep_seconds(header) == seconds
+
+
+class _Decrypted:
+    """Stands for a TLS socket holding decrypted bytes the kernel no longer shows."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    def pending(self) -> int:
+        return 7
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+
+class _Conn:
+    def __init__(self, sock: object) -> None:
+        self.sock = sock
+
+
+def test_bytes_held_by_the_tls_layer_count_as_something_to_read():
+    a, b = socket.socketpair()
+    with a, b:
+        assert not http_target._dropped(_Conn(a))  # type: ignore[arg-type]
+        assert http_target._dropped(_Conn(_Decrypted(a)))  # type: ignore[arg-type]
+        b.sendall(b"x")
+        assert http_target._dropped(_Conn(a))  # type: ignore[arg-type]
+
+
+def test_a_descriptor_above_1024_is_still_checked_not_given_up():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1600:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(1600, hard), hard))
+    a, b = socket.socketpair()
+    high = os.dup2(a.fileno(), 1500)
+    try:
+        with socket.socket(fileno=high) as sock, a, b:
+            assert not http_target._dropped(_Conn(sock))  # type: ignore[arg-type]
+            b.close()
+            assert http_target._dropped(_Conn(sock))  # type: ignore[arg-type]
+    finally:
+        if soft < 1600:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
