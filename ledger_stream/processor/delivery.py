@@ -18,6 +18,7 @@ Every failure is raised as :class:`BatchAbandoned`, never as a library error.
 from __future__ import annotations
 
 import contextlib
+import queue
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -43,6 +44,41 @@ TXN_TIMEOUT_S = 30.0
 RETRIES = 3
 # Past a transactional call's own timeout, how long before its producer counts as wedged.
 WEDGED_GRACE_S = 5.0
+
+
+class _Caller:
+    """A thread that runs blocking calls one at a time, so a bounded call costs no thread
+    start. A call that never returns keeps its thread; the next call gets a new one."""
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._busy = False
+        threading.Thread(target=self._serve, name="kafka-calls", daemon=True).start()
+
+    def _serve(self) -> None:
+        while (job := self._calls.get()) is not None:
+            job()
+
+    def stop(self) -> None:
+        """End the thread once the calls handed to it are done."""
+        self._calls.put(None)
+
+    def run(self, call: Callable[[], object], timeout_s: float) -> list[BaseException] | None:
+        """The call's exception in a list ([] if it returned), or None if it did not return
+        within ``timeout_s`` (this caller is then stuck: use another)."""
+        outcome: list[BaseException] = []
+        finished = threading.Event()
+
+        def job() -> None:
+            try:
+                call()
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                outcome.append(exc)
+            finally:
+                finished.set()
+
+        self._calls.put(job)
+        return outcome if finished.wait(timeout_s) else None
 
 
 def classify(exc: KafkaException, step: str) -> BatchAbandoned:
@@ -72,6 +108,7 @@ class Delivery(ABC):
         self._wedged: list[Producer] = []  # producers a thread is stuck in (never freed)
         self._errors: list[KafkaError] = []
         self._changelog_next: dict[int, int] = {}
+        self._caller: _Caller | None = None
         self._producer = self._new_producer()
 
     def _new_producer(self) -> Producer:
@@ -143,6 +180,9 @@ class Delivery(ABC):
 
     def close(self) -> None:
         self._close_producer()
+        if self._caller is not None:
+            self._caller.stop()
+            self._caller = None
 
     def _close_producer(self) -> None:
         if self._producer in self._wedged:
@@ -165,19 +205,10 @@ class Delivery(ABC):
         producer is declared wedged and the batch abandoned with ``new_producer``: its
         successor, with the same transactional id, fences it and aborts its transaction.
         """
-        outcome: list[BaseException] = []
-        finished = threading.Event()
-
-        def run() -> None:
-            try:
-                call()
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-                outcome.append(exc)
-            finally:
-                finished.set()
-
-        threading.Thread(target=run, name=f"kafka-{step}", daemon=True).start()
-        if not finished.wait(timeout_s + WEDGED_GRACE_S):
+        caller = self._caller = self._caller or _Caller()
+        outcome = caller.run(call, timeout_s + WEDGED_GRACE_S)
+        if outcome is None:
+            self._caller = None  # its thread is stuck in the call
             self._wedged.append(self._producer)
             raise BatchAbandoned(
                 "producer_wedged", f"{step} did not return within "
@@ -248,6 +279,9 @@ class ExactlyOnceDelivery(Delivery):
         self._in_transaction = True
 
     def commit(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
+        # Not before the records are confirmed: librdkafka sends AddOffsetsToTxn beside an
+        # AddPartitionsToTxn still open, the coordinator answers CONCURRENT_TRANSACTIONS,
+        # and the retry waits retry.backoff.ms (100 ms; measured, every transaction).
         producer = self._producer
         if offsets:
             self._retrying("send_offsets_to_transaction",

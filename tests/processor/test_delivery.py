@@ -125,3 +125,39 @@ def test_a_producer_stuck_past_its_timeout_is_replaced_and_never_touched_again(
     d.commit([TopicPartition("intents", 0, 5)], object())
     assert d._producer.calls[-2:] == ["send_offsets_to_transaction", "commit_transaction"]
     stuck.release.set()
+
+
+
+class ThreadRecordingProducer:
+    """Records the thread each transactional call ran on."""
+
+    def __init__(self) -> None:
+        self.threads: list[int] = []
+
+    def __getattr__(self, name: str):
+        def call(*args: object) -> None:
+            self.threads.append(threading.get_ident())
+        return call
+
+
+def test_bounded_calls_share_one_thread_until_one_is_stuck(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from ledger_stream.processor import delivery
+
+    monkeypatch.setattr(delivery, "TXN_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(delivery, "WEDGED_GRACE_S", 0.1)
+    monkeypatch.setattr(delivery.Delivery, "_new_producer",
+                        lambda self: ThreadRecordingProducer())
+    d = delivery.ExactlyOnceDelivery({}, "changelog")
+    for _ in range(3):
+        d.commit([TopicPartition("intents", 0, 5)], object())
+    threads = d._producer.threads  # type: ignore[attr-defined]
+    assert len(threads) == 7 and len(set(threads)) == 1  # init + 3 x (offsets, commit)
+    assert threading.get_ident() not in threads
+    release = threading.Event()
+    with pytest.raises(BatchAbandoned):
+        d._bounded("stuck", release.wait, 0.2)
+    d.commit([TopicPartition("intents", 0, 6)], object())  # a new thread: the old is stuck
+    assert len(set(d._producer.threads)) == 2  # type: ignore[attr-defined]
+    release.set()
+    d.close()
