@@ -97,6 +97,7 @@ class Processor:
         self._ticker = Ticker(settings.tick_interval_ms)
         self._stop = stop or threading.Event()
         self._backoff_s = 0.0
+        self._fetching_epoch = 0  # the assignment epoch the fetcher was last restarted at
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -124,6 +125,7 @@ class Processor:
         self._stop.set()
 
     def _iteration(self) -> None:
+        self._restart_fetching()
         records, member, metadata = self._collect()
         ticks = self._ticks()
         if not records and not ticks:
@@ -184,6 +186,21 @@ class Processor:
         member = self._consumer.memberid()
         metadata = self._consumer.consumer_group_metadata() if member else None
         return in_time_order(good), member, metadata
+
+    def _restart_fetching(self) -> None:
+        """Incremental rebalancing: once the callbacks of a rebalance ran, read every owned
+        partition on from its committed offsets. librdkafka pauses every partition of the
+        assignment while the application handles the callbacks and resumes those it keeps,
+        but a resume does not wake the fetcher: the partitions this member kept waited up to
+        a second for their next fetch (measured with ``python -m
+        ledger_stream.bench.rebalance_pause``). A seek does wake it. Called between batches,
+        where everything polled was decided and committed (or abandoned and rewound), so
+        the committed offsets are exactly where reading goes on."""
+        a = self._assignment
+        if not a.incremental or a.epoch == self._fetching_epoch:
+            return
+        self._fetching_epoch = a.epoch
+        self._rewind()
 
     def _current(self, records: list[Message]) -> list[Message]:
         """Incremental rebalancing: the records of ``records`` that belong to an ownership
