@@ -98,6 +98,7 @@ class Processor:
         self._stop = stop or threading.Event()
         self._backoff_s = 0.0
         self._fetching_epoch = 0  # the assignment epoch the fetcher was last restarted at
+        self._fetching: set[int] = set()  # the partitions owned then
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -188,19 +189,25 @@ class Processor:
         return in_time_order(good), member, metadata
 
     def _restart_fetching(self) -> None:
-        """Incremental rebalancing: once the callbacks of a rebalance ran, read every owned
-        partition on from its committed offsets. librdkafka pauses every partition of the
-        assignment while the application handles the callbacks and resumes those it keeps,
-        but a resume does not wake the fetcher: the partitions this member kept waited up to
-        a second for their next fetch (measured with ``python -m
-        ledger_stream.bench.rebalance_pause``). A seek does wake it. Called between batches,
-        where everything polled was decided and committed (or abandoned and rewound), so
-        the committed offsets are exactly where reading goes on."""
+        """Incremental rebalancing: once the callbacks of a rebalance ran, read the partitions
+        this member kept on from their committed offsets. librdkafka pauses every partition of
+        the assignment while the application handles the callbacks and resumes those it keeps,
+        but a resume does not wake the fetcher: kept partitions waited up to a second for
+        their next fetch (measured with ``python -m ledger_stream.bench.rebalance_pause``). A
+        seek does wake it. Partitions new to this member need none: starting their fetch
+        wakes it. Must run between batches, before the next poll (the first step of each
+        iteration): everything polled was then decided and committed, or abandoned and
+        rewound, so the committed offsets are exactly where reading goes on."""
         a = self._assignment
         if not a.incremental or a.epoch == self._fetching_epoch:
             return
-        self._fetching_epoch = a.epoch
-        self._rewind()
+        owned = set(a.owned)
+        kept = sorted(owned & self._fetching)
+        self._fetching_epoch, self._fetching = a.epoch, owned
+        if kept:
+            # A refused seek (the client stopping that partition) leaves it where it was,
+            # which is its committed offset too: nothing to do.
+            self._rewind(kept)
 
     def _current(self, records: list[Message]) -> list[Message]:
         """Incremental rebalancing: the records of ``records`` that belong to an ownership

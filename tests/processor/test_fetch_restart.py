@@ -1,8 +1,9 @@
-"""After the callbacks of an incremental rebalance, the processor restarts reading every
-owned partition from its committed offsets: librdkafka resumes the partitions it keeps
-without waking its fetcher (up to a second of no records), and a seek wakes it. A recording
-consumer, no broker; the pause itself is measured by ``python -m
-ledger_stream.bench.rebalance_pause``."""
+"""After the callbacks of an incremental rebalance, the processor restarts reading the
+partitions it kept from their committed offsets: librdkafka resumes them without waking its
+fetcher (up to a second of no records), and a seek wakes it. A recording consumer, no
+broker; the pause itself is measured by ``python -m ledger_stream.bench.rebalance_pause``,
+and tests/processor/test_incremental_simulation.py checks that no record is decided twice
+or skipped."""
 
 from __future__ import annotations
 
@@ -31,16 +32,20 @@ def processor(incremental: bool) -> Processor:
         committed={3: Positions(10, 4), 7: Positions(-1, 2)})
     p._consumer = SeekingConsumer()  # type: ignore[assignment]
     p._inputs = INPUTS
-    p._fetching_epoch = 0
+    p._fetching_epoch, p._fetching = 0, set()
     return p
 
 
-def test_a_rebalance_restarts_every_owned_partition_once_from_its_committed_offsets():
+def test_a_rebalance_restarts_each_kept_partition_once_from_its_committed_offsets():
     p = processor(incremental=True)
-    seeks = p._consumer.seeks  # type: ignore[attr-defined]
+    a, seeks = p._assignment, p._consumer.seeks  # type: ignore[attr-defined]
     p._restart_fetching()
     assert seeks == []  # no callback since the last restart
-    p._assignment.epoch = 2  # two callbacks: a revoke and an (empty) assign
+    a.epoch = 1  # the first assignment: nothing was kept, and new partitions need no seek
+    p._restart_fetching()
+    assert seeks == []
+    a.epoch, a.owned = 3, [3, 7, 9]  # a revoke and an assign: 9 is new, 3 and 7 were kept
+    a.committed[9] = Positions(5, 5)
     p._restart_fetching()
     assert sorted(seeks) == [("ledger.attempts", 3, 4), ("ledger.attempts", 7, 2),
                              ("ledger.intents", 3, 10), ("ledger.intents", 7, OFFSET_BEGINNING)]
