@@ -28,7 +28,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ledger_stream.bench.exceptions import BenchError
-from ledger_stream.bench.processes import processor
+from ledger_stream.bench.processes import Child, processor
 from ledger_stream.bench.topics import create_ledger_topics, end_offsets
 from ledger_stream.bench.workload import WorkloadSpec, generate
 from ledger_stream.config import Settings
@@ -53,7 +53,7 @@ def measure(bootstrap: str, protocol: str, folder: Path, say: Say, *, rate: floa
     env = {"LEDGER_GROUP_PROTOCOL": protocol, "LEDGER_LOG_LEVEL": "INFO"}  # logs: who holds what
     state = folder / protocol
 
-    def start(name: str):  # type: ignore[no-untyped-def]
+    def start(name: str) -> Child:
         return processor(bootstrap, prefix, group, state / name, folder / f"{protocol}-{name}.log",
                          "exactly-once", PARTITIONS, env=env)
 
@@ -102,7 +102,7 @@ def _longest_gap(times: list[int], start_ms: int, end_ms: int) -> float:
     return float(max(b - a for a, b in zip(inside, inside[1:], strict=False)))
 
 
-def _await_receipts(bootstrap: str, topic: str, expected: int, children: list) -> None:  # type: ignore[type-arg]
+def _await_receipts(bootstrap: str, topic: str, expected: int, children: list[Child]) -> None:
     deadline = time.monotonic() + 120
     while sum(end_offsets(bootstrap, topic).values()) < expected:
         for child in children:

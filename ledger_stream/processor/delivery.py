@@ -52,7 +52,6 @@ class _Caller:
 
     def __init__(self) -> None:
         self._calls: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self._busy = False
         threading.Thread(target=self._serve, name="kafka-calls", daemon=True).start()
 
     def _serve(self) -> None:

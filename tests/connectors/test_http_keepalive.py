@@ -120,6 +120,13 @@ class KeepAliveApi:
                     time.sleep(self.close_idle_after_s)
                     return  # closes: the client's kept connection now reads end of stream
 
+    def saw_end_of(self, number: int, timeout_s: float = 2.0) -> bool:
+        """Whether the client closed connection ``number`` within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while number not in self.ended and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return number in self.ended
+
     def close(self) -> None:
         self._server.close()
 
@@ -167,10 +174,7 @@ def test_a_connection_idle_too_long_is_closed_not_used(servers, monkeypatch):
     time.sleep(0.3)
     assert target.apply(effect("acme/refund/2"), timeout_s=2.0) == "pay-acme/refund/2"
     assert api.connections == 2
-    deadline = time.monotonic() + 2
-    while 1 not in api.ended and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert 1 in api.ended  # the stale one was closed, not left open
+    assert api.saw_end_of(1)  # the stale one was closed, not left open
 
 
 def test_a_connection_cut_at_the_deadline_is_never_used_again(servers):
@@ -221,9 +225,7 @@ def test_close_ends_the_kept_connections(servers):
     target = HttpTarget("t", api.url)
     target.apply(effect("acme/refund/1"), timeout_s=2.0)
     target.close()
-    deadline = time.monotonic() + 2
-    while api.ended != [1] and time.monotonic() < deadline:
-        time.sleep(0.02)
+    assert api.saw_end_of(1)
     assert api.ended == [1]
 
 
