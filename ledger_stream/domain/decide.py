@@ -243,6 +243,13 @@ def _outcome(state: KeyState, outcome: AttemptOutcome, policy: Policy, now: int)
         and outcome.claim_id == state.granted_claim_id
         and state.phase in (Phase.DISPATCHED, Phase.RECONCILING, Phase.NEEDS_OPERATOR)
     )
+    if (not is_holder_report and outcome.status is OutcomeStatus.UNKNOWN
+            and state.phase is Phase.RESERVED and n == state.attempt):
+        # A call for the open attempt with no grant on record: at least once, a Grant whose
+        # batch was abandoned (already on the topic) or a claim decided before its intent
+        # and answered Done. The effect may exist: ask the target before any resend.
+        return reconcile(state, now, outcome.claim_id, record,
+                         f"outcome unknown from a claim without a grant: {outcome.error}")
     if not is_holder_report:
         return Decision(state.with_record(record))  # stale or not from the holder
     return _holder_report(state.with_record(record), outcome, policy, now)

@@ -171,6 +171,8 @@ ROWS = [
     Row("AttemptOutcome(not_called), the third grant too late", _two_lapses,
         lambda: outcome(OS.NOT_CALLED, attempt=3, claim_id="c3", at_ms=30_001)),
     Row("AttemptOutcome(unknown) from the holder", _granted, lambda: outcome(OS.UNKNOWN)),
+    Row("AttemptOutcome(unknown) from a claim never granted (at least once: a lost Grant)",
+        _reserved, lambda: outcome(OS.UNKNOWN, claim_id="c9")),
     Row("AttemptOutcome(not_applied), stale attempt", lambda: [
         *_granted(), outcome(OS.NOT_APPLIED), claim(attempt=2, claim_id="c2", at_ms=4_000)],
         lambda: outcome(OS.NOT_APPLIED, attempt=1, at_ms=5_000)),

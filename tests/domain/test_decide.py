@@ -246,6 +246,23 @@ def test_failure_from_a_claim_that_was_not_granted_changes_nothing():
     assert (state2.phase, state2.attempt) == (Phase.DISPATCHED, 1) and out == []
 
 
+def test_an_unknown_outcome_from_a_claim_never_granted_here_reconciles_never_grants_again():
+    # At least once: c1's Grant went out in a batch that was then abandoned, and the retried
+    # poll decided c1 before the intent (Done). The key is back at reserved with no grant,
+    # and the holder of that lost Grant reports UNKNOWN: the effect may exist.
+    state, out = run([claim(at_ms=900), intent(at_ms=1_000),
+                      outcome(OS.UNKNOWN, claim_id="c1", at_ms=3_000)])
+    assert state.phase is Phase.RECONCILING and len(of(out, ev.Reconcile)) == 1
+    state, out = run([claim(claim_id="c2", at_ms=4_000)], state)
+    assert not of(out, ev.Grant)  # a second connector never gets to call
+
+
+def test_a_definite_failure_from_a_claim_never_granted_is_only_recorded():
+    state, _ = run([intent()])
+    state2, out = run([outcome(OS.NOT_APPLIED, claim_id="c9")], state)
+    assert (state2.phase, state2.attempt) == (Phase.RESERVED, 1) and out == []
+
+
 # --- reconciliation -----------------------------------------------------------------------
 
 
