@@ -13,12 +13,13 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as TP
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ledger_stream.bench.exceptions import BenchError
 from ledger_stream.config import Settings
+from ledger_stream.kafka.clients import Consumer, Producer
 from ledger_stream.kafka.message import fetched
 from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.kafka.producer import producer_config

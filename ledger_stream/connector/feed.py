@@ -12,11 +12,13 @@ import logging
 import uuid
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+import confluent_kafka
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from ledger_stream import tracing
 from ledger_stream.connector.commands import Record
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
+from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.message import position
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import AvroCodec, DecodeError, SchemaRegistryUnavailable
@@ -49,7 +51,8 @@ class DispatchFeed:
         self._consumer.subscribe([topic], on_assign=self._on_assign,
                                  on_revoke=self._on_revoke, on_lost=self._on_revoke)
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, consumer: confluent_kafka.Consumer,
+                    partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             try:
                 _, high = consumer.get_watermark_offsets(tp, timeout=5)
@@ -58,7 +61,8 @@ class DispatchFeed:
             self._backlog[tp.partition] = high
         self._assigned_cb([tp.partition for tp in partitions])
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_revoke(self, consumer: confluent_kafka.Consumer,
+                    partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             self._backlog.pop(tp.partition, None)
         self._revoked_cb([tp.partition for tp in partitions])

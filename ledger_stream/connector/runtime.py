@@ -29,7 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, Message
 
 from ledger_stream import tracing
 from ledger_stream.config import Settings
@@ -50,6 +50,7 @@ from ledger_stream.connector.options import ConnectorOptions
 from ledger_stream.connector.target import LookupUnavailable, Target
 from ledger_stream.domain import events as ev
 from ledger_stream.failpoints import failpoint
+from ledger_stream.kafka.clients import Producer
 from ledger_stream.kafka.producer import producer_config
 from ledger_stream.kafka.reach import wait_for_kafka
 from ledger_stream.logs import log_fields

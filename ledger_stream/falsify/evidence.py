@@ -17,11 +17,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import approval_problem
+from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.message import fetched, position
 from ledger_stream.kafka.offsets import log_bounds
 from ledger_stream.serde import AvroCodec, DecodeError

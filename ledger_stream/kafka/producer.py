@@ -12,10 +12,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message
 
 from ledger_stream.config import Settings
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
+from ledger_stream.kafka.clients import Producer
 from ledger_stream.kafka.exceptions import DeliveryFailed
 from ledger_stream.serde import AvroCodec
 

@@ -8,9 +8,10 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
+from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.exceptions import KafkaSetupError
 from ledger_stream.kafka.message import fetched, position
 from ledger_stream.kafka.offsets import log_bounds

@@ -15,11 +15,10 @@ import threading
 import uuid
 from typing import Any
 
-from confluent_kafka import Consumer
-
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
+from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.message import fetched
 from ledger_stream.langgraph.tool import PENDING, receipt_summary
 from ledger_stream.serde import AvroCodec, DecodeError

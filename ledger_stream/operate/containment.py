@@ -20,13 +20,14 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.containment import scope_of
 from ledger_stream.domain.keys import InvalidKeyError, operation_key
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
+from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.exceptions import KafkaSetupError
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import partition_records

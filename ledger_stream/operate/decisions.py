@@ -27,12 +27,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Literal
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.outputs import decision_named
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
+from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.reader import tail_topic
 from ledger_stream.kafka.receipts import key_partition, key_records

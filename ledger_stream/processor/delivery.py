@@ -26,8 +26,9 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from ledger_stream.kafka.clients import Consumer, Producer
 from ledger_stream.processor.exceptions import BatchAbandoned
 
 STALE_GENERATION = frozenset({

@@ -24,10 +24,11 @@ import time
 from types import FrameType
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Message
+from confluent_kafka import KafkaException, Message
 
 from ledger_stream.config import Settings
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
+from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.message import error_text, position
 from ledger_stream.kafka.reach import wait_for_kafka
 from ledger_stream.kafka.replicas import below_min_isr

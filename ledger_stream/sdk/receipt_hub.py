@@ -26,11 +26,12 @@ import uuid
 from collections.abc import Callable
 from typing import TypeVar
 
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaException, Message, TopicPartition
 
 from ledger_stream import tracing
 from ledger_stream.domain.events import Receipt
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
+from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import AvroCodec, DecodeError

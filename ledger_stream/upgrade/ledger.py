@@ -9,12 +9,13 @@ from collections import defaultdict
 from collections.abc import Callable, Collection
 from typing import Protocol
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.state import KeyState
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
+from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.reader import tail_topic
 from ledger_stream.kafka.receipts import key_records
 from ledger_stream.serde import AvroCodec, DecodeError

@@ -24,7 +24,6 @@ import uuid
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
-    Consumer,
     KafkaException,
     Message,
     TopicCollection,
@@ -34,6 +33,7 @@ from confluent_kafka.admin import AdminClient
 from prometheus_client import Counter, Gauge
 
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
+from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.message import error_text, fetched, position
 from ledger_stream.kafka.offsets import log_bounds
 from ledger_stream.logs import log_fields
