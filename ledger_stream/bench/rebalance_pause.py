@@ -25,13 +25,14 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from ledger_stream.bench.exceptions import BenchError
 from ledger_stream.bench.processes import Child, processor
 from ledger_stream.bench.topics import create_ledger_topics, end_offsets
 from ledger_stream.bench.workload import WorkloadSpec, generate
 from ledger_stream.config import Settings
+from ledger_stream.kafka.clients import Consumer, Producer
 from ledger_stream.kafka.message import fetched
 from ledger_stream.kafka.producer import producer_config
 

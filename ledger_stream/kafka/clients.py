@@ -10,7 +10,8 @@ the exception set, and Python raises ``SystemError: <class 'logging.LogRecord'> 
 result with an exception set``, the real exception as its cause. Code waiting for
 ``KafkaException`` never saw it: the processor ended with a traceback instead of replacing its
 fenced producer (a CI run of tests/reliability/test_min_isr.py, 2026-12-03). Here every call
-that serves callbacks raises that cause instead.
+that serves callbacks raises that cause instead (``WRAPPED``; ``tests/kafka/test_clients.py``
+checks that no other module builds a plain client).
 """
 
 from __future__ import annotations
@@ -20,19 +21,22 @@ from functools import wraps
 from typing import Any, TypeVar
 
 import confluent_kafka
+from confluent_kafka import KafkaError, KafkaException
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_MASKED = "returned a result with an exception set"
 
+def unmasked(exc: SystemError) -> KafkaException:
+    """The KafkaException a callback-serving call really raised.
 
-def unmasked(exc: SystemError) -> BaseException:
-    """The exception a callback-serving call really raised (``exc`` when it is a SystemError
-    of another kind)."""
-    cause = exc.__cause__ or exc.__context__
-    if cause is not None and _MASKED in str(exc):
-        return cause
-    return exc
+    Its cause when that is one (the fatal error set by confluent-kafka's error callback).
+    Otherwise the client is in a state its own C code did not expect (on Python 3.13 the
+    logger can even clear the pending error: "returned NULL without setting an exception"),
+    and it counts as a fatal error of that client: a new one must take over."""
+    if isinstance(exc.__cause__, KafkaException):
+        return exc.__cause__
+    return KafkaException(KafkaError(KafkaError._FATAL, f"the Kafka client failed: {exc}",
+                                     fatal=True))
 
 
 def _unmasking(call: F) -> F:
@@ -42,10 +46,15 @@ def _unmasking(call: F) -> F:
             return call(*args, **kwargs)
         except SystemError as exc:
             real = unmasked(exc)
-            if real is exc:
-                raise
+            real.add_note(f"raised inside the client as {exc!r}")
             raise real from None
     return serving  # type: ignore[return-value]
+
+
+WRAPPED = {"Producer": ("poll", "flush", "init_transactions", "begin_transaction",
+                        "send_offsets_to_transaction", "commit_transaction",
+                        "abort_transaction", "purge", "close"),
+           "Consumer": ("poll", "consume", "commit", "close")}
 
 
 class Producer(confluent_kafka.Producer):

@@ -144,7 +144,11 @@ class Delivery(ABC):
                 self._producer.produce(topic, value=value, key=key, **extra)
                 return
             except BufferError:
-                self._producer.poll(0.05)  # local queue full: let deliveries drain
+                pass  # the local queue is full: let deliveries drain
+            except KafkaException as exc:
+                raise classify(exc, "produce") from exc
+            try:  # not inside the handler above: its sibling would not catch this
+                self._producer.poll(0.05)
             except KafkaException as exc:
                 raise classify(exc, "produce") from exc
 

@@ -8,9 +8,11 @@ on a real broker."""
 
 from __future__ import annotations
 
+import ast
 import logging
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import confluent_kafka
 import pytest
@@ -18,7 +20,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
-from ledger_stream.kafka.clients import Consumer, Producer, unmasked
+from ledger_stream.kafka.clients import WRAPPED, Consumer, Producer, _unmasking
 from ledger_stream.processor.delivery import ExactlyOnceDelivery
 from ledger_stream.processor.exceptions import BatchAbandoned
 
@@ -105,8 +107,8 @@ class CallbackFailed(Exception):
 def test_a_rebalance_callback_that_raises_is_raised_from_poll(
         kafka_bootstrap: str, topic: str, librdkafka_debug: None) -> None:
     """Our callback's own exception comes out of poll (the processor's assignment callbacks
-    raise ProcessorError to stop it). The plain client passes this too as of 2.16: a
-    consumer's poll stops serving at once; the wrapper is there for its fatal errors."""
+    raise ProcessorError to stop it). The plain client (2.16) passes this too: it keeps the
+    callback's exception aside and raises it once the poll ends."""
     consumer = Consumer({**CHATTY, "debug": "cgrp,protocol", "bootstrap.servers": kafka_bootstrap,
                          "group.id": f"clients-{uuid.uuid4().hex}"})
 
@@ -122,12 +124,85 @@ def test_a_rebalance_callback_that_raises_is_raised_from_poll(
         consumer.close()
 
 
-def test_only_a_masked_exception_is_unmasked() -> None:
+def test_a_masked_fatal_error_comes_out_as_itself() -> None:
     cause = KafkaException(KafkaError(KafkaError._FENCED, "fenced", fatal=True))
-    masked = SystemError("<class 'logging.LogRecord'> returned a result with an exception set")
-    masked.__cause__ = cause
-    assert unmasked(masked) is cause
-    other = SystemError("something else")
-    other.__cause__ = cause
-    assert unmasked(other) is other
-    assert unmasked(SystemError(masked.args[0])).args == masked.args
+
+    def masked_flush() -> int:
+        try:
+            raise cause
+        except KafkaException as exc:
+            raise SystemError("<class 'logging.LogRecord'> returned a result with an "
+                              "exception set") from exc
+
+    with pytest.raises(KafkaException) as raised:
+        _unmasking(masked_flush)()
+    assert raised.value is cause
+    assert any("returned a result with an exception set" in n for n in cause.__notes__)
+
+
+@pytest.mark.parametrize("cause", [None, ValueError("not Kafka's")])
+def test_any_other_system_error_of_a_client_is_a_fatal_kafka_error(
+        cause: Exception | None) -> None:
+    """Python 3.13 can clear the pending error in our logger: the call then returns NULL with
+    no exception set. The client is broken either way: a fatal error, so a new one takes
+    over."""
+    def broken() -> int:
+        raise SystemError("<built-in method flush> returned NULL without setting an "
+                          "exception") from cause
+
+    with pytest.raises(KafkaException) as raised:
+        _unmasking(broken)()
+    error = raised.value.args[0]
+    assert error.fatal() and error.code() == KafkaError._FATAL
+    assert "returned NULL without setting an exception" in error.str()
+
+
+@pytest.mark.parametrize("kind", sorted(WRAPPED))
+def test_every_call_that_serves_callbacks_is_wrapped(kind: str) -> None:
+    ours, plain = {"Producer": (Producer, confluent_kafka.Producer),
+                   "Consumer": (Consumer, confluent_kafka.Consumer)}[kind]
+    for name in WRAPPED[kind]:
+        method = getattr(ours, name)
+        assert method is not getattr(plain, name), name
+        assert method.__wrapped__ is getattr(plain, name), name
+
+
+ROOT = Path(__file__).resolve().parents[2]
+# Plain clients on purpose: the bench arms that measure the bare client against the ledger.
+PLAIN_ALLOWED = {"ledger_stream/kafka/clients.py", "ledger_stream/bench/arms/latency.py",
+                 "ledger_stream/bench/arms/raw_echo.py", "ledger_stream/bench/arms/sdk.py"}
+
+
+def plain_client_constructions(source: str) -> list[int]:
+    """Lines of ``source`` that build a confluent_kafka Producer or Consumer."""
+    tree = ast.parse(source)
+    names = {alias.asname or alias.name for node in ast.walk(tree)
+             if isinstance(node, ast.ImportFrom) and node.module == "confluent_kafka"
+             for alias in node.names if alias.name in ("Producer", "Consumer")}
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if (isinstance(f, ast.Name) and f.id in names) or (
+                isinstance(f, ast.Attribute) and f.attr in ("Producer", "Consumer")
+                and isinstance(f.value, ast.Name) and f.value.id == "confluent_kafka"):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_check_finds_plain_clients() -> None:
+    assert plain_client_constructions(
+        "from confluent_kafka import Consumer as C\nimport confluent_kafka\n"
+        "c = C({})\np = confluent_kafka.Producer({})\n") == [3, 4]
+
+
+def test_no_module_builds_a_plain_client() -> None:
+    found = {}
+    for path in sorted([*ROOT.glob("ledger_stream/**/*.py"), *ROOT.glob("connectors/**/*.py")]):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative not in PLAIN_ALLOWED:
+            lines = plain_client_constructions(path.read_text())
+            if lines:
+                found[relative] = lines
+    assert found == {}, "build ledger_stream.kafka.clients.Producer/Consumer instead"

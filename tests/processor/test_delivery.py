@@ -161,3 +161,23 @@ def test_bounded_calls_share_one_thread_until_one_is_stuck(
     assert len(set(d._producer.threads)) == 2  # type: ignore[attr-defined]
     release.set()
     d.close()
+
+
+class FullQueueProducer:
+    """Its local queue is full; while deliveries drain, it turns out to be fenced."""
+
+    def produce(self, *args: object, **kwargs: object) -> None:
+        raise BufferError("Local: Queue full")
+
+    def poll(self, timeout: float) -> int:
+        raise _error(KafkaError._FENCED, fatal=True)
+
+
+def test_a_producer_fenced_while_its_queue_drains_abandons_the_batch() -> None:
+    """The drain's poll once ran inside the BufferError handler, whose sibling handler did
+    not catch its KafkaException: a traceback instead of a new producer."""
+    delivery = AtLeastOnceDelivery.__new__(AtLeastOnceDelivery)
+    delivery._producer = FullQueueProducer()  # type: ignore[assignment]
+    with pytest.raises(BatchAbandoned) as why:
+        delivery.send("ledger.receipts", b"v", b"k")
+    assert (why.value.kind, why.value.new_producer) == ("producer_fatal", True)
