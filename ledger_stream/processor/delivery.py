@@ -53,11 +53,16 @@ class _Caller:
 
     def __init__(self) -> None:
         self._calls: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self.ended = threading.Event()  # the thread returned (after stop)
         threading.Thread(target=self._serve, name="kafka-calls", daemon=True).start()
 
     def _serve(self) -> None:
-        while (job := self._calls.get()) is not None:
-            job()
+        try:
+            while (job := self._calls.get()) is not None:
+                job()
+                del job  # nothing of a finished call stays referenced here
+        finally:
+            self.ended.set()
 
     def stop(self) -> None:
         """End the thread once the calls handed to it are done."""
@@ -105,14 +110,26 @@ class Delivery(ABC):
     def __init__(self, config: dict[str, Any], changelog_topic: str) -> None:
         self._config = config
         self._changelog = changelog_topic
-        self._wedged: list[Producer] = []  # producers a thread is stuck in (never freed)
+        # Producers a call is stuck in, each with the caller stuck in it: kept until that
+        # call returns (freeing one sooner would crash), then dropped (wedged).
+        self._stuck: list[tuple[Producer, _Caller]] = []
         self._errors: list[KafkaError] = []
         self._changelog_next: dict[int, int] = {}
         self._caller: _Caller | None = None
         self._producer = self._new_producer()
 
     def _new_producer(self) -> Producer:
+        self._stuck = [(p, c) for p, c in self._stuck if not c.ended.is_set()]
         return Producer({**self._config, "on_delivery": self._report})
+
+    @property
+    def wedged(self) -> list[Producer]:
+        """Producers a call is still stuck in (a broker outage can make one per
+        replacement: each is dropped once its call returns, at the next replacement)."""
+        return [p for p, c in self._stuck if not c.ended.is_set()]
+
+    def _is_wedged(self, producer: Producer) -> bool:
+        return any(p is producer for p, _ in self._stuck)
 
     def _report(self, err: KafkaError | None, msg: Any) -> None:
         if err is not None:
@@ -189,9 +206,10 @@ class Delivery(ABC):
             self._caller = None
 
     def _close_producer(self) -> None:
-        if self._producer in self._wedged:
+        if self._is_wedged(self._producer):
             # A thread is still blocked inside it: flushing or freeing it would block (or
-            # crash) too. It stays referenced, fenced by its successor's init_transactions.
+            # crash) too. It stays referenced until the call returns (``_stuck``), fenced by
+            # its successor's init_transactions.
             self._producer = None  # type: ignore[assignment]
             return
         # A fatal producer cannot flush; its records are not ours to keep.
@@ -212,8 +230,9 @@ class Delivery(ABC):
         caller = self._caller = self._caller or _Caller()
         outcome = caller.run(call, timeout_s + WEDGED_GRACE_S)
         if outcome is None:
-            self._caller = None  # its thread is stuck in the call
-            self._wedged.append(self._producer)
+            self._caller = None  # its thread is stuck in the call, and ends after it
+            caller.stop()
+            self._stuck.append((self._producer, caller))
             raise BatchAbandoned(
                 "producer_wedged", f"{step} did not return within "
                 f"{timeout_s + WEDGED_GRACE_S:.0f} s (a coordinator went away; librdkafka "
@@ -309,7 +328,7 @@ class ExactlyOnceDelivery(Delivery):
         if not self._in_transaction:
             return
         self._in_transaction = False
-        if self._producer in self._wedged:
+        if self._is_wedged(self._producer):
             raise BatchAbandoned("producer_wedged", "the producer is wedged: a new one "
                                  "aborts its transaction", new_producer=True)
         producer = self._producer

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+import weakref
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -125,6 +127,50 @@ def test_a_producer_stuck_past_its_timeout_is_replaced_and_never_touched_again(
     d.commit([TopicPartition("intents", 0, 5)], object())
     assert d._producer.calls[-2:] == ["send_offsets_to_transaction", "commit_transaction"]
     stuck.release.set()
+
+
+
+def test_producers_wedged_through_an_outage_are_freed_once_their_calls_return(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker outage wedges one producer per replacement (each new one's
+    init_transactions waits too). Each kept its thread and stayed referenced for ever: a
+    long outage grew the process by a producer and its librdkafka threads every 35 s."""
+    from ledger_stream.processor import delivery
+
+    made = [StuckProducer({"commit_transaction"}), StuckProducer({"init_transactions"}),
+            StuckProducer({"init_transactions"}), StuckProducer(set())]
+    wedged = [weakref.ref(p) for p in made[:3]]
+    monkeypatch.setattr(delivery, "TXN_TIMEOUT_S", 0.1)
+    monkeypatch.setattr(delivery, "WEDGED_GRACE_S", 0.05)
+    monkeypatch.setattr(delivery, "Producer", lambda config: made.pop(0))
+    threads = threading.active_count()
+    d = delivery.ExactlyOnceDelivery({}, "changelog")
+    d.begin()
+    with pytest.raises(BatchAbandoned):
+        d.commit([TopicPartition("intents", 0, 5)], object())
+    for _ in range(2):  # the outage goes on: each new producer wedges in init_transactions
+        with pytest.raises(BatchAbandoned) as why:
+            d.replace_producer()
+        assert why.value.kind == "producer_wedged"
+    del why  # its traceback holds the last stuck call's frames
+    assert len(d.wedged) == 3
+    assert threading.active_count() >= threads + 3
+    for ref in wedged:  # the outage ends: every stuck call returns
+        producer = ref()
+        assert producer is not None
+        producer.release.set()
+    del producer
+    deadline = time.monotonic() + 5
+    while d.wedged and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert d.wedged == []
+    d.replace_producer()  # the next replacement lets them go
+    gc.collect()
+    assert [ref() for ref in wedged] == [None, None, None]
+    assert threading.active_count() <= threads + 1  # only the healthy caller's thread
+    d.begin()
+    d.commit([TopicPartition("intents", 0, 5)], object())
+    d.close()
 
 
 
