@@ -82,7 +82,10 @@ class ConnectorWorker:
         self._opts = options
         self._codec = codec or AvroCodec()
         self._attempts = settings.topic("attempts")
-        self._producer = Producer(producer_config(bootstrap, acks="all"))
+        # A claim and an outcome each stand between a dispatch and its receipt: librdkafka's
+        # default 5 ms wait for a batch added 10 ms to every fresh submit. 1 ms keeps most of
+        # the batching under load (no linger at all cost 3-11% of the throughput).
+        self._producer = Producer(producer_config(bootstrap, acks="all", **{"linger.ms": 1}))
         self._done: queue.SimpleQueue[Completion] = queue.SimpleQueue()
         self._pool = ThreadPoolExecutor(options.max_in_flight,
                                         thread_name_prefix=f"{target.name}-call")

@@ -64,7 +64,11 @@ class LedgerClient:
             use_client_settings(self.settings.kafka_client)
         self.bootstrap = bootstrap or resolve_bootstrap(self.settings)
         self._codec = codec or make_codec(self.settings.schema_registry_url)
-        self._producer = EventProducer(self.settings, self.bootstrap, self._codec, acks="all")
+        # No linger: an agent waits for each intent's acknowledgement, one at a time, so
+        # librdkafka's default 5 ms wait for a batch to fill was 5 ms added to every submit;
+        # concurrent submits still share the requests that are in flight.
+        self._producer = EventProducer(self.settings, self.bootstrap, self._codec,
+                                       acks="all", **{"linger.ms": 0})
         self._receipts_topic = self.settings.topic("receipts")
         self._partitions: int | None = None
         self._lock = threading.Lock()

@@ -27,6 +27,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ledger_stream.bench import status_lookup
+from ledger_stream.bench.arms.connector import CONNECTOR_ENV
 from ledger_stream.bench.context import ArmResult, BenchContext
 from ledger_stream.bench.processes import peak_rss_mb
 from ledger_stream.config import Settings
@@ -103,7 +104,11 @@ def measure(bootstrap: str, prefix: str, folder: Path, say: Say, *, calls: int =
                   processor_env={"LEDGER_APPROVAL_SECRET": secrets.token_hex(32)})
     few = max(20, calls // 4)
     try:
-        connector = stack.connector("http", "--name", "payments", "--base-url", sandbox.url)
+        # Production timings: the test suite's 1.5 s call timeout, with 64 agents on a busy
+        # machine, sent a slow call to an operator (unknown, then not found at a target that
+        # does not deduplicate), and the arm stopped.
+        connector = stack.connector("http", "--name", "payments", "--base-url", sandbox.url,
+                                    env=CONNECTOR_ENV)
         workflow = Workflow("bench-sdk", "1.0", "thread", "refund")
         with LedgerClient(s) as client:
             key = operation_key("acme", "refund", "warm-up")
