@@ -78,7 +78,10 @@ class _Caller:
             try:
                 call()
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-                outcome.append(exc)
+                # Without its traceback: that holds this frame, whose ``outcome`` holds the
+                # exception, a cycle that kept a stuck call's producer alive until some
+                # later garbage collection destroyed it, on whatever thread ran then.
+                outcome.append(exc.with_traceback(None))
             finally:
                 finished.set()
 
@@ -119,13 +122,19 @@ class Delivery(ABC):
         self._producer = self._new_producer()
 
     def _new_producer(self) -> Producer:
-        self._stuck = [(p, c) for p, c in self._stuck if not c.ended.is_set()]
+        self._let_go()
         return Producer({**self._config, "on_delivery": self._report})
+
+    def _let_go(self) -> None:
+        """Drop the wedged producers whose stuck call has returned (freeing them)."""
+        if self._stuck:
+            self._stuck = [(p, c) for p, c in self._stuck if not c.ended.is_set()]
 
     @property
     def wedged(self) -> list[Producer]:
         """Producers a call is still stuck in (a broker outage can make one per
-        replacement: each is dropped once its call returns, at the next replacement)."""
+        replacement: each is dropped once its call returns, at the next batch or
+        replacement)."""
         return [p for p, c in self._stuck if not c.ended.is_set()]
 
     def _is_wedged(self, producer: Producer) -> bool:
@@ -141,6 +150,7 @@ class Delivery(ABC):
                 self._changelog_next[partition] = offset + 1
 
     def begin(self) -> None:
+        self._let_go()  # an outage's wedged producers return after the last replacement
         self.begin_reports()
 
     def begin_reports(self) -> None:

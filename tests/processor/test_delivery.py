@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import threading
 import time
 import weakref
@@ -134,44 +133,58 @@ def test_producers_wedged_through_an_outage_are_freed_once_their_calls_return(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A broker outage wedges one producer per replacement (each new one's
     init_transactions waits too). Each kept its thread and stayed referenced for ever: a
-    long outage grew the process by a producer and its librdkafka threads every 35 s."""
+    long outage grew the process by a producer and its librdkafka threads every 35 s. Now
+    each is freed once its call returns, at the next batch: no garbage collection needed
+    (the stuck call raises when it returns, fenced by its successor, and its exception once
+    held the producer in a reference cycle)."""
     from ledger_stream.processor import delivery
 
-    made = [StuckProducer({"commit_transaction"}), StuckProducer({"init_transactions"}),
-            StuckProducer({"init_transactions"}), StuckProducer(set())]
+    made = [FencedWhenReleased({"commit_transaction"}),
+            FencedWhenReleased({"init_transactions"}),
+            FencedWhenReleased({"init_transactions"}), StuckProducer(set())]
     wedged = [weakref.ref(p) for p in made[:3]]
     monkeypatch.setattr(delivery, "TXN_TIMEOUT_S", 0.1)
     monkeypatch.setattr(delivery, "WEDGED_GRACE_S", 0.05)
     monkeypatch.setattr(delivery, "Producer", lambda config: made.pop(0))
-    threads = threading.active_count()
     d = delivery.ExactlyOnceDelivery({}, "changelog")
     d.begin()
     with pytest.raises(BatchAbandoned):
         d.commit([TopicPartition("intents", 0, 5)], object())
+    with pytest.raises(BatchAbandoned):
+        d.abort()  # wedged: not asked to abort
     for _ in range(2):  # the outage goes on: each new producer wedges in init_transactions
         with pytest.raises(BatchAbandoned) as why:
             d.replace_producer()
         assert why.value.kind == "producer_wedged"
     del why  # its traceback holds the last stuck call's frames
-    assert len(d.wedged) == 3
-    assert threading.active_count() >= threads + 3
-    for ref in wedged:  # the outage ends: every stuck call returns
+    d.replace_producer()  # the broker is back: a healthy producer
+    callers = [caller for _, caller in d._stuck]
+    assert len(d.wedged) == 3 and len(callers) == 3
+    for ref in wedged:  # and the stuck calls return (fenced)
         producer = ref()
         assert producer is not None
         producer.release.set()
     del producer
-    deadline = time.monotonic() + 5
-    while d.wedged and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert d.wedged == []
-    d.replace_producer()  # the next replacement lets them go
-    gc.collect()
+    for caller in callers:
+        assert caller.ended.wait(5)  # each stuck thread ends after its call
+    del callers
+    d.begin()  # the next batch lets them go
     assert [ref() for ref in wedged] == [None, None, None]
-    assert threading.active_count() <= threads + 1  # only the healthy caller's thread
-    d.begin()
     d.commit([TopicPartition("intents", 0, 5)], object())
     d.close()
 
+
+class FencedWhenReleased(StuckProducer):
+    """Stuck until released, then fenced by its successor."""
+
+    def __getattr__(self, name: str):
+        stuck = super().__getattr__(name)
+
+        def call(*args: object) -> None:
+            stuck(*args)
+            if name in self.stuck:
+                raise KafkaException(KafkaError(KafkaError._FENCED, "fenced", fatal=True))
+        return call
 
 
 class ThreadRecordingProducer:

@@ -99,8 +99,8 @@ class Sim:
     def seek(self, tp: TopicPartition) -> None:
         key = (tp.topic, tp.partition)
         self.seeks.append((tp.topic, tp.partition, tp.offset))
-        if key not in self.pos:
-            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
+        if key not in self.pos:  # librdkafka: the partition object exists, never started
+            raise KafkaException(KafkaError(KafkaError._STATE))
         if key not in self.started:
             self.refused_seeks += 1
             raise KafkaException(KafkaError(KafkaError._STATE))
@@ -270,6 +270,21 @@ def test_a_seek_refused_before_the_fetch_starts_never_ends_the_processor(
             if why is not None:
                 ended.append((seed, why))
     assert ended == []
+
+
+def test_a_refused_seek_of_a_partition_the_client_does_not_hold_is_not_a_rewind(
+        monkeypatch: pytest.MonkeyPatch):
+    """librdkafka answers "Erroneous state" for a subscribed topic's partition it was never
+    given, too; only one it holds counts as rewound."""
+    p, sim, _ = build(0, monkeypatch=monkeypatch)
+    a = p._assignment
+    a.on_assign(sim, [TopicPartition(t, 0) for t in TOPICS])
+    sim.group |= {(t, 0) for t in TOPICS}
+    sim.started -= {(t, 0) for t in TOPICS}
+    assert p._rewind([0])  # assigned, fetch not started: refused, and counted as rewound
+    assert sim.refused_seeks == 2
+    sim.incremental_unassign([TopicPartition(t, 0) for t in TOPICS])  # the client let go
+    assert not p._rewind([0])
 
 
 def test_the_simulation_decides_across_rebalances(monkeypatch: pytest.MonkeyPatch):
