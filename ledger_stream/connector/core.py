@@ -31,7 +31,7 @@ from ledger_stream.connector.commands import (
     Record,
     Stop,
 )
-from ledger_stream.connector.jobs import DispatchJob, Job, ReconcileJob, Stage
+from ledger_stream.connector.jobs import LOCAL_STAGES, DispatchJob, Job, ReconcileJob, Stage
 from ledger_stream.connector.options import ConnectorOptions
 from ledger_stream.connector.progress import PartitionProgress, Remembered
 from ledger_stream.connector.target import EffectRequest
@@ -163,6 +163,11 @@ class ConnectorCore:
 
     def idle(self) -> bool:
         return not self._busy and not any(self._pending.values())
+
+    def awaits_local(self) -> bool:
+        """Whether a running job waits for something of this process (a call, a lookup, a
+        delivery report), not for a record from Kafka or a time."""
+        return any(j.stage in LOCAL_STAGES for j in self._busy.values())
 
     def in_flight(self) -> int:
         """Jobs started and not finished (a gauge; and a leak would show here)."""

@@ -25,6 +25,12 @@ class Stage(Enum):
     DONE = auto()
 
 
+# Stages that end on an event of this process (a finished call or lookup, a delivery
+# report), which the runtime's loop only sees between two polls of its feed.
+LOCAL_STAGES = frozenset({Stage.CLAIMING, Stage.CALLING, Stage.LOOKING, Stage.REPORTING,
+                          Stage.WITHDRAWING})
+
+
 @dataclass(eq=False)
 class Job:
     id: int

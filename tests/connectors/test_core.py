@@ -93,6 +93,34 @@ def test_grant_calls_then_reports_then_commits_only_after_the_ack():
     assert Commit(0, 3) in c.produced(report.job_id, True, 1_600)
 
 
+def test_only_a_job_waiting_for_this_process_asks_for_short_polls():
+    """The runtime polls its feed for 5 ms instead of 50 while this is true: a finished call
+    or a delivery report is seen only between polls."""
+    c = core()
+    assert not c.awaits_local()
+    claim = claimed(c, dispatch())
+    assert c.awaits_local()  # the claim's delivery report
+    c.produced(claim.job_id, True, 1_010)
+    assert not c.awaits_local()  # the processor's answer comes through the feed
+    grant = ev.Grant("acme/pay/k1", 1, claim.event.claim_id, 11_000, 1_020)
+    call = only(c.record(rec(grant, 1), 1_030), Call)
+    assert c.awaits_local()  # the call
+    report = only(c.called(call.job_id, OS.SUCCEEDED, "pay-1", "", 1_500), Produce)
+    assert c.awaits_local()  # the outcome's delivery report
+    c.produced(report.job_id, True, 1_600)
+    assert not c.awaits_local() and c.idle()
+
+
+def test_the_worker_polls_briefly_only_while_a_job_waits_for_this_process():
+    from ledger_stream.connector import runtime
+
+    worker = runtime.ConnectorWorker.__new__(runtime.ConnectorWorker)
+    worker._core = core()
+    assert worker._poll_timeout() == runtime.IDLE_POLL_S
+    claimed(worker._core, dispatch())
+    assert worker._poll_timeout() == runtime.LOCAL_POLL_S
+
+
 def test_a_record_delivered_twice_is_handled_once():
     c = core()
     claimed(c, dispatch())
