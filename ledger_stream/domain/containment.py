@@ -19,7 +19,7 @@ freezes survive restarts and a replay decides under the same freezes.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ledger_stream.domain.events import (
@@ -38,6 +38,7 @@ from ledger_stream.domain.events import (
 from ledger_stream.domain.outputs import dispatch_for, receipt_for, state_receipt
 from ledger_stream.domain.state import KeyState, Phase
 from ledger_stream.domain.transitions import Decision, enter, to_operator
+from ledger_stream.domain.values import replace
 
 # The held queue of one partition, as stored: it lives in one row of the state store and
 # one changelog record, which must fit in a Kafka record (1 MiB by default). Past it a new

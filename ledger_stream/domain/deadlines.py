@@ -8,7 +8,6 @@ log on every replay. The runtime keeps an index of ``due_ms`` per key and decide
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Protocol
 
 from ledger_stream.domain.events import AlertKind
@@ -16,6 +15,7 @@ from ledger_stream.domain.outputs import alert_for, dispatch_for
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import AttemptRecord, KeyState, Phase
 from ledger_stream.domain.transitions import Decision, reconcile, to_operator
+from ledger_stream.domain.values import replace
 
 TIMER_CLAIM = "timer"  # the claim id a deadline's Reconcile names (it answers no claim)
 

@@ -24,8 +24,6 @@ Guarantees, for one key:
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ledger_stream.domain.approval import approval_problem
 from ledger_stream.domain.containment import Hold, claim_again, release, withhold
 from ledger_stream.domain.deadlines import deadline
@@ -71,6 +69,7 @@ from ledger_stream.domain.transitions import (
     reconcile,
     to_operator,
 )
+from ledger_stream.domain.values import replace
 
 DEFAULT_POLICY = Policy()
 

@@ -4,12 +4,11 @@ are never dropped: they settle a key in flight, turn a failed key into a succeed
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ledger_stream.domain.events import AlertKind, OutputEvent
 from ledger_stream.domain.outputs import alert_for, state_receipt
 from ledger_stream.domain.state import AttemptRecord, KeyState, Phase
 from ledger_stream.domain.transitions import Decision, enter
+from ledger_stream.domain.values import replace
 
 
 def effect_seen(state: KeyState, record: AttemptRecord, source: str, deduplicates: bool,

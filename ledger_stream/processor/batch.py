@@ -5,13 +5,13 @@ the process until step b; dropping a Batch abandons it without a trace."""
 from __future__ import annotations
 
 import heapq
-from dataclasses import replace
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Message, TopicPartition
 
 from ledger_stream import tracing
 from ledger_stream.domain import events as ev
+from ledger_stream.domain.values import replace
 from ledger_stream.kafka.message import position
 from ledger_stream.processor.changelog import Positions
 from ledger_stream.processor.partition import PartitionOverlay
