@@ -20,6 +20,12 @@ the one that was lost. A row's deadline comes from the basis written beside it
 (``ledger.due.v1``), so rows are not decoded; a row written without one (older processors),
 or with one this code does not read, is. Dropping the timer entry of the row a key had
 before decodes that row (a key appears once in a compacted changelog: rare).
+
+The records of one batch carry the same group and positions headers, so a consumed record
+whose headers are exactly those the processor writes takes its batch's verdict (applied,
+not ours, not committed) without being parsed again; any other is parsed in full
+(``_Applier.add_consumed``; tests/processor/test_restore_fast_path.py holds the two paths
+equal).
 """
 
 from __future__ import annotations
@@ -28,12 +34,13 @@ import logging
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from ledger_stream.domain.deadlines import allowances, due_ms
 from ledger_stream.domain.policy import Policy
-from ledger_stream.kafka.message import fetched, position
+from ledger_stream.kafka.message import fetched
 from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.logs import log_fields
 from ledger_stream.processor import changelog
@@ -42,6 +49,8 @@ from ledger_stream.state import PartitionStore, StoreBatch, TimerEntry
 from ledger_stream.state.rows import RowDeadline, decode_values
 
 logger = logging.getLogger(__name__)
+
+_APPLY, _FOREIGN, _UNCOMMITTED = 0, 1, 2  # what restore does with a record
 
 CHUNK = 5_000  # keys per store write while restoring (one partition's rows in memory)
 WAIT_NOTICE_S = 3.0  # nothing to read for this long, short of the end: say why
@@ -70,24 +79,57 @@ class _Applier:
         self._clock: int | None = None
         self._last = start - 1
         self._held_at: int | None = None  # the first record of ours not committed yet
+        self._batch: tuple[object, object, object] | None = None  # the last batch's headers
+        self._batch_verdict = _FOREIGN
 
     def add(self, record: changelog.ChangelogRecord) -> None:
-        self._last = record.offset
+        self._apply(record.offset, record.key, record.value, record.due, self._verdict(record))
+
+    def add_consumed(self, offset: int, key: bytes | None, value: bytes | None,
+                     headers: Any) -> None:
+        """``add(changelog.parse(offset, key, value, headers))`` for a consumed record, at
+        less cost: every record of one batch carries the same group and positions, so
+        their verdict is taken once per batch. Only headers exactly as the processor writes
+        them (group, intents, attempts, then the due basis of a row) take this path; any
+        other record is parsed in full."""
+        h = headers
+        if (value is None or type(h) is not list or not 3 <= len(h) <= 4
+                or h[0][0] != changelog.GROUP or h[1][0] != changelog.INTENTS
+                or h[2][0] != changelog.ATTEMPTS
+                or (len(h) == 4 and h[3][0] != changelog.DUE)):
+            self.add(changelog.parse(offset, key, value, h))
+            return
+        batch = (h[0][1], h[1][1], h[2][1])
+        if batch != self._batch:  # parsed exactly as ``changelog.parse`` does, once
+            self._batch = batch
+            self._batch_verdict = self._verdict(changelog.parse(offset, key, value, h[:3]))
+        due = h[3][1] if len(h) == 4 else None
+        self._apply(offset, key or b"", value,
+                    due.encode() if isinstance(due, str) else due, self._batch_verdict)
+
+    def _verdict(self, record: changelog.ChangelogRecord) -> int:
         if record.group != self._group or record.value is None:
-            self.stats.skipped += 1
-            return
+            return _FOREIGN
         if not record.positions.covered_by(self._committed):
+            return _UNCOMMITTED
+        return _APPLY
+
+    def _apply(self, offset: int, key: bytes, value: bytes | None, due: bytes | None,
+               verdict: int) -> None:
+        self._last = offset
+        if verdict != _APPLY:
             self.stats.skipped += 1
-            if self._held_at is None:
-                self._held_at = record.offset
+            if verdict == _UNCOMMITTED and self._held_at is None:
+                self._held_at = offset
             return
+        assert value is not None  # a record without a value is foreign
         self.stats.applied += 1
-        if record.key == changelog.CLOCK_KEY:
-            self._clock = max(self._clock or 0, int(record.value))
+        if key == changelog.CLOCK_KEY:
+            self._clock = max(self._clock or 0, int(value))
         else:
-            key = record.key.decode("utf-8")
-            self._rows[key] = record.value
-            self._dues[key] = record.due
+            text = key.decode("utf-8")
+            self._rows[text] = value
+            self._dues[text] = due
         if len(self._rows) >= CHUNK:
             self._write(self._last + 1)
 
@@ -172,12 +214,11 @@ def restore_partitions(consumer: Consumer, topic: str, stores: dict[int, Partiti
                 start = 0
             starts[partition] = start
             appliers[partition] = _Applier(store, committed[partition], group, policy, start)
-        parse = changelog.parse
         for fetched_now in _read(consumer, topic, starts, ends_of, started + timeout_s):
             for msg in fetched_now:  # the hot loop: one pass per changelog record
-                _, partition, offset = position(msg)
-                # A consumed record's headers are (str, bytes) pairs already.
-                appliers[partition].add(parse(offset, msg.key(), msg.value(), msg.headers()))
+                # _read raised for an error record: every one here has its position.
+                appliers[msg.partition()].add_consumed(  # type: ignore[index]
+                    msg.offset(), msg.key(), msg.value(), msg.headers())  # type: ignore[arg-type]
         stats = RestoreStats()
         for partition, applier in appliers.items():
             done = applier.finish(ends_of[partition])
