@@ -1,0 +1,36 @@
+"""The submit timeline tool: its flags, and how records land on a submit's timeline."""
+
+from __future__ import annotations
+
+import pytest
+
+from ledger_stream.bench.submit_timeline import DONE, main, place
+
+
+def test_bad_flags_are_refused_with_a_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--calls", "0"])
+    assert exit_.value.code == 2
+    assert "--calls must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--gap-ms", "-1"])
+    assert "--gap-ms not negative" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--guarantee", "twice"])
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_records_land_on_their_submit_by_time_and_a_duplicate_keeps_only_its_answer() -> None:
+    found = {
+        b"k/dup": [(1_010, "intents", "Intent", "e1"), (1_012, "receipts", "Receipt", "e1"),
+                   (2_003, "intents", "Intent", "e2"), (2_009, "receipts", "Receipt", "e2")],
+        b"k/new": [(3_000, "intents", "Intent", "e3"), (3_002, "receipts", "Receipt", "e3"),
+                   (3_001, "dispatch", "Dispatch", "e3"), (3_040, "receipts", "Receipt", "e3")],
+    }
+    steps = place(found, [("duplicate", "k/dup", "e2", 2.0, 2.015),
+                          ("fresh", "k/new", "e3", 3.0, 3.05)])
+    assert steps["duplicate"] == {"Intent on intents": [3.0], "Receipt on receipts": [9.0],
+                                  DONE: [pytest.approx(15.0)]}
+    assert list(steps["fresh"]) == ["Intent on intents", "Dispatch on dispatch",
+                                    "Receipt on receipts", "Receipt on receipts (2)", DONE]
+    assert steps["fresh"]["Receipt on receipts (2)"] == [40.0]
