@@ -5,7 +5,8 @@ once, and ``dataclasses.replace`` walks the class's fields and their kinds on ev
 Here each class gets, once, a compiled function that passes every field to the
 constructor: the changed ones from ``changes``, the others from the object. A name that is
 not a field raises TypeError, as ``dataclasses.replace`` does; classes with fields outside
-``__init__`` are not supported (none in the domain) and raise at compile time.
+``__init__`` are not supported, nor are InitVar pseudo-fields (a change to one raises
+TypeError here; none in the domain).
 """
 
 from __future__ import annotations

@@ -11,6 +11,28 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 
 
+def learn_leaders(client: Consumer, topic: str, timeout_s: float = 5.0) -> bool:
+    """Have ``client`` learn ``topic``'s partition leaders now (True once it has), so its
+    first fetch or offset lookup goes straight to them.
+
+    A new client's first request for a topic can be lost: librdkafka sends it on the
+    bootstrap connection, drops that connection once it learns the broker's own address,
+    and asks again only at its next metadata refresh, about a second later. A processor that
+    restores right after it starts (a lone member joins its group at once) waited that
+    second before its first changelog record in about one restore in three (the bench's
+    restore arm). Best effort: False after ``timeout_s``, and the restore asks anyway."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with contextlib.suppress(KafkaException):
+            found = client.list_topics(topic, timeout=min(2.0, timeout_s)).topics.get(topic)
+            if found is not None and found.error is None and found.partitions and all(
+                    p.leader >= 0 for p in found.partitions.values()):
+                return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
 def end_offset(consumer: Consumer, tp: TopicPartition, timeout_s: float = 15.0) -> int:
     """The partition's end offset, retried through leader elections (a new topic, a broker
     restart) until ``timeout_s``."""

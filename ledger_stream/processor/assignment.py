@@ -97,6 +97,7 @@ class Assignment:
             logger.info("partitions assigned", extra=log_fields(
                 partitions=accepted, restore_seconds=round(time.monotonic() - started, 3),
                 changelog_seconds=round(stats.seconds, 3),
+                changelog_wait_seconds=round(stats.waited, 3),
                 restored_records=stats.applied, skipped_records=stats.skipped))
 
     def _restore(self, stores: dict[int, PartitionStore], committed: dict[int, Positions]

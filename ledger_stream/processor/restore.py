@@ -61,6 +61,7 @@ class RestoreStats:
     applied: int = 0
     skipped: int = 0
     seconds: float = 0.0
+    waited: float = 0.0  # of ``seconds``, spent waiting for the broker: end offsets, fetches
 
 
 class _Applier:
@@ -203,6 +204,7 @@ def restore_partitions(consumer: Consumer, topic: str, stores: dict[int, Partiti
     appliers: dict[int, _Applier] = {}
     try:
         ends_of = {p: end_offset(ends, TopicPartition(topic, p)) for p in stores}
+        waited = [time.monotonic() - started]
         starts = {}
         for partition, store in stores.items():
             start = store.changelog_offset
@@ -214,7 +216,8 @@ def restore_partitions(consumer: Consumer, topic: str, stores: dict[int, Partiti
                 start = 0
             starts[partition] = start
             appliers[partition] = _Applier(store, committed[partition], group, policy, start)
-        for fetched_now in _read(consumer, topic, starts, ends_of, started + timeout_s):
+        for fetched_now in _read(consumer, topic, starts, ends_of, started + timeout_s,
+                                 waited):
             for msg in fetched_now:  # the hot loop: one pass per changelog record
                 # _read raised for an error record: every one here has its position.
                 appliers[msg.partition()].add_consumed(  # type: ignore[index]
@@ -229,13 +232,15 @@ def restore_partitions(consumer: Consumer, topic: str, stores: dict[int, Partiti
     finally:
         consumer.unassign()
     stats.seconds = time.monotonic() - started
+    stats.waited = waited[0]
     return stats
 
 
 def _read(consumer: Consumer, topic: str, starts: dict[int, int], ends: dict[int, int],
-          deadline: float) -> Iterator[list[Message]]:
+          deadline: float, waited: list[float]) -> Iterator[list[Message]]:
     """The records from ``starts`` to ``ends``, as the client fetched them (a list at a
-    time); KafkaException for an error record."""
+    time); KafkaException for an error record. ``waited[0]`` adds up the time spent in the
+    client's poll: waiting for records, not applying them."""
     todo = [TopicPartition(topic, p, starts[p]) for p in starts if starts[p] < ends[p]]
     if not todo:
         return
@@ -254,7 +259,9 @@ def _read(consumer: Consumer, topic: str, starts: dict[int, int], ends: dict[int
             logger.info("restore waiting for the changelog's open transactions to end "
                         "(a previous owner's, aborted by the coordinator at its timeout)",
                         extra=log_fields(partitions=behind))
+        asked = time.monotonic()
         found = fetched(consumer, 5000, 0.2)
+        waited[0] += time.monotonic() - asked
         for msg in found:
             if msg.error():
                 raise KafkaException(msg.error())

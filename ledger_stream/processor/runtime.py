@@ -30,6 +30,7 @@ from ledger_stream.config import Settings
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
 from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.message import error_text, position
+from ledger_stream.kafka.offsets import learn_leaders
 from ledger_stream.kafka.reach import wait_for_kafka
 from ledger_stream.kafka.replicas import below_min_isr
 from ledger_stream.logs import log_fields
@@ -108,6 +109,8 @@ class Processor:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._on_signal)
         a = self._assignment
+        for client in (self._restorer, self._ends):  # before the first assignment's restore
+            learn_leaders(client, self.settings.topic("changelog"))
         self._consumer.subscribe(list(self._inputs), on_assign=a.on_assign,
                                  on_revoke=a.on_revoke, on_lost=a.on_lost)
         logger.info("processor started", extra=log_fields(

@@ -80,6 +80,7 @@ def records(draw: Any, group: Any, intents: Any, attempts: Any) -> Record:
         found.append((DUE, due))
     shape = draw(st.sampled_from(["as written"] * 4 + [
         "shuffled", "extra", "short", "none", "a value missing", "other positions",
+        "no due (an older processor's row)",
         *(f"foreign in place {at}" for at in range(len(found)))]))
     if shape == "shuffled":
         found = draw(st.permutations(found))
@@ -88,6 +89,8 @@ def records(draw: Any, group: Any, intents: Any, attempts: Any) -> Record:
     elif shape.startswith("foreign in place"):  # another header where one of ours belongs
         at = int(shape.rsplit(" ", 1)[1])
         found[at] = ("traceparent", draw(st.sampled_from([found[at][1], b"s5"])))
+    elif shape == "no due (an older processor's row)":
+        found = found[:3]
     elif shape == "short":
         found = found[:2]
     elif shape == "none":
@@ -154,3 +157,21 @@ def test_one_batch_is_parsed_once() -> None:
     applier.finish(50)
     assert calls == [0]
     assert applier.stats.applied == 50
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    ((b"another", b"3", b"3"), (OURS.encode(), b"3", b"3")),  # only the group differs
+    ((OURS.encode(), b"3", b"3"), (OURS.encode(), b"7", b"3")),  # only intents
+    ((OURS.encode(), b"3", b"3"), (OURS.encode(), b"3", b"7")),  # only attempts
+    ((OURS.encode(), b"3", b"7"), (OURS.encode(), b"3", b"3")),
+])
+def test_adjacent_batches_differing_in_one_header_each_get_their_own_verdict(
+        first: tuple[bytes, bytes, bytes], second: tuple[bytes, bytes, bytes]) -> None:
+    row, basis = ROWS[0]
+
+    def headers(batch: tuple[bytes, bytes, bytes]) -> list[tuple[str, bytes]]:
+        return [(GROUP, batch[0]), (INTENTS, batch[1]), (ATTEMPTS, batch[2])]
+
+    _compare([(CLOCK_KEY, b"5", headers(first)), (CLOCK_KEY, b"6", headers(second)),
+              (b"acme/pay/A", row, [*headers(first), (DUE, basis)]),
+              (b"acme/pay/B", row, [*headers(second), (DUE, basis)])], Positions(5, 5), 0)

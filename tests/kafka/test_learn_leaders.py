@@ -1,0 +1,33 @@
+"""``learn_leaders``: a new client learns a topic's partition leaders before its first fetch
+(the processor asks for the changelog's before its first restore), and gives up on a topic
+that does not exist within its timeout."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ledger_stream.config import Settings
+from ledger_stream.kafka.clients import Consumer
+from ledger_stream.kafka.offsets import learn_leaders
+from ledger_stream.processor import clients
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(60)]
+
+
+def test_a_new_client_learns_the_changelog_leaders_and_gives_up_on_a_missing_topic(
+        ledger_topics: Settings) -> None:
+    assert ledger_topics.kafka_bootstrap is not None
+    client = Consumer(clients.changelog_ends_config(ledger_topics.kafka_bootstrap))
+    try:
+        topic = ledger_topics.topic("changelog")
+        assert learn_leaders(client, topic)
+        found = client.list_topics(topic, timeout=5).topics[topic]
+        assert len(found.partitions) == ledger_topics.partitions
+        assert all(p.leader >= 0 for p in found.partitions.values())
+        began = time.monotonic()
+        assert not learn_leaders(client, f"{topic}-missing", timeout_s=0.5)
+        assert time.monotonic() - began < 4.0
+    finally:
+        client.close()
