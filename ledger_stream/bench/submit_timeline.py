@@ -77,7 +77,7 @@ def measure(bootstrap: str, folder: Path, say: Any, *, calls: int, guarantee: st
     trips in ms)."""
     from ledger_stream import LedgerClient, Workflow, operation_key
     from ledger_stream.bench.arms.connector import CONNECTOR_ENV
-    from ledger_stream.bench.arms.sdk import _raw_round_trips
+    from ledger_stream.bench.arms.sdk import raw_round_trips
     from ledger_stream.config import Settings
     from ledger_stream.kafka import topics
     from ledger_stream.testing.sandbox import SandboxProc
@@ -87,7 +87,7 @@ def measure(bootstrap: str, folder: Path, say: Any, *, calls: int, guarantee: st
                  partitions=3, replication_factor=1)
     topics.require_matching(topics.create_topics(bootstrap, s))
     say("raw round trips")
-    raw = [x * 1000 for x in _raw_round_trips(bootstrap, s.topic("alerts"), calls)]
+    raw = [x * 1000 for x in raw_round_trips(bootstrap, s.topic("alerts"), calls)]
     sandbox = SandboxProc(folder / "sandbox.db", latency_ms=call_ms)
     (folder / "stack").mkdir(parents=True, exist_ok=True)
     stack = Stack(s, folder / "stack", processor_env={
@@ -123,40 +123,21 @@ def measure(bootstrap: str, folder: Path, say: Any, *, calls: int, guarantee: st
 
 def _timelines(bootstrap: str, s: Any, submits: list[tuple[str, str, str, float, float]]
                ) -> dict[str, dict[str, list[float]]]:
-    from confluent_kafka import TopicPartition
-
-    from ledger_stream.kafka.clients import Consumer
-    from ledger_stream.kafka.offsets import end_offset
+    from ledger_stream.kafka.reader import read_topic
     from ledger_stream.serde import AvroCodec
+    from ledger_stream.serde.exceptions import DecodeError
 
     codec = AvroCodec()
     found: Records = defaultdict(list)
     for role in ("intents", "dispatch", "attempts", "receipts"):
-        topic = s.topic(role)
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "timeline",
-                             "isolation.level": "read_committed", "log_level": 3})
-        try:
-            parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-            ends = {p: end_offset(consumer, TopicPartition(topic, p)) for p in parts}
-            consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-            left = sum(ends.values())
-            while left > 0:
-                msg = consumer.poll(1.0)
-                if msg is None:
-                    break
-                if msg.error():
-                    continue
-                left -= 1
-                try:
-                    event = codec.decode(msg.value())
-                except Exception:  # noqa: BLE001 - a Tick or a foreign record: not a step
-                    continue
-                answers = getattr(event, "intent_event_id", "") or getattr(event, "event_id",
-                                                                           "")
-                found[msg.key() or b""].append(
-                    (msg.timestamp()[1], role, type(event).__name__, answers))
-        finally:
-            consumer.close()
+        for key, at, value in read_topic(bootstrap, s.topic(role), timeout_s=60, convert=(
+                lambda m: (m.key() or b"", m.timestamp()[1], m.value()))):
+            try:
+                event = codec.decode(value)
+            except DecodeError:
+                continue  # not a ledger event: not a step
+            answers = getattr(event, "intent_event_id", "") or getattr(event, "event_id", "")
+            found[key].append((at, role, type(event).__name__, answers))
     return place(found, submits)
 
 

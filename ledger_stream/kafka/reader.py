@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Message, TopicPartition
 
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.clients import Consumer
@@ -26,13 +26,18 @@ def read_topic(
     until: Callable[[list[Any]], bool] | None = None,
     timeout_s: float = 30.0,
     raw: bool = False,
+    convert: Callable[[Message], Any] | None = None,
 ) -> list[Any]:
     """Every record of ``topic`` up to its end (or until ``until(records)`` holds).
 
-    Returns decoded events, or (key, value) byte pairs with ``raw``. With ``until``, keeps
-    reading new records until the predicate holds or ``timeout_s`` passes.
+    Returns decoded events, or (key, value) byte pairs with ``raw``, or what ``convert``
+    makes of each record. With ``until``, keeps reading new records until the predicate
+    holds or ``timeout_s`` passes.
     """
     codec = codec or AvroCodec()
+    if convert is None:
+        convert = (lambda m: (m.key(), m.value())) if raw else (
+            lambda m: codec.decode(m.value()))
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -58,7 +63,7 @@ def read_topic(
             for msg in fetched(consumer, 500, 0.2):
                 if msg.error():
                     continue
-                records.append((msg.key(), msg.value()) if raw else codec.decode(msg.value()))
+                records.append(convert(msg))
         return records
     finally:
         consumer.close()

@@ -65,7 +65,7 @@ def _concurrently(agents: int, calls: int, call: Callable[[int], object]
         return spent, calls / (time.perf_counter() - began)
 
 
-def _raw_round_trips(bootstrap: str, topic: str, calls: int) -> list[float]:
+def raw_round_trips(bootstrap: str, topic: str, calls: int) -> list[float]:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "raw",
                          "fetch.wait.max.ms": 10, "log_level": 3})
@@ -96,7 +96,7 @@ def measure(bootstrap: str, prefix: str, folder: Path, say: Say, *, calls: int =
                  replication_factor=1)
     topics.require_matching(topics.create_topics(bootstrap, s))
     say("raw round trips")
-    raw = _raw_round_trips(bootstrap, s.topic("alerts"), calls)
+    raw = raw_round_trips(bootstrap, s.topic("alerts"), calls)
     figures = {"call_ms": float(call_ms), **_latencies("raw", raw)}
     sandbox = SandboxProc(folder / "sandbox.db", latency_ms=call_ms)
     (folder / "stack").mkdir(parents=True, exist_ok=True)
