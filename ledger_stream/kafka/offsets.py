@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
@@ -11,7 +12,8 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 
 
-def learn_leaders(client: Consumer, topic: str, timeout_s: float = 5.0) -> bool:
+def learn_leaders(client: Consumer, topic: str, timeout_s: float = 5.0,
+                  stop: threading.Event | None = None) -> bool:
     """Have ``client`` learn ``topic``'s partition leaders now (True once it has), so its
     first fetch or offset lookup goes straight to them.
 
@@ -20,17 +22,18 @@ def learn_leaders(client: Consumer, topic: str, timeout_s: float = 5.0) -> bool:
     and asks again only at its next metadata refresh, about a second later. A processor that
     restores right after it starts (a lone member joins its group at once) waited that
     second before its first changelog record in about one restore in three (the bench's
-    restore arm). Best effort: False after ``timeout_s``, and the restore asks anyway."""
+    restore arm). Best effort: False after ``timeout_s`` (or once ``stop`` is set), and the
+    caller asks anyway."""
     deadline = time.monotonic() + timeout_s
+    pause = stop or threading.Event()
     while True:
         with contextlib.suppress(KafkaException):
             found = client.list_topics(topic, timeout=min(2.0, timeout_s)).topics.get(topic)
             if found is not None and found.error is None and found.partitions and all(
                     p.leader >= 0 for p in found.partitions.values()):
                 return True
-        if time.monotonic() > deadline:
+        if time.monotonic() > deadline or pause.wait(0.05):
             return False
-        time.sleep(0.05)
 
 
 def end_offset(consumer: Consumer, tp: TopicPartition, timeout_s: float = 15.0) -> int:

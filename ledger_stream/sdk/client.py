@@ -162,8 +162,9 @@ class LedgerClient:
         with self._lock:
             if self._hub is None:
                 partitions = self._partition_count_locked()
+                ends = self._end_offsets_locked()
                 self._hub = ReceiptHub(self.bootstrap, self._receipts_topic, self._codec,
-                                       lambda key: partition_for(key, partitions))
+                                       lambda key: partition_for(key, partitions), ends.get)
             return self._hub
 
     def status(self, key: str, wait: float = 2.0) -> ev.Receipt | None:
@@ -229,10 +230,13 @@ class LedgerClient:
 
     def _end_offsets(self) -> EndOffsets:
         with self._lock:
-            if self._ends is None:
-                self._ends = EndOffsets(self._admin(), self._receipts_topic,
-                                        self._partition_count_locked())
-            return self._ends
+            return self._end_offsets_locked()
+
+    def _end_offsets_locked(self) -> EndOffsets:
+        if self._ends is None:
+            self._ends = EndOffsets(self._admin(), self._receipts_topic,
+                                    self._partition_count_locked())
+        return self._ends
 
     def _admin(self) -> AdminClient:
         if self._admin_client is None:

@@ -11,8 +11,11 @@ is awaited), so the second submit to a partition costs no Kafka round trip at al
 The thread waits for records with ``poll`` and then drains what is already fetched: there is
 no fixed batch wait between a receipt's arrival and its waiter. Only that thread touches the
 consumer (a client call on it from another thread blocks while it polls); the end offsets come
-from a second, never-polled consumer, and the thread applies new assignments between polls
-(the start offset is fixed before the intent is produced, so a late assignment misses nothing).
+from the caller (the client's admin, which has already learned the cluster when it counted the
+partitions), and the thread applies new assignments between polls (the start offset is fixed
+before the intent is produced, so a late assignment misses nothing). The thread first has the
+consumer learn the topic's leaders, while the first submit produces its intent: a new client's
+first topic request can be lost in librdkafka's bootstrap handover (``learn_leaders``).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from ledger_stream import tracing
 from ledger_stream.domain.events import Receipt
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.clients import Consumer
-from ledger_stream.kafka.offsets import end_offset
+from ledger_stream.kafka.offsets import learn_leaders
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import AvroCodec, DecodeError
 
@@ -40,8 +43,10 @@ logger = logging.getLogger(__name__)
 
 W = TypeVar("W", bound="ReceiptWaiter")
 
-POLL_S = 0.05  # how long one poll waits for the first record; a new partition waits at most this
+POLL_S = 0.05  # how long one poll waits for the first record; a new partition waits at most
+# this (the first one not at all: until then the thread waits for an assignment instead)
 DRAIN = 500  # records taken per drain of what is already fetched
+LEARN_S = 2.0  # how long the thread tries to learn the leaders before its first poll
 
 
 class ReceiptWaiter:
@@ -102,10 +107,13 @@ class ReceiptHub:
     """The client's one receipts consumer and the thread that demultiplexes it by key."""
 
     def __init__(self, bootstrap: str, topic: str, codec: AvroCodec,
-                 partition_of: Callable[[str], int]) -> None:
+                 partition_of: Callable[[str], int], end_offset: Callable[[int], int]) -> None:
+        """``end_offset(partition)``: the partition's read-committed end offset, asked for
+        after the call began."""
         self._topic = topic
         self._codec = codec
         self._partition_of = partition_of
+        self._end_offset = end_offset
         config = {
             "bootstrap.servers": bootstrap,
             **CLIENT_CONFIG,
@@ -115,7 +123,6 @@ class ReceiptHub:
             "fetch.wait.max.ms": 10,
         }
         self._consumer = Consumer(config)  # the thread's alone
-        self._offsets = Consumer(config)  # end offsets, under _assign_lock; never polled
         self._to_assign: queue.SimpleQueue[TopicPartition] = queue.SimpleQueue()
         self._waiters: dict[bytes, set[ReceiptWaiter]] = {}
         self._assigned: set[int] = set()
@@ -164,14 +171,19 @@ class ReceiptHub:
         with self._assign_lock:
             if partition in self._assigned:
                 return
-            start = end_offset(self._offsets, TopicPartition(self._topic, partition))
+            start = self._end_offset(partition)
             self._to_assign.put(TopicPartition(self._topic, partition, start))
             self._assigned.add(partition)
 
     def _run(self) -> None:
+        learn_leaders(self._consumer, self._topic, timeout_s=LEARN_S, stop=self._closed)
+        reading = False  # nothing assigned yet: wait for an assignment, not in a poll
         while not self._closed.is_set():
             try:
-                self._assign_new()
+                if self._assign_new(wait_s=0.0 if reading else POLL_S):
+                    reading = True
+                if not reading:
+                    continue
                 first = self._consumer.poll(POLL_S)
                 if first is None:
                     continue
@@ -183,15 +195,20 @@ class ReceiptHub:
             except RuntimeError:  # the consumer was closed under us: we are stopping
                 return
 
-    def _assign_new(self) -> None:
+    def _assign_new(self, wait_s: float) -> bool:
+        """Assign the partitions asked for since the last call (waiting up to ``wait_s`` for
+        the first); True if there were any."""
         new = []
-        while True:
-            try:
+        try:
+            new.append(self._to_assign.get(timeout=wait_s) if wait_s > 0
+                       else self._to_assign.get_nowait())
+            while True:
                 new.append(self._to_assign.get_nowait())
-            except queue.Empty:
-                break
+        except queue.Empty:
+            pass
         if new:
             self._consumer.incremental_assign(new)
+        return bool(new)
 
     def _hand_over(self, msg: Message) -> None:
         if msg.error():
@@ -217,5 +234,3 @@ class ReceiptHub:
         self._closed.set()
         self._thread.join(timeout=5 + POLL_S)
         self._consumer.close()
-        with self._assign_lock:
-            self._offsets.close()

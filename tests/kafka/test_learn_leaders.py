@@ -4,6 +4,7 @@ that does not exist within its timeout."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -29,5 +30,20 @@ def test_a_new_client_learns_the_changelog_leaders_and_gives_up_on_a_missing_top
         began = time.monotonic()
         assert not learn_leaders(client, f"{topic}-missing", timeout_s=0.5)
         assert time.monotonic() - began < 4.0
+    finally:
+        client.close()
+
+
+def test_a_set_stop_event_ends_the_wait_at_once(ledger_topics: Settings) -> None:
+    """The receipts thread of a client that is closing does not wait out the timeout."""
+    assert ledger_topics.kafka_bootstrap is not None
+    client = Consumer(clients.changelog_ends_config(ledger_topics.kafka_bootstrap))
+    stop = threading.Event()
+    stop.set()
+    try:
+        began = time.monotonic()
+        assert not learn_leaders(client, f"{ledger_topics.topic('changelog')}-missing",
+                                 timeout_s=30, stop=stop)
+        assert time.monotonic() - began < 4.0  # one list_topics (at most 2 s), no pause
     finally:
         client.close()

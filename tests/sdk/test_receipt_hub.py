@@ -88,3 +88,32 @@ def test_a_partition_is_assigned_once_for_every_key_in_it(ledger_topics: Setting
         hub.follow(b).close()
         assert client.receipts() is hub
         assert hub.assigned == frozenset({partition_for(a, ledger_topics.partitions)})
+
+
+def test_a_second_partition_joins_one_already_read(ledger_topics: Settings):
+    """The thread waits for its first assignment outside a poll, then assigns the next one
+    between polls: receipts of keys in both partitions reach their waiters, and the one
+    written before the second waiter was registered does not."""
+    partitions = ledger_topics.partitions
+    a = keys_in_one_partition(partitions, 1)[0]
+    b = next(k for k in (operation_key("acme", "refund", uuid.uuid4().hex[:10])
+                         for _ in iter(int, 1))
+             if partition_for(k, partitions) != partition_for(a, partitions))
+    producer = EventProducer(ledger_topics, ledger_topics.kafka_bootstrap, AvroCodec())
+    with LedgerClient(ledger_topics) as client:
+        hub = client.receipts()
+        first = hub.follow(a)
+        to_a = receipt(a, "i1", ev.ReceiptStatus.SUCCEEDED)
+        producer.send("receipts", to_a)
+        producer.flush()
+        assert first.read(20) == [to_a]
+        early = receipt(b, "early", ev.ReceiptStatus.SUCCEEDED)
+        producer.send("receipts", early)
+        producer.flush()
+        second = hub.follow(b)
+        to_b = receipt(b, "i2", ev.ReceiptStatus.SUCCEEDED)
+        producer.send("receipts", to_b)
+        producer.flush()
+        assert second.read(20) == [to_b]
+        assert hub.assigned == {partition_for(a, partitions), partition_for(b, partitions)}
+    producer.close()

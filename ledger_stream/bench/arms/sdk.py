@@ -6,6 +6,7 @@ Measured, in one run so the ratios compare like with like:
 
 - the raw Kafka round trip: produce one record (acks=all), read it back;
 - a duplicate ``submit`` (the ledger's own round trip: intent in, original receipt out);
+- a new client's first ``submit`` of a duplicate (its Kafka clients start cold);
 - a fresh ``submit`` through the connector and the sandbox (budget: the call time plus four
   raw round trips);
 - ``status`` by reading the key's partition, and through ``ledger-stream view`` at each of
@@ -23,6 +24,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -126,6 +128,9 @@ def measure(bootstrap: str, prefix: str, folder: Path, say: Say, *, calls: int =
             duplicate(0)
             say("duplicate submits")
             figures.update(_latencies("duplicate", timed(calls, duplicate)))
+            say("a new client's first submit (a duplicate)")
+            figures.update(_latencies("first_duplicate", _first_submits(
+                s, key, workflow, max(10, calls // 20))))
             say("fresh submits")
             figures.update(_latencies("fresh", timed(few, fresh)))
             say("status (reading the partition)")
@@ -156,6 +161,23 @@ def measure(bootstrap: str, prefix: str, folder: Path, say: Say, *, calls: int =
     return figures, rss
 
 
+def _first_submits(settings: Settings, key: str, workflow: Any, n: int) -> list[float]:
+    """Seconds of each of ``n`` new clients' first submit (a duplicate of ``key``), as an
+    agent process that has just started makes it: its receipts subscription, its producer
+    and its admin client meet Kafka for the first time. Creating and closing the client are
+    not timed."""
+    from ledger_stream import LedgerClient
+
+    out = []
+    for _ in range(n):
+        with LedgerClient(settings) as client:
+            intent = client.intent(key, "refund", "payments", {"n": 0}, workflow=workflow)
+            started = time.perf_counter()
+            client.submit(intent, wait=60)
+            out.append(time.perf_counter() - started)
+    return out
+
+
 class SdkArm:
     name = "sdk"
     repeated = False
@@ -163,7 +185,8 @@ class SdkArm:
     def run(self, ctx: BenchContext, repetition: int) -> ArmResult:
         sizes = ctx.sizes
         steps = ["raw round trips", "warm-up (the first submit)", "duplicate submits",
-                 "fresh submits", "status (reading the partition)"]
+                 "a new client's first submit (a duplicate)", "fresh submits",
+                 "status (reading the partition)"]
         total = len(steps) + 2 + 3 * len(sizes.status_sizes)
         done = [0]
 
