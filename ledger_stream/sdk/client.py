@@ -162,7 +162,10 @@ class LedgerClient:
         with self._lock:
             if self._hub is None:
                 partitions = self._partition_count_locked()
-                ends = self._end_offsets_locked()
+                # Its own EndOffsets on the shared admin: a request fails or waits for every
+                # caller it covers, and a status() with a short wait must not cut a
+                # submit's retries short, nor a submit's hold up a status() (hostile review).
+                ends = EndOffsets(self._admin(), self._receipts_topic, partitions)
                 self._hub = ReceiptHub(self.bootstrap, self._receipts_topic, self._codec,
                                        lambda key: partition_for(key, partitions), ends.get)
             return self._hub
@@ -230,13 +233,10 @@ class LedgerClient:
 
     def _end_offsets(self) -> EndOffsets:
         with self._lock:
-            return self._end_offsets_locked()
-
-    def _end_offsets_locked(self) -> EndOffsets:
-        if self._ends is None:
-            self._ends = EndOffsets(self._admin(), self._receipts_topic,
-                                    self._partition_count_locked())
-        return self._ends
+            if self._ends is None:
+                self._ends = EndOffsets(self._admin(), self._receipts_topic,
+                                        self._partition_count_locked())
+            return self._ends
 
     def _admin(self) -> AdminClient:
         if self._admin_client is None:

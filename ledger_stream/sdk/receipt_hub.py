@@ -91,7 +91,10 @@ class AsyncReceiptWaiter(ReceiptWaiter):
     def deliver(self, receipt: Receipt, trace: tracing.Headers = ()) -> None:
         if trace:
             self.traces[receipt.receipt_id] = trace
-        self._loop.call_soon_threadsafe(self._aqueue.put_nowait, receipt)
+        try:
+            self._loop.call_soon_threadsafe(self._aqueue.put_nowait, receipt)
+        except RuntimeError:  # its event loop is closed: no one is waiting any more
+            self.close()
 
     async def read_async(self, timeout_s: float) -> list[Receipt]:
         try:
@@ -129,6 +132,9 @@ class ReceiptHub:
         self._lock = threading.Lock()  # waiters
         self._assign_lock = threading.Lock()  # one partition assignment at a time
         self._closed = threading.Event()
+        # Set once a partition is asked for (or the hub closes): the thread stops learning
+        # the leaders then, so a partition without one does not hold up another's receipts.
+        self._wanted = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ledger-receipts", daemon=True)
         self._thread.start()
 
@@ -174,9 +180,10 @@ class ReceiptHub:
             start = self._end_offset(partition)
             self._to_assign.put(TopicPartition(self._topic, partition, start))
             self._assigned.add(partition)
+            self._wanted.set()
 
     def _run(self) -> None:
-        learn_leaders(self._consumer, self._topic, timeout_s=LEARN_S, stop=self._closed)
+        learn_leaders(self._consumer, self._topic, timeout_s=LEARN_S, stop=self._wanted)
         reading = False  # nothing assigned yet: wait for an assignment, not in a poll
         while not self._closed.is_set():
             try:
@@ -192,8 +199,11 @@ class ReceiptHub:
             except KafkaException as exc:  # the client retries by itself; say so, go on
                 logger.warning("receipts read error", extra=log_fields(err=str(exc)))
                 time.sleep(POLL_S)
-            except RuntimeError:  # the consumer was closed under us: we are stopping
-                return
+            except RuntimeError as exc:
+                if self._closed.is_set():  # the consumer was closed under us: stopping
+                    return
+                logger.warning("receipts thread error", extra=log_fields(err=str(exc)))
+                time.sleep(POLL_S)
 
     def _assign_new(self, wait_s: float) -> bool:
         """Assign the partitions asked for since the last call (waiting up to ``wait_s`` for
@@ -207,7 +217,12 @@ class ReceiptHub:
         except queue.Empty:
             pass
         if new:
-            self._consumer.incremental_assign(new)
+            try:
+                self._consumer.incremental_assign(new)
+            except BaseException:
+                for tp in new:  # asked for again at the next turn, not lost for good
+                    self._to_assign.put(tp)
+                raise
         return bool(new)
 
     def _hand_over(self, msg: Message) -> None:
@@ -232,5 +247,6 @@ class ReceiptHub:
         if self._closed.is_set():
             return
         self._closed.set()
+        self._wanted.set()
         self._thread.join(timeout=5 + POLL_S)
         self._consumer.close()

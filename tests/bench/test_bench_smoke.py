@@ -50,7 +50,8 @@ def test_smoke_run_reports_every_arm_and_ratio(kafka_bootstrap: str, tmp_path: P
         for run in arm["runs"]:
             assert not _positive_numbers(run), (name, run)
     expected_ratios = ({name for name, *_ in THROUGHPUT_RATIOS} | {name for name, *_ in TARGETS}
-                       | {"scale_out_speedup_2", "scale_out_speedup_3"})
+                       | {"scale_out_speedup_2", "scale_out_speedup_3",
+                          "latency_p99_whole_run_ledger_vs_raw"})
     assert set(report["ratios"]) == expected_ratios
     assert not _positive_numbers(report["ratios"]), report["ratios"]
     assert {row["ratio"] for row in report["targets"]} == {name for name, *_ in TARGETS}

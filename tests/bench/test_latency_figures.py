@@ -17,6 +17,7 @@ def test_the_warm_up_is_left_out_of_the_percentiles_and_kept_in_the_whole_p99() 
     assert found["ledger_p99_ms"] == 19.0
     assert found["ledger_p99_whole_ms"] == 900.0
     assert found["ledger_answered"] == 1000.0 and found["ledger_sent"] == 1000.0
+    assert found["ledger_measured"] == 900.0
     everything = latency_figures("ledger", start + steady, 1000, warm_up_s=0.0)
     assert everything["ledger_p99_ms"] == everything["ledger_p99_whole_ms"] == 900.0
 

@@ -1,0 +1,181 @@
+"""The receipts thread of ``ReceiptHub`` against a fake consumer (no broker): what the
+thread does when the cluster or a waiter misbehaves. Found by a hostile review of the
+first-submit change: a partition without a leader held up every new client's first
+receipt for the whole leader-learning wait, and a waiter whose event loop was closed
+ended the thread, so every later submit of the client timed out."""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+import uuid
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from ledger_stream.domain import events as ev
+from ledger_stream.sdk import receipt_hub
+from ledger_stream.sdk.receipt_hub import ReceiptHub
+from ledger_stream.serde import AvroCodec
+
+TOPIC = "t.receipts"
+KEY = "acme/refund/inv-1"
+
+
+class FakeConsumer:
+    """A receipts topic of one partition whose leader is unknown (so learning the leaders
+    never succeeds); records are handed over through ``records``."""
+
+    instances: list[FakeConsumer] = []
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.records: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.assigned: list[tuple[float, list[Any]]] = []
+        self.fail_assign = 0  # how many incremental_assign calls raise first
+        FakeConsumer.instances.append(self)
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        partition = SimpleNamespace(leader=-1)
+        return SimpleNamespace(topics={topic: SimpleNamespace(error=None,
+                                                              partitions={0: partition})})
+
+    def incremental_assign(self, tps: list[Any]) -> None:
+        if self.fail_assign:
+            self.fail_assign -= 1
+            raise KafkaException(KafkaError(KafkaError._STATE, "fake"))
+        self.assigned.append((time.monotonic(), tps))
+
+    def poll(self, timeout: float) -> Any:
+        try:
+            return self.records.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def consume(self, n: int, timeout: float) -> list[Any]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def message(key: str, value: bytes) -> Any:
+    return SimpleNamespace(error=lambda: None, key=lambda: key.encode(), value=lambda: value,
+                           headers=lambda: None, partition=lambda: 0, offset=lambda: 0)
+
+
+def receipt(intent_id: str) -> ev.Receipt:
+    return ev.Receipt(receipt_id=uuid.uuid4().hex, key=KEY, intent_event_id=intent_id,
+                      status=ev.ReceiptStatus.SUCCEEDED, reason=ev.Reason.NONE,
+                      args_hash="h", attempts=1, at_ms=1,
+                      key_status=ev.ReceiptStatus.SUCCEEDED)
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch) -> Any:
+    FakeConsumer.instances.clear()
+    monkeypatch.setattr(receipt_hub, "Consumer", FakeConsumer)
+    monkeypatch.setattr(receipt_hub, "LEARN_S", 30.0)  # never given up on by itself
+    made = ReceiptHub("127.0.0.1:1", TOPIC, AvroCodec(), lambda key: 0, lambda p: 7)
+    yield made
+    made.close()
+
+
+def test_a_partition_is_assigned_at_once_though_the_leaders_are_unknown(hub: Any) -> None:
+    time.sleep(0.2)  # the thread is trying to learn the leaders
+    asked = time.monotonic()
+    hub.follow(KEY)
+    consumer = FakeConsumer.instances[0]
+    deadline = time.monotonic() + 5
+    while not consumer.assigned and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert consumer.assigned, "the partition was never assigned"
+    at, tps = consumer.assigned[0]
+    assert at - asked < 0.5  # not after the 30 s of learning
+    assert [(tp.topic, tp.partition, tp.offset) for tp in tps] == [(TOPIC, 0, 7)]
+
+
+def test_a_failed_assignment_is_tried_again(hub: Any) -> None:
+    consumer = FakeConsumer.instances[0]
+    consumer.fail_assign = 1
+    hub.follow(KEY)
+    deadline = time.monotonic() + 5
+    while not consumer.assigned and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [tp.partition for _, tps in consumer.assigned for tp in tps] == [0]
+
+
+def test_a_waiter_whose_event_loop_closed_does_not_stop_the_others(hub: Any) -> None:
+    codec = AvroCodec()
+    loop = asyncio.new_event_loop()
+    gone = hub.follow_async(KEY, loop)
+    loop.close()
+    alive = hub.follow(KEY)
+    consumer = FakeConsumer.instances[0]
+    first, second = receipt("i1"), receipt("i2")
+    consumer.records.put(message(KEY, codec.encode(first)))
+    assert [r.intent_event_id for r in alive.read(5)] == ["i1"]
+    consumer.records.put(message(KEY, codec.encode(second)))
+    assert [r.intent_event_id for r in alive.read(5)] == ["i2"]  # the thread still reads
+    assert gone.read(0) == []
+
+
+def test_delivering_to_a_waiter_whose_loop_closed_forgets_it(hub: Any) -> None:
+    loop = asyncio.new_event_loop()
+    gone = hub.follow_async(KEY, loop)
+    loop.close()
+    gone.deliver(receipt("i1"))  # does not raise into the thread
+    assert KEY.encode() not in hub._waiters
+
+
+class FlakyAdmin:
+    """An admin client in a leader election: offset lookups fail for ``failing_s``."""
+
+    def __init__(self, failing_s: float) -> None:
+        self.until = time.monotonic() + failing_s
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        return SimpleNamespace(topics={topic: SimpleNamespace(
+            error=None, partitions={0: SimpleNamespace(leader=1)})})
+
+    def list_offsets(self, wanted: dict[Any, Any], **_: Any) -> dict[Any, Any]:
+        if time.monotonic() < self.until:
+            raise KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION, "election"))
+        done = SimpleNamespace(result=lambda: SimpleNamespace(offset=5))
+        return {tp: done for tp in wanted}
+
+
+def test_a_status_is_not_held_up_by_a_submits_retries(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A submit's subscription leads an end-offset request through a 1.5 s election (it
+    rides it out: 15 s of patience); a status(wait=0.5) asked meanwhile gives up within
+    its own wait instead of waiting for the submit's request (one EndOffsets each)."""
+    from ledger_stream import LedgerClient
+    from ledger_stream.config import Settings
+    from ledger_stream.sdk.errors import LedgerUnavailable
+
+    FakeConsumer.instances.clear()
+    monkeypatch.setattr(receipt_hub, "Consumer", FakeConsumer)
+    client = LedgerClient(Settings(kafka_bootstrap="127.0.0.1:1",
+                                   view_url="http://127.0.0.1:1"))
+    admin = FlakyAdmin(1.5)
+    monkeypatch.setattr(client, "_admin", lambda: admin)
+    try:
+        following = threading.Thread(target=lambda: client.receipts().follow(KEY))
+        following.start()
+        time.sleep(0.1)  # the submit's request is under way
+        asked = time.monotonic()
+        with pytest.raises(LedgerUnavailable):
+            client.status(KEY, wait=0.5)
+        assert time.monotonic() - asked < 1.2  # not after the election (1.5 s)
+        following.join(10)
+        consumer = FakeConsumer.instances[0]
+        deadline = time.monotonic() + 5
+        while not consumer.assigned and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [tp.offset for _, tps in consumer.assigned for tp in tps] == [5]
+    finally:
+        client.close()
