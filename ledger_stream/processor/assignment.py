@@ -25,7 +25,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from ledger_stream.domain.policy import Policy
 from ledger_stream.logs import log_fields
@@ -39,6 +39,14 @@ from ledger_stream.state import PartitionStore
 logger = logging.getLogger(__name__)
 
 COMMITTED_TIMEOUT_S = 60.0  # covers a stale transaction's timeout and its abort
+COMMITTED_RETRY_PAUSE_S = 0.2
+# The group's coordinator is moving (a broker killed or restarted): asked again until
+# COMMITTED_TIMEOUT_S. A chaos soak saw a processor exit on "Not coordinator" here
+# (2026-12-03) while its coordinator's broker was down.
+COORDINATOR_MOVING = frozenset({
+    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError._TRANSPORT,
+    KafkaError._WAIT_COORD, KafkaError.REBALANCE_IN_PROGRESS})
 RESTORE_ATTEMPTS = 8  # a broker restart can take a minute here: wait it out, then give up
 
 
@@ -193,11 +201,20 @@ class Assignment:
         wanted = [TopicPartition(t, p) for p in partitions for t in self.topics]
         if not wanted:
             return {}
-        try:
-            found = consumer.committed(wanted, timeout=COMMITTED_TIMEOUT_S)
-        except KafkaException as exc:
-            raise ProcessorError(f"reading committed offsets failed: {exc.args[0].str()}"
-                                 ) from exc
+        deadline = time.monotonic() + COMMITTED_TIMEOUT_S
+        while True:
+            try:
+                found = consumer.committed(
+                    wanted, timeout=max(1.0, deadline - time.monotonic()))
+                break
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.code() not in COORDINATOR_MOVING or time.monotonic() > deadline:
+                    raise ProcessorError(f"reading committed offsets failed: {error.str()}"
+                                         ) from exc
+                logger.warning("reading committed offsets: the coordinator is moving; "
+                               "asking again", extra=log_fields(error=error.str()))
+                time.sleep(COMMITTED_RETRY_PAUSE_S)
         offsets = {(tp.topic, tp.partition): tp.offset for tp in found}
         intents, attempts = self.topics
         return {p: Positions(max(offsets[(intents, p)], -1), max(offsets[(attempts, p)], -1))

@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 from prometheus_client import REGISTRY
 
 from ledger_stream.domain.policy import Policy
 from ledger_stream.processor import assignment as assignment_module
 from ledger_stream.processor.assignment import Assignment
+from ledger_stream.processor.exceptions import ProcessorError
 from ledger_stream.processor.restore import RestoreStats
 from ledger_stream.state.memory import MemoryPartitionStore
 
@@ -191,3 +192,40 @@ def test_records_polled_across_callbacks_are_kept_only_for_an_unbroken_ownership
     assert not a.current(1, again)  # released
     assert not a.current(2, again) and not a.current(5, again)
     assert a.current(3, again)  # new: read only after the callback
+
+
+class MovingCoordinator(RecordingConsumer):
+    """The group's coordinator is moving: the first ``failures`` lookups fail with
+    ``code``."""
+
+    def __init__(self, failures: int, code: int,
+                 committed: dict[tuple[str, int], int] | None = None) -> None:
+        super().__init__(committed)
+        self.failures, self.code, self.asked = failures, code, 0
+
+    def committed(self, wanted: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        self.asked += 1
+        if self.asked <= self.failures:
+            raise KafkaException(KafkaError(self.code, "moving"))
+        return super().committed(wanted, timeout)
+
+
+def test_committed_offsets_are_asked_again_while_the_coordinator_moves(
+        restored: list[list[int]], monkeypatch: pytest.MonkeyPatch):
+    """A chaos soak saw a processor exit on "Not coordinator" while its coordinator's
+    broker was down; the offsets are asked again instead."""
+    monkeypatch.setattr(assignment_module, "COMMITTED_RETRY_PAUSE_S", 0.0)
+    a, _ = make(incremental=True)
+    consumer = MovingCoordinator(2, KafkaError.NOT_COORDINATOR, {(INTENTS, 0): 12})
+    a.on_assign(consumer, both(0))  # type: ignore[arg-type]
+    assert consumer.asked == 3 and a.owned == [0]
+    assert consumer.reading[(INTENTS, 0)] == 12
+
+
+def test_other_errors_reading_committed_offsets_still_stop_the_processor(
+        restored: list[list[int]]):
+    a, _ = make(incremental=True)
+    consumer = MovingCoordinator(1, KafkaError.GROUP_AUTHORIZATION_FAILED)
+    with pytest.raises(ProcessorError, match="committed offsets"):
+        a.on_assign(consumer, both(0))  # type: ignore[arg-type]
+    assert consumer.asked == 1 and a.owned == []
