@@ -36,9 +36,11 @@ class FakeConsumer:
         self.records: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.assigned: list[tuple[float, list[Any]]] = []
         self.fail_assign = 0  # how many incremental_assign calls raise first
+        self.learning = threading.Event()  # set at the first list_topics call
         FakeConsumer.instances.append(self)
 
     def list_topics(self, topic: str, timeout: float) -> Any:
+        self.learning.set()
         partition = SimpleNamespace(leader=-1)
         return SimpleNamespace(topics={topic: SimpleNamespace(error=None,
                                                               partitions={0: partition})})
@@ -85,10 +87,10 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def test_a_partition_is_assigned_at_once_though_the_leaders_are_unknown(hub: Any) -> None:
-    time.sleep(0.2)  # the thread is trying to learn the leaders
+    consumer = FakeConsumer.instances[0]
+    assert consumer.learning.wait(5)  # the thread is trying to learn the leaders
     asked = time.monotonic()
     hub.follow(KEY)
-    consumer = FakeConsumer.instances[0]
     deadline = time.monotonic() + 5
     while not consumer.assigned and time.monotonic() < deadline:
         time.sleep(0.01)
