@@ -21,6 +21,7 @@ def test_compose_file_is_complete():
     env = services["kafka"]["environment"]
     assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
     assert env["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
+    assert env["KAFKA_GROUP_COORDINATOR_APPEND_LINGER_MS"] == 0  # as the local cluster's
     for name, service in services.items():
         assert "image" in service or "build" in service, name
         if "build" in service:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from ledger_stream.cli.main import main
 from ledger_stream.config import Settings
@@ -68,6 +68,13 @@ def _read_all(bootstrap: str, topic: str, partitions: int, isolation: str) -> li
         consumer.close()
     assert len(at_end) == partitions, "did not reach the end of every partition"
     return values
+
+
+def _broker_setting(bootstrap: str, node: str, name: str) -> str:
+    resource = ConfigResource(ResourceType.BROKER, node)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entries = admin.describe_configs([resource])[resource].result(timeout=30)
+    return str(entries[name].value)
 
 
 @pytest.mark.kafka
@@ -211,6 +218,10 @@ def test_three_nodes_commit_transactions_with_one_node_killed(tmp_path: Path, li
         assert status.bootstrap is not None and status.alive_count == 3
         ports = {p for n in status.nodes for p in (n.broker_port, n.controller_port)}
         assert [n.node_id for n in status.nodes] == [1, 2, 3] and len(ports) == 6
+        # Offset commits are written at once, not held by the group coordinator (an
+        # at-least-once processor waits for its commit every batch).
+        assert _broker_setting(status.bootstrap, "1", "group.coordinator.append.linger.ms") \
+            == "0"
         settings = Settings(
             kafka_bootstrap=status.bootstrap,
             topic_prefix="three",
