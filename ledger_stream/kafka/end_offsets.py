@@ -10,6 +10,7 @@ partitions share it too.
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 
@@ -45,7 +46,7 @@ class EndOffsets:
             ticket = self._issued
             while self._answered < ticket:
                 if self._failed is not None and self._failed[0] >= ticket:
-                    raise self._failed[1]
+                    raise _own_copy(self._failed[1]) from self._failed[1]
                 if self._running:
                     self._cv.wait()
                     continue
@@ -83,3 +84,15 @@ class EndOffsets:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
+
+
+def _own_copy(exc: BaseException) -> BaseException:
+    """A caller's own exception object for a failure another thread raised: one object raised
+    in several threads would gather every thread's traceback (and each ``raise`` rewrites it
+    while another thread may be printing it)."""
+    try:
+        mine = copy.copy(exc)
+    except Exception:  # an exception that cannot be rebuilt from its args
+        return RuntimeError(f"end offsets unavailable: {exc!r}")
+    mine.__traceback__ = None
+    return mine

@@ -33,7 +33,7 @@ class FakeAdmin:
             sent = self.requests
         time.sleep(self.delay_s)
         if self.fail is not None:
-            raise self.fail
+            raise type(self.fail)(*self.fail.args)  # a new object per request, as the client's
         out = {}
         for tp in wanted:
             f: Future[Any] = Future()
@@ -74,6 +74,8 @@ def test_a_failed_request_fails_the_callers_it_covered_then_the_next_call_asks_a
     for t in threads:
         t.join(10)
     assert len(errors) == 8
+    assert len({id(e) for e in errors}) == 8  # each thread its own object, tracebacks apart
+    assert all(str(e) == "broker down" for e in errors)
     assert admin.requests <= 3  # the waiters took the flight's error, they did not each retry
     admin.fail = None
     assert ends.get(0) == admin.requests
