@@ -11,6 +11,8 @@ result, a revocation, the time) and executes the commands it returns. Guarantees
 - waiting for an answer never mints a new claim id (processor lag costs no attempt);
 - a record's offset is committed only once everything it caused is acknowledged, never
   after a failed acknowledgement (the driver then stops), never after a revocation;
+- after a failed acknowledgement nothing new goes out: no call (even on a grant already
+  read), no claim, no lookup;
 - one key at a time, many keys at once, at most ``max_in_flight`` jobs.
 """
 
@@ -60,6 +62,7 @@ class ConnectorCore:
         self._handled = Remembered()
         self._next_job = 0
         self.stopped = ""  # the reason, once a Stop was returned
+        self.closing = False  # shutdown() was called: nothing new starts or waits for Kafka
 
     # --- what the driver reports ----------------------------------------------------------
 
@@ -81,7 +84,10 @@ class ConnectorCore:
 
     def shutdown(self, now_ms: int) -> list[Command]:
         """Stop taking work: give up the claims not called yet; calls and lookups on the
-        wire finish, report and are committed as usual."""
+        wire finish, report and are committed as usual. A fast-path call then ends once its
+        outcome is recorded (the answer it would wait for is not read any more), uncommitted,
+        and a lookup that fails is not retried."""
+        self.closing = True
         self._pending.clear()
         self._ready.clear()
         waiting = (Stage.WAITING, Stage.CLAIMING, Stage.ANSWER)
@@ -135,7 +141,7 @@ class ConnectorCore:
         job = self._jobs[job_id]
         assert isinstance(job, ReconcileJob) and job.stage is Stage.LOOKING
         if answer.unavailable:
-            if job.abandoned:
+            if job.abandoned or self.closing:
                 return self._give_up(job, now_ms)  # the partition's next owner asks again
             if self.queryable and now_ms + job.retry_delay_ms <= job.give_up_at_ms:
                 job.stage, job.wake_at_ms = Stage.WAITING, now_ms + job.retry_delay_ms
@@ -199,7 +205,8 @@ class ConnectorCore:
 
     def _start(self, now_ms: int) -> list[Command]:
         out: list[Command] = []
-        while self._ready and len(self._busy) < self.opts.max_in_flight and not self.stopped:
+        while (self._ready and len(self._busy) < self.opts.max_in_flight
+               and not self.stopped and not self.closing):
             key = self._ready.popleft()
             queue = self._pending.get(key)
             if not queue or key in self._busy:
@@ -232,6 +239,8 @@ class ConnectorCore:
         return self._wake(job, now_ms) if job.wake_at_ms <= now_ms else []
 
     def _wake(self, job: Job, now_ms: int) -> list[Command]:
+        if self.stopped:  # an acknowledgement failed: nothing asked now could be recorded
+            return []
         if isinstance(job, ReconcileJob):
             job.stage = Stage.LOOKING
             return [Lookup(job.id, job.key, self.opts.call_timeout_s)]
@@ -299,17 +308,26 @@ class ConnectorCore:
             self._waiting.pop(job.claim_id, None)
             return self._withdraw(job, "claim withdrawn: partition revoked or stopping",
                                   now_ms)
-        if job.fast:
+        if job.fast and job.early_answer is None:
             return self._call(job, 0)
+        # An answer came before the claim's acknowledgement (a Done, a Reconcile, a Grant):
+        # it decides, as for any claim; the fast path would call past it.
+        job.fast = False
         return self._await_answer(job, now_ms)
 
     def _await_answer(self, job: DispatchJob, now_ms: int) -> list[Command]:
         job.stage = Stage.ANSWER
-        if job.early_answer is not None:
-            return self._answer(job, job.early_answer, now_ms)
-        if job.abandoned:  # a fast-path job whose partition went while it was calling
+        if job.abandoned or self.closing:
+            # A fast-path job whose partition went while it was calling, or that finished
+            # its call while the connector stops: no answer is read for it any more, and
+            # one read already (a Held) must not make it claim again. Not "handled": the
+            # partition's next owner reads the dispatch again and claims it, and the
+            # processor answers that claim as the key is then.
+            job.abandoned = True
             self._waiting.pop(job.claim_id, None)
             return self._finish(job, now_ms)
+        if job.early_answer is not None:
+            return self._answer(job, job.early_answer, now_ms)
         return []
 
     def _answer(self, job: DispatchJob, answer: object, now_ms: int) -> list[Command]:
@@ -349,6 +367,10 @@ class ConnectorCore:
         return []
 
     def _call(self, job: DispatchJob, start_by_ms: int) -> list[Command]:
+        if self.stopped:
+            # An acknowledgement failed: the outcome of a call made now could not be
+            # recorded. The claim's lease runs out and the processor reconciles the key.
+            return []
         d = job.d
         job.stage, job.called = Stage.CALLING, True
         request = EffectRequest(d.key, d.attempt, job.claim_id, d.action, json.loads(d.args_json),

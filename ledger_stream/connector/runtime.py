@@ -250,6 +250,22 @@ class ConnectorWorker:
                 self._traces.pop(next(iter(self._traces)))
 
     def _call(self, cmd: Call) -> None:
+        try:
+            status, external_id, error = self._traced_call(cmd)
+        except Exception as exc:
+            # A bug in a Target (its classify) or around the call: the request may have gone
+            # out, so the outcome is unknown (the processor reconciles the key); a job left
+            # calling for good would hold its key, a slot and its partition's commits.
+            logger.exception("call failed inside the connector", extra=log_fields(
+                key=cmd.request.key, attempt=cmd.request.attempt,
+                claim_id=cmd.request.attempt_id))
+            status, external_id = ev.OutcomeStatus.UNKNOWN, ""
+            error = f"{type(exc).__name__}: {str(exc)[:200]}"
+        # Only now: the outcome's record takes the context stored by the call.
+        self._done.put(lambda: self._core.called(cmd.job_id, status, external_id, error,
+                                                 _now_ms()))
+
+    def _traced_call(self, cmd: Call) -> tuple[ev.OutcomeStatus, str, str]:
         request = cmd.request
         with self._traces_lock:
             parent = self._traces.get(request.key, ())
@@ -265,9 +281,7 @@ class ConnectorWorker:
             if parent:  # the outcome carries the call's context back to the receipt
                 with self._traces_lock:
                     self._traces[request.key] = tracing.current_headers()
-        # Only now: the outcome's record takes the context stored above.
-        self._done.put(lambda: self._core.called(cmd.job_id, status, external_id, error,
-                                                 _now_ms()))
+        return status, external_id, error
 
     def _call_target(self, cmd: Call) -> tuple[ev.OutcomeStatus, str, str]:
         request = cmd.request

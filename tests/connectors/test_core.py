@@ -846,3 +846,84 @@ def test_a_found_result_carries_no_error():
     result = only(c.looked_up(lookup.job_id, LookupAnswer("pay-7"), 1_100), Produce).event
     assert (result.status, result.external_id, result.error) == (
         ev.ReconcileStatus.FOUND, "pay-7", "")
+
+
+# --- after a failed acknowledgement, and while stopping (found by a review, 2026-12-05) --------
+
+
+def test_no_target_call_after_an_acknowledgement_failed():
+    c = core()
+    a = claimed(c, dispatch("acme/pay/a"), offset=0)
+    b = claimed(c, dispatch("acme/pay/b"), offset=1)
+    # B's grant is read before B's claim acknowledgement is served (the loop polls first)...
+    grant = ev.Grant("acme/pay/b", 1, b.event.claim_id, 11_000, 1_010)
+    assert c.record(rec(grant, 2), 1_010) == []
+    # ...then, in one pass over the completions, A's acknowledgement fails and B's succeeds.
+    assert only(c.produced(a.job_id, False, 1_020, "broker down"), Stop)
+    assert not any(isinstance(x, Call) for x in c.produced(b.job_id, True, 1_021))
+
+
+def test_no_grant_read_after_an_acknowledgement_failed_calls():
+    c = core()
+    a = claimed(c, dispatch("acme/pay/a"), offset=0)
+    b = claimed(c, dispatch("acme/pay/b"), offset=1)
+    assert c.produced(b.job_id, True, 1_005) == []
+    assert only(c.produced(a.job_id, False, 1_020, "broker down"), Stop)
+    grant = ev.Grant("acme/pay/b", 1, b.event.claim_id, 11_000, 1_010)
+    assert not any(isinstance(x, Call) for x in c.record(rec(grant, 2), 1_030))
+
+
+def test_no_new_claim_or_lookup_after_an_acknowledgement_failed():
+    c = core()
+    a = claimed(c, dispatch("acme/pay/a"), offset=0)
+    assert c.record(rec(dispatch("acme/pay/b", not_before=5_000), 1), 1_000) == []
+    lookup = only(c.record(rec(ev.Reconcile("acme/pay/c", 1, "x", "t", 1), 2), 1_000), Lookup)
+    assert c.looked_up(lookup.job_id, LookupAnswer(unavailable="down"), 1_100) == []
+    assert only(c.produced(a.job_id, False, 1_200, "broker down"), Stop)
+    assert c.tick(6_000) == []  # B's wait is over and C's retry is due: neither goes out
+
+
+def _fast_call_held_meanwhile() -> tuple[ConnectorCore, Call]:
+    """A fast-path call on the wire, and a Held for its claim read during it."""
+    c = core(ConnectorOptions(**{**_opts(), "fast_path": True}), deduplicates=True)
+    claim = only(c.record(rec(dispatch(), 0, ts=1_000), 1_000), Produce)
+    call = only(c.produced(claim.job_id, True, 1_010), Call)
+    held = ev.Held("acme/pay/k1", 1, claim.event.claim_id, 2_000, 1_050)
+    assert c.record(rec(held, 1), 1_060) == []
+    return c, call
+
+
+def test_a_fast_path_call_on_the_wire_at_shutdown_ends_once_reported_uncommitted():
+    c, call = _fast_call_held_meanwhile()
+    assert c.shutdown(1_070) == []  # SIGTERM while the call is on the wire
+    report = only(c.called(call.job_id, OS.SUCCEEDED, "pay-1", "", 1_100), Produce)
+    assert report.event.status is OS.SUCCEEDED  # the effect's outcome is still recorded
+    assert c.produced(report.job_id, True, 1_110) == []  # no Commit: the next owner asks
+    assert c.idle()  # the drain ends now, not at its deadline
+    assert c.tick(3_000) == []  # and the Held read before does not make it claim again
+
+
+def test_a_failing_lookup_is_not_retried_while_stopping():
+    c = core()
+    lookup = only(c.record(rec(ev.Reconcile("acme/pay/k1", 1, "x", "t", 1), 0), 1_000), Lookup)
+    assert c.shutdown(1_050) == []
+    assert c.looked_up(lookup.job_id, LookupAnswer(unavailable="down"), 1_100) == []
+    assert c.idle() and c.tick(9_000) == []
+
+
+def test_a_fast_path_claim_answered_before_its_acknowledgement_follows_the_answer():
+    c = core(ConnectorOptions(**{**_opts(), "fast_path": True}), deduplicates=True)
+    claim = only(c.record(rec(dispatch(), 0, ts=1_000), 1_000), Produce)
+    done = ev.Done("acme/pay/k1", 1, claim.event.claim_id, 1_005)
+    assert c.record(rec(done, 1), 1_006) == []  # read before the claim's acknowledgement
+    out = c.produced(claim.job_id, True, 1_010)
+    assert not any(isinstance(x, Call) for x in out)  # the key was settled: no call
+    assert c.idle()
+
+
+def test_a_fast_path_call_whose_partition_went_does_not_claim_again_on_a_held():
+    c, call = _fast_call_held_meanwhile()
+    assert c.revoked([0], 1_070) == []
+    report = only(c.called(call.job_id, OS.SUCCEEDED, "pay-1", "", 1_100), Produce)
+    assert c.produced(report.job_id, True, 1_110) == []
+    assert c.idle() and c.tick(3_000) == []  # the partition's new owner claims, not we
