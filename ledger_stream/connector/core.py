@@ -309,7 +309,7 @@ class ConnectorCore:
             return self._withdraw(job, "claim withdrawn: partition revoked or stopping",
                                   now_ms)
         if job.fast and job.early_answer is None:
-            return self._call(job, 0)
+            return self._call(job, 0, now_ms)
         # An answer came before the claim's acknowledgement (a Done, a Reconcile, a Grant):
         # it decides, as for any claim; the fast path would call past it.
         job.fast = False
@@ -348,7 +348,7 @@ class ConnectorCore:
                 return self._withdraw(job, f"grant came with {spare_ms} ms of lease left, "
                                       f"{needed_ms:.0f} ms needed", now_ms)
             return self._call(job, answer.lease_until_ms - self.opts.clock_skew_ms
-                              - int(needed_ms))
+                              - int(needed_ms), now_ms)
         if isinstance(answer, ev.Held):
             return self._wait_after(job, answer, now_ms)
         # Reconcile or Done: not ours to apply. Done says the attempt was not open when the
@@ -366,11 +366,14 @@ class ConnectorCore:
         job.wake_at_ms = max(held.lease_until_ms + self.opts.clock_skew_ms, now_ms + 1)
         return []
 
-    def _call(self, job: DispatchJob, start_by_ms: int) -> list[Command]:
+    def _call(self, job: DispatchJob, start_by_ms: int, now_ms: int) -> list[Command]:
         if self.stopped:
             # An acknowledgement failed: the outcome of a call made now could not be
-            # recorded. The claim's lease runs out and the processor reconciles the key.
-            return []
+            # recorded. Dropped, never called: the claim's lease runs out and the processor
+            # reconciles the key.
+            job.abandoned = True
+            self._waiting.pop(job.claim_id, None)
+            return self._give_up(job, now_ms)
         d = job.d
         job.stage, job.called = Stage.CALLING, True
         request = EffectRequest(d.key, d.attempt, job.claim_id, d.action, json.loads(d.args_json),
