@@ -5,7 +5,9 @@ written before it). Callers that arrive while a request is in flight wait for th
 which starts when the flight lands and covers everyone who arrived by then: like a group
 commit, N concurrent callers cost about two requests, not N. One request asks every partition
 (``list_offsets``, read-committed: the last stable offset), so callers of different
-partitions share it too.
+partitions share it too. A partition without a leader fails only its own callers: a request
+is retried while a partition some covered caller asked for has no answer, and the others'
+answers stand.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ class EndOffsets:
         self._issued = 0  # tickets handed out
         self._answered = 0  # every ticket up to here has an answer in _ends
         self._running = False
-        self._ends: dict[int, int] = {}
+        self._ends: dict[int, int | BaseException] = {}  # a partition's end, or its error
+        self._asked: set[int] = set()  # the partitions of callers the next request covers
         self._failed: tuple[int, BaseException] | None = None  # (tickets covered, error)
 
     def get(self, partition: int, patience_s: float | None = None) -> int:
@@ -44,6 +47,7 @@ class EndOffsets:
         with self._cv:
             self._issued += 1
             ticket = self._issued
+            self._asked.add(partition)
             while self._answered < ticket:
                 if self._failed is not None and self._failed[0] >= ticket:
                     raise _own_copy(self._failed[1]) from self._failed[1]
@@ -51,11 +55,12 @@ class EndOffsets:
                     self._cv.wait()
                     continue
                 self._running, covers = True, self._issued
+                asked, self._asked = self._asked, set()
                 try:
                     self._cv.release()
                     try:
                         ends = self._query(self._patience_s if patience_s is None
-                                           else patience_s)
+                                           else patience_s, asked)
                     finally:
                         self._cv.acquire()
                     self._ends, self._answered = ends, covers
@@ -65,10 +70,14 @@ class EndOffsets:
                 finally:
                     self._running = False
                     self._cv.notify_all()
-            return self._ends[partition]
+            found = self._ends[partition]
+            if isinstance(found, BaseException):
+                raise _own_copy(found) from found
+            return found
 
-    def _query(self, patience_s: float) -> dict[int, int]:
-        """Every partition's last stable offset, retried through leader elections."""
+    def _query(self, patience_s: float, asked: set[int]) -> dict[int, int | BaseException]:
+        """Every partition's last stable offset (or its error), retried through leader
+        elections while a partition in ``asked`` has none."""
         deadline = time.monotonic() + patience_s
         wanted = {TopicPartition(self._topic, p): OffsetSpec.latest()
                   for p in range(self._partitions)}
@@ -77,13 +86,23 @@ class EndOffsets:
                 futures = self._admin.list_offsets(
                     wanted, isolation_level=IsolationLevel.READ_COMMITTED,
                     request_timeout=REQUEST_TIMEOUT_S)
-                return {tp.partition: int(f.result().offset) for tp, f in futures.items()}
             except KafkaException:
                 # NOT_LEADER / LEADER_NOT_AVAILABLE after topic creation or a broker restart
                 # pass in moments; anything else is raised once the patience runs out.
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
+                continue
+            ends: dict[int, int | BaseException] = {}
+            for tp, future in futures.items():
+                try:
+                    ends[tp.partition] = int(future.result().offset)
+                except KafkaException as exc:
+                    ends[tp.partition] = exc
+            if time.monotonic() > deadline or not any(
+                    isinstance(ends.get(p), BaseException) for p in asked):
+                return ends
+            time.sleep(0.2)
 
 
 def _own_copy(exc: BaseException) -> BaseException:

@@ -153,6 +153,8 @@ class EventProducer:
             raise DeliveryFailed("; ".join(failures[:5]))
 
     def close(self, timeout_s: float = 30.0) -> None:
-        """Flush, then release the client (librdkafka closes its connections)."""
+        """Flush, then release the client (librdkafka closes its connections). Once."""
+        if not hasattr(self, "_producer"):
+            return
         self.flush(timeout_s)
         del self._producer

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from ledger_stream import tracing
@@ -42,12 +42,16 @@ from ledger_stream.sdk.errors import (
     NoTimelineError,
     raise_for,
 )
-from ledger_stream.sdk.receipt_hub import ReceiptHub
+from ledger_stream.sdk.receipt_hub import AsyncReceiptWaiter, ReceiptHub
 from ledger_stream.sdk.view_client import ViewClient
 from ledger_stream.serde import AvroCodec, make_codec
 
 PENDING = frozenset({ev.ReceiptStatus.ACCEPTED, ev.ReceiptStatus.IN_PROGRESS,
                      ev.ReceiptStatus.RECONCILING})
+# Kafka's own waits inside a submit (the intent's acknowledgement, a partition's first end
+# offset) are bounded by what is left of ``wait``, and get at least this much.
+KAFKA_WAIT_FLOOR_S = 0.5
+_TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE})  # raised by produce() itself
 
 
 def now_ms() -> int:
@@ -76,6 +80,7 @@ class LedgerClient:
         self._view = ViewClient(self.settings.view_url) if self.settings.view_url else None
         self._admin_client: AdminClient | None = None
         self._ends: EndOffsets | None = None
+        self._closed = False
 
     @property
     def codec(self) -> AvroCodec:
@@ -111,20 +116,24 @@ class LedgerClient:
         Raises ConflictError, ApprovalError, ExpiredKeyError, VersionHeldError,
         NeedsReconciliation or EffectFailed for answers that mean "no" (unless
         ``raise_errors`` is False); TimeoutError if no answer at all came within ``wait``;
-        LedgerUnavailable when Kafka cannot be reached or does not acknowledge the intent.
+        LedgerUnavailable when Kafka cannot be reached or does not acknowledge the intent
+        (within ``wait``, or half a second if less is left); InvalidIntentError for an
+        intent the ledger would dead-letter (built by hand, or changed after ``intent``) or
+        one too large for the topic; RuntimeError once the client is closed.
         """
         probe = dry_run.current()
         if probe is not None:  # a dry run: the probe answers, nothing is produced
             receipt = probe.answer(intent)
             return raise_for(receipt) if raise_errors else receipt
         dry_run.refuse_in_dry_run(intent)  # a process that must not write: before any wait
+        _check(intent)
         deadline = time.monotonic() + wait
         with tracing.span(f"ledger.submit {intent.action}", kind="producer",
                           attributes=_span_attributes(intent)) as span:
             with self._reaching("submit"):
-                waiter = self.receipts().follow(intent.key)
+                waiter = self.receipts().follow(intent.key, _kafka_wait(deadline))
             try:
-                self._produce(intent, tracing.current_headers())
+                self._produce(intent, tracing.current_headers(), _kafka_wait(deadline))
                 follow = _Follow(intent)
                 while not follow.done and (left := deadline - time.monotonic()) > 0:
                     follow.take(waiter.read(left))
@@ -135,11 +144,12 @@ class LedgerClient:
             _answered(span, receipt, waiter.traces)
         return raise_for(receipt) if raise_errors else receipt
 
-    def _produce(self, intent: ev.Intent, trace: tracing.Headers = ()) -> None:
+    def _produce(self, intent: ev.Intent, trace: tracing.Headers = (),
+                 timeout_s: float = 30.0) -> None:
         dry_run.refuse_in_dry_run(intent)
         failpoint("before_intent")
         with self._reaching(f"record the intent for {intent.key}"):
-            self._producer.deliver("intents", intent, trace)
+            self._producer.deliver("intents", intent, trace, timeout_s=timeout_s)
         failpoint("after_intent")
 
     @contextmanager
@@ -152,6 +162,10 @@ class LedgerClient:
                 f"cannot {what}: Kafka at {self.bootstrap} did not acknowledge it ({exc}); "
                 "it may still be recorded, and submitting it again is safe") from exc
         except KafkaException as exc:
+            if exc.args and isinstance(exc.args[0], KafkaError) \
+                    and exc.args[0].code() in _TOO_LARGE:  # no retry would help
+                raise InvalidIntentError(f"cannot {what}: the intent is larger than Kafka "
+                                         f"accepts ({kafka_error_text(exc)})") from exc
             raise LedgerUnavailable(f"cannot {what}: Kafka at {self.bootstrap}: "
                                     f"{kafka_error_text(exc)}") from exc
         except KafkaSetupError as exc:
@@ -160,6 +174,8 @@ class LedgerClient:
     def receipts(self) -> ReceiptHub:
         """The client's receipts subscription (started on first use)."""
         with self._lock:
+            if self._closed:
+                raise RuntimeError("the LedgerClient is closed")
             if self._hub is None:
                 partitions = self._partition_count_locked()
                 # Its own EndOffsets on the shared admin: a request fails or waits for every
@@ -257,8 +273,12 @@ class LedgerClient:
         return self._partitions
 
     def close(self) -> None:
-        """Flush what was produced and release the Kafka clients. Not usable afterwards."""
+        """Flush what was produced and release the Kafka clients. Not usable afterwards
+        (RuntimeError); closing again does nothing."""
         with self._lock:
+            if self._closed:
+                return
+            self._closed = True
             hub, self._hub = self._hub, None
         if hub is not None:
             hub.close()
@@ -269,6 +289,36 @@ class LedgerClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check(intent: ev.Intent) -> None:
+    """InvalidIntentError for an intent the processor would dead-letter: its caller would
+    otherwise wait for an answer that never comes."""
+    problem = invalid_reason(intent, intent.key)
+    if problem is not None:
+        raise InvalidIntentError(f"{intent.key}: {problem}")
+
+
+def _kafka_wait(deadline: float) -> float:
+    """How long a Kafka request inside a submit may take: what is left of its wait."""
+    return max(deadline - time.monotonic(), KAFKA_WAIT_FLOOR_S)
+
+
+async def _follow_async(hub: ReceiptHub, key: str, loop: asyncio.AbstractEventLoop,
+                        patience_s: float) -> AsyncReceiptWaiter:
+    """A waiter registered in a worker thread; one whose caller was cancelled meanwhile is
+    closed once registered, not left collecting the key's receipts for no one."""
+    registering = loop.run_in_executor(None, hub.follow_async, key, loop, patience_s)
+    try:
+        return await asyncio.shield(registering)
+    except asyncio.CancelledError:
+        registering.add_done_callback(_close_registered)
+        raise
+
+
+def _close_registered(registering: asyncio.Future[AsyncReceiptWaiter]) -> None:
+    if not registering.cancelled() and registering.exception() is None:
+        registering.result().close()
 
 
 def _span_attributes(intent: ev.Intent) -> dict[str, str]:
@@ -344,15 +394,18 @@ class AsyncLedgerClient:
             receipt = probe.answer(intent)
             return raise_for(receipt) if raise_errors else receipt
         dry_run.refuse_in_dry_run(intent)
+        _check(intent)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
+        kafka_wait = time.monotonic() + wait  # the same deadline, on the clock _kafka_wait reads
         with tracing.span(f"ledger.submit {intent.action}", kind="producer",
                           attributes=_span_attributes(intent)) as span:
-            hub = await asyncio.to_thread(self._client.receipts)
-            waiter = await asyncio.to_thread(hub.follow_async, intent.key, loop)
+            with self._client._reaching("submit"):
+                hub = await asyncio.to_thread(self._client.receipts)
+                waiter = await _follow_async(hub, intent.key, loop, _kafka_wait(kafka_wait))
             try:
                 await asyncio.to_thread(self._client._produce, intent,
-                                        tracing.current_headers())
+                                        tracing.current_headers(), _kafka_wait(kafka_wait))
                 follow = _Follow(intent)
                 while not follow.done and (left := deadline - loop.time()) > 0:
                     follow.take(await waiter.read_async(left))

@@ -16,6 +16,10 @@ partitions), and the thread applies new assignments between polls (the start off
 before the intent is produced, so a late assignment misses nothing). The thread first has the
 consumer learn the topic's leaders, while the first submit produces its intent: a new client's
 first topic request can be lost in librdkafka's bootstrap handover (``learn_leaders``).
+
+Nothing a record or a bug raises ends the thread (every later submit of the client waits on
+it): a schema registry outage holds it on the receipt it could not decode, retried until the
+registry answers; anything else is logged and the next record handed over.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.offsets import learn_leaders
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import AvroCodec, DecodeError
+from ledger_stream.serde.exceptions import SerdeError
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +52,7 @@ POLL_S = 0.05  # how long one poll waits for the first record; a new partition w
 # this (the first one not at all: until then the thread waits for an assignment instead)
 DRAIN = 500  # records taken per drain of what is already fetched
 LEARN_S = 2.0  # how long the thread tries to learn the leaders before its first poll
+PATIENCE_S = 15.0  # how long a partition's first end offset is retried by default
 
 
 class ReceiptWaiter:
@@ -110,9 +116,10 @@ class ReceiptHub:
     """The client's one receipts consumer and the thread that demultiplexes it by key."""
 
     def __init__(self, bootstrap: str, topic: str, codec: AvroCodec,
-                 partition_of: Callable[[str], int], end_offset: Callable[[int], int]) -> None:
-        """``end_offset(partition)``: the partition's read-committed end offset, asked for
-        after the call began."""
+                 partition_of: Callable[[str], int],
+                 end_offset: Callable[[int, float], int]) -> None:
+        """``end_offset(partition, patience_s)``: the partition's read-committed end offset,
+        asked for after the call began, retried through elections for ``patience_s``."""
         self._topic = topic
         self._codec = codec
         self._partition_of = partition_of
@@ -142,21 +149,23 @@ class ReceiptHub:
     def assigned(self) -> frozenset[int]:
         return frozenset(self._assigned)
 
-    def follow(self, key: str) -> ReceiptWaiter:
-        """Start collecting ``key``'s receipts (call before producing the intent)."""
-        return self._register(ReceiptWaiter(self, key))
+    def follow(self, key: str, patience_s: float = PATIENCE_S) -> ReceiptWaiter:
+        """Start collecting ``key``'s receipts (call before producing the intent). The first
+        of a partition asks for its end offset, for ``patience_s`` at most."""
+        return self._register(ReceiptWaiter(self, key), patience_s)
 
-    def follow_async(self, key: str, loop: asyncio.AbstractEventLoop) -> AsyncReceiptWaiter:
+    def follow_async(self, key: str, loop: asyncio.AbstractEventLoop,
+                     patience_s: float = PATIENCE_S) -> AsyncReceiptWaiter:
         """The same for a coroutine running in ``loop`` (callable from any thread)."""
-        return self._register(AsyncReceiptWaiter(self, key, loop))
+        return self._register(AsyncReceiptWaiter(self, key, loop), patience_s)
 
-    def _register(self, waiter: W) -> W:
+    def _register(self, waiter: W, patience_s: float) -> W:
         if self._closed.is_set():
             raise RuntimeError("the client is closed")
         with self._lock:
             self._waiters.setdefault(waiter.key.encode("utf-8"), set()).add(waiter)
         try:
-            self._read_partition(self._partition_of(waiter.key))
+            self._read_partition(self._partition_of(waiter.key), patience_s)
         except BaseException:
             self.forget(waiter)
             raise
@@ -170,14 +179,14 @@ class ReceiptHub:
                 if not waiters:
                     del self._waiters[waiter.key.encode("utf-8")]
 
-    def _read_partition(self, partition: int) -> None:
+    def _read_partition(self, partition: int, patience_s: float) -> None:
         """Read ``partition`` from its current end, once (later waiters share it)."""
         if partition in self._assigned:
             return
         with self._assign_lock:
             if partition in self._assigned:
                 return
-            start = self._end_offset(partition)
+            start = self._end_offset(partition, patience_s)
             self._to_assign.put(TopicPartition(self._topic, partition, start))
             self._assigned.add(partition)
             self._wanted.set()
@@ -195,11 +204,15 @@ class ReceiptHub:
                 if first is None:
                     continue
                 for msg in (first, *self._consumer.consume(DRAIN, timeout=0)):
-                    self._hand_over(msg)
+                    try:
+                        self._hand_over(msg)
+                    except Exception:  # a bug must not cost the rest of the drain...
+                        logger.exception("receipt not handed over", extra=log_fields(
+                            partition=msg.partition(), offset=msg.offset()))
             except KafkaException as exc:  # the client retries by itself; say so, go on
                 logger.warning("receipts read error", extra=log_fields(err=str(exc)))
                 time.sleep(POLL_S)
-            except RuntimeError as exc:
+            except Exception as exc:  # ...nor the thread: every later submit waits on it
                 if self._closed.is_set():  # the consumer was closed under us: stopping
                     return
                 logger.warning("receipts thread error", extra=log_fields(err=str(exc)))
@@ -233,12 +246,23 @@ class ReceiptHub:
             waiters = tuple(self._waiters.get(key, ())) if key is not None else ()
         if not waiters:
             return
-        try:
-            receipt = self._codec.decode(msg.value(), expect=(Receipt,))
-        except DecodeError as exc:
-            logger.warning("undecodable receipt skipped", extra=log_fields(
-                partition=msg.partition(), offset=msg.offset(), reason=str(exc)))
-            return
+        outage = False
+        while True:
+            try:
+                receipt = self._codec.decode(msg.value(), expect=(Receipt,))
+                break
+            except DecodeError as exc:
+                logger.warning("undecodable receipt skipped", extra=log_fields(
+                    partition=msg.partition(), offset=msg.offset(), reason=str(exc)))
+                return
+            except SerdeError as exc:  # the schema registry: this record again, later
+                if not outage:
+                    outage = True
+                    logger.warning("schema registry unavailable; retrying the receipt",
+                                   extra=log_fields(partition=msg.partition(),
+                                                    offset=msg.offset(), err=str(exc)))
+                if self._closed.wait(POLL_S):
+                    return
         trace = tracing.of_message(msg)
         for waiter in waiters:
             waiter.deliver(receipt, trace)

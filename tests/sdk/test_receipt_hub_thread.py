@@ -81,7 +81,7 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Any:
     FakeConsumer.instances.clear()
     monkeypatch.setattr(receipt_hub, "Consumer", FakeConsumer)
     monkeypatch.setattr(receipt_hub, "LEARN_S", 30.0)  # never given up on by itself
-    made = ReceiptHub("127.0.0.1:1", TOPIC, AvroCodec(), lambda key: 0, lambda p: 7)
+    made = ReceiptHub("127.0.0.1:1", TOPIC, AvroCodec(), lambda key: 0, lambda p, patience_s: 7)
     yield made
     made.close()
 
