@@ -6,6 +6,11 @@ When a ledger tool's wait runs out, the thread's state keeps the pending receipt
 when a key settles it writes the final receipt into every thread still holding it pending,
 with ``graph.update_state``. Re-reading the topics is harmless: a thread whose receipt is no
 longer pending is left alone.
+
+The two topics are read in no particular order across each other: a follower started after
+a key settled may read its final receipt before the intent that names the thread. So the
+latest final receipt of each key (up to ``SETTLED_KEPT`` keys, the oldest forgotten first)
+is kept, and a thread learned later is settled from it at once.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections import OrderedDict
 from typing import Any
 
 from ledger_stream.config import Settings
@@ -25,6 +31,8 @@ from ledger_stream.serde import AvroCodec, DecodeError
 
 logger = logging.getLogger(__name__)
 
+SETTLED_KEPT = 100_000  # keys whose final receipt is kept for threads not yet learned
+
 
 class ReceiptFollower:
     def __init__(self, settings: Settings, bootstrap: str, graph: Any,
@@ -32,6 +40,7 @@ class ReceiptFollower:
         self._graph = graph
         self._codec = codec or AvroCodec()
         self._threads: dict[str, set[str]] = {}
+        self._settled: OrderedDict[str, ev.Receipt] = OrderedDict()  # key -> final receipt
         self._intents = settings.topic("intents")
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap,
@@ -55,10 +64,20 @@ class ReceiptFollower:
                 continue
             if isinstance(event, ev.Intent) and event.workflow.thread_id:
                 self._threads.setdefault(event.key, set()).add(event.workflow.thread_id)
+                settled = self._settled.get(event.key)
+                if settled is not None:  # its final receipt was read first
+                    self._settle(settled)
             elif isinstance(event, ev.Receipt) and event.status is event.key_status \
                     and event.status.value not in PENDING:
+                self._remember(event)
                 self._settle(event)
         return self.updated - before
+
+    def _remember(self, receipt: ev.Receipt) -> None:
+        self._settled.pop(receipt.key, None)
+        self._settled[receipt.key] = receipt
+        while len(self._settled) > SETTLED_KEPT:
+            self._settled.popitem(last=False)
 
     def _settle(self, receipt: ev.Receipt) -> None:
         for thread_id in self._threads.get(receipt.key, ()):
