@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ledger_stream.domain.validation import MAX_LEASE_MS
+
 
 @dataclass(frozen=True, slots=True)
 class ConnectorOptions:
@@ -36,6 +38,9 @@ class ConnectorOptions:
             raise ValueError(
                 f"the lease ({self.lease_ms} ms) must cover the call timeout, the record "
                 f"margin and the clock skew ({needed_ms:.0f} ms)")
+        if self.lease_ms > MAX_LEASE_MS:  # the processor would dead-letter every claim
+            raise ValueError(f"the lease ({self.lease_ms} ms) may be at most "
+                             f"{MAX_LEASE_MS} ms (a day)")
         if self.fast_path and not target_deduplicates:
             raise ValueError("the fast path needs a target that deduplicates by key")
         if self.max_in_flight < 1:

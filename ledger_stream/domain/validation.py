@@ -10,6 +10,11 @@ from __future__ import annotations
 from ledger_stream.domain.events import AttemptClaim, InputEvent, Intent
 from ledger_stream.domain.keys import sha256_hex, tenant_of
 
+# The longest lease a claim may ask for. A lease covers one call and the report of its
+# outcome; a day is far beyond any. Unbounded, a claim asking for 2**63-1 ms made the
+# Grant's lease_until overflow Avro's long: the processor crashed on it at every start.
+MAX_LEASE_MS = 24 * 3600 * 1000
+
 
 def invalid_reason(event: InputEvent, message_key: str | None) -> str | None:
     """Why ``event`` (read under ``message_key``) is invalid, or None."""
@@ -25,8 +30,8 @@ def invalid_reason(event: InputEvent, message_key: str | None) -> str | None:
         return "attempt numbers start at 1"
     if isinstance(event, Intent):
         return _intent_problem(event)
-    if isinstance(event, AttemptClaim) and event.lease_ms <= 0:
-        return "lease_ms must be positive"
+    if isinstance(event, AttemptClaim) and not 0 < event.lease_ms <= MAX_LEASE_MS:
+        return f"lease_ms must be positive and at most {MAX_LEASE_MS} (a day)"
     return None
 
 

@@ -226,7 +226,9 @@ class Processor:
             self._rewind()
             self._await_rebalance()
             return []
-        return [m for m in records if a.current(position(m)[1], again)]
+        # An error (a max-poll-interval notice, a topic error) has no position: it stays, and
+        # the caller reports it (a hostile review found the position read raising on one).
+        return [m for m in records if m.error() or a.current(position(m)[1], again)]
 
     def _ticks(self) -> list[int]:
         owned = self._assignment.owned

@@ -288,6 +288,8 @@ def test_options_refuse_a_lease_that_cannot_cover_call_report_and_skew():
                          clock_skew_ms=500).check(False)
     with pytest.raises(ValueError, match="deduplicates"):
         ConnectorOptions(fast_path=True).check(False)
+    with pytest.raises(ValueError, match="at most 86400000 ms"):  # the processor refuses it
+        ConnectorOptions(lease_ms=86_400_001).check(False)
 
 
 def _opts() -> dict:

@@ -79,7 +79,9 @@ def test_each_invalid_intent_says_which_rule_it_broke(change, message_key, reaso
 
 @pytest.mark.parametrize("change,reason", [
     ({"attempt": 0}, "attempt numbers start at 1"),
-    ({"lease_ms": 0}, "lease_ms must be positive"),
+    ({"lease_ms": 0}, "lease_ms must be positive and at most 86400000 (a day)"),
+    ({"lease_ms": 86_400_001}, "lease_ms must be positive and at most 86400000 (a day)"),
+    ({"lease_ms": 2**63 - 1}, "lease_ms must be positive and at most 86400000 (a day)"),
     ({"at_ms": -5}, "at_ms must be a positive epoch-millisecond time"),
 ])
 def test_each_invalid_claim_says_which_rule_it_broke(change, reason):

@@ -130,3 +130,14 @@ def test_a_poll_is_decided_in_time_order_across_partitions_and_offset_order_with
     assert any(isinstance(o, ev.Grant) for o in decided)
     assert not any(isinstance(o, ev.Done | ev.Alert) for o in decided)
     assert batch.positions(P) == Positions(12, 22)
+
+
+def test_a_claim_asking_for_a_lease_beyond_a_day_is_poison_not_a_crash() -> None:
+    # Found by a hostile review (2026-12-05): a lease of 2**63-1 ms overflowed the Grant's
+    # lease_until in the Avro encoder, and the processor died on the record at every start.
+    batch = _batch({P: MemoryPartitionStore(P)})
+    batch.add(record_of(intent(key=KEY), INTENTS, 10, 1_000))
+    batch.add(record_of(claim(key=KEY, lease_ms=2**63 - 1), ATTEMPTS, 20, 1_100))
+    outputs = _decoded(batch)
+    assert any(isinstance(o, ev.DeadLetter) for o in outputs)
+    assert not any(isinstance(o, ev.Grant) for o in outputs)

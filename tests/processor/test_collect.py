@@ -53,3 +53,54 @@ def test_a_poll_reaches_the_batch_in_time_order():
         (INTENTS, 4, 20), (INTENTS, 7, 3), (ATTEMPTS, 4, 10), (INTENTS, 7, 4),
         (ATTEMPTS, 4, 11)]
     assert member == "m1"
+
+
+class _PositionlessError:
+    """A consumer error with no topic, partition or offset (``_MAX_POLL_EXCEEDED``)."""
+
+    def __init__(self) -> None:
+        from confluent_kafka import KafkaError
+
+        self._error = KafkaError(KafkaError._MAX_POLL_EXCEEDED, "max poll interval exceeded")
+
+    def error(self) -> object:
+        return self._error
+
+    def topic(self) -> None:
+        return None
+
+    def partition(self) -> None:
+        return None
+
+    def offset(self) -> None:
+        return None
+
+
+class _LosingConsumer(FetchedConsumer):
+    """poll returns the error; the consume after it serves a lost-partitions callback."""
+
+    def __init__(self, assignment: object) -> None:
+        super().__init__([])
+        self._assignment = assignment
+
+    def poll(self, timeout: float) -> object:
+        return _PositionlessError()
+
+    def consume(self, n: int, timeout: float) -> list[FakeMessage]:
+        self._assignment.epoch += 1  # type: ignore[attr-defined]
+        return []
+
+
+def test_a_consumer_error_without_a_position_beside_a_rebalance_is_reported_not_a_crash():
+    # Found by a hostile review (2026-12-05): with KIP-848, librdkafka queues the
+    # max-poll-interval error right before the lost callback; the filter of the records of
+    # a rebalanced poll read the error's position and raised ValueError.
+    a = SimpleNamespace(epoch=1, released=set(), incremental=True,
+                        taken_back=lambda: set(), current=lambda tp, again: True)
+    p = Processor.__new__(Processor)
+    p._consumer = _LosingConsumer(a)  # type: ignore[assignment]
+    p._assignment = a  # type: ignore[assignment]
+    p.settings = SimpleNamespace(max_batch=100)  # type: ignore[assignment]
+    p._ticker = Ticker(10**9)
+    records, _, _ = p._collect()  # the error is logged (not fatal), nothing to decide
+    assert records == []
