@@ -32,6 +32,10 @@ def operation_key(tenant: str, action: str, *business_ids: str | int) -> str:
     for part in parts:
         if not part or any(ch in part for ch in _KEY_PART_FORBIDDEN):
             raise InvalidKeyError(f"invalid operation key part {part!r}")
+        try:
+            part.encode("utf-8")  # Kafka keys are UTF-8: a lone surrogate has no bytes
+        except UnicodeEncodeError:
+            raise InvalidKeyError(f"operation key part {part!r} is not valid Unicode") from None
     return "/".join(parts)
 
 

@@ -18,6 +18,7 @@ from typing import Annotated, Any, TypeVar
 
 from confluent_kafka import KafkaException
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from ledger_stream.domain import events as ev
@@ -45,6 +46,7 @@ from ledger_stream.sdk.errors import (
     ViewUnavailableError,
 )
 from ledger_stream.serde import SerdeError
+from ledger_stream.serde.exceptions import SchemaRegistryUnavailable
 from ledger_stream.serde.records import to_record
 
 T = TypeVar("T")
@@ -66,6 +68,15 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
     async def unavailable(request: Request, exc: Exception) -> JSONResponse:
         text = kafka_error_text(exc) if isinstance(exc, KafkaException) else str(exc)
         return JSONResponse({"detail": f"the ledger cannot be reached: {text}"}, 503)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        """422 naming each field and what is wrong with it, never echoing the value: it may
+        be a payment detail, or NaN, which JSON cannot carry back (FastAPI's own handler
+        echoed the input, and answered 500 for a NaN)."""
+        return JSONResponse({"detail": [
+            {"loc": list(error.get("loc", ())), "msg": str(error.get("msg", "")),
+             "type": str(error.get("type", ""))} for error in exc.errors()]}, 422)
 
     @app.get("/console", include_in_schema=False)
     async def console() -> HTMLResponse:
@@ -91,6 +102,10 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
             raise HTTPException(400, str(exc)) from None
         try:
             receipt = await client.submit(intent, body.wait_seconds, raise_errors=False)
+        except SchemaRegistryUnavailable as exc:  # the registry, not the intent: retry later
+            raise HTTPException(503, f"the schema registry cannot be reached: {exc}") from None
+        except InvalidIntentError as exc:  # e.g. larger than Kafka accepts
+            raise HTTPException(400, str(exc)) from None
         except SerdeError:
             raise HTTPException(400, "the intent cannot be encoded (a number out of the "
                                 "64-bit range?)") from None
@@ -184,7 +199,7 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
 
     @app.delete("/v1/freezes/{action}", response_model=FreezeOut)
     async def unfreeze(action: str, who: Tenant,
-                       operator: Annotated[str, Query(min_length=1)],
+                       operator: Annotated[str, Query(min_length=1, max_length=200)],
                        wait: Wait = 10.0) -> FreezeOut:
         """Unfreeze this tenant's freeze of an action: its held dispatches are released
         (answered as the freeze is)."""

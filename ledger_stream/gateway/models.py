@@ -106,8 +106,9 @@ class ResolutionIn(Strict):
     resolution: Literal["applied", "not_applied", "failed"]
     attempt: int = Field(ge=1, description="the attempt the operator looked at: refused "
                          "(409) if the key has moved on since")
-    operator: str = Field(min_length=1, description="who decides")
-    reason: str = Field(min_length=1, description="why: what the operator checked")
+    operator: str = Field(min_length=1, max_length=200, description="who decides")
+    reason: str = Field(min_length=1, max_length=500,
+                        description="why: what the operator checked")
     external_id: str = Field("", description="the target's id, required with applied")
     decision_id: str | None = Field(
         None, min_length=8, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$",
@@ -142,7 +143,7 @@ class FreezeIn(Strict):
     action: str = Field(min_length=1, description="the action to freeze, e.g. refund")
     reason: str = Field(min_length=1, max_length=500, description="why (in the audit trail; "
                         "no payment details)")
-    operator: str = Field(min_length=1, description="who decides")
+    operator: str = Field(min_length=1, max_length=200, description="who decides")
     mode: Literal["hold", "approval"] = Field("hold", description="hold: hold every new "
                                               "dispatch; approval: new intents need approval")
 

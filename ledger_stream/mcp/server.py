@@ -48,6 +48,9 @@ from ledger_stream.serde import DecodeError
 
 SETTLED = frozenset({ev.ReceiptStatus.SUCCEEDED, ev.ReceiptStatus.FAILED,
                      ev.ReceiptStatus.REJECTED})
+# A key holding a final outcome. A key whose state reads "rejected" holds none (never
+# reserved, or its reservation refused): a repeat of the intent may reserve it now.
+KEY_SETTLED = frozenset({ev.ReceiptStatus.SUCCEEDED, ev.ReceiptStatus.FAILED})
 MAX_WAIT_S = 120.0
 
 
@@ -149,7 +152,7 @@ class LedgerTools:
         except (LedgerUnavailable, StaleStatusError, ViewUnavailableError, KafkaSetupError):
             return None
         if latest is None or latest.args_hash != intent.args_hash or \
-                latest.key_status not in SETTLED:
+                latest.key_status not in KEY_SETTLED:
             return None
         return latest
 

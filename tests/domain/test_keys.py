@@ -193,3 +193,10 @@ def test_the_smallest_valid_times_and_leases_are_one_millisecond(at_ms, lease_ms
 
     event = claim(at_ms=at_ms, lease_ms=lease_ms)
     assert (invalid_reason(event, event.key) is None) is valid
+
+
+def test_a_key_part_that_is_not_valid_unicode_is_refused():
+    from ledger_stream.domain.keys import InvalidKeyError, operation_key
+
+    with pytest.raises(InvalidKeyError, match="not valid Unicode"):
+        operation_key("acme", "refund", "inv-\ud800")  # a lone surrogate has no UTF-8

@@ -101,6 +101,21 @@ def test_an_unanswered_submit_never_takes_another_intents_outcome() -> None:
     assert (answer.status, answer.resolved, answer.external_id) == ("succeeded", True, "re_10")
 
 
+def test_an_unanswered_repeat_is_not_told_an_earlier_rejection_of_the_key() -> None:
+    # Found by a hostile review (2026-12-05): the key's latest receipt was a rejection (an
+    # approval freeze), so the key held no effect; the host repeated the call after the
+    # unfreeze, its wait ran out, and it was told "rejected, resolved", while the ledger
+    # then reserved the key and dispatched the effect.
+    from ledger_stream.domain.keys import args_hash
+
+    rejected = ev.Receipt(receipt_id="r0", key="acme/refund/inv-7", intent_event_id="earlier",
+                          status=ev.ReceiptStatus.REJECTED, reason=ev.Reason.APPROVAL,
+                          args_hash=args_hash({"amount": 10}), attempts=0, at_ms=1,
+                          external_id="", key_status=ev.ReceiptStatus.REJECTED)
+    answer = tools(SilentLedger(rejected)).submit("refund", "inv-7", {"amount": 10}, 0, "s")
+    assert (answer.found, answer.resolved, answer.hold_downstream) == (False, False, True)
+
+
 def test_effects_sharing_an_action_are_refused() -> None:
     from ledger_stream.mcp.effects import EffectSpecError
 

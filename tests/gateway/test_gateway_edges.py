@@ -1,0 +1,107 @@
+"""Requests at the edges of what the gateway accepts, against the real app with a real
+AsyncLedgerClient whose bootstrap is unreachable (librdkafka's own checks still run) and a
+receipts subscription without a consumer. No broker. Each case was found by a hostile review
+on 2026-12-05 and answered 500 (or a misleading 400) before: every one is now a 4xx saying
+what is wrong, or 503 for what a retry may cure, and no 422 echoes the request's values."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from ledger_stream.config import Settings
+from ledger_stream.gateway import ApiKeys, build_app
+from ledger_stream.sdk.client import AsyncLedgerClient
+from ledger_stream.sdk.receipt_hub import ReceiptHub
+from ledger_stream.serde import make_codec
+
+pytestmark = pytest.mark.timeout(60)
+ACME = "acme-key-0123456789abcdef"
+AUTH = {"Authorization": f"Bearer {ACME}"}
+
+
+class RegisteringHub(ReceiptHub):
+    """The hub's registration (``_register``) without a consumer or thread."""
+
+    def __init__(self) -> None:
+        self._topic = "ledger.receipts"
+        self._partition_of = lambda key: 0
+        self._end_offset = lambda partition, patience_s: 0
+        self._to_assign: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._waiters = {}
+        self._assigned = set()
+        self._lock = threading.Lock()
+        self._assign_lock = threading.Lock()
+        self._closed = threading.Event()
+        self._wanted = threading.Event()
+
+
+@pytest.fixture
+def gateway() -> Any:
+    def make(registry: str | None = None) -> TestClient:
+        client = AsyncLedgerClient(Settings(), bootstrap="127.0.0.1:1",
+                                   codec=make_codec(registry))
+        client.client._hub = RegisteringHub()
+        return TestClient(build_app(client, ApiKeys([("acme", ACME)])),
+                          raise_server_exceptions=False)
+
+    return make
+
+
+def body(key: str = "acme/refund/inv-1", **over: Any) -> dict[str, Any]:
+    return {"key": key, "action": "refund", "target": "payments",
+            "args": {"amount": 4200, "currency": "EUR"},
+            "workflow": {"graph": "g", "version": "1"}, "wait_seconds": 0, **over}
+
+
+def post_raw(tc: TestClient, raw: bytes) -> Any:
+    return tc.post("/v1/intents", content=raw,
+                   headers={**AUTH, "Content-Type": "application/json"})
+
+
+def test_an_intent_larger_than_kafka_accepts_is_a_400_naming_it(gateway) -> None:
+    r = gateway().post("/v1/intents", json=body(args={"memo": "x" * 1_100_000}),
+                       headers=AUTH)
+    assert r.status_code == 400 and "larger than Kafka accepts" in r.json()["detail"]
+
+
+def test_a_key_that_is_not_valid_unicode_is_a_400(gateway) -> None:
+    raw = json.dumps(body()).replace("inv-1", "inv-\\ud800").encode()  # a lone surrogate
+    r = post_raw(gateway(), raw)
+    assert r.status_code == 400 and "not valid Unicode" in r.json()["detail"]
+
+
+def test_a_schema_registry_outage_is_a_503_not_a_bad_intent(gateway) -> None:
+    r = gateway(registry="http://127.0.0.1:1").post("/v1/intents", json=body(),
+                                                       headers=AUTH)
+    assert r.status_code == 503 and "schema registry" in r.json()["detail"]
+
+
+def test_a_422_names_the_field_and_never_echoes_its_value(gateway) -> None:
+    r = gateway().post("/v1/intents", json=body(args=["card 4111111111111111"]),
+                       headers=AUTH)
+    assert r.status_code == 422
+    assert "4111111111111111" not in r.text
+    assert r.json()["detail"][0]["loc"] == ["body", "args"]
+
+
+@pytest.mark.parametrize("raw", [
+    json.dumps(body()).replace('"wait_seconds": 0', '"wait_seconds": NaN'),
+    json.dumps(body()).replace('"wait_seconds": 0', '"wait_seconds": 0, "extra": Infinity'),
+])
+def test_nan_or_infinity_in_a_body_is_a_422_not_a_500(gateway, raw: str) -> None:
+    assert post_raw(gateway(), raw.encode()).status_code == 422
+
+
+def test_operator_and_reason_texts_are_bounded(gateway) -> None:
+    tc = gateway()
+    r = tc.post("/v1/reconciliation/acme/refund/inv-1", headers=AUTH, json={
+        "resolution": "applied", "attempt": 1, "operator": "o" * 201, "reason": "r"})
+    assert r.status_code == 422  # not a Kafka "message too large" reported as 503
+    r = tc.delete(f"/v1/freezes/refund?operator={'o' * 201}", headers=AUTH)
+    assert r.status_code == 422
