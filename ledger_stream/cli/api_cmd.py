@@ -27,7 +27,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="API keys (env: LEDGER_API_KEYS; prefer the file or env: flags "
                         "show in process lists)")
     parser.add_argument("--keys-file", metavar="FILE",
-                        help="API keys, one TENANT=KEY per line (env: LEDGER_API_KEYS_FILE)")
+                        help="API keys, one TENANT=KEY per line; TENANT:agent=KEY for an "
+                        "agent's key, which the operator routes refuse (env: "
+                        "LEDGER_API_KEYS_FILE)")
     add_common_flags(parser)
     parser.set_defaults(handler=_run)
 

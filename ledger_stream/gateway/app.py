@@ -159,7 +159,7 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
         202: {"model": ResolutionOut, "description": "recorded, not applied within the wait"},
         409: {"description": "refused: the key moved on, the id was used with other "
               "contents, or another decision took effect first"}})
-    async def resolve(key: str, body: ResolutionIn, who: Tenant, wait: Wait = 10.0) -> Any:
+    async def resolve(key: str, body: ResolutionIn, who: Operator, wait: Wait = 10.0) -> Any:
         """Record a decision, then wait (up to ``wait`` seconds) for the ledger's receipt
         naming the decision that took effect: 200 when it is this one, 409 when another
         decision was applied first, 202 when none was within the wait."""
@@ -190,7 +190,7 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
                 if r.event.tenant in ("", who)]
 
     @app.post("/v1/freezes", response_model=FreezeOut, status_code=201)
-    async def freeze(body: FreezeIn, who: Tenant, wait: Wait = 10.0) -> FreezeOut:
+    async def freeze(body: FreezeIn, who: Operator, wait: Wait = 10.0) -> FreezeOut:
         """Freeze an action for this tenant (a freeze of every tenant is the CLI's).
         Answers once every partition's processor has applied it, or after ``wait``
         seconds (``in_force`` false, ``not_applied`` naming the partitions)."""
@@ -198,7 +198,7 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
                               body.operator, wait)
 
     @app.delete("/v1/freezes/{action}", response_model=FreezeOut)
-    async def unfreeze(action: str, who: Tenant,
+    async def unfreeze(action: str, who: Operator,
                        operator: Annotated[str, Query(min_length=1, max_length=200)],
                        wait: Wait = 10.0) -> FreezeOut:
         """Unfreeze this tenant's freeze of an action: its held dispatches are released
@@ -240,7 +240,19 @@ def tenant_of_request(request: Request,
     return found
 
 
+def operator_of_request(request: Request,
+                        authorization: Annotated[str | None, Header()] = None) -> str:
+    """As ``tenant_of_request``, and 403 for an agent's key (``TENANT:agent=KEY``)."""
+    tenant = tenant_of_request(request, authorization)
+    keys: ApiKeys = request.app.state.keys
+    if keys.is_agents((authorization or "").partition(" ")[2].strip()):
+        raise HTTPException(403, "this API key is an agent's: operator routes (decisions, "
+                            "freezes) need an operator's key")
+    return tenant
+
+
 Tenant = Annotated[str, Depends(tenant_of_request)]
+Operator = Annotated[str, Depends(operator_of_request)]
 
 
 def own(tenant: str, key: str) -> None:

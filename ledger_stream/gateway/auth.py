@@ -1,5 +1,11 @@
 """API keys: each acts for one tenant, and a tenant's key reads and writes only keys that
-begin with ``<tenant>/``. Keys are kept as SHA-256 digests and compared in constant time."""
+begin with ``<tenant>/``. Keys are kept as SHA-256 digests and compared in constant time.
+
+A key given as ``TENANT:agent=KEY`` is an agent's: it submits and reads, but the operator
+routes (reconciliation decisions, freezes) refuse it, so an agent (or a prompt that took it
+over) cannot decide its own unknown outcome "not applied" and have the effect sent again.
+A key given as ``TENANT=KEY`` may do both.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +20,15 @@ class ApiKeyError(ValueError):
     """The API key configuration is malformed (says where)."""
 
 
+AGENT = "agent"  # the one role a key may be limited to
+
+
 class ApiKeys:
-    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+    def __init__(self, pairs: list[tuple[str, str]], agents: frozenset[str] = frozenset()
+                 ) -> None:
+        """``pairs``: (tenant, key); ``agents``: the keys limited to agent routes."""
         self._by_digest: dict[bytes, str] = {}
+        self._agent_digests = {_digest(key) for key in agents}
         for tenant, key in pairs:
             try:
                 operation_key(tenant, "check", "check")
@@ -35,7 +47,8 @@ class ApiKeys:
 
     @classmethod
     def parse(cls, text: str = "", file: Path | None = None) -> ApiKeys:
-        """``TENANT=KEY`` pairs, comma- or newline-separated, from ``text`` and ``file``."""
+        """``TENANT=KEY`` (or ``TENANT:agent=KEY``) pairs, comma- or newline-separated, from
+        ``text`` and ``file``."""
         entries = [(f"--keys item {i + 1}", item) for i, item in enumerate(
             p.strip() for p in text.replace("\n", ",").split(","))]
         if file is not None:
@@ -44,15 +57,21 @@ class ApiKeys:
             except OSError as exc:
                 raise ApiKeyError(f"cannot read {file}: {exc}") from None
             entries += [(f"{file}:{n}", line.strip()) for n, line in enumerate(lines, 1)]
-        pairs = []
+        pairs, agents = [], set()
         for where, item in entries:
             if not item or item.startswith("#"):
                 continue
             tenant, eq, key = item.partition("=")
             if not (eq and tenant.strip() and key.strip()):
                 raise ApiKeyError(f"{where}: not TENANT=KEY")
+            tenant, colon, role = tenant.strip().partition(":")
+            if colon:
+                if role.strip() != AGENT:
+                    raise ApiKeyError(f"{where}: the only role a key may be limited to is "
+                                      f"{AGENT!r} (TENANT:{AGENT}=KEY), not {role.strip()!r}")
+                agents.add(key.strip())
             pairs.append((tenant.strip(), key.strip()))
-        return cls(pairs)
+        return cls(pairs, frozenset(agents))
 
     def tenant_of(self, key: str) -> str | None:
         """The tenant ``key`` acts for, or None."""
@@ -61,6 +80,11 @@ class ApiKeys:
             if hmac.compare_digest(known, digest):
                 return tenant
         return None
+
+    def is_agents(self, key: str) -> bool:
+        """Whether ``key`` is limited to agent routes (given as ``TENANT:agent=KEY``)."""
+        digest = _digest(key)
+        return any(hmac.compare_digest(known, digest) for known in self._agent_digests)
 
 
 def _digest(key: str) -> bytes:

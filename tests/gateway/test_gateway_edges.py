@@ -105,3 +105,42 @@ def test_operator_and_reason_texts_are_bounded(gateway) -> None:
     assert r.status_code == 422  # not a Kafka "message too large" reported as 503
     r = tc.delete(f"/v1/freezes/refund?operator={'o' * 201}", headers=AUTH)
     assert r.status_code == 422
+
+
+AGENT_KEY = "acme-agent-key-0123456789"
+
+
+def test_an_agents_key_submits_but_never_reaches_the_operator_routes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found by a hostile review (2026-12-05): every key could decide its tenant's unknown
+    # outcomes; an agent deciding "not applied" has the effect sent again.
+    from ledger_stream.gateway import app as app_module
+
+    reached: list[str] = []
+
+    def refuse(what: str) -> Any:
+        def stub(*args: Any, **kwargs: Any) -> Any:
+            reached.append(what)
+            raise app_module.containment.ContainmentRefused(f"stub: {what} reached")
+        return stub
+
+    monkeypatch.setattr(app_module.containment, "send", refuse("containment"))
+    monkeypatch.setattr(app_module, "record_decision", refuse("decision"))
+    client = AsyncLedgerClient(Settings(), bootstrap="127.0.0.1:1")
+    client.client._hub = RegisteringHub()
+    keys = ApiKeys.parse(f"acme={ACME}\nacme:agent={AGENT_KEY}")
+    tc = TestClient(build_app(client, keys), raise_server_exceptions=False)
+    agent = {"Authorization": f"Bearer {AGENT_KEY}"}
+    decision = {"resolution": "not_applied", "attempt": 1, "operator": "o", "reason": "r"}
+    freeze = {"action": "refund", "reason": "r", "operator": "o"}
+    assert tc.post("/v1/reconciliation/acme/refund/inv-1", json=decision,
+                   headers=agent).status_code == 403
+    assert tc.post("/v1/freezes", json=freeze, headers=agent).status_code == 403
+    assert tc.delete("/v1/freezes/refund?operator=o", headers=agent).status_code == 403
+    assert reached == []
+    # The same routes with the tenant's full key get past authorization...
+    assert tc.delete("/v1/freezes/refund?operator=o", headers=AUTH).status_code == 400
+    assert reached == ["containment"]
+    # ...and the agent's key still submits (here: refused by Kafka's own size check).
+    r = tc.post("/v1/intents", json=body(args={"memo": "x" * 1_100_000}), headers=agent)
+    assert r.status_code == 400
