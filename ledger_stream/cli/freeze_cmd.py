@@ -17,6 +17,8 @@ from ledger_stream.domain import events as ev
 
 MODES = tuple(m.value for m in ev.FreezeMode)
 
+MAX_WAIT_S = 3600.0  # --wait at most an hour
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     freeze = subparsers.add_parser(
@@ -73,15 +75,20 @@ def _scope_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _freeze(args: argparse.Namespace) -> int:
+    from confluent_kafka import KafkaException
+
     from ledger_stream.kafka.bootstrap import resolve_bootstrap
-    from ledger_stream.kafka.exceptions import DeliveryFailed, KafkaSetupError
+    from ledger_stream.kafka.exceptions import DeliveryFailed, KafkaSetupError, kafka_error_text
     from ledger_stream.operate import containment
     from ledger_stream.serde import make_codec
 
-    if args.wait < 0:
-        raise CliError("--wait must be 0 or more")
+    if not 0 <= args.wait <= MAX_WAIT_S:  # NaN fails this too: it never ends a wait
+        raise CliError(f"--wait must be between 0 and {MAX_WAIT_S:g} seconds")
     settings = settings_from(args, consumer_group=args.group)
-    bootstrap = resolve_bootstrap(settings)
+    try:
+        bootstrap = resolve_bootstrap(settings)
+    except KafkaSetupError as exc:
+        raise CliError(str(exc)) from exc
     try:
         event, offsets = containment.send(
             settings, bootstrap, make_codec(settings.schema_registry_url),
@@ -93,10 +100,19 @@ def _freeze(args: argparse.Namespace) -> int:
     except (KafkaSetupError, DeliveryFailed) as exc:
         raise CliError(f"not every partition has the {'freeze' if args.frozen else 'unfreeze'}"
                        f" ({exc}); run the same command again") from exc
+    except KafkaException as exc:
+        raise CliError(f"cannot reach Kafka at {bootstrap}: {kafka_error_text(exc)}; run the "
+                       "same command again") from exc
     scope = f"{args.tenant or 'every tenant'}/{args.action}"
     what = f"frozen ({args.mode})" if args.frozen else "unfrozen"
-    late = containment.not_applied(settings, bootstrap, offsets, args.wait) if args.wait \
-        else []
+    try:
+        late = containment.not_applied(settings, bootstrap, offsets, args.wait) \
+            if args.wait else []
+    except (KafkaSetupError, KafkaException) as exc:
+        text = kafka_error_text(exc) if isinstance(exc, KafkaException) else str(exc)
+        raise CliError(f"the {'freeze' if args.frozen else 'unfreeze'} is recorded (event "
+                       f"{event.event_id}), but whether the processors applied it cannot be "
+                       f"read: {text}") from exc
     if late:
         print(f"{scope}: {what} is recorded in {len(offsets)} partition(s), event "
               f"{event.event_id}, but the processors of partition(s) "

@@ -14,6 +14,8 @@ from ledger_stream.cli.common import CliError, add_common_flags, settings_from
 NEEDS = {"sandbox": ("base_url",), "postgres": ("dsn", "table"), "smtp": ("maildir",)}
 FLAG = {"base_url": "--base-url", "dsn": "--dsn", "table": "--table", "maildir": "--maildir"}
 
+MAX_INTERVAL_S = 86_400.0  # --interval at most a day
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
@@ -76,19 +78,24 @@ def _source(args: argparse.Namespace) -> Any:
 
 def _run(args: argparse.Namespace) -> int:
     from ledger_stream.kafka.bootstrap import resolve_bootstrap
+    from ledger_stream.kafka.exceptions import KafkaSetupError
     from ledger_stream.kafka.producer import EventProducer
     from ledger_stream.serde import make_codec
     from ledger_stream.watch import Watcher
 
-    if args.interval <= 0:
-        raise CliError("--interval must be positive")
+    if not 0 < args.interval <= MAX_INTERVAL_S:  # NaN fails this too: no pause at all
+        raise CliError(f"--interval must be more than 0 and at most {MAX_INTERVAL_S:g} "
+                       "seconds")
     source = _source(args)
     settings = settings_from(args)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    producer = EventProducer(settings, resolve_bootstrap(settings),
-                             make_codec(settings.schema_registry_url))
+    try:
+        bootstrap = resolve_bootstrap(settings)
+    except KafkaSetupError as exc:
+        raise CliError(str(exc)) from exc
+    producer = EventProducer(settings, bootstrap, make_codec(settings.schema_registry_url))
     # A relay sends a mail twice if asked twice; the sandbox and the receipts table fence.
     watcher = Watcher(args.name or args.target, source, producer, args.key_template,
                       deduplicates=args.target != "smtp")

@@ -228,3 +228,15 @@ def release(state: KeyState, event: Release, now: int) -> Decision:
     ready = enter(state, Phase.RESERVED, now, held_by="", stall_alerted=0,
                   status_detail=f"released by the unfreeze of {event.scope}")
     return Decision(ready, (state_receipt(ready, now), dispatch_for(ready, now)))
+
+
+def invalid_containment(event: ContainmentEvent) -> str:
+    """Why the processor refuses ``event`` (a Containment) as poison, or "": the operator's
+    command runs the same check before sending, so a freeze no processor would hold is
+    never reported sent (a long --operator was, and `freezes` listed it in force)."""
+    if not event.action or "/" in event.action + event.tenant or event.tenant == "*":
+        return "action and tenant must be key parts"
+    for name in ("action", "tenant", "reason", "operator", "event_id"):
+        if len(getattr(event, name)) > TEXT_LIMIT:
+            return f"{name} longer than {TEXT_LIMIT} characters"
+    return ""

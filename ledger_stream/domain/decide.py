@@ -243,10 +243,12 @@ def _outcome(state: KeyState, outcome: AttemptOutcome, policy: Policy, now: int)
         and state.phase in (Phase.DISPATCHED, Phase.RECONCILING, Phase.NEEDS_OPERATOR)
     )
     if (not is_holder_report and outcome.status is OutcomeStatus.UNKNOWN
-            and state.phase is Phase.RESERVED and n == state.attempt):
+            and state.phase in (Phase.RESERVED, Phase.HELD) and n == state.attempt):
         # A call for the open attempt with no grant on record: at least once, a Grant whose
         # batch was abandoned (already on the topic) or a claim decided before its intent
-        # and answered Done. The effect may exist: ask the target before any resend.
+        # and answered Done. The effect may exist: ask the target before any resend. Held
+        # by a freeze too: its unfreeze would otherwise dispatch the attempt again (found
+        # by a hostile review, 2026-12-05).
         return reconcile(state, now, outcome.claim_id, record,
                          f"outcome unknown from a claim without a grant: {outcome.error}")
     if not is_holder_report:

@@ -24,7 +24,7 @@ from confluent_kafka import TopicPartition
 
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
-from ledger_stream.domain.containment import scope_of
+from ledger_stream.domain.containment import invalid_containment, scope_of
 from ledger_stream.domain.keys import InvalidKeyError, operation_key
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.clients import Consumer
@@ -75,6 +75,12 @@ def send(settings: Settings, bootstrap: str, codec: AvroCodec, *, action: str, t
     copy's offset by partition. DeliveryFailed when a copy was not acknowledged."""
     checked(action, tenant, reason)
     event_id = event_id or f"freeze-{uuid.uuid4().hex}"
+    # The processor's own check, before anything is sent: a copy it refuses is poison in
+    # every partition, and the command would report a freeze no processor holds.
+    why = invalid_containment(ev.Containment(event_id, 0, action, tenant, frozen, mode,
+                                             reason, operator, 0))
+    if why:
+        raise ContainmentRefused(why)
     partitions = _partitions(bootstrap, settings.topic("attempts"))
     producer = EventProducer(settings, bootstrap, codec)
     producer.track_offsets()

@@ -24,7 +24,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ledger_stream.domain import events as ev
-from ledger_stream.domain.containment import FREEZE_LIMIT, TEXT_LIMIT, Containment, scope_of
+from ledger_stream.domain.containment import (
+    FREEZE_LIMIT,
+    Containment,
+    invalid_containment,
+    scope_of,
+)
 from ledger_stream.domain.decide import Decision, decide
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState, Phase, absent
@@ -113,7 +118,7 @@ class LedgerStep:
                 return poison(f"{type(event).__name__} for partition {event.partition} "
                               f"read from {partition}")
             if isinstance(event, ev.Containment):
-                why = _invalid_containment(event)
+                why = invalid_containment(event)
                 if why:
                     return poison(f"invalid Containment: {why}")
             return event
@@ -206,15 +211,6 @@ class LedgerStep:
 
     def encode_tick(self, partition: int, instance: str, at_ms: int) -> bytes:
         return self._codec.encode(ev.Tick(partition, instance, at_ms))
-
-
-def _invalid_containment(event: ev.Containment) -> str:
-    if not event.action or "/" in event.action + event.tenant or event.tenant == "*":
-        return "action and tenant must be key parts"
-    for name in ("action", "tenant", "reason", "operator", "event_id"):
-        if len(getattr(event, name)) > TEXT_LIMIT:
-            return f"{name} longer than {TEXT_LIMIT} characters"
-    return ""
 
 
 _TIMER_KIND = {

@@ -318,3 +318,16 @@ def test_a_key_held_again_by_a_second_freeze_keeps_its_place() -> None:
     log.run(intent(key=first), intent(key=second))
     assert dispatches(log.run(freeze(tenant="acme", frozen=False))) == []
     assert dispatches(log.run(freeze(tenant="", frozen=False))) == [first, second]
+
+
+def test_an_unknown_outcome_without_a_grant_on_a_held_key_asks_the_target_first() -> None:
+    # Found by a hostile review (2026-12-05): at least once, a Grant from an abandoned batch
+    # can be on the topic; its holder called and could not tell what happened. On a held
+    # key the unknown outcome was kept as stale, and the unfreeze dispatched the attempt
+    # again: a second effect at a target that does not deduplicate.
+    log = Log()
+    log.run(freeze())
+    log.run(intent(key=KEYS[0]))  # held at attempt 1
+    asked = log.run(outcome(ev.OutcomeStatus.UNKNOWN, key=KEYS[0], claim_id="c-abandoned"))
+    assert [o.key for o in asked if isinstance(o, ev.Reconcile)] == [KEYS[0]]
+    assert dispatches(log.run(freeze(frozen=False))) == []  # nothing resent on the unfreeze
