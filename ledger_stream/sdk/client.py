@@ -103,9 +103,7 @@ class LedgerClient:
             payload_json=canonical_json(payload) if payload is not None else "",
             approval=approval, policy_revision=policy_revision, origin=origin,
         )
-        problem = invalid_reason(intent, key)
-        if problem is not None:
-            raise InvalidIntentError(f"{key}: {problem}")
+        _check(intent)
         return intent
 
     def submit(self, intent: ev.Intent, wait: float = 30.0, *,
