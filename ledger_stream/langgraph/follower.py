@@ -32,6 +32,10 @@ from ledger_stream.serde import AvroCodec, DecodeError
 logger = logging.getLogger(__name__)
 
 SETTLED_KEPT = 100_000  # keys whose final receipt is kept for threads not yet learned
+# Only a key holding its effect's outcome is kept: a key whose state reads "rejected" (or
+# "held") holds none, and a later intent of it may still succeed (a hostile review found a
+# kept rejection settling a later, approved intent's thread as rejected).
+KEY_OUTCOMES = frozenset({ev.ReceiptStatus.SUCCEEDED, ev.ReceiptStatus.FAILED})
 
 
 class ReceiptFollower:
@@ -69,7 +73,8 @@ class ReceiptFollower:
                     self._settle(settled)
             elif isinstance(event, ev.Receipt) and event.status is event.key_status \
                     and event.status.value not in PENDING:
-                self._remember(event)
+                if event.status in KEY_OUTCOMES:
+                    self._remember(event)
                 self._settle(event)
         return self.updated - before
 

@@ -49,8 +49,11 @@ from ledger_stream.serde import AvroCodec, make_codec
 PENDING = frozenset({ev.ReceiptStatus.ACCEPTED, ev.ReceiptStatus.IN_PROGRESS,
                      ev.ReceiptStatus.RECONCILING})
 # Kafka's own waits inside a submit (the intent's acknowledgement, a partition's first end
-# offset) are bounded by what is left of ``wait``, and get at least this much.
+# offset) are bounded by what is left of ``wait``, get at least this much, and never more
+# than their own limits (a long wait must not hold the receipts' assignment lock longer).
 KAFKA_WAIT_FLOOR_S = 0.5
+ACK_WAIT_MAX_S = 30.0
+END_OFFSET_WAIT_MAX_S = 15.0
 _TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE})  # raised by produce() itself
 
 
@@ -129,9 +132,11 @@ class LedgerClient:
         with tracing.span(f"ledger.submit {intent.action}", kind="producer",
                           attributes=_span_attributes(intent)) as span:
             with self._reaching("submit"):
-                waiter = self.receipts().follow(intent.key, _kafka_wait(deadline))
+                waiter = self.receipts().follow(
+                    intent.key, _kafka_wait(deadline, END_OFFSET_WAIT_MAX_S))
             try:
-                self._produce(intent, tracing.current_headers(), _kafka_wait(deadline))
+                self._produce(intent, tracing.current_headers(),
+                              _kafka_wait(deadline, ACK_WAIT_MAX_S))
                 follow = _Follow(intent)
                 while not follow.done and (left := deadline - time.monotonic()) > 0:
                     follow.take(waiter.read(left))
@@ -297,9 +302,10 @@ def _check(intent: ev.Intent) -> None:
         raise InvalidIntentError(f"{intent.key}: {problem}")
 
 
-def _kafka_wait(deadline: float) -> float:
-    """How long a Kafka request inside a submit may take: what is left of its wait."""
-    return max(deadline - time.monotonic(), KAFKA_WAIT_FLOOR_S)
+def _kafka_wait(deadline: float, most_s: float) -> float:
+    """How long a Kafka request inside a submit may take: what is left of its wait, within
+    [KAFKA_WAIT_FLOOR_S, most_s]."""
+    return min(max(deadline - time.monotonic(), KAFKA_WAIT_FLOOR_S), most_s)
 
 
 async def _follow_async(hub: ReceiptHub, key: str, loop: asyncio.AbstractEventLoop,
@@ -400,10 +406,12 @@ class AsyncLedgerClient:
                           attributes=_span_attributes(intent)) as span:
             with self._client._reaching("submit"):
                 hub = await asyncio.to_thread(self._client.receipts)
-                waiter = await _follow_async(hub, intent.key, loop, _kafka_wait(kafka_wait))
+                waiter = await _follow_async(hub, intent.key, loop,
+                                             _kafka_wait(kafka_wait, END_OFFSET_WAIT_MAX_S))
             try:
                 await asyncio.to_thread(self._client._produce, intent,
-                                        tracing.current_headers(), _kafka_wait(kafka_wait))
+                                        tracing.current_headers(),
+                                        _kafka_wait(kafka_wait, ACK_WAIT_MAX_S))
                 follow = _Follow(intent)
                 while not follow.done and (left := deadline - loop.time()) > 0:
                     follow.take(await waiter.read_async(left))

@@ -111,3 +111,16 @@ def test_the_kept_final_receipts_are_bounded(world, monkeypatch: pytest.MonkeyPa
             status=ev.ReceiptStatus.SUCCEEDED, reason=ev.Reason.NONE, args_hash="h",
             attempts=1, at_ms=1, key_status=ev.ReceiptStatus.SUCCEEDED))
     assert list(follower._settled) == ["acme/refund/inv-1", "acme/refund/inv-2"]
+
+
+def test_a_kept_rejection_never_settles_a_later_intents_thread(world) -> None:
+    # A rejection (no approval) leaves the key holding no effect; the thread that asked
+    # again, approved, must wait for its own answer, not take the earlier rejection.
+    follower, consumer, graph = world
+    first, again = intent("t-0"), intent("t-1")
+    graph.states["t-0"] = {"ledger_receipts": {KEY: {"status": "rejected"}}}
+    consumer.records = [message(first),
+                        message(receipt(first.event_id, ev.ReceiptStatus.REJECTED)),
+                        message(again)]
+    assert follower.poll(0) == 0
+    assert graph.states["t-1"]["ledger_receipts"][KEY]["status"] == "accepted"

@@ -227,3 +227,17 @@ def test_an_intent_larger_than_kafka_accepts_is_invalid_not_unavailable(
             client.submit(intent(client), wait=0.5)
     finally:
         client.close()
+
+
+def test_kafka_waits_inside_a_submit_stay_within_their_own_limits() -> None:
+    # A 300 s wait must not hold a partition's first end-offset lookup (and the receipts'
+    # assignment lock) for 300 s; a wait already over still gives Kafka half a second.
+    from ledger_stream.sdk.client import (
+        END_OFFSET_WAIT_MAX_S,
+        KAFKA_WAIT_FLOOR_S,
+        _kafka_wait,
+    )
+
+    assert _kafka_wait(time.monotonic() + 300, END_OFFSET_WAIT_MAX_S) == END_OFFSET_WAIT_MAX_S
+    assert _kafka_wait(time.monotonic() - 1, END_OFFSET_WAIT_MAX_S) == KAFKA_WAIT_FLOOR_S
+    assert 1.0 < _kafka_wait(time.monotonic() + 2, END_OFFSET_WAIT_MAX_S) <= 2.0
