@@ -295,8 +295,11 @@ def test_sigkill_mid_stream_recovers_state_from_the_changelog(ledger_topics: Set
 
     # No Ticks: replayed intents then meet the same clock, so copies are byte-identical.
     quiet = {"LEDGER_TICK_INTERVAL_MS": "600000"}
+    # Batches of 10: each costs a checkpoint (flush, commit), so the stream takes about a
+    # second, not the 0.2 s that batches of 100 took on a quick machine, where the whole
+    # stream was decided before the kill landed (a CI run, 2026-12-05).
     first = start_processor(s, tmp_path / "state-1", tmp_path / "processor-1.log",
-                            "--guarantee", guarantee, env={**quiet, "LEDGER_MAX_BATCH": "100"})
+                            "--guarantee", guarantee, env={**quiet, "LEDGER_MAX_BATCH": "10"})
     try:
         # Killed at the first receipts seen: a processor deciding thousands a second could
         # finish the stream while a reader waits for a larger share (a CI run saw it).
