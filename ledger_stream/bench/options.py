@@ -13,8 +13,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ledger_stream.bench.context import Sizes
 
-ARM_NAMES = ("bytes-echo", "avro-echo", "ledger", "pg-naive", "pg-tuned", "latency",
-             "growth", "restore", "scale-out", "sdk", "connector")
+ARM_NAMES = ("bytes-echo", "avro-echo", "io-floor", "ledger", "pg-naive", "pg-tuned",
+             "latency", "growth", "restore", "scale-out", "sdk", "connector")
 Mode = Literal["at-least-once", "exactly-once", "both"]
 
 

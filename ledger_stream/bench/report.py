@@ -21,7 +21,12 @@ THROUGHPUT_RATIOS = [
     (f"{led}_vs_{base.replace('-', '_')}", f"ledger-{led[-3:]}", "decisions_per_s", base, fig)
     for led in ("ledger_alo", "ledger_eos")
     for base, fig in (("avro-echo", "records_per_s"), ("bytes-echo", "records_per_s"),
+                      ("io-floor", "records_per_s"),
                       ("pg-naive", "claims_per_s"), ("pg-tuned", "claims_per_s"))
+] + [
+    # The library calls of a decision with no decision, against the echo: the most any
+    # processor of this design (Python over confluent-kafka, fastavro, rocksdict) can reach.
+    ("io_floor_vs_avro_echo", "io-floor", "records_per_s", "avro-echo", "records_per_s"),
 ]
 # (ratio, comparison, bound): the targets (2 cores, broker on the same machine)
 TARGETS = [

@@ -89,6 +89,8 @@ def plan(options: BenchOptions) -> tuple[list[Arm], list[Arm]]:
     for name in names:
         if name.endswith("-echo"):
             repeated.append(EchoArm(name.removesuffix("-echo")))
+        elif name == "io-floor":
+            repeated.append(EchoArm("io"))
         elif name == "ledger":
             repeated.extend(LedgerArm(g) for g in guarantees)
         elif name.startswith("pg-"):

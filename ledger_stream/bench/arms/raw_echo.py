@@ -6,28 +6,84 @@ encodes it again with the project's serde (the ceiling of any Python processor o
 events here). Both consume in batches, keep the key and partition, and checkpoint like the
 processor at least once: every second the producer is flushed, then offsets are committed.
 
+``io-floor`` makes, per intent, the library calls a fresh decision of the processor makes,
+with no decision between them: the ledger's floor in this design (Python over
+confluent-kafka, fastavro and rocksdict). It decodes the intent as ``avro-echo`` does,
+checks its key's partition, encodes two events in its place (a dispatch and a receipt each
+carry the intent's fields or fewer), encodes a key-state row and produces the three records
+(dispatch, receipt, the changelog row to the input's partition with the position header),
+and after each commit writes the rows and their timer entries to one RocksDB per partition.
+
 Run as ``python -m ledger_stream.bench.arms.raw_echo`` (the arm does), until SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Message, Producer
+from rocksdict import WriteBatch
 
 from ledger_stream.bench.context import ArmResult, BenchContext
 from ledger_stream.bench.processes import Child
 from ledger_stream.bench.topics import create_plain_topics, end_offsets, read_span
+from ledger_stream.domain.state import absent
+from ledger_stream.kafka.message import position
+from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.kafka.producer import producer_config
 from ledger_stream.serde import AvroCodec
+from ledger_stream.state.rocksdb import open_raw
 
 BATCH = 500
 CHECKPOINT_S = 1.0  # the processor's default commit interval
+
+
+class _Floor:
+    """``io-floor``'s work per record and per checkpoint (see the module's docstring)."""
+
+    def __init__(self, out: str, folder: Path, partitions: int) -> None:
+        self._codec = AvroCodec()
+        self._topics = (f"{out}-dispatch", f"{out}-receipts", f"{out}-changelog")
+        self._row = absent("").to_row()
+        self._partitions = partitions
+        self._dbs = [open_raw(folder / f"p{p}", "floor store") for p in range(partitions)]
+        self._pending: dict[int, WriteBatch] = {}
+
+    def handle(self, msg: Message, produce: Callable[..., None]) -> None:
+        _, partition, offset = position(msg)
+        key = msg.key() or b""
+        event = self._codec.decode(msg.value())
+        if partition_for(key, self._partitions) != partition:
+            raise SystemExit("io-floor: a record outside its key's partition")
+        row = self._row.copy()
+        row[0] = event.key
+        encoded = json.dumps(row, separators=(",", ":"), ensure_ascii=False).encode()
+        dispatch, receipts, changelog = self._topics
+        produce(dispatch, value=self._codec.encode(event), key=key)
+        produce(receipts, value=self._codec.encode(event), key=key)
+        produce(changelog, value=encoded, key=key, partition=partition,
+                headers=[("p", offset.to_bytes(8, "big"))])
+        batch = self._pending.get(partition)
+        if batch is None:
+            batch = self._pending[partition] = WriteBatch(raw_mode=True)
+        batch.put(b"r" + key, encoded)
+        batch.put(b"t" + event.at_ms.to_bytes(8, "big") + key, b"")
+
+    def committed(self) -> None:
+        for partition, batch in self._pending.items():
+            self._dbs[partition].write(batch)
+        self._pending = {}
+
+
+def floor_topics(out: str) -> list[str]:
+    return [f"{out}-dispatch", f"{out}-receipts", f"{out}-changelog"]
 
 
 def _transform(mode: str) -> Callable[[bytes], bytes] | None:
@@ -41,8 +97,10 @@ def _transform(mode: str) -> Callable[[bytes], bytes] | None:
     return avro
 
 
-def echo(bootstrap: str, source: str, out: str, group: str, mode: str) -> None:
-    """Consume ``source`` from the start, produce to ``out`` until SIGTERM, then commit."""
+def echo(bootstrap: str, source: str, out: str, group: str, mode: str,
+         folder: Path | None = None, partitions: int = 0) -> None:
+    """Consume ``source`` from the start, produce to ``out`` until SIGTERM, then commit.
+    ``io-floor`` (mode ``io``) keeps its stores in ``folder``, one per partition."""
     stopping = False
 
     def stop(*_: Any) -> None:
@@ -51,12 +109,27 @@ def echo(bootstrap: str, source: str, out: str, group: str, mode: str) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     transform = _transform(mode)
+    floor = _Floor(out, folder, partitions) if mode == "io" and folder else None
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
                          "log_level": 3})
     producer = Producer(producer_config(bootstrap, **{"log_level": 3}))
     consumer.subscribe([source])
-    produce, poll = producer.produce, producer.poll
+    poll = producer.poll
+
+    def send(topic: str, **record: Any) -> None:
+        try:
+            producer.produce(topic, **record)
+        except BufferError:
+            producer.flush(5)
+            producer.produce(topic, **record)
+
+    def checkpoint() -> None:
+        producer.flush(30)
+        consumer.commit(asynchronous=False)
+        if floor is not None:
+            floor.committed()
+
     next_checkpoint = time.monotonic() + CHECKPOINT_S
     dirty = False
     while not stopping:
@@ -70,54 +143,55 @@ def echo(bootstrap: str, source: str, out: str, group: str, mode: str) -> None:
             value = msg.value()
             if value is None:
                 continue
-            if transform is not None:
-                value = transform(value)
-            try:
-                produce(out, value=value, key=msg.key())
-            except BufferError:
-                producer.flush(5)
-                produce(out, value=value, key=msg.key())
+            if floor is not None:
+                floor.handle(msg, send)
+            else:
+                send(out, value=value if transform is None else transform(value),
+                     key=msg.key())
             dirty = True
         poll(0)
         if dirty and time.monotonic() >= next_checkpoint:
-            producer.flush(30)
-            consumer.commit(asynchronous=False)
+            checkpoint()
             next_checkpoint, dirty = time.monotonic() + CHECKPOINT_S, False
     producer.flush(30)
     if dirty:
-        consumer.commit(asynchronous=False)
+        checkpoint()
     consumer.close()
 
 
 def start_echo(bootstrap: str, source: str, out: str, group: str, mode: str,
-               log_dir: Any) -> Child:
+               log_dir: Any, folder: Path | None = None, partitions: int = 0) -> Child:
+    extra = ["--folder", str(folder), "--partitions", str(partitions)] if folder else []
     return Child(["--bootstrap", bootstrap, "--source", source, "--out", out, "--group",
-                  group, "--mode", mode], log_dir / f"{group}.log",
+                  group, "--mode", mode, *extra], log_dir / f"{group}.log",
                  module="ledger_stream.bench.arms.raw_echo")
 
 
 class EchoArm:
-    """``bytes-echo`` or ``avro-echo`` over the shared workload."""
+    """``bytes-echo``, ``avro-echo`` or ``io-floor`` (mode ``io``) over the shared workload."""
 
     repeated = True
 
     def __init__(self, mode: str) -> None:
         self.mode = mode
-        self.name = f"{mode}-echo"
+        self.name = "io-floor" if mode == "io" else f"{mode}-echo"
 
     def run(self, ctx: BenchContext, repetition: int) -> ArmResult:
         out = f"{ctx.prefix}.echo-{self.mode}"
-        create_plain_topics(ctx.bootstrap, [out], ctx.partitions)
-        start = end_offsets(ctx.bootstrap, out)
         group = f"{ctx.prefix}-{self.name}-{uuid.uuid4().hex[:6]}"
+        folder = ctx.folder(f"state-{group}") if self.mode == "io" else None
+        outputs = floor_topics(out) if folder else [out]
+        create_plain_topics(ctx.bootstrap, outputs, ctx.partitions)
+        out_measured = outputs[1] if folder else out  # io-floor: its receipts, one per intent
+        start = end_offsets(ctx.bootstrap, out_measured)
         expected = len(ctx.workload)
         child = start_echo(ctx.bootstrap, ctx.source_topic, out, group, self.mode,
-                           ctx.folder("logs"))
+                           ctx.folder("logs"), folder, ctx.partitions)
         try:
             cpu = ctx.drain(child, group, ctx.source_topic, expected, self.name)
         finally:
             rss = child.stop()
-        span = read_span(ctx.bootstrap, out, start, expected)
+        span = read_span(ctx.bootstrap, out_measured, start, expected)
         return ArmResult(self.name, repetition,
                          {"records_per_s": span.rate(), "seconds": span.seconds, **cpu},
                          rss, {"records": span.count})
@@ -127,9 +201,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     for flag in ("--bootstrap", "--source", "--out", "--group"):
         parser.add_argument(flag, required=True)
-    parser.add_argument("--mode", choices=("bytes", "avro"), required=True)
+    parser.add_argument("--mode", choices=("bytes", "avro", "io"), required=True)
+    parser.add_argument("--folder", type=Path, help="io: where its stores go")
+    parser.add_argument("--partitions", type=int, default=0, help="io: of the source topic")
     args = parser.parse_args()
-    echo(args.bootstrap, args.source, args.out, args.group, args.mode)
+    if args.mode == "io" and (args.folder is None or args.partitions < 1):
+        parser.error("--mode io needs --folder and --partitions")
+    echo(args.bootstrap, args.source, args.out, args.group, args.mode, args.folder,
+         args.partitions)
 
 
 if __name__ == "__main__":
