@@ -1,6 +1,7 @@
 """The SDK arm of ``ledger-stream bench`` on its own:
 
     python -m ledger_stream.bench.sdk_latency [--calls N] [--status-sizes N,N,...]
+                                              [--guarantee at-least-once]
 
 Starts its own local Kafka (1 node) and runs :mod:`ledger_stream.bench.arms.sdk` (a
 processor, the payments sandbox and its HTTP connector, one client; sequential calls and 64
@@ -29,6 +30,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="receipts in the topic when status is measured through the "
                         "receipts view (and by reading the partition, 10 calls); empty to "
                         "skip (default 0,200000,2000000)")
+    parser.add_argument("--guarantee", choices=("exactly-once", "at-least-once"),
+                        default="exactly-once",
+                        help="the processor's processing guarantee (default exactly-once, "
+                        "as the benchmark runs it)")
     args = parser.parse_args(argv)
     if args.calls < 1 or args.agents < 1 or args.call_ms < 0:
         parser.error("--calls and --agents must be at least 1, --call-ms not negative")
@@ -51,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         figures, rss = measure(bootstrap, "sdk-latency",
                                Path(tempfile.mkdtemp(prefix="ledger-sdk-latency-")), say,
                                calls=args.calls, agents=args.agents, call_ms=args.call_ms,
-                               status_sizes=sizes)
+                               status_sizes=sizes, guarantee=args.guarantee)
     for name, value in figures.items():
         print(f"{name:<36} {value:>12,.1f}")
     print(f"{'peak RSS (MiB)':<36} {rss:>12,.0f}")

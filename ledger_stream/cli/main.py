@@ -8,8 +8,12 @@ in ``--help``) through :class:`ledger_stream.config.Settings`.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from types import FrameType
+from typing import Any
 
 from ledger_stream.cli import (
     alerts_cmd,
@@ -63,6 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(getattr(args, "log_level", None))
     except ValueError as exc:
         parser.error(str(exc))
+    previous = _stop_cleanly_on_sigterm()
     try:
         return int(args.handler(args) or 0)
     except CliError as exc:
@@ -71,6 +76,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _stop_cleanly_on_sigterm() -> Any:
+    """SIGTERM ends a command as Ctrl-C does: through its ``finally`` blocks, which stop the
+    processes it started (a local Kafka, a processor, a sandbox) by their PIDs. Python's
+    default for SIGTERM ends the process at once and left them running: a benchmark stopped
+    by SIGTERM left its broker and its processor behind. Commands that stop gracefully on
+    SIGTERM (processor, connector, ...) install their own handler over this one. Returns
+    the handler to restore, None off the main thread (signals are the main thread's)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _terminated)
 
 
 if __name__ == "__main__":

@@ -87,9 +87,10 @@ def raw_round_trips(bootstrap: str, topic: str, calls: int) -> list[float]:
 
 
 def measure(bootstrap: str, prefix: str, folder: Path, say: Say, *, calls: int = 200,
-            agents: int = 64, call_ms: int = 20, status_sizes: Sequence[int] = ()
-            ) -> tuple[dict[str, float], float]:
-    """(figures, peak RSS of the processor and connector in MiB)."""
+            agents: int = 64, call_ms: int = 20, status_sizes: Sequence[int] = (),
+            guarantee: str = "exactly-once") -> tuple[dict[str, float], float]:
+    """(figures, peak RSS of the processor and connector in MiB). ``guarantee``: the
+    processor's (exactly once, the product's default, unless asked)."""
     from ledger_stream import LedgerClient, Workflow, operation_key
     from ledger_stream.testing.sandbox import SandboxProc
     from ledger_stream.testing.stack import Stack
@@ -103,7 +104,8 @@ def measure(bootstrap: str, prefix: str, folder: Path, say: Say, *, calls: int =
     sandbox = SandboxProc(folder / "sandbox.db", latency_ms=call_ms)
     (folder / "stack").mkdir(parents=True, exist_ok=True)
     stack = Stack(s, folder / "stack",
-                  processor_env={"LEDGER_APPROVAL_SECRET": secrets.token_hex(32)})
+                  processor_env={"LEDGER_APPROVAL_SECRET": secrets.token_hex(32),
+                                 "LEDGER_PROCESSING_GUARANTEE": guarantee})
     few = max(20, calls // 4)
     try:
         # Production timings: the test suite's 1.5 s call timeout, with 64 agents on a busy
