@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import uuid
 
 from ledger_stream.cli.common import CliError, add_common_flags, settings_from
@@ -75,6 +76,11 @@ def _run(args: argparse.Namespace) -> int:
         server = build_server(LedgerTools(client, settings.mcp_tenant, effects),
                               session=session)
         if settings.mcp_transport == "stdio":
+            # SIGTERM ends the process at once, as it did before ``main`` turned it into
+            # SystemExit: the server's stdin reader is a thread blocked in a read that no
+            # exception reaches, so the exit waited for the host to close stdin (a hostile
+            # review, 2026-12-05). Nothing of this command outlives it.
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
             server.run("stdio")
         else:
             server.run("streamable-http", host=settings.mcp_host, port=settings.mcp_port)
