@@ -6,13 +6,16 @@ encodes it again with the project's serde (the ceiling of any Python processor o
 events here). Both consume in batches, keep the key and partition, and checkpoint like the
 processor at least once: every second the producer is flushed, then offsets are committed.
 
-``io-floor`` makes, per intent, the library calls a fresh decision of the processor makes,
-with no decision between them: the ledger's floor in this design (Python over
-confluent-kafka, fastavro and rocksdict). It decodes the intent as ``avro-echo`` does,
-checks its key's partition, encodes two events in its place (a dispatch and a receipt each
-carry the intent's fields or fewer), encodes a key-state row and produces the three records
-(dispatch, receipt, the changelog row to the input's partition with the position header),
-and after each commit writes the rows and their timer entries to one RocksDB per partition.
+``io-floor`` makes, per intent, the library calls the processor makes for it, with no
+decision between them: the ledger's floor in this design (Python over confluent-kafka,
+fastavro and rocksdict). It decodes the intent as ``avro-echo`` does, checks its key's
+partition, reads the key's row (this batch's, else a RocksDB get, JSON-decoded when found),
+and then, as the processor would: for a fresh key, encodes a dispatch and a receipt, encodes
+a row and produces the three records (the row to the changelog at the input's partition,
+with a position header), and after each commit writes the rows and their timer entries to
+one RocksDB per partition; for a duplicate (same arguments' hash), encodes and produces a
+receipt; for a conflict, a receipt and an alert. The events encoded are what the real
+``decide`` outputs for the first intent read (types and sizes), not each record's own.
 
 Run as ``python -m ledger_stream.bench.arms.raw_echo`` (the arm does), until SIGTERM.
 """
@@ -34,7 +37,12 @@ from rocksdict import WriteBatch
 from ledger_stream.bench.context import ArmResult, BenchContext
 from ledger_stream.bench.processes import Child
 from ledger_stream.bench.topics import create_plain_topics, end_offsets, read_span
-from ledger_stream.domain.state import absent
+from ledger_stream.domain.decide import decide
+from ledger_stream.domain.events import Intent
+from ledger_stream.domain.keys import sha256_hex
+from ledger_stream.domain.policy import Policy
+from ledger_stream.domain.state import FIELD_INDEX, absent
+from ledger_stream.domain.values import replace
 from ledger_stream.kafka.message import position
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.kafka.producer import producer_config
@@ -50,40 +58,76 @@ class _Floor:
 
     def __init__(self, out: str, folder: Path, partitions: int) -> None:
         self._codec = AvroCodec()
-        self._topics = (f"{out}-dispatch", f"{out}-receipts", f"{out}-changelog")
+        self._topics = dict(zip(("Dispatch", "Receipt", "Alert", "changelog"),
+                                floor_topics(out), strict=True))
         self._row = absent("").to_row()
         self._partitions = partitions
         self._dbs = [open_raw(folder / f"p{p}", "floor store") for p in range(partitions)]
+        self._rows: dict[bytes, bytes] = {}  # rows written since the last commit (overlay)
         self._pending: dict[int, WriteBatch] = {}
+        self._outputs: dict[str, list[tuple[str, Any]]] = {}
+
+    def _templates(self, intent: Intent) -> dict[str, list[tuple[str, Any]]]:
+        """(topic, event) of what the real ``decide`` outputs for a fresh intent, its
+        duplicate and a conflicting one, from the first intent read: encoding these in place
+        of each record's own gives the processor's encodes (types and sizes) without its
+        decision."""
+        policy = Policy()
+        fresh = decide(absent(intent.key), intent, policy, intent.at_ms)
+        other = json.dumps({"io-floor": "other arguments"})
+        conflicting = replace(intent, args_json=other, args_hash=sha256_hex(other))
+        return {kind: [(self._topics[type(o).__name__], o) for o in d.outputs]
+                for kind, d in (
+                    ("fresh", fresh),
+                    ("duplicate", decide(fresh.state, intent, policy, intent.at_ms)),
+                    ("conflict", decide(fresh.state, conflicting, policy, intent.at_ms)))}
 
     def handle(self, msg: Message, produce: Callable[..., None]) -> None:
+        """The calls the processor makes for ``msg``: a fresh intent (no row for its key)
+        gets a dispatch, a receipt, a row in the changelog and in the store; a duplicate (a
+        row with its arguments' hash) a receipt; a conflict (another hash) a receipt and an
+        alert. The row is read as the processor reads it: this batch's, else the store's."""
         _, partition, offset = position(msg)
         key = msg.key() or b""
-        event = self._codec.decode(msg.value())
+        intent = self._codec.decode(msg.value())
         if partition_for(key, self._partitions) != partition:
             raise SystemExit("io-floor: a record outside its key's partition")
-        row = self._row.copy()
-        row[0] = event.key
-        encoded = json.dumps(row, separators=(",", ":"), ensure_ascii=False).encode()
-        dispatch, receipts, changelog = self._topics
-        produce(dispatch, value=self._codec.encode(event), key=key)
-        produce(receipts, value=self._codec.encode(event), key=key)
-        produce(changelog, value=encoded, key=key, partition=partition,
+        if not self._outputs:
+            self._outputs = self._templates(intent)
+        row = self._rows.get(key) or self._dbs[partition].get(b"r" + key)
+        if row is None:
+            kind = "fresh"
+        else:
+            same = json.loads(row)[_ARGS_HASH] == intent.args_hash
+            kind = "duplicate" if same else "conflict"
+        for topic, out in self._outputs[kind]:
+            produce(topic, value=self._codec.encode(out), key=key)
+        if kind != "fresh":
+            return
+        values = self._row.copy()
+        values[_KEY], values[_ARGS_HASH] = intent.key, intent.args_hash
+        row = json.dumps(values, separators=(",", ":"), ensure_ascii=False).encode()
+        self._rows[key] = row
+        produce(self._topics["changelog"], value=row, key=key, partition=partition,
                 headers=[("p", offset.to_bytes(8, "big"))])
         batch = self._pending.get(partition)
         if batch is None:
             batch = self._pending[partition] = WriteBatch(raw_mode=True)
-        batch.put(b"r" + key, encoded)
-        batch.put(b"t" + event.at_ms.to_bytes(8, "big") + key, b"")
+        batch.put(b"r" + key, row)
+        batch.put(b"t" + intent.at_ms.to_bytes(8, "big") + key, b"")
 
     def committed(self) -> None:
         for partition, batch in self._pending.items():
             self._dbs[partition].write(batch)
-        self._pending = {}
+        self._pending, self._rows = {}, {}
+
+
+_KEY, _ARGS_HASH = FIELD_INDEX["key"], FIELD_INDEX["args_hash"]
 
 
 def floor_topics(out: str) -> list[str]:
-    return [f"{out}-dispatch", f"{out}-receipts", f"{out}-changelog"]
+    """io-floor's outputs: dispatch, receipts (measured: one per intent), alerts, changelog."""
+    return [f"{out}-dispatch", f"{out}-receipts", f"{out}-alerts", f"{out}-changelog"]
 
 
 def _transform(mode: str) -> Callable[[bytes], bytes] | None:
