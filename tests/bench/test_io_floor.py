@@ -1,6 +1,6 @@
 """The io-floor arm makes, per intent, the outputs the processor would: the same event types
 to the same topics, a changelog row exactly when the key's state changes. Ground truth is the
-real ``decide`` run over the same workload. No Kafka: records are stubs, produce a list."""
+real ``decide`` run over the same workload. No Kafka: records are FakeMessages, produce a list."""
 
 from __future__ import annotations
 
@@ -14,30 +14,11 @@ from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState, absent
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.serde import AvroCodec
+from ledger_stream.testing.records import FakeMessage
 
 PARTITIONS = 12
 TOPIC_OF = dict(zip(("Dispatch", "Receipt", "Alert", "changelog"), floor_topics("out"),
                     strict=True))
-
-
-class _Record:
-    def __init__(self, key: bytes, value: bytes, offset: int) -> None:
-        self._key, self._value, self._offset = key, value, offset
-
-    def topic(self) -> str:
-        return "in"
-
-    def partition(self) -> int:
-        return partition_for(self._key, PARTITIONS)
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> bytes:
-        return self._key
-
-    def value(self) -> bytes:
-        return self._value
 
 
 def test_the_floor_makes_the_outputs_decide_makes(tmp_path: Path) -> None:
@@ -54,7 +35,9 @@ def test_the_floor_makes_the_outputs_decide_makes(tmp_path: Path) -> None:
     for offset, (kind, intent) in enumerate(iter_intents(WorkloadSpec(600, seed=3))):
         kinds.add(kind)
         sent.clear()
-        record = _Record(intent.key.encode(), codec.encode(intent), offset)
+        key = intent.key.encode()
+        record = FakeMessage("in", partition_for(key, PARTITIONS), offset, intent.at_ms, key,
+                             codec.encode(intent))
         floor.handle(record, produce)  # type: ignore[arg-type]
         before = states.get(intent.key, absent(intent.key))
         decision = decide(before, intent, policy, intent.at_ms)
