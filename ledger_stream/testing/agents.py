@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,6 +41,10 @@ class AgentWorld:
         self.root = root
         self.connector: Proc | None = None
         self._n = 0
+        # Workers and checks still running: a scenario runs some on threads of their own
+        # (falsify's Background), which die with the interpreter and would leave these behind.
+        self._running: set[subprocess.Popen[str]] = set()
+        self._lock = threading.Lock()
 
     def start_connector(self, failpoint: str | None = None,
                         env: dict[str, str] | None = None) -> Proc:
@@ -83,11 +89,7 @@ class AgentWorld:
             cmd += ["--version", version]
         if bypass:
             cmd += ["--bypass-url", self.sandbox.url]
-        done = subprocess.run([*cmd, action, *extra], env=env, capture_output=True, text=True,
-                              timeout=timeout_s, cwd=self.root)
-        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-        output = json.loads(lines[-1]) if lines else None
-        return WorkerRun(done.returncode, output, done.stdout[-3000:] + done.stderr[-3000:])
+        return self._run([*cmd, action, *extra], env, timeout_s)
 
     def upgrade_check(self, graph: str, *threads: str, resume: str | None = None,
                       timeout_s: float = 120) -> WorkerRun:
@@ -103,11 +105,38 @@ class AgentWorld:
             cmd += ["--threads", *threads]
         if resume:
             cmd += ["--resume", resume]
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True,
-                              timeout=timeout_s, cwd=self.root)
-        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+        return self._run(cmd, env, timeout_s)
+
+    def _run(self, cmd: list[str], env: dict[str, str], timeout_s: float) -> WorkerRun:
+        """``cmd`` to its end (killed, and TimeoutExpired raised, past ``timeout_s``), as
+        ``subprocess.run`` does, but known to :meth:`stop_running` meanwhile; the last
+        JSON line of its output is its result."""
+        with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, cwd=self.root) as proc:
+            with self._lock:
+                self._running.add(proc)
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout_s)
+            except BaseException:
+                proc.kill()
+                proc.wait()
+                raise
+            finally:
+                with self._lock:
+                    self._running.discard(proc)
+        lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
         output = json.loads(lines[-1]) if lines else None
-        return WorkerRun(done.returncode, output, done.stdout[-3000:] + done.stderr[-3000:])
+        return WorkerRun(proc.returncode, output, stdout[-3000:] + stderr[-3000:])
+
+    def stop_running(self) -> None:
+        """SIGKILL, by PID, every worker or check still running (the world is going)."""
+        with self._lock:
+            running = list(self._running)
+        for proc in running:
+            proc.kill()
+        for proc in running:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(10)
 
     def effects(self, invoice: str, bypass: bool = False) -> list[dict[str, Any]]:
         """The sandbox's own ledger: effects for this invoice's refund."""
@@ -129,8 +158,11 @@ def agent_world(settings: Settings, tmp: Path, saver: str = "sqlite",
         try:
             world = AgentWorld(stack, sandbox, dsn or str(tmp / "checkpoints.sqlite"), saver,
                                root)
-            world.start_connector()
-            yield world
+            try:
+                world.start_connector()
+                yield world
+            finally:
+                world.stop_running()
         finally:
             stack.close()
     finally:
