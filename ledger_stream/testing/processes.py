@@ -66,6 +66,15 @@ class Proc:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped, does not), from /proc."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def processor_group(settings: Settings) -> str:
     """The consumer group of the processors the tests start on ``settings``' topics."""
     return f"{settings.topic_prefix}-processor"

@@ -11,20 +11,13 @@ from types import SimpleNamespace
 
 from ledger_stream.falsify.run import Background
 from ledger_stream.testing.agents import AgentWorld
+from ledger_stream.testing.processes import alive
 
 SLEEPER = """
 import os, pathlib, sys, time
 pathlib.Path(sys.argv[sys.argv.index("--db") + 1]).write_text(str(os.getpid()))
 time.sleep(120)
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_a_worker_on_a_background_thread_is_killed_when_the_world_stops(tmp_path: Path) -> None:
@@ -43,9 +36,9 @@ def test_a_worker_on_a_background_thread_is_killed_when_the_world_stops(tmp_path
         assert time.monotonic() < deadline, "the worker did not start"
         time.sleep(0.05)
     pid = int(pid_file.read_text())
-    assert _alive(pid)
+    assert alive(pid)
 
     world.stop_running()
 
-    assert not _alive(pid)
+    assert not alive(pid)
     assert running.result(10).returncode != 0  # killed, reported as the worker's end

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from ledger_stream.testing.processes import alive
+
 
 def _children(pid: int) -> set[int]:
     """Every live descendant of ``pid``, from /proc."""
@@ -31,14 +33,6 @@ def _children(pid: int) -> set[int]:
             found.add(child)
             todo.append(child)
     return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 @pytest.mark.kafka
@@ -72,13 +66,13 @@ def test_sigterm_to_the_benchmark_stops_its_broker_and_children(tmp_path: Path) 
         bench.wait(timeout=90)
 
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and any(_alive(pid) for pid in started):
+        while time.monotonic() < deadline and any(alive(pid) for pid in started):
             time.sleep(0.2)
-        assert not [pid for pid in started if _alive(pid)], "left running after SIGTERM"
+        assert not [pid for pid in started if alive(pid)], "left running after SIGTERM"
         assert bench.returncode == 128 + signal.SIGTERM, bench.returncode
     finally:
         for pid in started | ({bench.pid} if bench.poll() is None else set()):
-            if _alive(pid):
+            if alive(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
