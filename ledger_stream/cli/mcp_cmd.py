@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import threading
 import uuid
 
 from ledger_stream.cli.common import CliError, add_common_flags, settings_from
@@ -76,11 +77,14 @@ def _run(args: argparse.Namespace) -> int:
         server = build_server(LedgerTools(client, settings.mcp_tenant, effects),
                               session=session)
         if settings.mcp_transport == "stdio":
-            # SIGTERM ends the process at once, as it did before ``main`` turned it into
-            # SystemExit: the server's stdin reader is a thread blocked in a read that no
-            # exception reaches, so the exit waited for the host to close stdin (a hostile
-            # review, 2026-12-05). Nothing of this command outlives it.
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            # SIGTERM and Ctrl-C end the process at once: the server's stdin reader is a
+            # thread blocked in a read that no exception reaches, so an exit raised by a
+            # handler (main's SystemExit, Python's KeyboardInterrupt) waited for the host
+            # to close stdin (hostile reviews, 2026-12-05). This command starts no process,
+            # and an intent not yet sent is one its caller never heard back about.
+            if threading.current_thread() is threading.main_thread():
+                for signum in (signal.SIGTERM, signal.SIGINT):
+                    signal.signal(signum, signal.SIG_DFL)
             server.run("stdio")
         else:
             server.run("streamable-http", host=settings.mcp_host, port=settings.mcp_port)

@@ -45,6 +45,7 @@ class AgentWorld:
         # (falsify's Background), which die with the interpreter and would leave these behind.
         self._running: set[subprocess.Popen[str]] = set()
         self._lock = threading.Lock()
+        self._stopped = False  # stop_running was called: no worker may start after it
 
     def start_connector(self, failpoint: str | None = None,
                         env: dict[str, str] | None = None) -> Proc:
@@ -111,19 +112,22 @@ class AgentWorld:
         """``cmd`` to its end (killed, and TimeoutExpired raised, past ``timeout_s``), as
         ``subprocess.run`` does, but known to :meth:`stop_running` meanwhile; the last
         JSON line of its output is its result."""
-        with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, cwd=self.root) as proc:
+        with self._lock:
+            if self._stopped:
+                raise RuntimeError("the world is stopping: no new worker")
+            # Started under the lock, so stop_running either sees it or comes before it.
+            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, cwd=self.root)
+            self._running.add(proc)
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout_s)
+        except BaseException:
+            proc.kill()
+            proc.communicate()
+            raise
+        finally:
             with self._lock:
-                self._running.add(proc)
-            try:
-                stdout, stderr = proc.communicate(timeout=timeout_s)
-            except BaseException:
-                proc.kill()
-                proc.wait()
-                raise
-            finally:
-                with self._lock:
-                    self._running.discard(proc)
+                self._running.discard(proc)
         lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
         output = json.loads(lines[-1]) if lines else None
         return WorkerRun(proc.returncode, output, stdout[-3000:] + stderr[-3000:])
@@ -131,6 +135,7 @@ class AgentWorld:
     def stop_running(self) -> None:
         """SIGKILL, by PID, every worker or check still running (the world is going)."""
         with self._lock:
+            self._stopped = True
             running = list(self._running)
         for proc in running:
             proc.kill()

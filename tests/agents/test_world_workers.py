@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from ledger_stream.falsify.run import Background
 from ledger_stream.testing.agents import AgentWorld
 from ledger_stream.testing.processes import alive
@@ -42,3 +44,12 @@ def test_a_worker_on_a_background_thread_is_killed_when_the_world_stops(tmp_path
 
     assert not alive(pid)
     assert running.result(10).returncode != 0  # killed, reported as the worker's end
+
+
+def test_no_worker_starts_once_the_world_stops(tmp_path: Path) -> None:
+    stack = SimpleNamespace(settings=SimpleNamespace(topic_prefix="t"), bootstrap="127.0.0.1:1")
+    world = AgentWorld(stack, None, str(tmp_path / "db"), root=tmp_path)  # type: ignore[arg-type]
+    world.stop_running()
+    late = Background(world.worker, "thread-1", "refund", timeout_s=100)
+    with pytest.raises(RuntimeError, match="no new worker"):
+        late.result(10)
