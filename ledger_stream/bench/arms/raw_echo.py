@@ -8,14 +8,17 @@ processor at least once: every second the producer is flushed, then offsets are 
 
 ``io-floor`` makes, per intent, the library calls the processor makes for it, with no
 decision between them: the ledger's floor in this design (Python over confluent-kafka,
-fastavro and rocksdict). It decodes the intent as ``avro-echo`` does, checks its key's
-partition, reads the key's row (this batch's, else a RocksDB get, JSON-decoded when found),
-and then, as the processor would: for a fresh key, encodes a dispatch and a receipt, encodes
-a row and produces the three records (the row to the changelog at the input's partition,
-with a position header), and after each commit writes the rows and their timer entries to
-one RocksDB per partition; for a duplicate (same arguments' hash), encodes and produces a
-receipt; for a conflict, a receipt and an alert. The events encoded are what the real
-``decide`` outputs for the first intent read (types and sizes), not each record's own.
+fastavro and rocksdict). It reads the record's time and headers, decodes the intent as
+``avro-echo`` does, checks its key's partition and its arguments' hash, reads the key's row
+(this batch's, else a RocksDB get, JSON-decoded when found), and then, as the processor
+would: for a fresh key, encodes a dispatch and a receipt, encodes a row and produces the
+three records (the row to the changelog at the input's partition, with the processor's
+headers); for a duplicate (same arguments' hash), encodes and produces a receipt; for a
+conflict, a receipt and an alert. The events encoded are what the real ``decide`` outputs
+for the first intent read (types and sizes), not each record's own. It keeps the
+processor's rhythm: a checkpoint per poll of up to ``max_batch`` records (each partition's
+clock record, a flush whose delivery reports it follows, a commit, then one RocksDB write
+per partition: rows, timer entries, clock and changelog offset). Left out: the metrics.
 
 Run as ``python -m ledger_stream.bench.arms.raw_echo`` (the arm does), until SIGTERM.
 """
@@ -31,12 +34,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Message, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer
 from rocksdict import WriteBatch
 
 from ledger_stream.bench.context import ArmResult, BenchContext
 from ledger_stream.bench.processes import Child
 from ledger_stream.bench.topics import create_plain_topics, end_offsets, read_span
+from ledger_stream.config import Settings
 from ledger_stream.domain.decide import decide
 from ledger_stream.domain.events import Intent
 from ledger_stream.domain.keys import sha256_hex
@@ -46,11 +50,14 @@ from ledger_stream.domain.values import replace
 from ledger_stream.kafka.message import position
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.kafka.producer import producer_config
+from ledger_stream.processor import changelog
+from ledger_stream.processor.changelog import Positions
 from ledger_stream.serde import AvroCodec
 from ledger_stream.state.rocksdb import open_raw
 
 BATCH = 500
-CHECKPOINT_S = 1.0  # the processor's default commit interval
+CHECKPOINT_S = 1.0  # the echoes' checkpoint: flush, then commit, every second
+MAX_BATCH = Settings.model_fields["max_batch"].default  # io-floor: as the processor
 
 
 class _Floor:
@@ -66,6 +73,10 @@ class _Floor:
         self._rows: dict[bytes, bytes] = {}  # rows written since the last commit (overlay)
         self._pending: dict[int, WriteBatch] = {}
         self._outputs: dict[str, list[tuple[str, Any]]] = {}
+        self._group = f"{out}-floor"
+        self._clocks: dict[int, int] = {}  # partition -> latest record time in this batch
+        self._changelog_next: dict[int, int] = {}
+        self.errors: list[KafkaError] = []
 
     def _templates(self, intent: Intent) -> dict[str, list[tuple[str, Any]]]:
         """(topic, event) of what the real ``decide`` outputs for a fresh intent, its
@@ -88,10 +99,14 @@ class _Floor:
         row with its arguments' hash) a receipt; a conflict (another hash) a receipt and an
         alert. The row is read as the processor reads it: this batch's, else the store's."""
         _, partition, offset = position(msg)
+        self._clocks[partition] = max(self._clocks.get(partition, 0), msg.timestamp()[1])
+        msg.headers()  # the processor reads the trace context from them
         key = msg.key() or b""
         intent = self._codec.decode(msg.value())
         if partition_for(key, self._partitions) != partition:
             raise SystemExit("io-floor: a record outside its key's partition")
+        if sha256_hex(intent.args_json) != intent.args_hash:  # the processor's validation
+            raise SystemExit("io-floor: an intent whose hash is not its arguments'")
         if not self._outputs:
             self._outputs = self._templates(intent)
         row = self._rows.get(key) or self._dbs[partition].get(b"r" + key)
@@ -108,18 +123,39 @@ class _Floor:
         values[_KEY], values[_ARGS_HASH] = intent.key, intent.args_hash
         row = json.dumps(values, separators=(",", ":"), ensure_ascii=False).encode()
         self._rows[key] = row
+        positions = Positions(offset + 1, -1)  # what the processor's headers carry
         produce(self._topics["changelog"], value=row, key=key, partition=partition,
-                headers=[("p", offset.to_bytes(8, "big"))])
+                headers=[*changelog.headers(self._group, positions),
+                         changelog.due_header(("lease", intent.at_ms))])
         batch = self._pending.get(partition)
         if batch is None:
             batch = self._pending[partition] = WriteBatch(raw_mode=True)
         batch.put(b"r" + key, row)
         batch.put(b"t" + intent.at_ms.to_bytes(8, "big") + key, b"")
 
+    def before_commit(self, produce: Callable[..., None]) -> None:
+        """Each partition's clock record, as the processor appends one per batch."""
+        for partition, clock in self._clocks.items():
+            produce(self._topics["changelog"], value=changelog.clock_value(clock),
+                    key=changelog.CLOCK_KEY, partition=partition)
+
     def committed(self) -> None:
-        for partition, batch in self._pending.items():
+        """Each partition's rows, timer entries, clock and changelog offset, in one write."""
+        for partition, clock in self._clocks.items():
+            batch = self._pending.get(partition) or WriteBatch(raw_mode=True)
+            batch.put(b"mclock", clock.to_bytes(8, "big"))
+            batch.put(b"mchangelog", self._changelog_next.get(partition, 0).to_bytes(8, "big"))
             self._dbs[partition].write(batch)
-        self._pending, self._rows = {}, {}
+        self._pending, self._rows, self._clocks = {}, {}, {}
+
+    def report(self, err: KafkaError | None, msg: Message) -> None:
+        """The processor's delivery report: errors kept, changelog offsets followed."""
+        if err is not None:
+            self.errors.append(err)
+        elif msg.topic() == self._topics["changelog"]:
+            partition, offset = msg.partition() or 0, msg.offset() or 0
+            if offset + 1 > self._changelog_next.get(partition, 0):
+                self._changelog_next[partition] = offset + 1
 
 
 _KEY, _ARGS_HASH = FIELD_INDEX["key"], FIELD_INDEX["args_hash"]
@@ -157,7 +193,10 @@ def echo(bootstrap: str, source: str, out: str, group: str, mode: str,
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
                          "log_level": 3})
-    producer = Producer(producer_config(bootstrap, **{"log_level": 3}))
+    extra: dict[str, Any] = {"on_delivery": floor.report} if floor else {}
+    producer = Producer({**producer_config(bootstrap, **{"log_level": 3}), **extra})
+    # io-floor: the processor's rhythm, a checkpoint per poll of up to max_batch records.
+    size, every_s = (MAX_BATCH, 0.0) if floor else (BATCH, CHECKPOINT_S)
     consumer.subscribe([source])
     poll = producer.poll
 
@@ -169,18 +208,22 @@ def echo(bootstrap: str, source: str, out: str, group: str, mode: str,
             producer.produce(topic, **record)
 
     def checkpoint() -> None:
+        if floor is not None:
+            floor.before_commit(send)
         producer.flush(30)
+        if floor is not None and floor.errors:
+            raise SystemExit(f"io-floor: delivery failed: {floor.errors[0]}")
         consumer.commit(asynchronous=False)
         if floor is not None:
             floor.committed()
 
-    next_checkpoint = time.monotonic() + CHECKPOINT_S
+    next_checkpoint = time.monotonic() + every_s
     dirty = False
     while not stopping:
         # Wait for the first record only, then take what is already fetched: a batch
         # without the fixed wait of consume(n, timeout) when fewer than n are there.
         first = consumer.poll(0.1)
-        batch = [first, *consumer.consume(BATCH - 1, 0)] if first is not None else []
+        batch = [first, *consumer.consume(size - 1, 0)] if first is not None else []
         for msg in batch:
             if msg.error():
                 continue
@@ -196,7 +239,7 @@ def echo(bootstrap: str, source: str, out: str, group: str, mode: str,
         poll(0)
         if dirty and time.monotonic() >= next_checkpoint:
             checkpoint()
-            next_checkpoint, dirty = time.monotonic() + CHECKPOINT_S, False
+            next_checkpoint, dirty = time.monotonic() + every_s, False
     producer.flush(30)
     if dirty:
         checkpoint()
