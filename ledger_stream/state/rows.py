@@ -12,7 +12,12 @@ _SEPARATORS = (",", ":")
 
 
 def encode_row(state: KeyState) -> bytes:
-    return json.dumps(state.to_row(), separators=_SEPARATORS, ensure_ascii=False).encode()
+    return encode_values(state.to_row())
+
+
+def encode_values(values: list[Any]) -> bytes:
+    """A row's bytes from its field values in ``KeyState`` field order."""
+    return json.dumps(values, separators=_SEPARATORS, ensure_ascii=False).encode()
 
 
 def decode_row(row: bytes) -> KeyState:

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer
-from rocksdict import WriteBatch
 
 from ledger_stream.bench.context import ArmResult, BenchContext
 from ledger_stream.bench.processes import Child
@@ -53,7 +52,9 @@ from ledger_stream.kafka.producer import producer_config
 from ledger_stream.processor import changelog
 from ledger_stream.processor.changelog import Positions
 from ledger_stream.serde import AvroCodec
-from ledger_stream.state.rocksdb import open_raw
+from ledger_stream.state.base import StoreBatch, TimerEntry
+from ledger_stream.state.rocksdb import RocksDBPartitionStore
+from ledger_stream.state.rows import decode_values, encode_values
 
 BATCH = 500
 CHECKPOINT_S = 1.0  # the echoes' checkpoint: flush, then commit, every second
@@ -69,9 +70,10 @@ class _Floor:
                                 floor_topics(out), strict=True))
         self._row = absent("").to_row()
         self._partitions = partitions
-        self._dbs = [open_raw(folder / f"p{p}", "floor store") for p in range(partitions)]
-        self._rows: dict[bytes, bytes] = {}  # rows written since the last commit (overlay)
-        self._pending: dict[int, WriteBatch] = {}
+        self._stores = [RocksDBPartitionStore(folder / f"p{p}", p) for p in range(partitions)]
+        # What the next commit writes, per partition (the processor's overlays).
+        self._rows: dict[int, dict[str, bytes]] = {}
+        self._timers: dict[int, list[TimerEntry]] = {}
         self._outputs: dict[str, list[tuple[str, Any]]] = {}
         self._group = f"{out}-floor"
         self._clocks: dict[int, int] = {}  # partition -> latest record time in this batch
@@ -109,11 +111,12 @@ class _Floor:
             raise SystemExit("io-floor: an intent whose hash is not its arguments'")
         if not self._outputs:
             self._outputs = self._templates(intent)
-        row = self._rows.get(key) or self._dbs[partition].get(b"r" + key)
+        rows = self._rows.setdefault(partition, {})
+        row = rows.get(intent.key) or self._stores[partition].get(intent.key)
         if row is None:
             kind = "fresh"
         else:
-            same = json.loads(row)[_ARGS_HASH] == intent.args_hash
+            same = decode_values(row)[_ARGS_HASH] == intent.args_hash
             kind = "duplicate" if same else "conflict"
         for topic, out in self._outputs[kind]:
             produce(topic, value=self._codec.encode(out), key=key)
@@ -121,17 +124,12 @@ class _Floor:
             return
         values = self._row.copy()
         values[_KEY], values[_ARGS_HASH] = intent.key, intent.args_hash
-        row = json.dumps(values, separators=(",", ":"), ensure_ascii=False).encode()
-        self._rows[key] = row
+        row = rows[intent.key] = encode_values(values)
         positions = Positions(offset + 1, -1)  # what the processor's headers carry
         produce(self._topics["changelog"], value=row, key=key, partition=partition,
                 headers=[*changelog.headers(self._group, positions),
                          changelog.due_header(("lease", intent.at_ms))])
-        batch = self._pending.get(partition)
-        if batch is None:
-            batch = self._pending[partition] = WriteBatch(raw_mode=True)
-        batch.put(b"r" + key, row)
-        batch.put(b"t" + intent.at_ms.to_bytes(8, "big") + key, b"")
+        self._timers.setdefault(partition, []).append((intent.at_ms, intent.key))
 
     def before_commit(self, produce: Callable[..., None]) -> None:
         """Each partition's clock record, as the processor appends one per batch."""
@@ -142,11 +140,10 @@ class _Floor:
     def committed(self) -> None:
         """Each partition's rows, timer entries, clock and changelog offset, in one write."""
         for partition, clock in self._clocks.items():
-            batch = self._pending.get(partition) or WriteBatch(raw_mode=True)
-            batch.put(b"mclock", clock.to_bytes(8, "big"))
-            batch.put(b"mchangelog", self._changelog_next.get(partition, 0).to_bytes(8, "big"))
-            self._dbs[partition].write(batch)
-        self._pending, self._rows, self._clocks = {}, {}, {}
+            self._stores[partition].write(StoreBatch(
+                self._rows.get(partition, {}), (), self._timers.get(partition, ()), clock,
+                self._changelog_next.get(partition)))
+        self._rows, self._timers, self._clocks = {}, {}, {}
 
     def report(self, err: KafkaError | None, msg: Message) -> None:
         """The processor's delivery report: errors kept, changelog offsets followed."""
