@@ -68,6 +68,7 @@ class KeepAliveApi:
         self.requests: list[tuple[int, str]] = []  # (connection number, idempotency key)
         self.connections = 0
         self.ended: list[int] = []  # connections whose client closed them
+        self.server_closed: list[int] = []  # connections this server closed when idle
         self._lock = threading.Lock()
         self._server = RawServer(self._accepted)
         self._stop, self.url = self._server.stop, self._server.url
@@ -118,7 +119,10 @@ class KeepAliveApi:
                     return
                 if self.close_idle_after_s is not None:
                     time.sleep(self.close_idle_after_s)
-                    return  # closes: the client's kept connection now reads end of stream
+                    conn.close()  # the client's kept connection now reads end of stream
+                    with self._lock:
+                        self.server_closed.append(number)
+                    return
 
     def saw_end_of(self, number: int, timeout_s: float = 2.0) -> bool:
         """Whether the client closed connection ``number`` within ``timeout_s``."""
@@ -126,6 +130,13 @@ class KeepAliveApi:
         while number not in self.ended and time.monotonic() < deadline:
             time.sleep(0.02)
         return number in self.ended
+
+    def closed_by_server(self, number: int, timeout_s: float = 10.0) -> bool:
+        """Whether this server closed connection ``number`` within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while number not in self.server_closed and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return number in self.server_closed
 
     def close(self) -> None:
         self._server.close()
@@ -160,7 +171,8 @@ def test_a_connection_the_server_closed_while_idle_is_not_used(servers):
     api = serve(servers, close_idle_after_s=0.05)
     target = HttpTarget("t", api.url)
     assert target.apply(effect("acme/refund/1"), timeout_s=2.0) == "pay-acme/refund/1"
-    time.sleep(0.3)
+    assert api.closed_by_server(1)  # waited for, not slept: a slow server thread is later
+    time.sleep(0.05)  # the FIN reaches the client's socket (loopback)
     assert target.apply(effect("acme/refund/2"), timeout_s=2.0) == "pay-acme/refund/2"
     assert api.connections == 2
     assert api.requests == [(1, "acme/refund/1"), (2, "acme/refund/2")]

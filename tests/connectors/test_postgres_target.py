@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -290,7 +291,7 @@ def _waits(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
 
 
 def test_the_connector_process_waits_for_its_database_and_stops_on_sigterm(
-        own_postgres: PostgresServer) -> None:
+        own_postgres: PostgresServer, tmp_path: Path) -> None:
     """The CLI, not only the method: alive and saying why while the database is down, a
     clean exit on SIGTERM (the chaos soak counts any other exit as a crash)."""
     import signal
@@ -298,19 +299,27 @@ def test_the_connector_process_waits_for_its_database_and_stops_on_sigterm(
     import sys
 
     own_postgres.stop()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ledger_stream.cli.main", "connector", "postgres",
-         "--name", "db", "--dsn", own_postgres.dsn, "--effect-sql", "select 1",
-         "--bootstrap", "127.0.0.1:1", "--metrics-port", "off"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = tmp_path / "connector.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ledger_stream.cli.main", "connector", "postgres",
+             "--name", "db", "--dsn", own_postgres.dsn, "--effect-sql", "select 1",
+             "--bootstrap", "127.0.0.1:1", "--metrics-port", "off"],
+            stdout=out, stderr=subprocess.STDOUT, text=True)
     try:
-        time.sleep(3)
-        assert proc.poll() is None, proc.communicate()[0]
+        # SIGTERM once it says it waits, not after a fixed sleep: on a slow machine the
+        # imports alone could outlast one, and SIGTERM would land before its handler.
+        deadline = time.monotonic() + 60
+        while "database unreachable at start-up, waiting" not in log.read_text():
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
-        output = proc.communicate(timeout=15)[0]
+        proc.wait(timeout=15)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    output = log.read_text()
     assert proc.returncode == 0, output
     assert "database unreachable at start-up, waiting" in output

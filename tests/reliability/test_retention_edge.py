@@ -95,9 +95,14 @@ def test_the_window_boundary_and_compaction_under_load_lose_and_repeat_nothing(
             sealed_after = time.monotonic() + WINDOW_MS / 1000
             load.start()
 
-            # Inside the window: the original answer.
-            for key, n in old.items():
-                answer = stack.await_answer(stack.submit(key, {"amount": n}, "sandbox"))
+            # Inside the window: the original answer. All eight are sent before any answer
+            # is awaited, so that on a slow machine the last is not decided past the window
+            # of the first (each wait reads the receipts anew).
+            again = [stack.submit_nowait(key, {"amount": n}, "sandbox")
+                     for key, n in old.items()]
+            stack.producer.flush()
+            for key, intent in zip(old, again, strict=True):
+                answer = stack.await_answer(intent)
                 assert answer.status is ev.ReceiptStatus.SUCCEEDED, answer
                 assert answer.external_id == paid[key].external_id
 

@@ -130,7 +130,7 @@ def test_submit_returns_within_its_wait_when_the_ack_is_slow(
         began = time.monotonic()
         with pytest.raises((LedgerUnavailable, TimeoutError)):
             client.submit(intent(client), wait=0.5)
-        assert time.monotonic() - began < 1.5  # the real producer waited 30 s
+        assert time.monotonic() - began < 3.0  # not the 4 s of the ack (real: 30 s)
     finally:
         client.close()
 

@@ -96,7 +96,7 @@ def test_a_partition_is_assigned_at_once_though_the_leaders_are_unknown(hub: Any
         time.sleep(0.01)
     assert consumer.assigned, "the partition was never assigned"
     at, tps = consumer.assigned[0]
-    assert at - asked < 0.5  # not after the 30 s of learning
+    assert at - asked < 3.0  # not after the 30 s of learning (slack for a busy machine)
     assert [(tp.topic, tp.partition, tp.offset) for tp in tps] == [(TOPIC, 0, 7)]
 
 
