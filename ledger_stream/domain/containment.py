@@ -12,12 +12,21 @@ claimant gets Held (claim again later) and the key waits like the others. A gran
 before the freeze is not recalled, and a fast-path connector (a target that deduplicates)
 calls without waiting for its grant: those calls can still happen.
 
+Each freeze or unfreeze takes effect once: a record repeating a command the partition has
+applied already (the same event id, scope, freeze or unfreeze and mode: an operator's command
+run again with its ``--event-id`` after a timeout) changes nothing. Without this, an unfreeze
+retried after someone froze the scope again lifted the new freeze. The partition remembers
+the last APPLIED_LIMIT commands, as digests (:func:`command_digest`): a bounded row whatever
+the ids' length, and an id reused for another command (another tenant's, through the
+gateway) never suppresses it.
+
 Pure values. Each partition keeps its :class:`Containment` with its state (one row), so
 freezes survive restarts and a replay decides under the same freezes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +58,10 @@ HELD_LIMIT_BYTES = 256 * 1024
 # record past these is poison (read in the processor's step), so the row stays bounded.
 TEXT_LIMIT = 500
 FREEZE_LIMIT = 64
+# How many applied freeze and unfreeze commands a partition remembers, to ignore a repeat:
+# operators' commands are rare, and a retry comes seconds after its first try, not after
+# 128 other commands. 128 digests of 16 characters in the stored row.
+APPLIED_LIMIT = 128
 # A claim for a held attempt is answered Held until this much later: the claimant keeps the
 # dispatch and claims again then (granted once the unfreeze has released the key).
 CLAIM_AGAIN_MS = 5_000
@@ -99,6 +112,12 @@ class Containment:
     freezes: tuple[Freeze, ...] = ()
     held: tuple[tuple[str, str], ...] = ()  # (scope, key)
     held_bytes: int = 0  # the held entries' size in the stored row
+    applied: tuple[str, ...] = ()  # the last APPLIED_LIMIT commands' digests, oldest first
+
+    def repeats(self, event: ContainmentEvent) -> bool:
+        """Whether ``event``'s command was applied here already (a retry): it changes
+        nothing then. An event without an id is never a repeat."""
+        return bool(event.event_id) and command_digest(event) in self.applied
 
     def hold_for(self, tenant: str, action: str, key: str = "", held_by: str = ""
                  ) -> Hold | None:
@@ -117,16 +136,21 @@ class Containment:
         """The containment after ``event``, and the keys an unfreeze releases, in the order
         held (their entries stay until each is decided: see :meth:`moved`). Freezing a
         frozen scope again changes its mode and reason (it releases nothing); unfreezing a
-        scope that is not frozen changes nothing."""
+        scope that is not frozen changes nothing; a repeat (:meth:`repeats`) changes
+        nothing."""
+        if self.repeats(event):
+            return self, []
         scope = scope_of(event.tenant, event.action)
         others = tuple(f for f in self.freezes if f.scope != scope)
+        applied = remember(self.applied, event)
         if event.frozen:
             previous = next((f for f in self.freezes if f.scope == scope), None)
             since = previous.since_ms if previous else now_ms
             freeze = Freeze(event.tenant, event.action, event.mode, event.reason,
                             event.operator, event.event_id, since)
-            return replace(self, freezes=(*others, freeze)), []
-        return replace(self, freezes=others), [key for s, key in self.held if s == scope]
+            return replace(self, freezes=(*others, freeze), applied=applied), []
+        return (replace(self, freezes=others, applied=applied),
+                [key for s, key in self.held if s == scope])
 
     def moved(self, key: str, before: str, after: str) -> Containment:
         """Key ``key`` went from held by scope ``before`` (empty: not held) to held by
@@ -160,6 +184,7 @@ class Containment:
             "freezes": [[f.tenant, f.action, f.mode.value, f.reason, f.operator, f.event_id,
                          f.since_ms] for f in self.freezes],
             "held": [list(entry) for entry in self.held],
+            "applied": list(self.applied),
         }
 
     @classmethod
@@ -167,7 +192,23 @@ class Containment:
         freezes = tuple(Freeze(t, a, FreezeMode(m), r, o, e, s)
                         for t, a, m, r, o, e, s in row.get("freezes", ()))
         held = tuple((s, k) for s, k in row.get("held", ()))
-        return cls(freezes, held, sum(entry_bytes(*e) for e in held))
+        applied = tuple(row.get("applied", ()))  # absent in rows written before 2026-12-05
+        return cls(freezes, held, sum(entry_bytes(*e) for e in held), applied)
+
+
+def command_digest(event: ContainmentEvent) -> str:
+    """What identifies a freeze or unfreeze command across its retries: its event id and
+    what it does (not its partition, time, reason or operator)."""
+    text = json.dumps([event.event_id, event.tenant, event.action, event.frozen,
+                       event.mode.value])  # unambiguous whatever the id holds
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def remember(applied: tuple[str, ...], event: ContainmentEvent) -> tuple[str, ...]:
+    """``applied`` with ``event``'s command added, keeping the last APPLIED_LIMIT."""
+    if not event.event_id:
+        return applied
+    return (*applied, command_digest(event))[-APPLIED_LIMIT:]
 
 
 NONE = Containment()

@@ -52,6 +52,9 @@ from ledger_stream.serde.records import to_record
 T = TypeVar("T")
 # Seconds a freeze or unfreeze waits for every partition's processor to apply it.
 Wait = Annotated[float, Query(ge=0, le=30)]
+# A freeze or unfreeze request's id, chosen by the client so that it can retry safely.
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_length=1,
+                                              max_length=200, pattern=r"^[\x21-\x7e]+$")]
 CONSOLE = Path(__file__).with_name("static") / "console.html"
 KINDS = tuple(k.value for k in ev.AlertKind)
 
@@ -190,27 +193,34 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
                 if r.event.tenant in ("", who)]
 
     @app.post("/v1/freezes", response_model=FreezeOut, status_code=201)
-    async def freeze(body: FreezeIn, who: Operator, wait: Wait = 10.0) -> FreezeOut:
+    async def freeze(body: FreezeIn, who: Operator, wait: Wait = 10.0,
+                     idempotency_key: IdempotencyKey = None) -> FreezeOut:
         """Freeze an action for this tenant (a freeze of every tenant is the CLI's).
         Answers once every partition's processor has applied it, or after ``wait``
-        seconds (``in_force`` false, ``not_applied`` naming the partitions)."""
+        seconds (``in_force`` false, ``not_applied`` naming the partitions). With an
+        ``Idempotency-Key`` (the event id), a retry of this request that the processors
+        applied already changes nothing, even after another freeze or unfreeze."""
         return await _contain(who, body.action, True, ev.FreezeMode(body.mode), body.reason,
-                              body.operator, wait)
+                              body.operator, wait, idempotency_key or "")
 
     @app.delete("/v1/freezes/{action}", response_model=FreezeOut)
     async def unfreeze(action: str, who: Operator,
                        operator: Annotated[str, Query(min_length=1, max_length=200)],
-                       wait: Wait = 10.0) -> FreezeOut:
+                       wait: Wait = 10.0,
+                       idempotency_key: IdempotencyKey = None) -> FreezeOut:
         """Unfreeze this tenant's freeze of an action: its held dispatches are released
-        (answered as the freeze is)."""
-        return await _contain(who, action, False, ev.FreezeMode.HOLD, "", operator, wait)
+        (answered as the freeze is). ``Idempotency-Key`` as for the freeze: a retried
+        unfreeze cannot lift a freeze made after its first try."""
+        return await _contain(who, action, False, ev.FreezeMode.HOLD, "", operator, wait,
+                              idempotency_key or "")
 
     async def _contain(tenant: str, action: str, frozen: bool, mode: ev.FreezeMode,
-                       reason: str, operator: str, wait: float) -> FreezeOut:
+                       reason: str, operator: str, wait: float, event_id: str) -> FreezeOut:
         try:
             event, offsets = await off_loop(functools.partial(
                 containment.send, sync.settings, sync.bootstrap, sync.codec, action=action,
-                tenant=tenant, frozen=frozen, mode=mode, reason=reason, operator=operator))
+                tenant=tenant, frozen=frozen, mode=mode, reason=reason, operator=operator,
+                event_id=event_id))
         except containment.ContainmentRefused as exc:
             raise HTTPException(400, str(exc)) from None
         late = await off_loop(containment.not_applied, sync.settings, sync.bootstrap,

@@ -3,11 +3,12 @@
 
 A freeze or unfreeze is one Containment event written to **every** partition of the
 attempts topic, each copy naming its partition, all with the same event id and the key
-``~containment/<event id>`` (unique, so compaction keeps every one: the audit trail). Each
-partition's processor applies its copy at that point of its log (domain/containment.py).
-The command returns only when every copy is acknowledged; when some are not, it says so,
-and running it again is safe (freezing a frozen scope, or unfreezing a scope that is not
-frozen, changes nothing).
+``~containment/<event id>/<send id>`` (unique per send, so compaction keeps every one, a
+retry's too: the audit trail, and the order ``active`` replays). Each partition's processor
+applies its copy at that point of its log (domain/containment.py). The command returns only
+when every copy is acknowledged; when some are not, it says so, and running it again with
+the same event id is safe: a processor that applied the command already ignores the repeat,
+even when the scope was frozen or unfrozen by someone else in between.
 
 The active freezes are read back from partition 0 of the attempts topic (every freeze
 has a copy there), so listing them costs one partition's scan, filtered by key before
@@ -24,7 +25,12 @@ from confluent_kafka import TopicPartition
 
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
-from ledger_stream.domain.containment import invalid_containment, scope_of
+from ledger_stream.domain.containment import (
+    command_digest,
+    invalid_containment,
+    remember,
+    scope_of,
+)
 from ledger_stream.domain.keys import InvalidKeyError, operation_key
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.clients import Consumer
@@ -74,7 +80,7 @@ def send(settings: Settings, bootstrap: str, codec: AvroCodec, *, action: str, t
     for every copy to be acknowledged. Returns the event (partition 0's copy) and each
     copy's offset by partition. DeliveryFailed when a copy was not acknowledged."""
     checked(action, tenant, reason)
-    event_id = event_id or f"freeze-{uuid.uuid4().hex}"
+    event_id = event_id or new_event_id()
     # The processor's own check, before anything is sent: a copy it refuses is poison in
     # every partition, and the command would report a freeze no processor holds.
     why = invalid_containment(ev.Containment(event_id, 0, action, tenant, frozen, mode,
@@ -88,7 +94,7 @@ def send(settings: Settings, bootstrap: str, codec: AvroCodec, *, action: str, t
         now = int(time.time() * 1000)
         copies = [ev.Containment(event_id, p, action, tenant, frozen, mode, reason, operator,
                                  now) for p in range(partitions)]
-        key = f"{KEY_PREFIX}{event_id}".encode()
+        key = f"{KEY_PREFIX}{event_id}/{uuid.uuid4().hex}".encode()
         for copy in copies:
             producer.send_raw("attempts", key, codec.encode(copy), copy.partition)
         producer.flush()
@@ -96,6 +102,10 @@ def send(settings: Settings, bootstrap: str, codec: AvroCodec, *, action: str, t
     finally:
         producer.close()
     return copies[0], offsets
+
+
+def new_event_id() -> str:
+    return f"freeze-{uuid.uuid4().hex}"
 
 
 def not_applied(settings: Settings, bootstrap: str, offsets: dict[int, int],
@@ -142,14 +152,31 @@ def log(settings: Settings, bootstrap: str, codec: AvroCodec,
 
 def active(records: list[FreezeRecord]) -> list[FreezeRecord]:
     """The freezes in force after ``records``, in the order they were first frozen (a
-    freeze of a frozen scope updates it in place)."""
+    freeze of a frozen scope updates it in place), by the processors' rule: a record whose
+    event id was applied already (a retried command) changes nothing."""
+    skip = repeats(records)
     scopes: dict[str, FreezeRecord] = {}
     for record in records:
+        if record.offset in skip:
+            continue
         if record.event.frozen:
             scopes[record.scope] = record
         else:
             scopes.pop(record.scope, None)
     return list(scopes.values())
+
+
+def repeats(records: list[FreezeRecord]) -> set[int]:
+    """The offsets of the records that repeat a command applied before them (retries),
+    which the processors ignore (domain/containment.py, ``Containment.repeats``)."""
+    applied: tuple[str, ...] = ()
+    found = set()
+    for record in records:
+        if record.event.event_id and command_digest(record.event) in applied:
+            found.add(record.offset)
+        else:
+            applied = remember(applied, record.event)
+    return found
 
 
 def _partitions(bootstrap: str, topic: str) -> int:

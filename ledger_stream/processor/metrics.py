@@ -27,7 +27,8 @@ OPERATOR_QUEUE = Gauge(
 )
 CONTAINMENT = Counter(
     "ledger_containment_events_total",
-    "Freeze and unfreeze records applied, per partition that read one", ["kind"])
+    "Freeze and unfreeze records read, per partition that read one: kind freeze, unfreeze, "
+    "or repeat (an event id applied already, ignored)", ["kind"])
 DLQ = Counter("ledger_dlq_total", "Inputs sent to the DLQ, by source topic", ["topic"])
 DECISION_SECONDS = Histogram(
     "ledger_decision_seconds",

@@ -180,9 +180,16 @@ class LedgerStep:
         """An operator's freeze or unfreeze, at this point of the partition's log (``where``:
         its topic and offset): the partition's containment changes, and an unfreeze
         releases the keys its freeze held, in the order they were held (one held again by
-        another freeze keeps its place). A freeze past FREEZE_LIMIT scopes is poison."""
+        another freeze keeps its place). A freeze past FREEZE_LIMIT scopes is poison; a
+        repeat of a command this partition applied already (a retry) changes nothing."""
         current = view.containment()
         scope = scope_of(event.tenant, event.action)
+        if current.repeats(event):  # a retried command, applied here already
+            logger.info("freeze or unfreeze repeated, ignored", extra=log_fields(
+                action=event.action, tenant=event.tenant or "*", event_id=event.event_id,
+                partition=event.partition, frozen=event.frozen))
+            metrics.CONTAINMENT.labels("repeat").inc()
+            return []
         if event.frozen and len(current.freezes) >= FREEZE_LIMIT \
                 and all(f.scope != scope for f in current.freezes):
             poison = ev.PoisonInput(where[0], event.partition, where[1],

@@ -56,10 +56,13 @@ PATIENCE_S = 15.0  # how long a partition's first end offset is retried by defau
 
 
 class ReceiptWaiter:
-    """The receipts of one key, from the moment it was registered, for one thread."""
+    """The receipts of one key, from the moment it was registered, for one thread.
+    ``floor``: records below this offset were in the log before it was registered, so none
+    answers its caller (set by the hub before the waiter is visible to its thread)."""
 
     def __init__(self, hub: ReceiptHub, key: str) -> None:
         self.key = key
+        self.floor = 0
         self._hub = hub
         self._queue: queue.SimpleQueue[Receipt] = queue.SimpleQueue()
         self.traces: dict[str, tracing.Headers] = {}  # receipt id -> its trace headers
@@ -136,6 +139,11 @@ class ReceiptHub:
         self._to_assign: queue.SimpleQueue[TopicPartition] = queue.SimpleQueue()
         self._waiters: dict[bytes, set[ReceiptWaiter]] = {}
         self._assigned: set[int] = set()
+        # Per partition, the end of the log as the consumer last fetched it (its cached high
+        # watermark, noted by the thread before it hands a drain over): a new waiter takes
+        # no record below it. A thread that has fallen behind would otherwise hand a resubmitted
+        # intent its older receipt, from before the key changed (an operator resolved it).
+        self._log_end: dict[int, int] = {}
         self._lock = threading.Lock()  # waiters
         self._assign_lock = threading.Lock()  # one partition assignment at a time
         self._closed = threading.Event()
@@ -162,10 +170,13 @@ class ReceiptHub:
     def _register(self, waiter: W, patience_s: float) -> W:
         if self._closed.is_set():
             raise RuntimeError("the client is closed")
+        partition = self._partition_of(waiter.key)
+        # At most the log's end now: every record written after this call is at or above it.
+        waiter.floor = self._log_end.get(partition, 0)
         with self._lock:
             self._waiters.setdefault(waiter.key.encode("utf-8"), set()).add(waiter)
         try:
-            self._read_partition(self._partition_of(waiter.key), patience_s)
+            self._read_partition(partition, patience_s)
         except BaseException:
             self.forget(waiter)
             raise
@@ -203,7 +214,11 @@ class ReceiptHub:
                 first = self._consumer.poll(POLL_S)
                 if first is None:
                     continue
-                for msg in (first, *self._consumer.consume(DRAIN, timeout=0)):
+                drain = (first, *self._consumer.consume(DRAIN, timeout=0))
+                # Before handing any over: a waiter registered meanwhile skips this drain.
+                self._note_log_end({msg.partition() or 0 for msg in drain
+                                    if not msg.error()})
+                for msg in drain:
                     try:
                         self._hand_over(msg)
                     except Exception:  # a bug must not cost the rest of the drain...
@@ -238,12 +253,23 @@ class ReceiptHub:
                 raise
         return bool(new)
 
+    def _note_log_end(self, partitions: set[int]) -> None:
+        """Remember where the log of each of ``partitions`` ended at the last fetch (no
+        request: the consumer's cached high watermark; lower than or equal to the end)."""
+        for partition in partitions:
+            _, high = self._consumer.get_watermark_offsets(
+                TopicPartition(self._topic, partition), cached=True)
+            if high > self._log_end.get(partition, 0):
+                self._log_end[partition] = high
+
     def _hand_over(self, msg: Message) -> None:
         if msg.error():
             return
         key = msg.key()
+        offset = msg.offset() or 0
         with self._lock:
-            waiters = tuple(self._waiters.get(key, ())) if key is not None else ()
+            waiters = tuple(w for w in self._waiters.get(key, ()) if offset >= w.floor) \
+                if key is not None else ()
         if not waiters:
             return
         outage = False

@@ -57,11 +57,14 @@ def serve_gateway(settings: Settings, tmp_path: Path) -> Iterator[str]:
     assert proc.stop() == 0, proc.tail()
 
 
-def curl(method: str, url: str, key: str | None = None, body: Any = None) -> tuple[int, Any]:
+def curl(method: str, url: str, key: str | None = None, body: Any = None,
+         headers: dict[str, str] | None = None) -> tuple[int, Any]:
     """(HTTP status, JSON body) of one curl call."""
     command = ["curl", "-sS", "-X", method, "-w", "\n%{http_code}", url]
     if key is not None:
         command += ["-H", f"Authorization: Bearer {key}"]
+    for name, value in (headers or {}).items():
+        command += ["-H", f"{name}: {value}"]
     if body is not None:
         command += ["-H", "Content-Type: application/json", "--data", json.dumps(body)]
     out = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)

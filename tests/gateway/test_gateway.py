@@ -135,6 +135,22 @@ def test_freezes_are_per_tenant_and_bad_ones_say_why(bare_gateway: str):
     assert code == 422 and answer["detail"][0]["loc"][-1] == "reason"
     assert curl("GET", f"{gateway}/v1/freezes")[0] == 401
 
-    code, gone = curl("DELETE", f"{gateway}/v1/freezes/refund?operator=ops-ann&wait=0", ACME)
-    assert code == 200 and gone["frozen"] is False
+    code, gone = curl("DELETE", f"{gateway}/v1/freezes/refund?operator=ops-ann&wait=0", ACME,
+                      headers={"Idempotency-Key": "unfreeze-inc-7"})
+    assert code == 200 and gone["frozen"] is False and gone["event_id"] == "unfreeze-inc-7"
     assert curl("GET", f"{gateway}/v1/freezes", ACME) == (200, [])
+
+    # That unfreeze retried (its answer was lost) after a colleague froze again: a repeat,
+    # which the processors ignore, and so does the list, which reads the log by their rule.
+    assert curl("POST", f"{gateway}/v1/freezes?wait=0", ACME,
+                {"action": "refund", "reason": "INC-8", "operator": "ops-bob"})[0] == 201
+    assert curl("DELETE", f"{gateway}/v1/freezes/refund?operator=ops-ann&wait=0", ACME,
+                headers={"Idempotency-Key": "unfreeze-inc-7"})[0] == 200
+    code, listed = curl("GET", f"{gateway}/v1/freezes", ACME)
+    assert code == 200 and [(f["scope"], f["reason"]) for f in listed] == \
+        [("acme/refund", "INC-8")]
+    code, answer = curl("DELETE", f"{gateway}/v1/freezes/refund?operator=o&wait=0", ACME,
+                        headers={"Idempotency-Key": "x" * 201})
+    assert code == 422 and answer["detail"][0]["loc"] == ["header", "Idempotency-Key"]
+    assert curl("DELETE", f"{gateway}/v1/freezes/refund?operator=ops-bob&wait=0", ACME)[0] \
+        == 200

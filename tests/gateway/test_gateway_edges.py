@@ -35,6 +35,7 @@ class RegisteringHub(ReceiptHub):
         self._to_assign: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._waiters = {}
         self._assigned = set()
+        self._log_end = {}
         self._lock = threading.Lock()
         self._assign_lock = threading.Lock()
         self._closed = threading.Event()

@@ -97,6 +97,29 @@ def test_a_freeze_holds_a_tenants_refunds_across_a_restart_and_the_unfreeze_rele
     assert sorted((e.frozen, e.partition) for e in events) == sorted(
         (frozen, p) for frozen in (True, False) for p in range(3))
 
+    # An unfreeze run again with its --event-id (its first try timed out) after a colleague
+    # froze again: every processor applied that id already, so the new freeze holds.
+    capsys.readouterr()
+    assert cli(stack, "freeze", "refund", "--tenant", "acme", "--reason", "again") == 0
+    assert cli(stack, "unfreeze", "refund", "--tenant", "acme", "--event-id", f"u-{run}") == 0
+    assert cli(stack, "freeze", "refund", "--tenant", "acme", "--reason", "third") == 0
+    capsys.readouterr()
+    assert cli(stack, "unfreeze", "refund", "--tenant", "acme", "--event-id", f"u-{run}") == 0
+    assert f"this command (event u-{run}) was recorded before" in capsys.readouterr().out
+    late = f"acme/refund/{run}-late"
+    answer = stack.await_answer(stack.submit(late, ARGS, "sandbox"))
+    assert (answer.status, answer.reason) == (ev.ReceiptStatus.HELD, ev.Reason.FROZEN)
+    assert cli(stack, "freezes", "--json") == 0
+    (listed,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (listed["scope"], listed["reason"]) == ("acme/refund", "third")
+    assert cli(stack, "freezes", "--history", "--json") == 0
+    history = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(h["event_id"], h["repeat"]) for h in history][-2:] == \
+        [(listed["event_id"], False), (f"u-{run}", True)]
+    assert cli(stack, "unfreeze", "refund", "--tenant", "acme") == 0
+    stack.await_key(late, SUCCEEDED, timeout_s=90)
+    assert len(sandbox.effects(late)) == 1
+
     # No processor to apply it: recorded, and the command says it is not in force yet.
     stack.processor.stop()
     capsys.readouterr()

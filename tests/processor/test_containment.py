@@ -4,10 +4,17 @@ the hold survives a restore, and the unfreeze releases the held keys in the orde
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from ledger_stream.domain import events as ev
-from ledger_stream.domain.containment import FREEZE_LIMIT, HELD_LIMIT_BYTES
+from ledger_stream.domain.containment import (
+    APPLIED_LIMIT,
+    FREEZE_LIMIT,
+    HELD_LIMIT_BYTES,
+    Containment,
+)
 from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.processor import changelog
@@ -78,10 +85,16 @@ class Log:
                            event.key.encode(), CODEC.encode(event))  # type: ignore[attr-defined]
 
 
+_COMMANDS = itertools.count()
+
+
 def freeze(action: str = "refund", tenant: str = "acme", frozen: bool = True,
-           mode: ev.FreezeMode = ev.FreezeMode.HOLD, partition: int = P) -> ev.Containment:
-    return ev.Containment(f"f-{action}-{tenant}-{frozen}", partition, action, tenant, frozen,
-                          mode, "incident 7", "ops", 0)
+           mode: ev.FreezeMode = ev.FreezeMode.HOLD, partition: int = P,
+           event_id: str = "") -> ev.Containment:
+    """A freeze (or unfreeze) command, with a new event id unless ``event_id`` (a retry)."""
+    event_id = event_id or f"f-{action}-{tenant}-{frozen}-{next(_COMMANDS)}"
+    return ev.Containment(event_id, partition, action, tenant, frozen, mode, "incident 7",
+                          "ops", 0)
 
 
 def dispatches(outputs: list[object]) -> list[str]:
@@ -331,3 +344,73 @@ def test_an_unknown_outcome_without_a_grant_on_a_held_key_asks_the_target_first(
     asked = log.run(outcome(ev.OutcomeStatus.UNKNOWN, key=KEYS[0], claim_id="c-abandoned"))
     assert [o.key for o in asked if isinstance(o, ev.Reconcile)] == [KEYS[0]]
     assert dispatches(log.run(freeze(frozen=False))) == []  # nothing resent on the unfreeze
+
+
+def test_a_retried_unfreeze_does_not_lift_a_freeze_set_after_it() -> None:
+    # The operator's unfreeze timed out and was run again with its --event-id; meanwhile a
+    # colleague froze the action again. Before 2026-12-05 the retry lifted the new freeze.
+    log = Log()
+    log.run(freeze())
+    unfreeze = freeze(frozen=False)
+    log.run(unfreeze)
+    log.run(freeze())
+    log.run(intent(key=KEYS[0]))
+    assert log.run(unfreeze) == []  # the retry: nothing released, no alert, no DLQ
+    late = intent(key=KEYS[1])
+    outputs = log.run(late)
+    assert dispatches(outputs) == []
+    assert answers(outputs, late.event_id).reason is ev.Reason.FROZEN
+    assert dispatches(log.run(freeze(frozen=False))) == [KEYS[0], KEYS[1]]
+
+
+def test_a_retried_freeze_does_not_freeze_again_after_its_unfreeze() -> None:
+    log = Log()
+    first = freeze()
+    log.run(first, intent(key=KEYS[0]))
+    assert dispatches(log.run(freeze(frozen=False))) == [KEYS[0]]
+    assert log.run(first) == []
+    assert dispatches(log.run(intent(key=KEYS[1]))) == [KEYS[1]]
+
+
+def test_the_applied_ids_survive_a_restore_and_a_repeat_is_never_poison() -> None:
+    log = Log()
+    log.run(*[freeze(action=f"a{i}") for i in range(FREEZE_LIMIT - 2)])
+    freeze_b, unfreeze_c = freeze(action="b"), freeze(action="c", frozen=False)
+    log.run(freeze_b, freeze(action="b", frozen=False))
+    log.run(freeze(action="c"), unfreeze_c, freeze(action="c"), freeze(action="d"))  # 64
+
+    restored = MemoryPartitionStore(P)
+    apply_records(restored, log.changelog, Positions(10**6, 10**6), GROUP, POLICY)
+    log.store = restored  # a new processor, its ids from the changelog
+    assert log.run(freeze_b) == []  # a repeat, not a 65th scope (poison)
+    assert log.run(unfreeze_c) == []
+    assert dispatches(log.run(intent(key=keys_in(P, 1, action="c")[0]))) == []  # still held
+    assert dispatches(log.run(intent(key=keys_in(P, 1, action="b")[0]))) != []
+
+
+def test_a_partition_remembers_the_last_applied_ids_only() -> None:
+    c = Containment()
+    first = freeze(action="a", event_id="first")
+    c, _ = c.apply(first, 1)
+    assert c.repeats(first) and c.apply(first, 2)[0] is c
+    for i in range(APPLIED_LIMIT):
+        c, _ = c.apply(freeze(action="b", frozen=i % 2 == 0, event_id=f"other-{i}"), 3)
+    assert len(c.applied) == APPLIED_LIMIT and not c.repeats(first)
+    anonymous = ev.Containment("", P, "a", "", True, ev.FreezeMode.HOLD, "", "ops", 0)
+    twice, _ = c.apply(anonymous, 4)
+    assert not twice.repeats(anonymous) and twice.applied == c.applied  # never a repeat
+    assert Containment.from_row(c.to_row()) == c
+    old_row = {k: v for k, v in c.to_row().items() if k != "applied"}  # before 2026-12-05
+    assert Containment.from_row(old_row).applied == ()
+
+
+def test_an_id_reused_for_another_command_is_a_new_command() -> None:
+    # Through the gateway each tenant names its own commands: another tenant's command (or
+    # an unfreeze) with the same id must not be taken for a retry and ignored.
+    c, _ = Containment().apply(freeze(tenant="acme", event_id="cmd-1"), 1)
+    c, _ = c.apply(freeze(tenant="beta", event_id="cmd-1"), 2)
+    assert {f.tenant for f in c.freezes} == {"acme", "beta"}
+    c, _ = c.apply(freeze(tenant="acme", frozen=False, event_id="cmd-1"), 3)
+    assert {f.tenant for f in c.freezes} == {"beta"}
+    assert c.repeats(freeze(tenant="beta", event_id="cmd-1"))
+    assert not c.repeats(freeze(tenant="beta", event_id="cmd-1", mode=ev.FreezeMode.APPROVAL))

@@ -37,7 +37,12 @@ class FakeConsumer:
         self.assigned: list[tuple[float, list[Any]]] = []
         self.fail_assign = 0  # how many incremental_assign calls raise first
         self.learning = threading.Event()  # set at the first list_topics call
+        self.high = -1001  # the cached high watermark (librdkafka's "unknown" until set)
         FakeConsumer.instances.append(self)
+
+    def get_watermark_offsets(self, tp: Any, cached: bool = False) -> tuple[int, int]:
+        assert cached, "the receipts thread must not make a request per drain"
+        return 0, self.high
 
     def list_topics(self, topic: str, timeout: float) -> Any:
         self.learning.set()
@@ -64,9 +69,9 @@ class FakeConsumer:
         pass
 
 
-def message(key: str, value: bytes) -> Any:
+def message(key: str, value: bytes, offset: int = 0) -> Any:
     return SimpleNamespace(error=lambda: None, key=lambda: key.encode(), value=lambda: value,
-                           headers=lambda: None, partition=lambda: 0, offset=lambda: 0)
+                           headers=lambda: None, partition=lambda: 0, offset=lambda: offset)
 
 
 def receipt(intent_id: str) -> ev.Receipt:
@@ -181,3 +186,21 @@ def test_a_status_is_not_held_up_by_a_submits_retries(
         assert [tp.offset for _, tps in consumer.assigned for tp in tps] == [5]
     finally:
         client.close()
+
+
+def test_a_waiter_takes_no_receipt_the_log_held_before_it_was_registered(hub: Any) -> None:
+    # A thread behind the log (a drain of old records being handed over) used to give a
+    # resubmitted intent its own older receipt, from before the key changed.
+    consumer = FakeConsumer.instances[0]
+    codec = AvroCodec()
+    first = hub.follow(KEY)
+    consumer.high = 12  # the consumer has fetched up to offset 11
+    consumer.records.put(message(KEY, codec.encode(receipt("i1")), offset=7))
+    assert [r.intent_event_id for r in first.read(5)] == ["i1"]
+    first.close()
+
+    again = hub.follow(KEY)  # registered: every record below 12 was written before it
+    assert again.floor == 12
+    consumer.records.put(message(KEY, codec.encode(receipt("i1-old")), offset=11))
+    consumer.records.put(message(KEY, codec.encode(receipt("i1-new")), offset=12))
+    assert [r.intent_event_id for r in again.read(5)] == ["i1-new"]
