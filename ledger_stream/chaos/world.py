@@ -34,6 +34,9 @@ from ledger_stream.testing.processes import Proc, start_processor
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import FAST
 
+# How long stop() waits for a slow start under way (a broker restart waits for its own
+# start, bounded by LocalCluster's timeouts) before it stops what runs.
+START_WAIT_S = 120.0
 EFFECT_TABLE = "credits"
 EFFECT_SQL = (f"insert into {EFFECT_TABLE}(operation_key, amount) "
               "values (%(ledger_key)s, %(amount)s)")
@@ -308,7 +311,11 @@ class World:
         return self._admin
 
     def stop(self) -> None:
-        """Stop everything the soak started, by PID (paused members are resumed first)."""
+        """Stop everything the soak started, by PID (paused members are resumed first).
+        Slow starts still under way are waited for first: a broker or target that came up
+        after the stops below would be left running."""
+        for member in self.members:
+            member.wait_started(START_WAIT_S)
         for member in self.members:
             if member.paused:
                 member.signal(signal.SIGCONT)
