@@ -82,6 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _terminated(signum: int, frame: FrameType | None) -> None:
+    # One is enough: a second SIGTERM (a process manager sending it again) would interrupt
+    # the finally blocks it started and leave processes running. A cleanup that hangs is
+    # still ended by the sender's SIGKILL; main() restores the handler when it returns.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise SystemExit(128 + signum)
 
 
