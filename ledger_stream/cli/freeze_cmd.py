@@ -13,7 +13,6 @@ import json
 import sys
 
 from ledger_stream.cli.common import CliError, add_common_flags, iso_ms, settings_from
-from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 
 MODES = tuple(m.value for m in ev.FreezeMode)
@@ -93,70 +92,48 @@ def _freeze(args: argparse.Namespace) -> int:
     except KafkaSetupError as exc:
         raise CliError(str(exc)) from exc
     event_id = args.event_id or containment.new_event_id()
-    # A retry with this id is ignored by every processor that applied the first try, so it
-    # cannot undo what someone else froze or unfroze in between.
+    # Run again with this id, the command is not sent twice: it reads the log first, and
+    # every processor that applied it ignores a repeat that races that read.
     again = f"run it again with --event-id {event_id}"
+    command = "freeze" if args.frozen else "unfreeze"
     try:
-        event, offsets = containment.send(
+        sent = containment.send(
             settings, bootstrap, make_codec(settings.schema_registry_url),
             action=args.action, tenant=args.tenant, frozen=args.frozen,
             mode=ev.FreezeMode(args.mode), reason=args.reason, operator=args.operator,
-            event_id=event_id)
+            event_id=event_id, check_log=bool(args.event_id))
     except containment.ContainmentRefused as exc:
         raise CliError(str(exc)) from exc
     except (KafkaSetupError, DeliveryFailed) as exc:
-        raise CliError(f"not every partition has the {'freeze' if args.frozen else 'unfreeze'}"
-                       f" ({exc}); {again}") from exc
+        raise CliError(f"the {command} may not be recorded ({exc}); {again}") from exc
     except KafkaException as exc:
         raise CliError(f"cannot reach Kafka at {bootstrap}: {kafka_error_text(exc)}; "
                        f"{again}") from exc
     scope = f"{args.tenant or 'every tenant'}/{args.action}"
+    if sent.repeat_of is not None:
+        print(f"{scope}: this {command} (event {event_id}) was recorded already, at "
+              f"{iso_ms(sent.repeat_of.timestamp_ms)}, in every partition; not sent again. "
+              "`ledger-stream freezes` shows what is in force now")
+        return 0
+    event, offsets = sent.event, sent.offsets
     what = f"frozen ({args.mode})" if args.frozen else "unfrozen"
     try:
         late = containment.not_applied(settings, bootstrap, offsets, args.wait) \
             if args.wait else []
     except (KafkaSetupError, KafkaException) as exc:
         text = kafka_error_text(exc) if isinstance(exc, KafkaException) else str(exc)
-        raise CliError(f"the {'freeze' if args.frozen else 'unfreeze'} is recorded (event "
-                       f"{event.event_id}), but whether the processors applied it cannot be "
-                       f"read: {text}") from exc
+        raise CliError(f"the {command} is recorded (event {event.event_id}), but whether "
+                       f"the processors applied it cannot be read: {text}") from exc
     if late:
         print(f"{scope}: {what} is recorded in {len(offsets)} partition(s), event "
               f"{event.event_id}, but the processors of partition(s) "
               f"{', '.join(map(str, late))} have not applied it within {args.wait:g} s "
               f"(group {settings.consumer_group}): it takes effect when they read it")
         return 1
-    if args.event_id and _sent_before(settings, bootstrap, event, offsets):
-        print(f"{scope}: this command (event {event.event_id}) was recorded before; every "
-              "processor that applied it then ignores this copy, so what is in force may "
-              "differ if the scope was frozen or unfrozen since: `ledger-stream freezes` "
-              "shows it")
-        return 0
     applied = "in force" if args.wait else "recorded"
     print(f"{scope}: {what} in {len(offsets)} partition(s), {applied}, event "
           f"{event.event_id}")
     return 0
-
-
-def _sent_before(settings: Settings, bootstrap: str, event: ev.Containment,
-                 offsets: dict[int, int]) -> bool:
-    """Whether partition 0 holds an older copy of this command (False when the log cannot
-    be read: the command itself has succeeded)."""
-    from confluent_kafka import KafkaException
-
-    from ledger_stream.domain.containment import command_digest
-    from ledger_stream.kafka.exceptions import KafkaSetupError
-    from ledger_stream.operate import containment
-    from ledger_stream.serde import make_codec
-
-    try:
-        records = containment.log(settings, bootstrap,
-                                  make_codec(settings.schema_registry_url))
-    except (KafkaSetupError, KafkaException):
-        return False
-    sent = command_digest(event)
-    return any(command_digest(r.event) == sent and r.offset < offsets.get(0, -1)
-               for r in records)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -172,7 +149,7 @@ def _list(args: argparse.Namespace) -> int:
     except KafkaSetupError as exc:
         raise CliError(str(exc)) from exc
     shown = records if args.history else containment.active(records)
-    ignored = containment.repeats(records)
+    ignored = containment.ignored(records)
     if not args.json:
         print("at\tscope\tstate\tmode\toperator\treason\tevent_id")
     for record in shown:
@@ -180,13 +157,13 @@ def _list(args: argparse.Namespace) -> int:
         row = {"at": iso_ms(record.timestamp_ms), "action": e.action, "tenant": e.tenant,
                "scope": record.scope, "frozen": e.frozen, "mode": e.mode.value,
                "operator": e.operator, "reason": e.reason, "event_id": e.event_id,
-               "offset": record.offset, "repeat": record.offset in ignored}
+               "offset": record.offset, "ignored": ignored.get(record.offset, "")}
         if args.json:
             print(json.dumps(row))
         else:
             state = "frozen" if e.frozen else "unfrozen"
-            if row["repeat"]:
-                state += " (repeat, ignored)"
+            if row["ignored"]:
+                state += f" (ignored: {row['ignored']})"
             print(f"{row['at']}\t{record.scope}\t{state}\t{e.mode.value}\t{e.operator}\t"
                   f"{e.reason}\t{e.event_id}")
     print(f"{len(shown)} {'record(s)' if args.history else 'freeze(s) in force'}",

@@ -163,3 +163,6 @@ class FreezeOut(BaseModel):
                                   "sent now is decided under it); false: see not_applied")
     not_applied: list[int] = Field(default_factory=list, description="the partitions whose "
                                    "processor had not applied it when the answer was sent")
+    repeat: bool = Field(False, description="this request's Idempotency-Key names a command "
+                         "recorded already (this record): nothing was sent again; GET "
+                         "/v1/freezes shows what is in force now")

@@ -2,13 +2,15 @@
 ``/v1/freezes``): containment as events on the attempts topic.
 
 A freeze or unfreeze is one Containment event written to **every** partition of the
-attempts topic, each copy naming its partition, all with the same event id and the key
+attempts topic in one transaction (all partitions' processors, read-committed readers, see it
+or none does), each copy naming its partition, all with the same event id and the key
 ``~containment/<event id>/<send id>`` (unique per send, so compaction keeps every one, a
 retry's too: the audit trail, and the order ``active`` replays). Each partition's processor
 applies its copy at that point of its log (domain/containment.py). The command returns only
-when every copy is acknowledged; when some are not, it says so, and running it again with
-the same event id is safe: a processor that applied the command already ignores the repeat,
-even when the scope was frozen or unfrozen by someone else in between.
+once the transaction committed; when it did not, it says so, and running it again with the
+same event id is safe: the command reads the log first and does not send one recorded
+already, and a processor that applied the command ignores a repeat that races it, even
+when the scope was frozen or unfrozen by someone else in between.
 
 The active freezes are read back from partition 0 of the attempts topic (every freeze
 has a copy there), so listing them costs one partition's scan, filtered by key before
@@ -17,34 +19,41 @@ anything is decoded.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.containment import (
+    Containment,
     command_digest,
     invalid_containment,
-    remember,
     scope_of,
 )
 from ledger_stream.domain.keys import InvalidKeyError, operation_key
+from ledger_stream.domain.values import replace
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
-from ledger_stream.kafka.clients import Consumer
-from ledger_stream.kafka.exceptions import KafkaSetupError
-from ledger_stream.kafka.producer import EventProducer
+from ledger_stream.kafka.clients import Consumer, Producer
+from ledger_stream.kafka.exceptions import DeliveryFailed, KafkaSetupError, kafka_error_text
+from ledger_stream.kafka.producer import producer_config, refuse_if_forbidden
 from ledger_stream.kafka.receipts import partition_records
 from ledger_stream.serde import AvroCodec, DecodeError
 
 KEY_PREFIX = "~containment/"
+TXN_TIMEOUT_MS = 10_000
 REASON_LIMIT = 500
 
 
 class ContainmentRefused(ValueError):
     """The action, tenant or reason cannot be frozen as given (says why)."""
+
+
+class IdReused(ContainmentRefused):
+    """The event id given for a retry names another command in the log."""
 
 
 @dataclass(frozen=True)
@@ -73,35 +82,98 @@ def checked(action: str, tenant: str, reason: str) -> None:
         raise ContainmentRefused(f"reason longer than {REASON_LIMIT} characters")
 
 
+@dataclass(frozen=True)
+class Sent:
+    """What ``send`` did: the command (partition 0's copy) and each copy's offset by
+    partition, or, for a command the log holds already, that record (nothing sent)."""
+
+    event: ev.Containment
+    offsets: dict[int, int]
+    repeat_of: FreezeRecord | None = None
+
+
 def send(settings: Settings, bootstrap: str, codec: AvroCodec, *, action: str, tenant: str,
          frozen: bool, mode: ev.FreezeMode = ev.FreezeMode.HOLD, reason: str = "",
-         operator: str = "", event_id: str = "") -> tuple[ev.Containment, dict[int, int]]:
-    """Write the freeze (or unfreeze) to every partition of the attempts topic and wait
-    for every copy to be acknowledged. Returns the event (partition 0's copy) and each
-    copy's offset by partition. DeliveryFailed when a copy was not acknowledged."""
+         operator: str = "", event_id: str = "", check_log: bool | None = None) -> Sent:
+    """Write the freeze (or unfreeze) to every partition of the attempts topic, in one
+    transaction, and wait for it to commit. DeliveryFailed when it did not (maybe: run it
+    again with the same ``event_id``).
+
+    With ``check_log`` (by default: when the caller names the ``event_id``, a retry) the
+    log is read first: a command recorded with that id already is not sent again
+    (``repeat_of``: every partition has it, as it was committed to all at once), and
+    ContainmentRefused when the id names another command."""
     checked(action, tenant, reason)
-    event_id = event_id or new_event_id()
+    event = ev.Containment(event_id or new_event_id(), 0, action, tenant, frozen, mode,
+                           reason, operator, 0)
     # The processor's own check, before anything is sent: a copy it refuses is poison in
     # every partition, and the command would report a freeze no processor holds.
-    why = invalid_containment(ev.Containment(event_id, 0, action, tenant, frozen, mode,
-                                             reason, operator, 0))
+    why = invalid_containment(event)
     if why:
         raise ContainmentRefused(why)
+    if check_log if check_log is not None else bool(event_id):
+        earlier = [r for r in log(settings, bootstrap, codec)
+                   if r.event.event_id == event.event_id]
+        same = [r for r in earlier if command_digest(r.event) == command_digest(event)]
+        if same:
+            return Sent(same[0].event, {}, same[0])
+        if earlier:
+            raise IdReused(
+                f"event id {event.event_id!r} names another command already ("
+                f"{'freeze' if earlier[0].event.frozen else 'unfreeze'} of "
+                f"{earlier[0].scope}, mode {earlier[0].event.mode.value}): use a new one")
     partitions = _partitions(bootstrap, settings.topic("attempts"))
-    producer = EventProducer(settings, bootstrap, codec)
-    producer.track_offsets()
+    now = int(time.time() * 1000)
+    copies = [replace(event, partition=p, at_ms=now) for p in range(partitions)]
+    key = f"{KEY_PREFIX}{event.event_id}/{uuid.uuid4().hex}".encode()
+    offsets = _send_atomically(bootstrap, settings.topic("attempts"), key,
+                               [codec.encode(copy) for copy in copies])
+    return Sent(copies[0], offsets)
+
+
+def _send_atomically(bootstrap: str, topic: str, key: bytes, values: list[bytes]
+                     ) -> dict[int, int]:
+    """Write ``values[p]`` to partition ``p`` of ``topic``, all in one transaction: every
+    partition's processor (a read-committed reader) sees the command, or none does. A copy
+    sent to some partitions only, retried after someone else froze or unfroze the scope,
+    would leave the partitions deciding under different freezes. Returns each copy's offset
+    by partition; DeliveryFailed (the transaction aborted, or its outcome unknown) otherwise.
+    The transaction times out in TXN_TIMEOUT_MS: a command killed mid-way holds the readers
+    of the attempts topic back no longer than that."""
+    refuse_if_forbidden(f"to {topic}")
+    producer = Producer(producer_config(bootstrap, **{
+        "transactional.id": f"ledger-containment-{uuid.uuid4().hex}",
+        "transaction.timeout.ms": TXN_TIMEOUT_MS}))
+    delivered: dict[int, int] = {}
+    failures: list[str] = []
+
+    def report(error: KafkaError | None, msg: Message) -> None:
+        if error is not None:
+            failures.append(error.str())
+        else:
+            delivered[int(msg.partition() or 0)] = int(msg.offset() or 0)
+
+    began = False
     try:
-        now = int(time.time() * 1000)
-        copies = [ev.Containment(event_id, p, action, tenant, frozen, mode, reason, operator,
-                                 now) for p in range(partitions)]
-        key = f"{KEY_PREFIX}{event_id}/{uuid.uuid4().hex}".encode()
-        for copy in copies:
-            producer.send_raw("attempts", key, codec.encode(copy), copy.partition)
-        producer.flush()
-        offsets = dict(producer.delivered or ())
+        producer.init_transactions(TXN_TIMEOUT_MS / 1000)
+        producer.begin_transaction()
+        began = True
+        for partition, value in enumerate(values):
+            producer.produce(topic, value=value, key=key, partition=partition,
+                             on_delivery=report)
+        producer.commit_transaction(TXN_TIMEOUT_MS / 1000)  # flushes first
+        began = False
+    except KafkaException as exc:
+        detail = "; ".join([kafka_error_text(exc), *failures[:3]])
+        raise DeliveryFailed(f"the command's transaction did not commit ({detail})") from exc
     finally:
-        producer.close()
-    return copies[0], offsets
+        if began:  # not committed: abort, so that no partition's readers wait for it
+            with contextlib.suppress(KafkaException):
+                producer.abort_transaction(5)
+        producer.flush(1)
+    if failures or len(delivered) != len(values):
+        raise DeliveryFailed(f"copies not acknowledged: {'; '.join(failures[:3])}")
+    return delivered
 
 
 def new_event_id() -> str:
@@ -152,9 +224,10 @@ def log(settings: Settings, bootstrap: str, codec: AvroCodec,
 
 def active(records: list[FreezeRecord]) -> list[FreezeRecord]:
     """The freezes in force after ``records``, in the order they were first frozen (a
-    freeze of a frozen scope updates it in place), by the processors' rule: a record whose
-    event id was applied already (a retried command) changes nothing."""
-    skip = repeats(records)
+    freeze of a frozen scope updates it in place), by the processors' rules: a record that
+    repeats a command applied already (a retry), or that a processor refuses (past the
+    scopes it keeps, or invalid), changes nothing."""
+    skip = ignored(records)
     scopes: dict[str, FreezeRecord] = {}
     for record in records:
         if record.offset in skip:
@@ -166,16 +239,24 @@ def active(records: list[FreezeRecord]) -> list[FreezeRecord]:
     return list(scopes.values())
 
 
-def repeats(records: list[FreezeRecord]) -> set[int]:
-    """The offsets of the records that repeat a command applied before them (retries),
-    which the processors ignore (domain/containment.py, ``Containment.repeats``)."""
-    applied: tuple[str, ...] = ()
-    found = set()
+def ignored(records: list[FreezeRecord]) -> dict[int, str]:
+    """The offsets of the records the processors ignore, and why: ``repeat`` (a command
+    applied before them, retried) or ``refused: ...`` (poison to them: dead-lettered with
+    a ``poison_input`` alert). The processors' own rules (processor/step.py ``read`` and
+    ``contain``), replayed over partition 0's copies."""
+    held = Containment()
+    found: dict[int, str] = {}
     for record in records:
-        if record.event.event_id and command_digest(record.event) in applied:
-            found.add(record.offset)
+        event = record.event
+        why = invalid_containment(event)
+        if why:
+            found[record.offset] = f"refused: {why}"
+        elif held.repeats(event):
+            found[record.offset] = "repeat"
+        elif why := held.refusal(event):
+            found[record.offset] = f"refused: {why}"
         else:
-            applied = remember(applied, record.event)
+            held, _ = held.apply(event, record.timestamp_ms)
     return found
 
 

@@ -25,7 +25,6 @@ from typing import Any, Protocol
 
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.containment import (
-    FREEZE_LIMIT,
     Containment,
     invalid_containment,
     scope_of,
@@ -190,10 +189,9 @@ class LedgerStep:
                 partition=event.partition, frozen=event.frozen))
             metrics.CONTAINMENT.labels("repeat").inc()
             return []
-        if event.frozen and len(current.freezes) >= FREEZE_LIMIT \
-                and all(f.scope != scope for f in current.freezes):
-            poison = ev.PoisonInput(where[0], event.partition, where[1],
-                                    f"a Containment past {FREEZE_LIMIT} frozen scopes",
+        refused = current.refusal(event)
+        if refused:
+            poison = ev.PoisonInput(where[0], event.partition, where[1], refused,
                                     max(now_ms, 1), f"~containment/{event.event_id}".encode())
             return self.decide(view, poison, now_ms)
         containment, released = current.apply(event, now_ms)

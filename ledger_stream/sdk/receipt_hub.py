@@ -255,11 +255,13 @@ class ReceiptHub:
 
     def _note_log_end(self, partitions: set[int]) -> None:
         """Remember where the log of each of ``partitions`` ended at the last fetch (no
-        request: the consumer's cached high watermark; lower than or equal to the end)."""
+        request: the consumer's cached high watermark; lower than or equal to the end). The
+        latest, not the highest: a log truncated (an unclean leader election) or a topic
+        recreated ends lower, and a floor kept above it would hide every new receipt."""
         for partition in partitions:
             _, high = self._consumer.get_watermark_offsets(
                 TopicPartition(self._topic, partition), cached=True)
-            if high > self._log_end.get(partition, 0):
+            if high >= 0:  # negative: not known yet
                 self._log_end[partition] = high
 
     def _hand_over(self, msg: Message) -> None:

@@ -373,9 +373,10 @@ above), each with its withheld Dispatch; a key another freeze still covers is he
 under that one. A freeze in `approval` mode makes every new intent of the action need a
 valid approval instead. A partition holds up to 256 KiB of held keys; past that a new intent
 is rejected (`rejected: frozen`, nothing recorded) and a key in flight goes to an operator,
-so nothing waits unrecorded. A command is applied once: a partition remembers the last 128
-it applied (event id, scope, freeze or unfreeze, mode) and ignores a repeat, so an unfreeze
-retried with its `--event-id` cannot lift a freeze made after its first try.
+so nothing waits unrecorded. A command reaches every partition or none (one transaction),
+and is applied once: a partition remembers the last 1,024 it applied (event id, scope, freeze
+or unfreeze, mode) and ignores a repeat, so an unfreeze retried with its `--event-id` cannot
+lift a freeze made after its first try.
 
 ## Where time comes from
 

@@ -144,8 +144,13 @@ def test_freezes_are_per_tenant_and_bad_ones_say_why(bare_gateway: str):
     # which the processors ignore, and so does the list, which reads the log by their rule.
     assert curl("POST", f"{gateway}/v1/freezes?wait=0", ACME,
                 {"action": "refund", "reason": "INC-8", "operator": "ops-bob"})[0] == 201
-    assert curl("DELETE", f"{gateway}/v1/freezes/refund?operator=ops-ann&wait=0", ACME,
-                headers={"Idempotency-Key": "unfreeze-inc-7"})[0] == 200
+    code, repeat = curl("DELETE", f"{gateway}/v1/freezes/refund?operator=ops-ann&wait=0",
+                        ACME, headers={"Idempotency-Key": "unfreeze-inc-7"})
+    assert code == 200 and repeat["repeat"] is True and repeat["frozen"] is False
+    code, reused = curl("POST", f"{gateway}/v1/freezes?wait=0", ACME,
+                        {"action": "refund", "reason": "INC-9", "operator": "ops-bob"},
+                        headers={"Idempotency-Key": "unfreeze-inc-7"})
+    assert code == 422 and "names another command" in reused["detail"]
     code, listed = curl("GET", f"{gateway}/v1/freezes", ACME)
     assert code == 200 and [(f["scope"], f["reason"]) for f in listed] == \
         [("acme/refund", "INC-8")]

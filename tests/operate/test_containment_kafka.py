@@ -8,12 +8,17 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from ledger_stream.cli.main import main
+from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
+from ledger_stream.kafka.exceptions import DeliveryFailed
 from ledger_stream.kafka.partitioner import partition_for
+from ledger_stream.operate import containment
 from ledger_stream.processor.step import PARTITIONED
 from ledger_stream.serde import AvroCodec
 from ledger_stream.testing.processes import processor_group
@@ -105,7 +110,12 @@ def test_a_freeze_holds_a_tenants_refunds_across_a_restart_and_the_unfreeze_rele
     assert cli(stack, "freeze", "refund", "--tenant", "acme", "--reason", "third") == 0
     capsys.readouterr()
     assert cli(stack, "unfreeze", "refund", "--tenant", "acme", "--event-id", f"u-{run}") == 0
-    assert f"this command (event u-{run}) was recorded before" in capsys.readouterr().out
+    assert f"this unfreeze (event u-{run}) was recorded already" in capsys.readouterr().out
+    # A retry racing its first try (it read the log before that commit was visible) is
+    # sent: every processor applied the command already, and ignores the repeat.
+    containment.send(stack.settings, stack.bootstrap, AvroCodec(), action="refund",
+                     tenant="acme", frozen=False, operator="ops-ann", event_id=f"u-{run}",
+                     check_log=False)
     late = f"acme/refund/{run}-late"
     answer = stack.await_answer(stack.submit(late, ARGS, "sandbox"))
     assert (answer.status, answer.reason) == (ev.ReceiptStatus.HELD, ev.Reason.FROZEN)
@@ -114,8 +124,8 @@ def test_a_freeze_holds_a_tenants_refunds_across_a_restart_and_the_unfreeze_rele
     assert (listed["scope"], listed["reason"]) == ("acme/refund", "third")
     assert cli(stack, "freezes", "--history", "--json") == 0
     history = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [(h["event_id"], h["repeat"]) for h in history][-2:] == \
-        [(listed["event_id"], False), (f"u-{run}", True)]
+    assert [(h["event_id"], h["ignored"]) for h in history][-3:] == \
+        [(f"u-{run}", ""), (listed["event_id"], ""), (f"u-{run}", "repeat")]
     assert cli(stack, "unfreeze", "refund", "--tenant", "acme") == 0
     stack.await_key(late, SUCCEEDED, timeout_s=90)
     assert len(sandbox.effects(late)) == 1
@@ -136,3 +146,41 @@ def test_freeze_refuses_a_bad_action_and_needs_a_reason(
     with pytest.raises(SystemExit):
         main(["freeze", "refund", *base])
     assert "--reason" in capsys.readouterr().err
+
+
+def test_a_command_whose_transaction_fails_is_in_no_partition_and_its_retry_is_sent(
+        ledger_topics: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every copy reaches the broker, then the commit fails: the transaction is aborted, so
+    no partition's processor (a read-committed reader) sees the command, and a retry with
+    the same event id is a first application everywhere (not a repeat in some partitions
+    and a new command in others, as copies sent to some partitions only would be)."""
+    s = ledger_topics
+    assert s.kafka_bootstrap
+
+    class CommitFails(containment.Producer):
+        def commit_transaction(self, *args: Any) -> None:
+            assert self.flush(10) == 0  # every copy is on the broker, in the transaction
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "injected"))
+
+    monkeypatch.setattr(containment, "Producer", CommitFails)
+    with pytest.raises(DeliveryFailed, match="did not commit"):
+        containment.send(s, s.kafka_bootstrap, AvroCodec(), action="refund", tenant="acme",
+                         frozen=True, reason="incident 9", operator="ops", event_id="f-9")
+    consumer = Consumer({"bootstrap.servers": s.kafka_bootstrap, "group.id": "t-watermarks",
+                         "isolation.level": "read_uncommitted"})  # what was written
+    try:
+        for p in range(s.partitions):
+            _, high = consumer.get_watermark_offsets(
+                TopicPartition(s.topic("attempts"), p), timeout=10)
+            assert high >= 1, p  # the copy was written (then aborted)
+    finally:
+        consumer.close()
+    assert containment.log(s, s.kafka_bootstrap, AvroCodec()) == []
+
+    monkeypatch.undo()
+    sent = containment.send(s, s.kafka_bootstrap, AvroCodec(), action="refund",
+                            tenant="acme", frozen=True, reason="incident 9", operator="ops",
+                            event_id="f-9")
+    assert sent.repeat_of is None and sorted(sent.offsets) == list(range(s.partitions))
+    (record,) = containment.log(s, s.kafka_bootstrap, AvroCodec())
+    assert (record.event.event_id, record.scope) == ("f-9", "acme/refund")

@@ -1,47 +1,78 @@
 """`freezes` (and the gateway's /v1/freezes) read the freezes in force from partition 0's
-log; they must agree with what each partition's processor holds, retried commands (a
-repeated event id) included."""
+log; they must agree with what each partition's processor holds: retried commands (a
+repeated event id), freezes past the scopes a processor keeps and invalid records included.
+The processor's side is its real step (read, contain) over an in-memory store."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ledger_stream.domain import containment as domain
 from ledger_stream.domain import events as ev
-from ledger_stream.domain.containment import Containment
-from ledger_stream.operate.containment import FreezeRecord, active, repeats
+from ledger_stream.operate.containment import FreezeRecord, active, ignored
+from ledger_stream.processor.partition import CONTAINMENT_KEY
+from tests.processor.test_containment import Log, P
 
-SCOPES = [("acme", "refund"), ("", "refund"), ("acme", "payout")]
+SCOPES = [("acme", "refund"), ("", "refund"), ("acme", "payout"), ("beta", "payout"),
+          ("", "mail")]
 
 
-def _record(offset: int, event_id: str, scope: int, frozen: bool,
-            mode: ev.FreezeMode = ev.FreezeMode.HOLD) -> FreezeRecord:
+def _event(event_id: str, scope: int, frozen: bool,
+           mode: ev.FreezeMode = ev.FreezeMode.HOLD, reason: str = "") -> ev.Containment:
     tenant, action = SCOPES[scope]
-    event = ev.Containment(event_id, 0, action, tenant, frozen, mode, "", "ops", offset)
-    return FreezeRecord(event, offset, offset)
+    return ev.Containment(event_id, P, action, tenant, frozen, mode, reason, "ops", 0)
+
+
+def _records(events: list[ev.Containment]) -> list[FreezeRecord]:
+    return [FreezeRecord(e, offset, offset) for offset, e in enumerate(events)]
 
 
 def test_a_retried_unfreeze_after_a_new_freeze_leaves_the_new_freeze_listed() -> None:
-    log = [_record(0, "f1", 0, True), _record(1, "u1", 0, False), _record(2, "f2", 0, True),
-           _record(3, "u1", 0, False)]  # the unfreeze run again with its --event-id
+    log = _records([_event("f1", 0, True), _event("u1", 0, False), _event("f2", 0, True),
+                    _event("u1", 0, False)])  # the unfreeze run again with its --event-id
     assert [r.event.event_id for r in active(log)] == ["f2"]
-    assert repeats(log) == {3}
+    assert ignored(log) == {3: "repeat"}
 
 
-commands = st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2), st.booleans(),
-                              st.sampled_from(list(ev.FreezeMode))), max_size=40)
+def test_a_freeze_a_processor_refuses_is_not_listed_nor_remembered(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(domain, "FREEZE_LIMIT", 2)
+    log = _records([_event("a", 0, True), _event("b", 2, True),
+                    _event("x", 4, True),  # a third scope: poison to every processor
+                    _event("u", 2, False), _event("x", 4, True)])  # the retry now fits
+    assert ignored(log) == {2: "refused: a Containment past 2 frozen scopes"}
+    assert [r.event.event_id for r in active(log)] == ["a", "x"]
 
 
-@settings(max_examples=300, deadline=None)
+commands = st.lists(st.tuples(st.integers(0, 5), st.integers(0, len(SCOPES) - 1),
+                              st.booleans(), st.sampled_from(list(ev.FreezeMode)),
+                              st.integers(0, 12)), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
 @given(commands)
-def test_the_log_reader_agrees_with_the_processors_containment(
-        steps: list[tuple[int, int, bool, ev.FreezeMode]]) -> None:
+def test_the_log_reader_agrees_with_the_processors_step(
+        steps: list[tuple[int, int, bool, ev.FreezeMode, int]]) -> None:
     # Six ids among up to 40 commands: most are reused, some for the same command (a
-    # retry, ignored), some for another (a new command).
-    log = [_record(offset, f"e{n}", scope, frozen, mode)
-           for offset, (n, scope, frozen, mode) in enumerate(steps)]
-    held = Containment()
-    for record in log:
-        held, _ = held.apply(record.event, record.offset)
-    listed = {(r.event.tenant, r.event.action, r.event.mode) for r in active(log)}
-    assert listed == {(f.tenant, f.action, f.mode) for f in held.freezes}
+    # retry, ignored), some for another (a new command). At most three scopes are kept, so
+    # freezes are refused too; a twelfth of the records is invalid (a reason too long).
+    original = domain.FREEZE_LIMIT
+    domain.FREEZE_LIMIT = 3
+    try:
+        events = [_event(f"e{n}", scope, frozen, mode,
+                         "x" * (domain.TEXT_LIMIT + 1) if junk == 0 else "")
+                  for n, scope, frozen, mode, junk in steps]
+        processor = Log()
+        for event in events:
+            processor.run(event)
+        row = processor.store.get(CONTAINMENT_KEY)
+        held = domain.Containment.from_row(json.loads(row)) if row else domain.Containment()
+        listed = {(r.event.tenant, r.event.action, r.event.mode)
+                  for r in active(_records(events))}
+        assert listed == {(f.tenant, f.action, f.mode) for f in held.freezes}
+    finally:
+        domain.FREEZE_LIMIT = original

@@ -204,3 +204,21 @@ def test_a_waiter_takes_no_receipt_the_log_held_before_it_was_registered(hub: An
     consumer.records.put(message(KEY, codec.encode(receipt("i1-old")), offset=11))
     consumer.records.put(message(KEY, codec.encode(receipt("i1-new")), offset=12))
     assert [r.intent_event_id for r in again.read(5)] == ["i1-new"]
+
+
+def test_a_log_that_ends_lower_lowers_the_floor(hub: Any) -> None:
+    # A truncated log (an unclean leader election) or a recreated topic: a floor kept at the
+    # old end would hide every receipt until the offsets climbed back past it.
+    consumer = FakeConsumer.instances[0]
+    codec = AvroCodec()
+    first = hub.follow(KEY)
+    consumer.high = 1000
+    consumer.records.put(message(KEY, codec.encode(receipt("i1")), offset=999))
+    assert len(first.read(5)) == 1
+    consumer.high = 5
+    consumer.records.put(message(KEY, codec.encode(receipt("i2")), offset=4))
+    assert len(first.read(5)) == 1
+    again = hub.follow(KEY)
+    assert again.floor == 5
+    consumer.records.put(message(KEY, codec.encode(receipt("i3")), offset=5))
+    assert [r.intent_event_id for r in again.read(5)] == ["i3"]
