@@ -92,30 +92,24 @@ def _freeze(args: argparse.Namespace) -> int:
     except KafkaSetupError as exc:
         raise CliError(str(exc)) from exc
     event_id = args.event_id or containment.new_event_id()
-    # Run again with this id, the command is not sent twice: it reads the log first, and
-    # every processor that applied it ignores a repeat that races that read.
+    # Run again with this id, the command changes nothing where it was applied already:
+    # every processor ignores a repeat of a command it applied.
     again = f"run it again with --event-id {event_id}"
     command = "freeze" if args.frozen else "unfreeze"
     try:
-        sent = containment.send(
+        event, offsets = containment.send(
             settings, bootstrap, make_codec(settings.schema_registry_url),
             action=args.action, tenant=args.tenant, frozen=args.frozen,
             mode=ev.FreezeMode(args.mode), reason=args.reason, operator=args.operator,
-            event_id=event_id, check_log=bool(args.event_id))
+            event_id=event_id)
     except containment.ContainmentRefused as exc:
         raise CliError(str(exc)) from exc
     except (KafkaSetupError, DeliveryFailed) as exc:
-        raise CliError(f"the {command} may not be recorded ({exc}); {again}") from exc
+        raise CliError(f"{command} not done: {exc}; {again}") from exc
     except KafkaException as exc:
         raise CliError(f"cannot reach Kafka at {bootstrap}: {kafka_error_text(exc)}; "
                        f"{again}") from exc
     scope = f"{args.tenant or 'every tenant'}/{args.action}"
-    if sent.repeat_of is not None:
-        print(f"{scope}: this {command} (event {event_id}) was recorded already, at "
-              f"{iso_ms(sent.repeat_of.timestamp_ms)}, in every partition; not sent again. "
-              "`ledger-stream freezes` shows what is in force now")
-        return 0
-    event, offsets = sent.event, sent.offsets
     what = f"frozen ({args.mode})" if args.frozen else "unfrozen"
     try:
         late = containment.not_applied(settings, bootstrap, offsets, args.wait) \
@@ -124,15 +118,18 @@ def _freeze(args: argparse.Namespace) -> int:
         text = kafka_error_text(exc) if isinstance(exc, KafkaException) else str(exc)
         raise CliError(f"the {command} is recorded (event {event.event_id}), but whether "
                        f"the processors applied it cannot be read: {text}") from exc
+    retried = (" A retry: a processor that applied this command before ignores it; "
+               "`ledger-stream freezes` shows what is in force.") if args.event_id else ""
     if late:
         print(f"{scope}: {what} is recorded in {len(offsets)} partition(s), event "
               f"{event.event_id}, but the processors of partition(s) "
               f"{', '.join(map(str, late))} have not applied it within {args.wait:g} s "
-              f"(group {settings.consumer_group}): it takes effect when they read it")
+              f"(group {settings.consumer_group}): it takes effect when they read it."
+              f"{retried}")
         return 1
     applied = "in force" if args.wait else "recorded"
     print(f"{scope}: {what} in {len(offsets)} partition(s), {applied}, event "
-          f"{event.event_id}")
+          f"{event.event_id}.{retried}")
     return 0
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,10 +116,11 @@ class Containment:
     held_bytes: int = 0  # the held entries' size in the stored row
     applied: tuple[str, ...] = ()  # the last APPLIED_LIMIT commands' digests, oldest first
 
-    def repeats(self, event: ContainmentEvent) -> bool:
+    def repeats(self, event: ContainmentEvent, counts: bool = True) -> bool:
         """Whether ``event``'s command was applied here already (a retry): it changes
-        nothing then. An event without an id is never a repeat."""
-        return bool(event.event_id) and command_digest(event) in self.applied
+        nothing then. An event without an id, or from a record that does not count
+        (:func:`counted`), is never a repeat."""
+        return counts and bool(event.event_id) and command_digest(event) in self.applied
 
     def refusal(self, event: ContainmentEvent) -> str:
         """Why a processor refuses ``event`` (as poison), or "": a freeze of a new scope
@@ -142,17 +144,18 @@ class Containment:
             self.held_bytes - now_held + entry_bytes(holding.scope, key) <= HELD_LIMIT_BYTES
         return Hold(holding, any(f.mode is FreezeMode.APPROVAL for f in found), room)
 
-    def apply(self, event: ContainmentEvent, now_ms: int) -> tuple[Containment, list[str]]:
+    def apply(self, event: ContainmentEvent, now_ms: int, counts: bool = True
+              ) -> tuple[Containment, list[str]]:
         """The containment after ``event``, and the keys an unfreeze releases, in the order
         held (their entries stay until each is decided: see :meth:`moved`). Freezing a
         frozen scope again changes its mode and reason (it releases nothing); unfreezing a
         scope that is not frozen changes nothing; a repeat (:meth:`repeats`) changes
-        nothing."""
-        if self.repeats(event):
+        nothing. ``counts``: the record counts for repeats (:func:`counted`)."""
+        if self.repeats(event, counts):
             return self, []
         scope = scope_of(event.tenant, event.action)
         others = tuple(f for f in self.freezes if f.scope != scope)
-        applied = remember(self.applied, event)
+        applied = remember(self.applied, event) if counts else self.applied
         if event.frozen:
             previous = next((f for f in self.freezes if f.scope == scope), None)
             since = previous.since_ms if previous else now_ms
@@ -204,6 +207,23 @@ class Containment:
         held = tuple((s, k) for s, k in row.get("held", ()))
         applied = tuple(row.get("applied", ()))  # absent in rows written before 2026-12-05
         return cls(freezes, held, sum(entry_bytes(*e) for e in held), applied)
+
+
+# A command's records are keyed ``~containment/<event id>/<send id>`` (32 hex digits, one
+# per send). Records keyed without the send id were written before commands applied once
+# (2026-12-05) and are never taken for repeats: the processors of the time applied them all.
+COMMAND_KEY_PREFIX = "~containment/"
+_SEND_ID = re.compile(rb"/[0-9a-f]{32}\Z")
+
+
+def command_key(event_id: str, send_id: str) -> bytes:
+    return f"{COMMAND_KEY_PREFIX}{event_id}/{send_id}".encode()
+
+
+def counted(key: bytes | None) -> bool:
+    """Whether a command record with this key counts for repeats (see COMMAND_KEY_PREFIX)."""
+    return key is not None and key.startswith(COMMAND_KEY_PREFIX.encode()) \
+        and _SEND_ID.search(key) is not None
 
 
 def command_digest(event: ContainmentEvent) -> str:

@@ -194,16 +194,15 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
 
     @app.post("/v1/freezes", response_model=FreezeOut, status_code=201)
     async def freeze(body: FreezeIn, who: Operator, wait: Wait = 10.0,
-                     idempotency_key: IdempotencyKey = None) -> FreezeOut | JSONResponse:
+                     idempotency_key: IdempotencyKey = None) -> FreezeOut:
         """Freeze an action for this tenant (a freeze of every tenant is the CLI's).
         Answers once every partition's processor has applied it, or after ``wait``
         seconds (``in_force`` false, ``not_applied`` naming the partitions). With an
         ``Idempotency-Key`` (the event id), a retry of this request that the processors
-        applied already changes nothing, even after another freeze or unfreeze: it is
-        answered 200, ``repeat`` true, and 422 when the key names another command."""
-        out = await _contain(who, body.action, True, ev.FreezeMode(body.mode), body.reason,
-                             body.operator, wait, idempotency_key or "")
-        return JSONResponse(out.model_dump(), 200) if out.repeat else out
+        applied already changes nothing, even after another freeze or unfreeze (a 503
+        names the key to retry with when the request had none)."""
+        return await _contain(who, body.action, True, ev.FreezeMode(body.mode), body.reason,
+                              body.operator, wait, idempotency_key or "")
 
     @app.delete("/v1/freezes/{action}", response_model=FreezeOut)
     async def unfreeze(action: str, who: Operator,
@@ -217,22 +216,26 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
                               idempotency_key or "")
 
     async def _contain(tenant: str, action: str, frozen: bool, mode: ev.FreezeMode,
-                       reason: str, operator: str, wait: float, event_id: str) -> FreezeOut:
+                       reason: str, operator: str, wait: float, client_key: str) -> FreezeOut:
+        # A client's key is its own: namespaced by tenant, so that one tenant's key never
+        # meets another's command. Without one, the answer to a failure still names a key
+        # to retry with.
+        key = client_key or uuid.uuid4().hex
         try:
-            sent = await off_loop(functools.partial(
+            event, offsets = await off_loop(functools.partial(
                 containment.send, sync.settings, sync.bootstrap, sync.codec, action=action,
                 tenant=tenant, frozen=frozen, mode=mode, reason=reason, operator=operator,
-                event_id=event_id))
-        except containment.IdReused as exc:
-            raise HTTPException(422, str(exc)) from None
+                event_id=f"gw:{tenant}:{key}"))
         except containment.ContainmentRefused as exc:
             raise HTTPException(400, str(exc)) from None
-        if sent.repeat_of is not None:  # recorded by an earlier try: nothing sent again
-            out = _freeze_out(sent.repeat_of)
-            return out.model_copy(update={"repeat": True})
+        except (KafkaSetupError, KafkaException) as exc:
+            text = kafka_error_text(exc) if isinstance(exc, KafkaException) else str(exc)
+            raise HTTPException(503, f"the ledger cannot be reached: {text}; retry with the "
+                                f"header Idempotency-Key: {key}",
+                                headers={"Idempotency-Key": key}) from None
         late = await off_loop(containment.not_applied, sync.settings, sync.bootstrap,
-                              sent.offsets, wait) if wait > 0 else sorted(sent.offsets)
-        out = _freeze_out(containment.FreezeRecord(sent.event, -1, sent.event.at_ms))
+                              offsets, wait) if wait > 0 else sorted(offsets)
+        out = _freeze_out(containment.FreezeRecord(event, -1, event.at_ms))
         return out.model_copy(update={"in_force": not late, "not_applied": late})
 
     return app

@@ -160,9 +160,9 @@ class FreezeOut(BaseModel):
     at_ms: int = Field(description="when the log recorded it (broker time)")
     in_force: bool | None = Field(None, description="for a freeze or unfreeze just made: "
                                   "every partition's processor has applied it (an intent "
-                                  "sent now is decided under it); false: see not_applied")
+                                  "sent now is decided under it; a retry with an "
+                                  "Idempotency-Key they applied before is ignored: GET "
+                                  "/v1/freezes shows what is in force); false: see "
+                                  "not_applied")
     not_applied: list[int] = Field(default_factory=list, description="the partitions whose "
                                    "processor had not applied it when the answer was sent")
-    repeat: bool = Field(False, description="this request's Idempotency-Key names a command "
-                         "recorded already (this record): nothing was sent again; GET "
-                         "/v1/freezes shows what is in force now")

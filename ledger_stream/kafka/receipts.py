@@ -44,6 +44,7 @@ class KeyRecord:
     offset: int
     timestamp_ms: int  # the record's timestamp (LogAppendTime on the input topics)
     value: bytes | None
+    key: bytes | None = None
 
 
 def key_records(bootstrap: str, topic: str, key: str, timeout_s: float = 10.0
@@ -83,7 +84,8 @@ def partition_records(bootstrap: str, topic: str, partition: Callable[[Consumer]
                 if msg.error() or not wanted(msg.key()):
                     continue
                 _, at, offset = position(msg)
-                found.append(KeyRecord(topic, at, offset, msg.timestamp()[1], msg.value()))
+                found.append(KeyRecord(topic, at, offset, msg.timestamp()[1], msg.value(),
+                                       msg.key()))
         return found
     finally:
         consumer.close()

@@ -8,9 +8,8 @@ or none does), each copy naming its partition, all with the same event id and th
 retry's too: the audit trail, and the order ``active`` replays). Each partition's processor
 applies its copy at that point of its log (domain/containment.py). The command returns only
 once the transaction committed; when it did not, it says so, and running it again with the
-same event id is safe: the command reads the log first and does not send one recorded
-already, and a processor that applied the command ignores a repeat that races it, even
-when the scope was frozen or unfrozen by someone else in between.
+same event id is safe: a processor that applied the command ignores the repeat, even when
+the scope was frozen or unfrozen by someone else in between.
 
 The active freezes are read back from partition 0 of the attempts topic (every freeze
 has a copy there), so listing them costs one partition's scan, filtered by key before
@@ -19,7 +18,6 @@ anything is decoded.
 
 from __future__ import annotations
 
-import contextlib
 import time
 import uuid
 from dataclasses import dataclass
@@ -29,8 +27,10 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.containment import (
+    COMMAND_KEY_PREFIX,
     Containment,
-    command_digest,
+    command_key,
+    counted,
     invalid_containment,
     scope_of,
 )
@@ -43,17 +43,13 @@ from ledger_stream.kafka.producer import producer_config, refuse_if_forbidden
 from ledger_stream.kafka.receipts import partition_records
 from ledger_stream.serde import AvroCodec, DecodeError
 
-KEY_PREFIX = "~containment/"
+KEY_PREFIX = COMMAND_KEY_PREFIX
 TXN_TIMEOUT_MS = 10_000
 REASON_LIMIT = 500
 
 
 class ContainmentRefused(ValueError):
     """The action, tenant or reason cannot be frozen as given (says why)."""
-
-
-class IdReused(ContainmentRefused):
-    """The event id given for a retry names another command in the log."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +59,7 @@ class FreezeRecord:
     event: ev.Containment
     offset: int
     timestamp_ms: int
+    counts: bool = True  # it counts for repeats (domain/containment.py ``counted``)
 
     @property
     def scope(self) -> str:
@@ -82,27 +79,14 @@ def checked(action: str, tenant: str, reason: str) -> None:
         raise ContainmentRefused(f"reason longer than {REASON_LIMIT} characters")
 
 
-@dataclass(frozen=True)
-class Sent:
-    """What ``send`` did: the command (partition 0's copy) and each copy's offset by
-    partition, or, for a command the log holds already, that record (nothing sent)."""
-
-    event: ev.Containment
-    offsets: dict[int, int]
-    repeat_of: FreezeRecord | None = None
-
-
 def send(settings: Settings, bootstrap: str, codec: AvroCodec, *, action: str, tenant: str,
          frozen: bool, mode: ev.FreezeMode = ev.FreezeMode.HOLD, reason: str = "",
-         operator: str = "", event_id: str = "", check_log: bool | None = None) -> Sent:
+         operator: str = "", event_id: str = "") -> tuple[ev.Containment, dict[int, int]]:
     """Write the freeze (or unfreeze) to every partition of the attempts topic, in one
-    transaction, and wait for it to commit. DeliveryFailed when it did not (maybe: run it
-    again with the same ``event_id``).
-
-    With ``check_log`` (by default: when the caller names the ``event_id``, a retry) the
-    log is read first: a command recorded with that id already is not sent again
-    (``repeat_of``: every partition has it, as it was committed to all at once), and
-    ContainmentRefused when the id names another command."""
+    transaction, and wait for it to commit. Returns the event (partition 0's copy) and each
+    copy's offset by partition. DeliveryFailed when it did not commit, or its outcome is
+    unknown: running it again with the same ``event_id`` is safe either way (a processor
+    that applied the command ignores the repeat)."""
     checked(action, tenant, reason)
     event = ev.Containment(event_id or new_event_id(), 0, action, tenant, frozen, mode,
                            reason, operator, 0)
@@ -111,24 +95,13 @@ def send(settings: Settings, bootstrap: str, codec: AvroCodec, *, action: str, t
     why = invalid_containment(event)
     if why:
         raise ContainmentRefused(why)
-    if check_log if check_log is not None else bool(event_id):
-        earlier = [r for r in log(settings, bootstrap, codec)
-                   if r.event.event_id == event.event_id]
-        same = [r for r in earlier if command_digest(r.event) == command_digest(event)]
-        if same:
-            return Sent(same[0].event, {}, same[0])
-        if earlier:
-            raise IdReused(
-                f"event id {event.event_id!r} names another command already ("
-                f"{'freeze' if earlier[0].event.frozen else 'unfreeze'} of "
-                f"{earlier[0].scope}, mode {earlier[0].event.mode.value}): use a new one")
     partitions = _partitions(bootstrap, settings.topic("attempts"))
     now = int(time.time() * 1000)
     copies = [replace(event, partition=p, at_ms=now) for p in range(partitions)]
-    key = f"{KEY_PREFIX}{event.event_id}/{uuid.uuid4().hex}".encode()
-    offsets = _send_atomically(bootstrap, settings.topic("attempts"), key,
+    offsets = _send_atomically(bootstrap, settings.topic("attempts"),
+                               command_key(event.event_id, uuid.uuid4().hex),
                                [codec.encode(copy) for copy in copies])
-    return Sent(copies[0], offsets)
+    return copies[0], offsets
 
 
 def _send_atomically(bootstrap: str, topic: str, key: bytes, values: list[bytes]
@@ -137,9 +110,10 @@ def _send_atomically(bootstrap: str, topic: str, key: bytes, values: list[bytes]
     partition's processor (a read-committed reader) sees the command, or none does. A copy
     sent to some partitions only, retried after someone else froze or unfroze the scope,
     would leave the partitions deciding under different freezes. Returns each copy's offset
-    by partition; DeliveryFailed (the transaction aborted, or its outcome unknown) otherwise.
-    The transaction times out in TXN_TIMEOUT_MS: a command killed mid-way holds the readers
-    of the attempts topic back no longer than that."""
+    by partition; DeliveryFailed otherwise, saying whether the transaction was aborted or
+    its outcome is unknown. A command killed mid-way is aborted by the broker after
+    TXN_TIMEOUT_MS (plus its abort check, 10 s by default): the processors' reads of the
+    attempts topic wait that long at most."""
     refuse_if_forbidden(f"to {topic}")
     producer = Producer(producer_config(bootstrap, **{
         "transactional.id": f"ledger-containment-{uuid.uuid4().hex}",
@@ -153,27 +127,50 @@ def _send_atomically(bootstrap: str, topic: str, key: bytes, values: list[bytes]
         else:
             delivered[int(msg.partition() or 0)] = int(msg.offset() or 0)
 
-    began = False
+    deadline = time.monotonic() + TXN_TIMEOUT_MS / 1000
+    opened = committed = False
     try:
         producer.init_transactions(TXN_TIMEOUT_MS / 1000)
         producer.begin_transaction()
-        began = True
+        opened = True
         for partition, value in enumerate(values):
             producer.produce(topic, value=value, key=key, partition=partition,
                              on_delivery=report)
-        producer.commit_transaction(TXN_TIMEOUT_MS / 1000)  # flushes first
-        began = False
+        while not committed:
+            try:
+                producer.commit_transaction(max(0.1, deadline - time.monotonic()))
+                committed = True
+            except KafkaException as exc:  # a retriable error: the same commit again
+                error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) \
+                    else None
+                if error is None or not error.retriable() or time.monotonic() >= deadline:
+                    raise
     except KafkaException as exc:
+        if not opened:
+            outcome = "did not start: no partition has it"
+        elif _aborted(producer):
+            outcome = "was aborted: no partition has it"
+        else:
+            outcome = "has an unknown outcome: it may be in every partition or in none"
         detail = "; ".join([kafka_error_text(exc), *failures[:3]])
-        raise DeliveryFailed(f"the command's transaction did not commit ({detail})") from exc
+        raise DeliveryFailed(f"the command's transaction {outcome} ({detail})") from exc
+    except BaseException:  # SIGTERM's SystemExit, Ctrl-C: no reader should wait for it
+        if opened and not committed:
+            _aborted(producer)
+        raise
     finally:
-        if began:  # not committed: abort, so that no partition's readers wait for it
-            with contextlib.suppress(KafkaException):
-                producer.abort_transaction(5)
         producer.flush(1)
     if failures or len(delivered) != len(values):
         raise DeliveryFailed(f"copies not acknowledged: {'; '.join(failures[:3])}")
     return delivered
+
+
+def _aborted(producer: Producer) -> bool:
+    try:
+        producer.abort_transaction(5)
+        return True
+    except KafkaException:
+        return False
 
 
 def new_event_id() -> str:
@@ -218,7 +215,8 @@ def log(settings: Settings, bootstrap: str, codec: AvroCodec,
             event = codec.decode(record.value, (ev.Containment,))
         except DecodeError:
             continue
-        found.append(FreezeRecord(event, record.offset, record.timestamp_ms))
+        found.append(FreezeRecord(event, record.offset, record.timestamp_ms,
+                                  counted(record.key)))
     return found
 
 
@@ -251,25 +249,29 @@ def ignored(records: list[FreezeRecord]) -> dict[int, str]:
         why = invalid_containment(event)
         if why:
             found[record.offset] = f"refused: {why}"
-        elif held.repeats(event):
+        elif held.repeats(event, record.counts):
             found[record.offset] = "repeat"
         elif why := held.refusal(event):
             found[record.offset] = f"refused: {why}"
         else:
-            held, _ = held.apply(event, record.timestamp_ms)
+            held, _ = held.apply(event, record.timestamp_ms, record.counts)
     return found
 
 
-def _partitions(bootstrap: str, topic: str) -> int:
-    from ledger_stream.kafka.client_config import CLIENT_CONFIG
-
+def _partitions(bootstrap: str, topic: str, patience_s: float = 5.0) -> int:
+    """The topic's partition count; asked again for ``patience_s`` while the broker does
+    not know the topic (just created: its metadata is still spreading)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
                          "group.id": f"freeze-{uuid.uuid4().hex}"})
+    deadline = time.monotonic() + patience_s
     try:
-        meta = consumer.list_topics(topic, timeout=10).topics[topic]
-        if meta.error is not None or not meta.partitions:
-            raise KafkaSetupError(f"{topic} is not available ({meta.error}): run "
-                                  "`ledger-stream topics create` with the same settings")
-        return len(meta.partitions)
+        while True:
+            meta = consumer.list_topics(topic, timeout=10).topics[topic]
+            if meta.error is None and meta.partitions:
+                return len(meta.partitions)
+            if time.monotonic() >= deadline:
+                raise KafkaSetupError(f"{topic} is not available ({meta.error}): run "
+                                      "`ledger-stream topics create` with the same settings")
+            time.sleep(0.2)
     finally:
         consumer.close()

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.containment import (
     Containment,
+    counted,
     invalid_containment,
     scope_of,
 )
@@ -175,15 +176,17 @@ class LedgerStep:
         return outs
 
     def contain(self, view: StateView, event: ev.Containment, now_ms: int,
-                where: tuple[str, int]) -> list[Out]:
+                where: tuple[str, int], record_key: bytes | None = None) -> list[Out]:
         """An operator's freeze or unfreeze, at this point of the partition's log (``where``:
         its topic and offset): the partition's containment changes, and an unfreeze
         releases the keys its freeze held, in the order they were held (one held again by
         another freeze keeps its place). A freeze past FREEZE_LIMIT scopes is poison; a
-        repeat of a command this partition applied already (a retry) changes nothing."""
+        repeat of a command this partition applied already (a retry) changes nothing
+        (``record_key``: the record's key, which says whether it counts for repeats)."""
         current = view.containment()
         scope = scope_of(event.tenant, event.action)
-        if current.repeats(event):  # a retried command, applied here already
+        counts = counted(record_key)
+        if current.repeats(event, counts):  # a retried command, applied here already
             logger.info("freeze or unfreeze repeated, ignored", extra=log_fields(
                 action=event.action, tenant=event.tenant or "*", event_id=event.event_id,
                 partition=event.partition, frozen=event.frozen))
@@ -194,7 +197,7 @@ class LedgerStep:
             poison = ev.PoisonInput(where[0], event.partition, where[1], refused,
                                     max(now_ms, 1), f"~containment/{event.event_id}".encode())
             return self.decide(view, poison, now_ms)
-        containment, released = current.apply(event, now_ms)
+        containment, released = current.apply(event, now_ms, counts)
         view.put_containment(containment)
         logger.info("freeze" if event.frozen else "unfreeze", extra=log_fields(
             action=event.action, tenant=event.tenant or "*", mode=event.mode.value,

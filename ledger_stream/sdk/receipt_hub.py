@@ -269,9 +269,12 @@ class ReceiptHub:
             return
         key = msg.key()
         offset = msg.offset() or 0
+        # A floor above the partition's end as last fetched is from before the log ended
+        # lower (truncated, or the topic recreated): it holds nothing back any more.
+        end = self._log_end.get(msg.partition() or 0, 0)
         with self._lock:
-            waiters = tuple(w for w in self._waiters.get(key, ()) if offset >= w.floor) \
-                if key is not None else ()
+            waiters = tuple(w for w in self._waiters.get(key, ())
+                            if offset >= w.floor or end < w.floor) if key is not None else ()
         if not waiters:
             return
         outage = False

@@ -5,6 +5,8 @@ the hold survives a restore, and the unfreeze releases the held keys in the orde
 from __future__ import annotations
 
 import itertools
+import uuid
+from dataclasses import dataclass
 
 import pytest
 
@@ -14,6 +16,7 @@ from ledger_stream.domain.containment import (
     FREEZE_LIMIT,
     HELD_LIMIT_BYTES,
     Containment,
+    command_key,
 )
 from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.partitioner import partition_for
@@ -77,15 +80,28 @@ class Log:
         if isinstance(event, ev.Tick):
             return FakeMessage(ATTEMPTS, P, self.offset, self.clock, b"~tick",
                                CODEC.encode(event))
-        if isinstance(event, ev.Containment):
+        if isinstance(event, ev.Containment):  # keyed as a command is sent (one per send)
             return FakeMessage(ATTEMPTS, P, self.offset, self.clock,
-                               f"~containment/{event.event_id}".encode(), CODEC.encode(event))
+                               command_key(event.event_id, uuid.uuid4().hex),
+                               CODEC.encode(event))
+        if isinstance(event, OldCommand):  # keyed as before 2026-12-05
+            return FakeMessage(ATTEMPTS, P, self.offset, self.clock,
+                               f"~containment/{event.event.event_id}".encode(),
+                               CODEC.encode(event.event))
         topic = INTENTS if isinstance(event, ev.Intent) else ATTEMPTS
         return FakeMessage(topic, P, self.offset, self.clock,
                            event.key.encode(), CODEC.encode(event))  # type: ignore[attr-defined]
 
 
 _COMMANDS = itertools.count()
+
+
+@dataclass(frozen=True)
+class OldCommand:
+    """A freeze or unfreeze record as written before commands applied once (its key has
+    no send id)."""
+
+    event: ev.Containment
 
 
 def freeze(action: str = "refund", tenant: str = "acme", frozen: bool = True,
@@ -414,3 +430,19 @@ def test_an_id_reused_for_another_command_is_a_new_command() -> None:
     assert {f.tenant for f in c.freezes} == {"beta"}
     assert c.repeats(freeze(tenant="beta", event_id="cmd-1"))
     assert not c.repeats(freeze(tenant="beta", event_id="cmd-1", mode=ev.FreezeMode.APPROVAL))
+
+
+def test_records_written_before_commands_applied_once_are_never_repeats() -> None:
+    # Their processors applied every one, retries included: so does a processor now, and
+    # a later record of the same command (keyed with a send id) is not a repeat of them.
+    log = Log()
+    first, unfreeze = freeze(), freeze(frozen=False)
+    log.run(OldCommand(first), OldCommand(unfreeze), OldCommand(freeze()))
+    log.run(OldCommand(unfreeze))  # an old retry: it lifted the freeze then, and now
+    assert dispatches(log.run(intent(key=KEYS[0]))) == [KEYS[0]]
+    log.run(first)  # the same command, sent by this version: applied (not remembered)
+    assert dispatches(log.run(intent(key=KEYS[1]))) == []
+    log.run(unfreeze)
+    log.run(freeze())
+    log.run(unfreeze)  # now remembered: this one is a repeat
+    assert dispatches(log.run(intent(key=KEYS[2]))) == []

@@ -222,3 +222,20 @@ def test_a_log_that_ends_lower_lowers_the_floor(hub: Any) -> None:
     assert again.floor == 5
     consumer.records.put(message(KEY, codec.encode(receipt("i3")), offset=5))
     assert [r.intent_event_id for r in again.read(5)] == ["i3"]
+
+
+def test_a_floor_from_before_the_log_ended_lower_holds_nothing_back(hub: Any) -> None:
+    # Registered between the truncation and the next drain of its partition: its floor is
+    # the old end; the drain that brings its receipt notes the lower end first.
+    consumer = FakeConsumer.instances[0]
+    codec = AvroCodec()
+    first = hub.follow(KEY)
+    consumer.high = 1000
+    consumer.records.put(message(KEY, codec.encode(receipt("i1")), offset=999))
+    assert len(first.read(5)) == 1
+    first.close()
+    late = hub.follow(KEY)
+    assert late.floor == 1000
+    consumer.high = 5
+    consumer.records.put(message(KEY, codec.encode(receipt("i2")), offset=4))
+    assert [r.intent_event_id for r in late.read(5)] == ["i2"]
