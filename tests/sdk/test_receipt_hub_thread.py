@@ -206,21 +206,24 @@ def test_a_waiter_takes_no_receipt_the_log_held_before_it_was_registered(hub: An
     assert [r.intent_event_id for r in again.read(5)] == ["i1-new"]
 
 
+def _hand_over(consumer: FakeConsumer, intent_id: str, offset: int, end: int) -> None:
+    """A receipt of KEY at ``offset``, fetched with the log ending at ``end``."""
+    consumer.high = end
+    consumer.records.put(message(KEY, AvroCodec().encode(receipt(intent_id)), offset=offset))
+
+
 def test_a_log_that_ends_lower_lowers_the_floor(hub: Any) -> None:
     # A truncated log (an unclean leader election) or a recreated topic: a floor kept at the
     # old end would hide every receipt until the offsets climbed back past it.
     consumer = FakeConsumer.instances[0]
-    codec = AvroCodec()
     first = hub.follow(KEY)
-    consumer.high = 1000
-    consumer.records.put(message(KEY, codec.encode(receipt("i1")), offset=999))
+    _hand_over(consumer, "i1", offset=999, end=1000)
     assert len(first.read(5)) == 1
-    consumer.high = 5
-    consumer.records.put(message(KEY, codec.encode(receipt("i2")), offset=4))
+    _hand_over(consumer, "i2", offset=4, end=5)
     assert len(first.read(5)) == 1
     again = hub.follow(KEY)
     assert again.floor == 5
-    consumer.records.put(message(KEY, codec.encode(receipt("i3")), offset=5))
+    _hand_over(consumer, "i3", offset=5, end=6)
     assert [r.intent_event_id for r in again.read(5)] == ["i3"]
 
 
@@ -228,14 +231,11 @@ def test_a_floor_from_before_the_log_ended_lower_holds_nothing_back(hub: Any) ->
     # Registered between the truncation and the next drain of its partition: its floor is
     # the old end; the drain that brings its receipt notes the lower end first.
     consumer = FakeConsumer.instances[0]
-    codec = AvroCodec()
     first = hub.follow(KEY)
-    consumer.high = 1000
-    consumer.records.put(message(KEY, codec.encode(receipt("i1")), offset=999))
+    _hand_over(consumer, "i1", offset=999, end=1000)
     assert len(first.read(5)) == 1
     first.close()
     late = hub.follow(KEY)
     assert late.floor == 1000
-    consumer.high = 5
-    consumer.records.put(message(KEY, codec.encode(receipt("i2")), offset=4))
+    _hand_over(consumer, "i2", offset=4, end=5)
     assert [r.intent_event_id for r in late.read(5)] == ["i2"]
