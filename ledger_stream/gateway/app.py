@@ -197,8 +197,9 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
                      idempotency_key: IdempotencyKey = None) -> FreezeOut:
         """Freeze an action for this tenant (a freeze of every tenant is the CLI's).
         Answers once every partition's processor has applied it, or after ``wait``
-        seconds (``in_force`` false, ``not_applied`` naming the partitions). With an
-        ``Idempotency-Key`` (the event id), a retry of this request that the processors
+        seconds (``in_force`` false, ``not_applied`` naming the partitions; null when that
+        could not be read). With an ``Idempotency-Key`` (the event id is
+        ``gw:<tenant>:<key>``), a retry of this request that the processors
         applied already changes nothing, even after another freeze or unfreeze (a 503
         names the key to retry with when the request had none)."""
         return await _contain(who, body.action, True, ev.FreezeMode(body.mode), body.reason,
@@ -233,9 +234,12 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
             raise HTTPException(503, f"the ledger cannot be reached: {text}; retry with the "
                                 f"header Idempotency-Key: {key}",
                                 headers={"Idempotency-Key": key}) from None
-        late = await off_loop(containment.not_applied, sync.settings, sync.bootstrap,
-                              offsets, wait) if wait > 0 else sorted(offsets)
         out = _freeze_out(containment.FreezeRecord(event, -1, event.at_ms))
+        try:
+            late = await off_loop(containment.not_applied, sync.settings, sync.bootstrap,
+                                  offsets, wait) if wait > 0 else sorted(offsets)
+        except (KafkaSetupError, KafkaException):  # recorded: never answered as a failure
+            return out.model_copy(update={"in_force": None, "not_applied": sorted(offsets)})
         return out.model_copy(update={"in_force": not late, "not_applied": late})
 
     return app

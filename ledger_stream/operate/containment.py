@@ -18,6 +18,7 @@ anything is decoded.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ class FreezeRecord:
     offset: int
     timestamp_ms: int
     counts: bool = True  # it counts for repeats (domain/containment.py ``counted``)
+    poison: str = ""  # why the processors refuse it before deciding (processor/step.py read)
 
     @property
     def scope(self) -> str:
@@ -115,9 +117,7 @@ def _send_atomically(bootstrap: str, topic: str, key: bytes, values: list[bytes]
     TXN_TIMEOUT_MS (plus its abort check, 10 s by default): the processors' reads of the
     attempts topic wait that long at most."""
     refuse_if_forbidden(f"to {topic}")
-    producer = Producer(producer_config(bootstrap, **{
-        "transactional.id": f"ledger-containment-{uuid.uuid4().hex}",
-        "transaction.timeout.ms": TXN_TIMEOUT_MS}))
+    producer = Producer(transactional_config(bootstrap))
     delivered: dict[int, int] = {}
     failures: list[str] = []
 
@@ -127,10 +127,10 @@ def _send_atomically(bootstrap: str, topic: str, key: bytes, values: list[bytes]
         else:
             delivered[int(msg.partition() or 0)] = int(msg.offset() or 0)
 
-    deadline = time.monotonic() + TXN_TIMEOUT_MS / 1000
     opened = committed = False
     try:
         producer.init_transactions(TXN_TIMEOUT_MS / 1000)
+        deadline = time.monotonic() + TXN_TIMEOUT_MS / 1000
         producer.begin_transaction()
         opened = True
         for partition, value in enumerate(values):
@@ -145,6 +145,7 @@ def _send_atomically(bootstrap: str, topic: str, key: bytes, values: list[bytes]
                     else None
                 if error is None or not error.retriable() or time.monotonic() >= deadline:
                     raise
+                time.sleep(0.1)
     except KafkaException as exc:
         if not opened:
             outcome = "did not start: no partition has it"
@@ -159,10 +160,21 @@ def _send_atomically(bootstrap: str, topic: str, key: bytes, values: list[bytes]
             _aborted(producer)
         raise
     finally:
-        producer.flush(1)
+        with contextlib.suppress(KafkaException):  # the outcome above is what counts
+            producer.flush(1)
     if failures or len(delivered) != len(values):
         raise DeliveryFailed(f"copies not acknowledged: {'; '.join(failures[:3])}")
     return delivered
+
+
+def transactional_config(bootstrap: str) -> dict[str, object]:
+    """The producer of one command: its own transactional id, and a message timeout no
+    longer than the transaction's (librdkafka refuses a longer one, which a deployment's
+    ``kafka_client`` may set: every freeze would fail)."""
+    return producer_config(bootstrap, **{
+        "transactional.id": f"ledger-containment-{uuid.uuid4().hex}",
+        "transaction.timeout.ms": TXN_TIMEOUT_MS,
+        "message.timeout.ms": TXN_TIMEOUT_MS})
 
 
 def _aborted(producer: Producer) -> bool:
@@ -216,8 +228,19 @@ def log(settings: Settings, bootstrap: str, codec: AvroCodec,
         except DecodeError:
             continue
         found.append(FreezeRecord(event, record.offset, record.timestamp_ms,
-                                  counted(record.key)))
+                                  counted(record.key), _poison(record.key, event)))
     return found
+
+
+def _poison(key: bytes | None, event: ev.Containment) -> str:
+    """What the processor's ``read`` refuses in partition 0's copy before ``contain``."""
+    try:
+        (key or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        return "message key is not UTF-8"
+    if event.partition != 0:
+        return f"Containment for partition {event.partition} read from 0"
+    return ""
 
 
 def active(records: list[FreezeRecord]) -> list[FreezeRecord]:
@@ -246,7 +269,7 @@ def ignored(records: list[FreezeRecord]) -> dict[int, str]:
     found: dict[int, str] = {}
     for record in records:
         event = record.event
-        why = invalid_containment(event)
+        why = record.poison or invalid_containment(event)
         if why:
             found[record.offset] = f"refused: {why}"
         elif held.repeats(event, record.counts):

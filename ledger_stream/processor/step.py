@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.containment import (
+    COMMAND_KEY_PREFIX,
     Containment,
     counted,
     invalid_containment,
@@ -81,6 +82,9 @@ _TOPIC_OF: dict[type[Any], str] = {
 }
 
 
+CONTAINMENT_KEY_PREFIX = COMMAND_KEY_PREFIX.encode()
+
+
 class LedgerStep:
     def __init__(self, policy: Policy, codec: AvroCodec, topics: dict[str, str],
                  partitions: int) -> None:
@@ -121,6 +125,8 @@ class LedgerStep:
                 why = invalid_containment(event)
                 if why:
                     return poison(f"invalid Containment: {why}")
+                if not key.startswith(CONTAINMENT_KEY_PREFIX):  # `freezes` would not see it
+                    return poison(f"Containment keyed outside {COMMAND_KEY_PREFIX}")
             return event
         # Another partitioner would give one key a second, independent state here.
         home = partition_for(key, self._partitions)

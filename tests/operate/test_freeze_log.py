@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from ledger_stream.domain import containment as domain
 from ledger_stream.domain import events as ev
+from ledger_stream.domain.values import replace
 from ledger_stream.operate.containment import FreezeRecord, active, ignored
 from ledger_stream.processor.partition import CONTAINMENT_KEY
 from tests.processor.test_containment import Log, OldCommand, P
@@ -82,3 +83,27 @@ def test_the_log_reader_agrees_with_the_processors_step(
         assert listed == {(f.tenant, f.action, f.mode) for f in held.freezes}
     finally:
         domain.FREEZE_LIMIT = original
+
+
+def test_the_command_producer_takes_a_deployments_longer_message_timeout() -> None:
+    from ledger_stream.kafka.client_config import use_client_settings
+    from ledger_stream.kafka.clients import Producer
+    from ledger_stream.operate.containment import transactional_config
+
+    use_client_settings({"delivery.timeout.ms": "60000"})
+    try:
+        Producer(transactional_config("127.0.0.1:1"))  # librdkafka checks it here
+    finally:
+        use_client_settings({})
+
+
+def test_a_copy_the_processors_refuse_before_deciding_is_never_listed() -> None:
+    from ledger_stream.operate.containment import _poison
+
+    ok = _event("f", 0, True)
+    assert _poison(b"~containment/f/" + b"0" * 32, replace(ok, partition=0)) == ""
+    assert _poison(b"~containment/\xff", replace(ok, partition=0)) == \
+        "message key is not UTF-8"
+    assert "partition 1" in _poison(b"~containment/f", replace(ok, partition=1))
+    records = [FreezeRecord(replace(ok, partition=0), 0, 0, poison="message key is not UTF-8")]
+    assert active(records) == [] and ignored(records) == {0: "refused: message key is not UTF-8"}

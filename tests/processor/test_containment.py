@@ -446,3 +446,11 @@ def test_records_written_before_commands_applied_once_are_never_repeats() -> Non
     log.run(freeze())
     log.run(unfreeze)  # now remembered: this one is a repeat
     assert dispatches(log.run(intent(key=KEYS[2]))) == []
+
+
+def test_a_containment_keyed_outside_the_command_prefix_is_poison() -> None:
+    # `freezes` reads only keys under ~containment/: a freeze keyed otherwise would hold
+    # keys no listing shows.
+    step = make_step(POLICY)
+    event = step.read(CODEC.encode(freeze()), b"acme/refund/k1", ATTEMPTS, P, 5, 9)
+    assert isinstance(event, ev.PoisonInput) and "keyed outside" in event.reason
