@@ -145,3 +145,33 @@ def test_an_agents_key_submits_but_never_reaches_the_operator_routes(
     # ...and the agent's key still submits (here: refused by Kafka's own size check).
     r = tc.post("/v1/intents", json=body(args={"memo": "x" * 1_100_000}), headers=agent)
     assert r.status_code == 400
+
+
+def test_a_freeze_recorded_whose_application_cannot_be_read_is_not_a_failure(
+        gateway, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The command committed; only the processors' progress could not be read. A 503 here
+    # would have a client without a key send a new command (an unfreeze lifting a freeze
+    # made in between): it is answered as recorded, in force unknown.
+    from ledger_stream.domain import events as ev
+    from ledger_stream.kafka.exceptions import KafkaSetupError
+    from ledger_stream.operate import containment
+
+    sent: list[str] = []
+
+    def send(*_: Any, **kw: Any) -> tuple[ev.Containment, dict[int, int]]:
+        sent.append(kw["event_id"])
+        return ev.Containment(kw["event_id"], 0, kw["action"], kw["tenant"], kw["frozen"],
+                              kw["mode"], kw["reason"], kw["operator"], 7), {0: 4, 1: 9}
+
+    def not_applied(*_: Any) -> list[int]:
+        raise KafkaSetupError("the group coordinator did not answer")
+
+    monkeypatch.setattr(containment, "send", send)
+    monkeypatch.setattr(containment, "not_applied", not_applied)
+    r = gateway().post("/v1/freezes", headers={**AUTH, "Idempotency-Key": "inc-7"},
+                       json={"action": "refund", "reason": "INC-7", "operator": "ops"})
+    assert r.status_code == 201, r.text
+    body = r.json()
+    assert (body["in_force"], body["not_applied"], body["event_id"]) == (
+        None, [0, 1], "gw:acme:inc-7")
+    assert sent == ["gw:acme:inc-7"]
