@@ -145,8 +145,8 @@ def _list(args: argparse.Namespace) -> int:
                                   make_codec(settings.schema_registry_url))
     except KafkaSetupError as exc:
         raise CliError(str(exc)) from exc
-    shown = records if args.history else containment.active(records)
     ignored = containment.ignored(records)
+    shown = records if args.history else containment.active(records, ignored)
     if not args.json:
         print("at\tscope\tstate\tmode\toperator\treason\tevent_id")
     for record in shown:

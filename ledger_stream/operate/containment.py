@@ -44,7 +44,6 @@ from ledger_stream.kafka.producer import producer_config, refuse_if_forbidden
 from ledger_stream.kafka.receipts import partition_records
 from ledger_stream.serde import AvroCodec, DecodeError
 
-KEY_PREFIX = COMMAND_KEY_PREFIX
 TXN_TIMEOUT_MS = 10_000
 REASON_LIMIT = 500
 
@@ -216,7 +215,7 @@ def log(settings: Settings, bootstrap: str, codec: AvroCodec,
         timeout_s: float = 30.0) -> list[FreezeRecord]:
     """Every freeze and unfreeze still in the log, oldest first (partition 0's copies).
     A record under the containment prefix that does not decode is skipped."""
-    prefix = KEY_PREFIX.encode()
+    prefix = COMMAND_KEY_PREFIX.encode()
     found = []
     for record in partition_records(bootstrap, settings.topic("attempts"), lambda _: 0,
                                     lambda k: k is not None and k.startswith(prefix),
@@ -243,12 +242,14 @@ def _poison(key: bytes | None, event: ev.Containment) -> str:
     return ""
 
 
-def active(records: list[FreezeRecord]) -> list[FreezeRecord]:
+def active(records: list[FreezeRecord], skip: dict[int, str] | None = None
+           ) -> list[FreezeRecord]:
     """The freezes in force after ``records``, in the order they were first frozen (a
     freeze of a frozen scope updates it in place), by the processors' rules: a record that
     repeats a command applied already (a retry), or that a processor refuses (past the
-    scopes it keeps, or invalid), changes nothing."""
-    skip = ignored(records)
+    scopes it keeps, or invalid), changes nothing. ``skip``: ``ignored(records)``, when the
+    caller has it already."""
+    skip = ignored(records) if skip is None else skip
     scopes: dict[str, FreezeRecord] = {}
     for record in records:
         if record.offset in skip:

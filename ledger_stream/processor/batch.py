@@ -77,7 +77,8 @@ class Batch:
             self.outputs.extend(step.timer(overlay, key, due, now))
         event = step.read(msg.value(), msg.key(), topic, partition, offset, now)
         if isinstance(event, ev.Containment):
-            self.outputs.extend(step.contain(overlay, event, now, (topic, offset), msg.key()))
+            self.outputs.extend(step.contain(overlay, event, now, (topic, offset),
+                                             msg.key() or b""))
         elif not isinstance(event, ev.Tick):
             outs = step.decide(overlay, event, now)
             trace = tracing.of_message(msg)

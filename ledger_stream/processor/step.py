@@ -182,7 +182,7 @@ class LedgerStep:
         return outs
 
     def contain(self, view: StateView, event: ev.Containment, now_ms: int,
-                where: tuple[str, int], record_key: bytes | None = None) -> list[Out]:
+                where: tuple[str, int], record_key: bytes) -> list[Out]:
         """An operator's freeze or unfreeze, at this point of the partition's log (``where``:
         its topic and offset): the partition's containment changes, and an unfreeze
         releases the keys its freeze held, in the order they were held (one held again by
@@ -201,7 +201,7 @@ class LedgerStep:
         refused = current.refusal(event)
         if refused:
             poison = ev.PoisonInput(where[0], event.partition, where[1], refused,
-                                    max(now_ms, 1), f"~containment/{event.event_id}".encode())
+                                    max(now_ms, 1), record_key)
             return self.decide(view, poison, now_ms)
         containment, released = current.apply(event, now_ms, counts)
         view.put_containment(containment)
