@@ -92,7 +92,6 @@ def ledger_tool(client: LedgerClient, *, action: str, target: str, tenant: str,
     derive_key = business_key(key, tenant, action)
 
     def decorate(fn: Callable[..., dict[str, Any]]) -> BaseTool:
-
         @functools.wraps(fn)
         def run(*args: Any, tool_call_id: str, config: RunnableConfig,
                 state: dict[str, Any], **kwargs: Any) -> Command:

@@ -232,39 +232,10 @@ def build_server(tools: LedgerTools, session: str) -> MCPServer:
         "the same operation, so repeat the same call safely after any error or restart. "
         "When an answer has resolved false, hold dependent work and call get_operation "
         "later.")
-    submit_doc = ("Apply a registered effect once per business id (named by the effect's key "
-                  f"arguments: {keyed}). The same business id with the same arguments always "
-                  "returns the original outcome; with other arguments it is rejected (reason "
-                  "conflict).")
-    get_doc = ("The latest state and receipt of an operation: give the effect and its key "
-               f"arguments ({keyed}).")
-
-    def tool_error(call: Callable[[], Any]) -> Any:
-        try:
-            return call()
-        except ValueError as exc:  # the caller's mistake: a tool error saying which
-            raise ToolError(str(exc)) from None
-
     if any(e.model_id for e in effects):
-        @server.tool(name="submit_effect", description=submit_doc)
-        def submit_with_id(effect: str, arguments: Arguments, wait_seconds: float = 30.0,
-                           operation_id: ModelId = None) -> Operation:
-            return tool_error(lambda: tools.submit(effect, arguments, wait_seconds, session,
-                                                   operation_id))
-
-        @server.tool(name="get_operation", description=get_doc)
-        def get_with_id(effect: str, arguments: Arguments | None = None,
-                        operation_id: ModelId = None) -> Operation:
-            return tool_error(lambda: tools.get(effect, arguments or {}, operation_id))
+        _add_tools_with_model_id(server, tools, session, keyed)
     else:
-        @server.tool(description=submit_doc)
-        def submit_effect(effect: str, arguments: Arguments,
-                          wait_seconds: float = 30.0) -> Operation:
-            return tool_error(lambda: tools.submit(effect, arguments, wait_seconds, session))
-
-        @server.tool(description=get_doc)
-        def get_operation(effect: str, arguments: Arguments) -> Operation:
-            return tool_error(lambda: tools.get(effect, arguments))
+        _add_tools(server, tools, session, keyed)
 
     @server.tool(description="Operations of this tenant whose effect is not settled yet "
                  "(accepted, in progress, reconciling, held, waiting for an operator).")
@@ -272,3 +243,52 @@ def build_server(tools: LedgerTools, session: str) -> MCPServer:
         return tools.unresolved()
 
     return server
+
+
+def _submit_doc(keyed: str) -> str:
+    return (f"Apply a registered effect once per business id (named by the effect's key "
+            f"arguments: {keyed}). The same business id with the same arguments always "
+            "returns the original outcome; with other arguments it is rejected (reason "
+            "conflict).")
+
+
+def _get_doc(keyed: str) -> str:
+    return f"The latest state and receipt of an operation: give the effect and its key " \
+        f"arguments ({keyed})."
+
+
+def _tool_error(call: Callable[[], Operation]) -> Operation:
+    try:
+        return call()
+    except ValueError as exc:  # the caller's mistake: a tool error saying which
+        raise ToolError(str(exc)) from None
+
+
+def _add_tools(server: MCPServer, tools: LedgerTools, session: str, keyed: str) -> None:
+    """submit_effect and get_operation keyed by arguments only: no operation_id in sight."""
+
+    @server.tool(description=_submit_doc(keyed))
+    def submit_effect(effect: str, arguments: Arguments,
+                      wait_seconds: float = 30.0) -> Operation:
+        return _tool_error(lambda: tools.submit(effect, arguments, wait_seconds, session))
+
+    @server.tool(description=_get_doc(keyed))
+    def get_operation(effect: str, arguments: Arguments) -> Operation:
+        return _tool_error(lambda: tools.get(effect, arguments))
+
+
+def _add_tools_with_model_id(server: MCPServer, tools: LedgerTools, session: str,
+                             keyed: str) -> None:
+    """The same tools with an optional ``operation_id``, for a server where an effect opted
+    in to the model's id (the effects keyed by arguments ignore it)."""
+
+    @server.tool(name="submit_effect", description=_submit_doc(keyed))
+    def submit_with_id(effect: str, arguments: Arguments, wait_seconds: float = 30.0,
+                       operation_id: ModelId = None) -> Operation:
+        return _tool_error(lambda: tools.submit(effect, arguments, wait_seconds, session,
+                                                operation_id))
+
+    @server.tool(name="get_operation", description=_get_doc(keyed))
+    def get_with_id(effect: str, arguments: Arguments | None = None,
+                    operation_id: ModelId = None) -> Operation:
+        return _tool_error(lambda: tools.get(effect, arguments or {}, operation_id))
