@@ -28,7 +28,6 @@ from examples.refund_agent.graph import refund_args, refund_key
 from examples.refund_agent.variants import VARIANTS, Effects
 from ledger_stream import LedgerClient, args_hash, sign_approval
 from ledger_stream.config import Settings
-from ledger_stream.langgraph import ToolCall
 from ledger_stream.processor.policy import approval_secret
 
 
@@ -61,7 +60,7 @@ def refund_agent_v2() -> Any:
 def approve(_thread_id: str, asked: Any) -> dict[str, Any]:
     """The approval of the refund an approval interrupt shows."""
     material = refund_args(asked["args"]["invoice"], asked["args"]["amount"])
-    approval = sign_approval(approval_secret(Settings()), refund_key(material, ToolCall("", "")),
+    approval = sign_approval(approval_secret(Settings()), refund_key(material),
                              f"ap-{uuid.uuid4().hex[:8]}", args_hash(material), "",
                              int(time.time() * 1000) + 600_000)
     return {"approval_id": approval.approval_id, "payload_hash": approval.payload_hash,

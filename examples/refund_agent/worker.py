@@ -34,7 +34,6 @@ from examples.refund_agent.graph import refund_key
 from examples.refund_agent.variants import VARIANTS, Effects, Variant
 from ledger_stream import LedgerClient, args_hash, sign_approval
 from ledger_stream.config import Settings
-from ledger_stream.langgraph import ToolCall
 from ledger_stream.processor.policy import approval_secret
 
 
@@ -64,7 +63,7 @@ def _approval(settings: Settings, graph: Any, config: dict[str, Any],
 def _sign(settings: Settings, material: dict[str, Any]) -> dict[str, Any]:
     approval = sign_approval(
         approval_secret(settings),
-        refund_key(material, ToolCall("", "")), f"ap-{uuid.uuid4().hex[:8]}",
+        refund_key(material), f"ap-{uuid.uuid4().hex[:8]}",
         args_hash(material), "", int(time.time() * 1000) + 600_000)
     return {"approval_id": approval.approval_id, "payload_hash": approval.payload_hash,
             "policy_revision": approval.policy_revision,
