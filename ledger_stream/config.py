@@ -142,6 +142,10 @@ class Settings(BaseSettings):
         "group.consumer.min.session.timeout.ms)")
     metrics_port: MetricsPort = Field(
         9464, description="Prometheus /metrics port (0: any free port, logged; off: none)")
+    metrics_host: str = Field(
+        "127.0.0.1", description="address every /metrics listener binds (processor, "
+        "connector); not a loopback address also lets the view and the gateway answer "
+        "/metrics to peers beyond this host")
     retry_backoff_ms: int = Field(1_000, ge=0, description="delay before a retried dispatch")
     max_attempts: int = Field(5, ge=1, description="attempts before a retryable failure is final")
 
@@ -174,6 +178,9 @@ class Settings(BaseSettings):
     view_url: str | None = Field(
         None, description="receipts view the SDK's status asks (e.g. http://127.0.0.1:8077); "
         "unset: status reads the key's partition")
+    view_key: SecretStr | None = Field(
+        None, description="API key the clients of the view send (a key of the tenant whose "
+        "operations they read); the gateway forwards its caller's key instead")
     view_host: str = Field("127.0.0.1", description="address the view listens on")
     view_port: int = Field(8077, ge=0, le=65535, description="the view's HTTP port (0: any)")
     view_state_dir: Path | None = Field(None, description="view store (default: HOME/view)")

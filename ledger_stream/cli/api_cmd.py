@@ -7,7 +7,12 @@ import logging
 import os
 import socket
 
-from ledger_stream.cli.common import CliError, add_common_flags, settings_from
+from ledger_stream.cli.common import (
+    CliError,
+    add_common_flags,
+    add_metrics_host_flag,
+    settings_from,
+)
 from ledger_stream.logs import log_fields
 
 
@@ -16,9 +21,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "api", help="the HTTP gateway: submit intents, read operations, alerts, timelines",
         description="Serve the ledger over HTTP (OpenAPI at /openapi.json, docs at /docs): "
         "POST /v1/intents, GET /v1/operations/{key}, GET /v1/timeline/{key}, "
-        "GET /v1/alerts, GET /v1/reconciliation, POST /v1/reconciliation/{key}. Every "
-        "request needs 'Authorization: Bearer <API key>'; each key acts for one tenant "
-        "and never reads or writes another tenant's keys. There is no TLS: serve on "
+        "GET /v1/evidence/{key}, GET /v1/alerts, GET /v1/reconciliation, "
+        "POST /v1/reconciliation/{key}, GET /metrics. Every request but /healthz, /metrics "
+        "and /console needs 'Authorization: Bearer <API key>'; each key acts for one tenant "
+        "and never reads or writes another tenant's keys; /metrics answers this host only "
+        "unless --metrics-host opens it. There is no TLS: serve on "
         "loopback or behind a TLS-terminating proxy.")
     parser.add_argument("--host", help="listen address (env: LEDGER_API_HOST; default "
                         "127.0.0.1)")
@@ -30,6 +37,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="API keys, one TENANT=KEY per line; TENANT:agent=KEY for an "
                         "agent's key, which the operator routes refuse (env: "
                         "LEDGER_API_KEYS_FILE)")
+    add_metrics_host_flag(parser)
     add_common_flags(parser)
     parser.set_defaults(handler=_run)
 
@@ -41,7 +49,8 @@ def _run(args: argparse.Namespace) -> int:
     from ledger_stream.sdk.client import AsyncLedgerClient
 
     settings = settings_from(args, api_host=args.host, api_port=args.port, api_keys=args.keys,
-                             api_keys_file=args.keys_file)
+                             api_keys_file=args.keys_file,
+                             metrics_host=args.metrics_host)
     try:
         keys = ApiKeys.parse(settings.api_keys.get_secret_value() if settings.api_keys else "",
                              settings.api_keys_file)

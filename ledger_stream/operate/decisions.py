@@ -203,7 +203,9 @@ def _recorded(settings: Settings, bootstrap: str, codec: AvroCodec, tenant: str,
     can answer: an id that cannot be checked is not used."""
     if settings.view_url:
         try:
-            return ViewClient(settings.view_url).decision(tenant, decision_id, wait_s=5.0)
+            key = settings.view_key.get_secret_value() if settings.view_key else None
+            return ViewClient(settings.view_url, key=key).decision(tenant, decision_id,
+                                                                   wait_s=5.0)
         except NoTimelineError:
             pass  # a view of latest receipts only: read the topic
         except (StaleTimelineError, ViewUnavailableError) as exc:

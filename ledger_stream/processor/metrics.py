@@ -94,13 +94,17 @@ def start_series(input_topics: Iterable[str]) -> None:
         ABANDONED.labels(reason)
 
 
-def serve_metrics(port: int | None, who: str) -> int | None:
-    """Serve ``/metrics`` on ``port`` in a daemon thread (0: a free port) and log where; the
-    port served, or None when ``port`` is None (off)."""
+def serve_metrics(port: int | None, who: str, host: str = "127.0.0.1",
+                  ) -> tuple[str, int] | None:
+    """Serve ``/metrics`` on ``host``:``port`` in a daemon thread (0: a free port) and log
+    where; the address bound, or None when ``port`` is None (off). The default host is
+    loopback: metrics say how much every tenant does, so reaching them from beyond this host
+    is the operator's choice (``--metrics-host``)."""
     if port is None:
         return None
-    server, _ = start_http_server(port)
-    served = int(server.server_port)
+    server, _ = start_http_server(port, addr=host)
+    bound = server.server_address
+    served = (str(bound[0]), int(bound[1]))
     logger.info("metrics served", extra=log_fields(
-        who=who, port=served, url=f"http://0.0.0.0:{served}/metrics"))
+        who=who, port=served[1], url=f"http://{host}:{served[1]}/metrics"))
     return served
