@@ -15,8 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from ledger_stream.cli.main import main as cli
 from ledger_stream.config import Settings
@@ -146,9 +148,21 @@ def test_bad_calls_are_tool_errors_that_say_what_is_wrong(ledger_settings: Setti
     assert bad_wait.is_error and "wait_seconds must be between" in bad_wait.content[0].text
 
 
-def _http_server(settings: Settings, port: int, log: Path) -> subprocess.Popen[bytes]:
+HTTP_KEY = "acme-mcp-http-key-0123456789"
+
+
+def keyed(url: str, key: str = HTTP_KEY) -> Any:
+    """A streamable HTTP transport to ``url`` that sends ``key``."""
+    return streamable_http_client(url, http_client=httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {key}"}, timeout=90))
+
+
+def _http_server(settings: Settings, port: int, log: Path, *access: str,
+                 ) -> subprocess.Popen[bytes]:
+    """The server over HTTP; ``access`` flags, by default the key HTTP_KEY for acme."""
     proc = subprocess.Popen([sys.executable, *server_args(
-        settings, "--transport", "http", "--port", str(port))], cwd=REPO,
+        settings, "--transport", "http", "--port", str(port),
+        *(access or ("--keys", f"acme={HTTP_KEY}")))], cwd=REPO,
         stdout=log.open("ab"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -172,11 +186,11 @@ def test_streamable_http_repeat_after_a_sigkilled_server_pays_once(
     url = f"http://127.0.0.1:{http_port}/mcp"
     proc = _http_server(stack.settings, http_port, tmp_path / "mcp.log")
     try:
-        first = content(calls(url, refund(invoice, 40.0))[0])
+        first = content(calls(keyed(url), refund(invoice, 40.0))[0])
         proc.kill()  # SIGKILL by PID: the host's next call meets a new server
         proc.wait(10)
         proc = _http_server(stack.settings, http_port, tmp_path / "mcp.log")
-        again = content(calls(url, refund(invoice, 40.0))[0])
+        again = content(calls(keyed(url), refund(invoice, 40.0))[0])
     finally:
         proc.kill()
         proc.wait(10)
