@@ -21,6 +21,7 @@ from ledger_stream.gateway import ApiKeys, build_app
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.sdk.client import AsyncLedgerClient
 from ledger_stream.serde import AvroCodec
+from ledger_stream.testing.view import ServedView
 from tests.gateway.conftest import ACME, GLOBEX, curl, serve_gateway
 
 pytestmark = pytest.mark.timeout(180)
@@ -145,3 +146,20 @@ def test_gateway_metrics_answer_this_host_unless_opened(
         assert 'ledger_gateway_requests_total{route="/v1/alerts",status="401"} 1.0' in local
         far = _raw(gateway.replace("127.0.0.1", outward) + "/metrics")
         assert far.startswith("403 ") != opened, far
+
+
+def test_the_gateway_reads_a_keyed_view_with_its_callers_key(ledger_topics: Settings,
+                                                             tmp_path: Path) -> None:
+    """The view checks the tenant again: the gateway sends it the caller's key, never one
+    of its own, so a key the view does not know reads nothing through the gateway."""
+    view = ServedView(ledger_topics, tmp_path / "view",
+                      keys=ApiKeys.parse(f"acme={ACME},globex={GLOBEX}"))
+    try:
+        for gateway in serve_gateway(ledger_topics, tmp_path,
+                                     env={"LEDGER_VIEW_URL": view.url}):
+            seeded = Seeded(ledger_topics, gateway)
+            for route in ("operations", "timeline", "evidence"):
+                code, body = curl("GET", f"{gateway}/v1/{route}/{seeded.key}", ACME)
+                assert code == 200 and seeded.secret in str(body), (route, code, body)
+    finally:
+        view.close()
