@@ -31,7 +31,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="one JSON object per receipt (the Avro fields) instead of a table")
     parser.add_argument("--latest", action="store_true", help="only the latest receipt")
     parser.add_argument("--view-url", metavar="URL",
-                        help="receipts view to ask with --latest (env: LEDGER_VIEW_URL)")
+                        help="receipts view to ask with --latest, with the API key LEDGER_VIEW_KEY "
+                        "(env: LEDGER_VIEW_URL)")
     add_common_flags(parser)
     parser.set_defaults(handler=_run)
 

@@ -51,7 +51,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          help="how long to wait for the ledger to apply it (default 10)")
     resolve.add_argument("--view-url", metavar="URL",
                          help="the view whose decision index checks the id is unused "
-                         "(env: LEDGER_VIEW_URL; unset: the attempts topic is read)")
+                         "(with the API key LEDGER_VIEW_KEY; env: LEDGER_VIEW_URL; unset: the "
+                         "attempts topic is read)")
     add_common_flags(resolve)
     resolve.set_defaults(handler=_resolve)
 

@@ -29,8 +29,10 @@ class TenantKeyGate:
         self.app, self.keys, self.tenant = app, keys, tenant
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":  # lifespan: the session manager's start and stop
+        if scope["type"] == "lifespan":  # the session manager's start and stop
             await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":  # a websocket: never accepted, so the server refuses it
             return
         headers = dict(scope.get("headers") or ())
         try:
