@@ -23,19 +23,16 @@ import json
 import sqlite3
 import sys
 import time
-import uuid
 from contextlib import ExitStack
 from typing import Any
 
 from langchain_core.messages import AIMessage
 from langgraph.types import Command
 
-from examples.refund_agent.graph import refund_key
-from examples.refund_agent.variants import VARIANTS, Effects, Variant
 from examples.refund_agent.approvals import sign_refund
+from examples.refund_agent.variants import VARIANTS, Effects, Variant
 from ledger_stream import LedgerClient
 from ledger_stream.config import Settings
-from ledger_stream.langgraph import ToolCall
 
 
 def _checkpointer(args: argparse.Namespace, stack: ExitStack) -> Any:

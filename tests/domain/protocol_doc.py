@@ -23,7 +23,8 @@ OS, RS, RES = ev.OutcomeStatus, ev.ReconcileStatus, ev.Resolution
 APPROVER, FORGER = seeded_approver("approver-1", "k"), seeded_approver("approver-1", "forged")
 POLICY = Policy(replay_window_ms=100_000, retry_backoff_ms=500, max_attempts=3,
                 clock_skew_ms=1_000, approval_required_actions=frozenset({"payout"}),
-                approval_keys=trusted(APPROVER), stall_after_ms=60_000, reconcile_timeout_ms=120_000)
+                approval_keys=trusted(APPROVER), stall_after_ms=60_000,
+                reconcile_timeout_ms=120_000)
 
 
 @dataclass(frozen=True)

@@ -589,10 +589,8 @@ def test_a_lookup_result_for_a_key_that_is_not_live_changes_nothing():
 def test_a_forged_signature_with_non_ascii_characters_is_refused_not_raised():
     """Found by the coverage-guided fuzzer: hmac.compare_digest raises TypeError on a str
     with non-ASCII characters, which crashed the processor on a hostile intent."""
-    from ledger_stream.domain.approval import approval_problem
+    from ledger_stream.domain.approval import ApprovalKeys, approval_problem
     from ledger_stream.domain.events import Approval
-
-    from ledger_stream.domain.approval import ApprovalKeys
 
     forged = intent(approval=Approval("ap", "h", "", 10**13, "sig\u00e9\u2603"))
     dev = ApprovalKeys(dev_secret=b"secret")
