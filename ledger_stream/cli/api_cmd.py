@@ -16,7 +16,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "api", help="the HTTP gateway: submit intents, read operations, alerts, timelines",
         description="Serve the ledger over HTTP (OpenAPI at /openapi.json, docs at /docs): "
         "POST /v1/intents, GET /v1/operations/{key}, GET /v1/timeline/{key}, "
-        "GET /v1/alerts, GET /v1/reconciliation, POST /v1/reconciliation/{key}. Every "
+        "GET /v1/alerts, GET /v1/reconciliation, POST /v1/reconciliation/{key}, "
+        "GET/POST /v1/approvals (approving needs LEDGER_APPROVAL_SIGNING_KEY). Every "
         "request needs 'Authorization: Bearer <API key>'; each key acts for one tenant "
         "and never reads or writes another tenant's keys. There is no TLS: serve on "
         "loopback or behind a TLS-terminating proxy.")
@@ -35,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ledger_stream.domain.approval import InvalidApprovalKey
     from ledger_stream.gateway import ApiKeyError, ApiKeys, build_app
     from ledger_stream.gateway.serve import serve
     from ledger_stream.kafka.exceptions import KafkaSetupError
@@ -51,7 +53,11 @@ def _run(args: argparse.Namespace) -> int:
         client = AsyncLedgerClient(settings)
     except KafkaSetupError as exc:
         raise CliError(str(exc)) from exc
-    app = build_app(client, keys)
+    try:
+        app = build_app(client, keys)
+    except InvalidApprovalKey as exc:  # LEDGER_APPROVAL_SIGNING_KEY, for the approval route
+        client.client.close()
+        raise CliError(str(exc)) from exc
     logging.getLogger("ledger_stream.gateway").info("api serving", extra=log_fields(
         instance=f"{socket.gethostname()}-{os.getpid()}",
         url=f"http://{settings.api_host}:{settings.api_port}", openapi="/openapi.json"))
