@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 
 from ledger_stream.bench.exceptions import BenchError
-from ledger_stream.domain.approval import ApprovalSigner
-from ledger_stream.operate.approvals import public_key_text
+from ledger_stream.operate.approvals import new_signer, public_key_text
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -129,4 +128,4 @@ def processor(bootstrap: str, prefix: str, group: str, state_dir: Path, log: Pat
 def throwaway_approver_env() -> dict[str, str]:
     """A processor setting that trusts a new approver key whose private half is dropped at
     once: a benchmark asks for no approval, and nothing can approve anything."""
-    return {"LEDGER_APPROVAL_PUBLIC_KEYS": public_key_text(ApprovalSigner.generate("bench"))}
+    return {"LEDGER_APPROVAL_PUBLIC_KEYS": public_key_text(new_signer("bench"))}

@@ -19,13 +19,14 @@ import hashlib
 import hmac
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
     Ed25519PublicKey,
 )
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from ledger_stream.domain.events import Approval, Intent
 
@@ -53,7 +54,8 @@ class ApprovalKeys:
 
     public: tuple[tuple[str, bytes], ...] = ()
     revoked: frozenset[str] = frozenset()
-    dev_secret: bytes | None = None
+    # Never shown: a policy's repr may reach a log.
+    dev_secret: bytes | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, public: Mapping[str, bytes], revoked: frozenset[str] = frozenset(),
@@ -72,23 +74,18 @@ class ApprovalKeys:
 @dataclass(frozen=True)
 class ApprovalSigner:
     """An approver's private key and its id: what ``ledger-stream approve`` and the
-    gateway sign with. Never part of a policy."""
+    gateway sign with. Never part of a policy. (A new one is made outside the domain, which
+    draws no randomness: ``operate.approvals.new_signer``.)"""
 
     key_id: str
-    private_key: Ed25519PrivateKey
+    private_key: Ed25519PrivateKey = field(repr=False)
 
     @classmethod
     def from_seed(cls, key_id: str, seed: bytes) -> ApprovalSigner:
         """A deterministic key from a 32-byte seed (simulations and tests)."""
         return cls(check_key_id(key_id), Ed25519PrivateKey.from_private_bytes(seed))
 
-    @classmethod
-    def generate(cls, key_id: str) -> ApprovalSigner:
-        return cls(check_key_id(key_id), Ed25519PrivateKey.generate())
-
     def public_bytes(self) -> bytes:
-        from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-
         return self.private_key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
 
     def trusted(self, revoked: frozenset[str] = frozenset()) -> ApprovalKeys:

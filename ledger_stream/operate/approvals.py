@@ -44,10 +44,15 @@ PUBLIC_SUFFIX = ".pub"
 DEFAULT_EXPIRES_IN_S = 600
 
 
+def new_signer(key_id: str) -> ApprovalSigner:
+    """A new approver key from the operating system's randomness."""
+    return ApprovalSigner(check_key_id(key_id), Ed25519PrivateKey.generate())
+
+
 def write_keypair(key_id: str, out_dir: Path) -> tuple[Path, Path]:
     """Make a new approver key: ``KEY_ID.key`` (mode 0600, never overwritten) and
     ``KEY_ID.pub`` in ``out_dir``. Returns their paths."""
-    signer = ApprovalSigner.generate(key_id)
+    signer = new_signer(key_id)
     out_dir.mkdir(parents=True, exist_ok=True)
     private = out_dir / f"{key_id}{PRIVATE_SUFFIX}"
     public = out_dir / f"{key_id}{PUBLIC_SUFFIX}"
