@@ -186,7 +186,9 @@ class Settings(BaseSettings):
     mcp_tenant: str | None = Field(None, description="tenant of every operation the MCP "
                                    "server submits")
     mcp_effects: str | None = Field(None, description="effects the MCP server offers, "
-                                    "NAME=ACTION@TARGET[,...] (e.g. refund=refund@payments)")
+                                    "NAME=ACTION@TARGET[FIELD,...][,...], the fields naming the "
+                                    "business id its key is derived from (e.g. "
+                                    "refund=refund@payments[invoice])")
     mcp_transport: Literal["stdio", "http"] = Field(
         "stdio", description="MCP transport: stdio, or streamable HTTP")
     mcp_host: str = Field("127.0.0.1", description="address the MCP server listens on (http)")

@@ -19,7 +19,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="serve the ledger as an MCP server (submit_effect, get_operation, "
         "list_unresolved)",
         description="An MCP server for hosts that cannot use the Python SDK: submit_effect "
-        "applies a registered effect once per operation id, get_operation answers its state "
+        "applies a registered effect once per business id, the key derived from the argument "
+        "fields its registration names, get_operation answers its state "
         "and receipt, list_unresolved lists what is not settled. The tenant and the effects "
         "come from this configuration, never from the model. Needs `pip install "
         "ledger-stream[mcp]`. stdio: the host starts this command; http: streamable HTTP at "
@@ -27,8 +28,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--tenant", metavar="NAME",
                         help="tenant of every operation (env: LEDGER_MCP_TENANT; required)")
-    parser.add_argument("--effects", metavar="NAME=ACTION@TARGET,...",
-                        help="effects offered, e.g. refund=refund@payments (env: "
+    parser.add_argument("--effects", metavar="NAME=ACTION@TARGET[FIELD,...],...",
+                        help="effects offered and the argument fields naming each one's "
+                        "business id, e.g. refund=refund@payments[invoice]; "
+                        "[unsafe-model-id] keys an effect by the model's operation_id "
+                        "instead (unsafe: a regenerated answer pays twice) (env: "
                         "LEDGER_MCP_EFFECTS; required)")
     parser.add_argument("--transport", choices=("stdio", "http"),
                         help="stdio or streamable HTTP (env: LEDGER_MCP_TRANSPORT; "
@@ -73,6 +77,11 @@ def _run(args: argparse.Namespace) -> int:
     logging.getLogger("ledger_stream.mcp").info("mcp server started", extra=log_fields(
         instance=session, tenant=settings.mcp_tenant, effects=sorted(effects),
         transport=settings.mcp_transport))
+    for effect in effects.values():
+        if effect.model_id:
+            logging.getLogger("ledger_stream.mcp").warning(
+                "effect keyed by the model's operation_id: a regenerated answer that writes "
+                "another id is a second effect", extra=log_fields(effect=effect.name))
     with client:
         server = build_server(LedgerTools(client, settings.mcp_tenant, effects),
                               session=session)

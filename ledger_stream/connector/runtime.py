@@ -75,6 +75,7 @@ class ConnectorWorker:
     def __init__(self, settings: Settings, bootstrap: str, target: Target,
                  options: ConnectorOptions, codec: AvroCodec | None = None) -> None:
         self._target, self._bootstrap = target, bootstrap
+        metrics.start_series(target.name)
         self._kafka_timeout_s = settings.kafka_timeout_s
         self._group = f"{settings.topic_prefix}.connector.{target.name}"
         instance = options.instance_id or f"{target.name}-{uuid.uuid4().hex[:8]}"

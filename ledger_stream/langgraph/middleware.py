@@ -79,6 +79,14 @@ class Effect:
     payload: Callable[[dict[str, Any]], Any] | None = None
     approval: Callable[[Mapping[str, Any], Mapping[str, Any]], ev.Approval | None] | None = None
 
+    def __post_init__(self) -> None:
+        names = (self.business_id,) if isinstance(self.business_id, str) else self.business_id
+        if not names or not all(isinstance(n, str) and n.strip() for n in names):
+            raise ValueError(f"Effect({self.action!r}): business_id must name the argument(s) "
+                             "that identify the business object (e.g. business_id=\"invoice\"): "
+                             "the operation key is operation_key(tenant, action, <their "
+                             "values>), never the tool call id")
+
     def key(self, tenant: str, args: Mapping[str, Any]) -> str:
         names = (self.business_id,) if isinstance(self.business_id, str) else self.business_id
         missing = [n for n in names if args.get(n) in (None, "")]

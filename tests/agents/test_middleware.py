@@ -215,6 +215,12 @@ def test_declaring_a_tool_both_ways_is_refused():
                          effects={"a": Effect("refund", "p", "id")}, exempt=["a"])
 
 
+def test_an_effect_without_a_business_id_is_refused_when_declared():
+    for empty in ("", " ", (), ("invoice", "")):
+        with pytest.raises(ValueError, match="business_id must name the argument"):
+            Effect("refund", "payments", empty)
+
+
 def test_parallel_calls_in_one_step_each_carry_the_approval_of_their_own_call(tmp_path):
     """The refund agent's model asks for two refunds in one message; create_agent runs the
     two tool calls as tasks of one step, and each intent must carry its own invoice's
