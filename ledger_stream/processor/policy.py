@@ -42,6 +42,9 @@ def approval_keys(settings: Settings) -> ApprovalKeys:
         raise ConfigError(
             f"no approver public key: set {KEY_SETTINGS}; make a key with `ledger-stream "
             f"approval-keys generate`{secret_only}; or LEDGER_DEV_MODE=1 for development")
+    if settings.approval_signing_key is not None and not settings.dev_mode:
+        logger.warning("LEDGER_APPROVAL_SIGNING_KEY is set here, but checking approvals needs "
+                       "public keys only: keep approvers' private keys off this host")
     return keys
 
 

@@ -43,6 +43,13 @@ def test_the_secret_is_ignored_outside_dev_mode():
     assert keys.public_key("ops-1") == APPROVER.public_bytes()
 
 
+def test_a_private_key_on_a_checking_host_is_warned_about(caplog: pytest.LogCaptureFixture,
+                                                           tmp_path: Path):
+    approval_keys(_settings(approval_public_keys=public_key_text(APPROVER),
+                            approval_signing_key=tmp_path / "ops-1.key"))
+    assert "keep approvers' private keys off this host" in caplog.text
+
+
 def test_dev_mode_uses_the_configured_or_the_public_development_secret():
     assert approval_keys(_settings(dev_mode=True)).dev_secret == DEV_APPROVAL_SECRET
     assert approval_keys(_settings(dev_mode=True,
