@@ -129,7 +129,8 @@ class Settings(BaseSettings):
         600_000, ge=1, description="a reconciliation with no result this long goes to an "
         "operator, with an alert")
     dev_mode: bool = Field(
-        False, description="development mode: allows the built-in approval secret")
+        False, description="development mode: approvals may also be signed with the "
+        "shared HMAC secret (LEDGER_APPROVAL_SECRET, or a built-in public one)")
     session_timeout_ms: int = Field(
         10_000, ge=6_000, description="consumer session timeout: how fast a dead member's "
         "partitions move to the survivors"
@@ -210,8 +211,20 @@ class Settings(BaseSettings):
 
     # Approval policy
     approval_secret: SecretStr | None = Field(
-        None, description="HMAC key of the approval service (required unless dev_mode)"
+        None, description="development mode only: the shared HMAC key of approvals without "
+        "a key id (ignored outside dev_mode, where approver keys sign)"
     )
+    approval_keys_dir: Path | None = Field(
+        None, description="directory of the approver public keys the ledger trusts, one "
+        "KEY_ID.pub file each (PEM, as `ledger-stream approval-keys generate` writes)")
+    approval_public_keys: str | None = Field(
+        None, description="more trusted approver public keys, KEY_ID=BASE64[,KEY_ID=BASE64...] "
+        "(the raw 32-byte Ed25519 key, base64)")
+    approval_revoked_keys: tuple[str, ...] = Field(
+        (), description="approver key ids whose approvals are refused, even when still listed")
+    approval_signing_key: Path | None = Field(
+        None, description="an approver's private key file (`approve`, the gateway's approval "
+        "route); never needed by the processor")
     approval_required_actions: tuple[str, ...] = Field(
         (), description="action types that need a valid approval"
     )

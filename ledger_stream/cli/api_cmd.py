@@ -22,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Serve the ledger over HTTP (OpenAPI at /openapi.json, docs at /docs): "
         "POST /v1/intents, GET /v1/operations/{key}, GET /v1/timeline/{key}, "
         "GET /v1/evidence/{key}, GET /v1/alerts, GET /v1/reconciliation, "
-        "POST /v1/reconciliation/{key}, GET /metrics. Every request but /healthz, /metrics "
+        "POST /v1/reconciliation/{key}, GET/POST /v1/approvals (approving needs "
+        "LEDGER_APPROVAL_SIGNING_KEY), GET /metrics. Every request but /healthz, /metrics "
         "and /console needs 'Authorization: Bearer <API key>'; each key acts for one tenant "
         "and never reads or writes another tenant's keys; /metrics answers this host only "
         "unless --metrics-host opens it. There is no TLS: serve on "
@@ -43,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ledger_stream.domain.approval import InvalidApprovalKey
     from ledger_stream.gateway import ApiKeyError, ApiKeys, build_app
     from ledger_stream.gateway.serve import serve
     from ledger_stream.kafka.exceptions import KafkaSetupError
@@ -60,7 +62,11 @@ def _run(args: argparse.Namespace) -> int:
         client = AsyncLedgerClient(settings)
     except KafkaSetupError as exc:
         raise CliError(str(exc)) from exc
-    app = build_app(client, keys)
+    try:
+        app = build_app(client, keys)
+    except InvalidApprovalKey as exc:  # LEDGER_APPROVAL_SIGNING_KEY, for the approval route
+        client.client.close()
+        raise CliError(str(exc)) from exc
     logging.getLogger("ledger_stream.gateway").info("api serving", extra=log_fields(
         instance=f"{socket.gethostname()}-{os.getpid()}",
         url=f"http://{settings.api_host}:{settings.api_port}", openapi="/openapi.json"))

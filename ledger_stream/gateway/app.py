@@ -260,6 +260,9 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
             return out.model_copy(update={"in_force": None, "not_applied": sorted(offsets)})
         return out.model_copy(update={"in_force": not late, "not_applied": late})
 
+    from ledger_stream.gateway import approvals  # its routes use this module's dependencies
+
+    app.include_router(approvals.router(sync))
     return app
 
 

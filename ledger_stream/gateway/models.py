@@ -32,6 +32,8 @@ class ApprovalIn(Strict):
     policy_revision: str
     expires_at_ms: int = Field(ge=0, le=2**63 - 1)
     signature: str
+    key_id: str = Field("", description="the approver key that signed (as `ledger-stream "
+                        "approve` and POST /v1/approvals give it)")
 
 
 class IntentIn(Strict):

@@ -150,19 +150,36 @@ def test_non_json_values_say_which_type_and_string_keys_are_required():
     assert str(raised.value) == "material argument object keys must be strings"
 
 
-def test_the_approval_signature_is_an_hmac_over_the_documented_text():
-    """A known answer: the approval service and the ledger must agree byte for byte."""
+def test_the_approval_signature_is_ed25519_over_the_documented_text():
+    """A known answer: approvers and the ledger must agree byte for byte, and the signed
+    text names the key id."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from ledger_stream.domain.approval import sign_approval
+    from ledger_stream.testing.approvers import seeded_approver
+
+    signer = seeded_approver("ops-2026", "known answer")
+    approval = sign_approval(signer, "acme/payout/p1", "ap-1", "ab" * 32, "rev-3", 1234)
+    text = "\n".join(("ledger-approval-v2", "ops-2026", "acme/payout/p1", "ap-1", "ab" * 32,
+                      "rev-3", "1234")).encode("utf-8")
+    Ed25519PublicKey.from_public_bytes(signer.public_bytes()).verify(
+        bytes.fromhex(approval.signature), text)  # raises when it differs
+    assert (approval.approval_id, approval.payload_hash, approval.policy_revision,
+            approval.expires_at_ms, approval.key_id) == ("ap-1", "ab" * 32, "rev-3", 1234,
+                                                         "ops-2026")
+
+
+def test_the_development_approval_is_an_hmac_over_the_documented_text():
     import hashlib
     import hmac
 
-    from ledger_stream.domain.approval import sign_approval
+    from ledger_stream.domain.approval import sign_dev_approval
 
-    approval = sign_approval(b"secret", "acme/payout/p1", "ap-1", "ab" * 32, "rev-3", 1234)
+    approval = sign_dev_approval(b"secret", "acme/payout/p1", "ap-1", "ab" * 32, "rev-3", 1234)
     text = "\n".join(("ledger-approval-v1", "acme/payout/p1", "ap-1", "ab" * 32, "rev-3",
                       "1234")).encode("utf-8")
     assert approval.signature == hmac.new(b"secret", text, hashlib.sha256).hexdigest()
-    assert (approval.approval_id, approval.payload_hash, approval.policy_revision,
-            approval.expires_at_ms) == ("ap-1", "ab" * 32, "rev-3", 1234)
+    assert approval.key_id == ""
 
 
 @pytest.mark.parametrize("case,says", [
@@ -175,15 +192,17 @@ def test_the_approval_signature_is_an_hmac_over_the_documented_text():
 ])
 def test_each_approval_problem_is_named(case, says):
     from ledger_stream.domain.approval import approval_problem, sign_approval
+    from ledger_stream.testing.approvers import seeded_approver, trusted
 
+    signer = seeded_approver("approver-1", "k")
     base = intent(key="acme/payout/p1", policy_revision="rev-1")
     payload = "0" * 64 if case == "payload" else base.args_hash
     revision = "rev-0" if case in ("revision", "no revision asked") else "rev-1"
-    approval = sign_approval(b"k", base.key, "ap", payload, revision, 10_000)
+    approval = sign_approval(signer, base.key, "ap", payload, revision, 10_000)
     subject = intent(key="acme/payout/p1", approval=approval,
                      policy_revision="" if case == "no revision asked" else "rev-1")
     now = {"expired": 10_001, "at expiry": 10_000}.get(case, 9_999)
-    assert approval_problem(subject, b"k", True, now) == says
+    assert approval_problem(subject, trusted(signer), True, now) == says
 
 
 @pytest.mark.parametrize("at_ms,lease_ms,valid", [(1, 1, True), (0, 1, False),
