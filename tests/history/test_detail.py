@@ -84,3 +84,16 @@ def test_a_summary_and_the_ledgers_own_words_are_shown_unchanged() -> None:
 def test_text_that_only_looks_like_a_summary_is_withheld(sneaky: str) -> None:
     assert "4111" not in shown_detail(f"target cannot be queried: {sneaky}")
     assert "4111" not in shown_detail(f"outcome unknown: {sneaky}")
+
+
+def test_what_an_agent_is_told_of_an_old_receipt_holds_no_target_text() -> None:
+    from ledger_stream.langgraph.tool import receipt_summary
+    from ledger_stream.sdk.errors import EffectFailed, raise_for
+
+    (receipt,) = [o for o in run([f.intent(), f.claim(),
+                                  outcome(ev.OutcomeStatus.FAILED, OLD)])
+                  if isinstance(o, ev.Receipt) and o.status is ev.ReceiptStatus.FAILED]
+    with pytest.raises(EffectFailed) as raised:
+        raise_for(receipt)
+    assert "4111" not in str(raised.value) and "withheld" in str(raised.value)
+    assert "4111" not in receipt_summary(receipt)["detail"]
