@@ -11,14 +11,14 @@ core move on. The core's commands are executed here:
 - Call: on a worker, never started after the grant's ``start_by`` (reported ``not_called``
   instead); classified by the Target; failpoints before and after.
 - Lookup: on a worker.
-
-A failure is reported, logged and traced as a target error summary (``redaction.py``):
-never an exception's message, which may quote the target's answer.
 - Commit: the partition's offset, asynchronously; synchronously when a partition is revoked
   or the process stops.
 
 Revocation (cooperative rebalancing) and SIGTERM give up every claim still waiting for its
 answer (``not_called``) and let the calls on the wire finish and report.
+
+A failure is reported, logged and traced as a target error summary (``redaction.py``):
+never an exception's message, which may quote the target's answer.
 """
 
 from __future__ import annotations
