@@ -96,7 +96,7 @@ def _line(alert: ev.Alert, partition: int, offset: int, as_json: bool) -> str:
     if as_json:
         from ledger_stream.serde.records import to_record
 
-        return json.dumps({**to_record(alert), "partition": partition, "offset": offset},
-                          sort_keys=True)
+        return json.dumps({**to_record(alert), "detail": shown_detail(alert.detail),
+                           "partition": partition, "offset": offset}, sort_keys=True)
     return "\t".join(cell(v) for v in (iso_ms(alert.at_ms), alert.kind.value, alert.key,
                                         shown_detail(alert.detail), partition, offset))

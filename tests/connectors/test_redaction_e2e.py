@@ -126,6 +126,9 @@ def readers(stack: Stack, gateway: str, keys: list[str], tmp_path: Path,
             for how in (["--json"], []):
                 assert main(["inspect", key, *how, *common(stack.settings)]) == 0
                 shown.setdefault("inspect", []).append(capsys.readouterr().out)
+            for how in (["--json"], []):
+                assert main(["receipts", key, *how, *common(stack.settings)]) == 0
+                shown.setdefault("receipts", []).append(capsys.readouterr().out)
             out = tmp_path / f"evidence-{n}.json"
             assert main(["evidence", key, "--out", str(out), *common(stack.settings)]) == 0
             shown.setdefault("evidence file", []).append(out.read_text())
@@ -136,6 +139,9 @@ def readers(stack: Stack, gateway: str, keys: list[str], tmp_path: Path,
             for path in (f"/v1/operations/{quoted}", f"/v1/timeline/{quoted}"):
                 shown.setdefault("gateway", []).append(
                     json.dumps(curl("GET", f"{gateway}{path}", ACME)))
+        for command in (["alerts"], ["alerts", "--json"], ["reconcile", "list"]):
+            main([*command, *common(stack.settings)])
+            shown.setdefault("alerts, reconcile", []).append(capsys.readouterr().out)
         for path in ("/v1/alerts", "/v1/reconciliation"):
             shown["gateway"].append(json.dumps(curl("GET", f"{gateway}{path}", ACME)))
     finally:
