@@ -136,7 +136,8 @@ def readers(stack: Stack, gateway: str, keys: list[str], tmp_path: Path,
             shown.setdefault("view", []).extend(
                 get(f"{view.url}/v1/{what}/{quoted}")
                 for what in ("operations", "timeline", "evidence"))
-            for path in (f"/v1/operations/{quoted}", f"/v1/timeline/{quoted}"):
+            for path in (f"/v1/operations/{quoted}", f"/v1/timeline/{quoted}",
+                         f"/v1/evidence/{quoted}"):
                 shown.setdefault("gateway", []).append(
                     json.dumps(curl("GET", f"{gateway}{path}", ACME)))
         for command in (["alerts"], ["alerts", "--json"], ["reconcile", "list"]):
