@@ -52,8 +52,9 @@ from ledger_stream.falsify.evidence import LedgerTopics
 
 SETTLED = frozenset({"succeeded", "failed", "rejected", "needs_reconciliation"})
 # Requests the sandbox logged that reached its commit point: what a target without its
-# deduplication would have executed. The two faults that stop before the commit are not.
-NOT_EFFECTFUL = frozenset({"fault:error_before_commit", "fault:crash_before_commit"})
+# deduplication would have executed. The faults that stop before the commit are not.
+NOT_EFFECTFUL = frozenset({"fault:error_before_commit", "fault:decline",
+                           "fault:crash_before_commit"})
 # The two sandbox faults that make it exit when they act: every call in flight then ends
 # unknown, as if the sandbox had been killed at that moment (the request log's ``at``).
 SANDBOX_CRASHES = frozenset({"fault:crash_before_commit", "fault:crash_after_commit"})

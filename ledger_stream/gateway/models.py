@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ledger_stream.domain import events as ev
+from ledger_stream.history.detail import shown_detail
 
 SETTLED = frozenset({ev.ReceiptStatus.SUCCEEDED, ev.ReceiptStatus.FAILED,
                      ev.ReceiptStatus.REJECTED})
@@ -81,7 +82,7 @@ class Operation(BaseModel):
                    status=receipt.status.value, key_status=receipt.key_status.value,
                    reason=receipt.reason.value, external_id=receipt.external_id or None,
                    attempts=receipt.attempts, intent_event_id=receipt.intent_event_id,
-                   receipt_id=receipt.receipt_id, detail=receipt.detail or None,
+                   receipt_id=receipt.receipt_id, detail=shown_detail(receipt.detail) or None,
                    at_ms=receipt.at_ms, origin=receipt.origin or None)
 
 

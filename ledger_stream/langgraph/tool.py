@@ -36,6 +36,7 @@ from langgraph.types import Command
 
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import InvalidKeyError, checked_key, operation_key
+from ledger_stream.history.detail import shown_detail
 from ledger_stream.langgraph.origin import step_origin
 from ledger_stream.sdk.client import LedgerClient
 
@@ -60,7 +61,8 @@ def receipt_summary(receipt: ev.Receipt) -> dict[str, Any]:
         "key": receipt.key, "status": receipt.status.value, "key_status":
         receipt.key_status.value, "reason": receipt.reason.value,
         "external_id": receipt.external_id, "attempts": receipt.attempts,
-        "intent_event_id": receipt.intent_event_id, "detail": receipt.detail,
+        "intent_event_id": receipt.intent_event_id,
+        "detail": shown_detail(receipt.detail),
         "origin": receipt.origin,
     }
 

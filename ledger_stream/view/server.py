@@ -51,6 +51,7 @@ from ledger_stream.domain.events import OperatorResolution, Receipt
 from ledger_stream.domain.keys import InvalidKeyError, checked_key
 from ledger_stream.gateway.auth import ApiKeys
 from ledger_stream.history import evidence, timeline
+from ledger_stream.history.detail import shown_detail
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import AvroCodec, DecodeError
@@ -96,6 +97,8 @@ def operation(view: ReceiptView, codec: AvroCodec, key: str, query: dict[str, li
         caught_up = view.wait_for(partition, after, wait_ms / 1000)
     receipt = _record(codec, view.latest(key.encode("utf-8")), Receipt,
                       "the key's latest receipt")
+    if receipt is not None:  # an old record's detail may quote a target: its length only
+        receipt["detail"] = shown_detail(receipt.get("detail") or "")
     return {"key": key, "partition": partition, "position": view.position(partition),
             "caught_up": caught_up, "receipt": receipt}
 
