@@ -47,6 +47,10 @@ def test_the_first_duplicate_effect_after_a_start_fires_the_shipped_rule(
         wait_for("a scrape of the running processor", lambda: bool(prometheus.query(
             'ledger_decisions_total{job="ledger-processor",event="Intent"} > 0')), 30, [proc])
         assert not prometheus.alerts(ALERT)
+        # The processor exported the series at 0 from its start (start_series): Prometheus
+        # holds it before anything was counted.
+        assert prometheus.query('ledger_alerts_total{job="ledger-processor",'
+                                'kind="duplicate_effect"} == 0')
 
         for event in (claim(1, "c1", key=key),
                       outcome(ev.OutcomeStatus.SUCCEEDED, 1, "c1", key=key,
