@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from ledger_stream.domain.keys import args_hash, canonical_json
+from ledger_stream.domain.keys import InvalidKeyError, args_hash, business_id_part, canonical_json
 from ledger_stream.domain.validation import invalid_reason
 from tests.factories import intent
 
@@ -219,3 +219,18 @@ def test_a_key_part_that_is_not_valid_unicode_is_refused():
 
     with pytest.raises(InvalidKeyError, match="not valid Unicode"):
         operation_key("acme", "refund", "inv-\ud800")  # a lone surrogate has no UTF-8
+
+
+def test_a_business_id_written_differently_is_one_key_part():
+    """The spellings a regenerated model answer may use for one id meet one key part."""
+    composed, decomposed = "inv-caf\u00e9", "inv-cafe\u0301"
+    assert composed != decomposed
+    assert business_id_part(composed) == business_id_part(decomposed) == composed
+    assert business_id_part(42) == business_id_part("42") == business_id_part(" 42\n") == "42"
+
+
+@pytest.mark.parametrize("value", [42.0, 1.5, True, None, {"id": 1}, ["inv-1"]])
+def test_a_business_id_that_is_not_text_or_an_integer_is_refused(value):
+    """42.0 would be a second key beside 42; a bool, an object or a list is no id."""
+    with pytest.raises(InvalidKeyError, match="a business id is text or an integer"):
+        business_id_part(value)
