@@ -182,8 +182,10 @@ def apply_acls(bootstrap: str, acls: list[Acl], *, dry_run: bool = False,
 
 
 def _held(admin: AdminClient, timeout_s: float) -> set[tuple[Any, ...]]:
-    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
-                                  AclOperation.ANY, AclPermissionType.ANY)
+    # None matches any name, principal and host (the stubs say str; librdkafka takes NULL).
+    anything: Any = None
+    everything = AclBindingFilter(ResourceType.ANY, anything, ResourcePatternType.ANY,
+                                  anything, anything, AclOperation.ANY, AclPermissionType.ANY)
     try:
         found = admin.describe_acls(everything, request_timeout=timeout_s).result()
     except KafkaException as exc:
