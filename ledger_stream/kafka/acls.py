@@ -170,11 +170,12 @@ def apply_acls(bootstrap: str, acls: list[Acl], *, dry_run: bool = False,
     if missing and not dry_run:
         futures = admin.create_acls([acl.binding() for acl in missing],
                                     request_timeout=timeout_s)
+        named = {_key(acl.binding()): acl for acl in missing}
         for binding, future in futures.items():
             try:
                 future.result()
-            except KafkaException as exc:
-                raise KafkaSetupError(f"creating ACL {binding} failed: "
+            except KafkaException as exc:  # e.g. "No Authorizer is configured."
+                raise KafkaSetupError(f"creating {named[_key(binding)].line()} failed: "
                                       f"{exc.args[0].str()}") from exc
     fresh = {id(acl) for acl in missing}
     status: Literal["created", "would create"] = "would create" if dry_run else "created"

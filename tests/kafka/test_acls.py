@@ -115,3 +115,11 @@ def test_the_default_local_broker_stays_open_and_the_secured_one_enforces() -> N
         in secured
     assert "advertised.listeners=SASL_PLAINTEXT://127.0.0.1:9092" in secured
     assert "super.users=User:admin\n" in secured
+
+
+def test_a_cluster_without_an_authorizer_is_named_as_the_problem(
+        kafka_bootstrap: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["acls", "apply", "--file", str(SHIPPED), "--principal", "agent=User:a",
+                 "--bootstrap", kafka_bootstrap, "--timeout", "10"]) == 2
+    err = capsys.readouterr().err
+    assert "creating ALLOW User:a Write topic:ledger.intents failed: No Authorizer" in err
