@@ -224,6 +224,17 @@ def principal_env(role: str) -> dict[str, str]:
             "LEDGER_KAFKA_SASL_PASSWORD": SASL.users[role]}
 
 
+def run_as(role: str, argv: list[str]) -> int:
+    """``ledger-stream ARGV`` in this process, connecting as ``role``'s principal."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in principal_env(role).items():
+            patch.setenv(name, value)
+        try:
+            return main(argv)
+        finally:
+            use_client_settings({})
+
+
 def test_a_submit_flows_end_to_end_with_each_part_as_its_own_principal(
         granted: Settings, tmp_path: Path) -> None:
     sandbox = SandboxProc(tmp_path / "sandbox.db")
@@ -247,6 +258,16 @@ def test_a_submit_flows_end_to_end_with_each_part_as_its_own_principal(
             wait=90)
         assert receipt.key_status is ReceiptStatus.SUCCEEDED, receipt
         assert len(sandbox.effects(key)) == 1
+        common = ["--bootstrap", str(granted.kafka_bootstrap), "--topic-prefix", "acl"]
+        group = ["--group", granted.consumer_group, "--wait", "60"]
+        # An operator's freeze is one transaction over every partition, and waits for the
+        # processor group's commits to pass it: both need the operator's grants.
+        assert run_as("operator", ["freeze", "refund", "--tenant", "acme", "--reason",
+                                   "acl test", *group, *common]) == 0
+        assert run_as("operator", ["unfreeze", "refund", "--tenant", "acme", *group,
+                                   *common]) == 0
+        assert run_as("operator", ["inspect", key, *common]) == 0
+        assert run_as("monitor", ["alerts", *common]) == 0
         for proc in procs:  # nothing the code does was refused (a missing grant shows here)
             assert "authorization failed" not in proc.log.read_text().lower(), proc.tail(30)
     except BaseException:
