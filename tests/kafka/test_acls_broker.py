@@ -247,6 +247,9 @@ def test_a_submit_flows_end_to_end_with_each_part_as_its_own_principal(
                            "--base-url", sandbox.url, "--deduplicates",
                            "--bootstrap", str(granted.kafka_bootstrap), "--topic-prefix", "acl"],
                           tmp_path / "connector.log", env={**FAST, **principal_env("connector")}))
+        procs.append(Proc(["view", "--port", "0", "--state-dir", str(tmp_path / "view"),
+                           *["--bootstrap", str(granted.kafka_bootstrap), "--topic-prefix",
+                             "acl"]], tmp_path / "view.log", env=principal_env("view")))
         client = LedgerClient(Settings(
             kafka_bootstrap=granted.kafka_bootstrap, topic_prefix="acl", partitions=3,
             kafka_security_protocol="SASL_PLAINTEXT", kafka_sasl_mechanism="PLAIN",
@@ -270,6 +273,7 @@ def test_a_submit_flows_end_to_end_with_each_part_as_its_own_principal(
         assert run_as("monitor", ["alerts", *common]) == 0
         for proc in procs:  # nothing the code does was refused (a missing grant shows here)
             assert "authorization failed" not in proc.log.read_text().lower(), proc.tail(30)
+            assert proc.alive(), proc.tail(30)
     except BaseException:
         for proc in procs:
             print(f"--- {proc.log.name}\n{proc.tail(30)}")
