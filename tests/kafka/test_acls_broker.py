@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.own_cluster]
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = ("agent", "connector", "monitor", "processor", "operator", "view")
 SASL = LocalSasl(f"admin-{uuid.uuid4().hex}", {role: f"{role}-{uuid.uuid4().hex}"
-                                                 for role in ROLES})
+                                                 for role in (*ROLES, "stranger")})
 PRINCIPALS = {role: f"User:{role}" for role in ROLES}
 DENIED = KafkaError.TOPIC_AUTHORIZATION_FAILED
 
@@ -161,8 +161,10 @@ def granted(secured: Settings) -> Settings:
     return secured
 
 
-def test_nothing_is_allowed_before_the_acls_are_applied(secured: Settings) -> None:
-    assert produce_error(secured, "agent", "intents", intent()).code() == DENIED
+def test_an_authenticated_principal_without_acls_may_do_nothing(granted: Settings) -> None:
+    assert produce_error(granted, "stranger", "intents", intent(), idempotent=False
+                         ).code() == DENIED
+    assert read_error(granted, "stranger", "receipts").code() == DENIED
 
 
 def test_an_agent_writes_intents_and_reads_receipts_but_cannot_forge_an_outcome(
