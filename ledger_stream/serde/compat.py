@@ -11,8 +11,10 @@ Beyond what Avro resolution alone accepts, the ledger's rules also fail:
 
 - a field of the released schema that the current one no longer has (never remove a
   field: an old reader may still need it, and its meaning is lost);
-- a value that does not come back as written in a field both versions have (an enum symbol
-  renamed or dropped resolves to the enum's default without an error: a silent change).
+- a value of the released version that does not come back as written in a field both
+  versions have (an enum symbol renamed or dropped resolves to the enum's default without
+  an error: a silent change). A symbol added to an enum that has a default is compatible:
+  the release reads it as that default, as the enum's default is declared for.
 
 Every problem names the event type and the field path (``Intent.workflow.node``).
 """
@@ -211,7 +213,8 @@ def _value(schema: Any, i: int) -> Any:
 def _came_back(written: Any, read: Any, dropping_ok: bool) -> bool:
     """Whether ``read`` is ``written`` as the other version sees it: equal, except that a
     nested record (in a union branch, say) may gain the reader's added fields (defaults)
-    and, read by the released version, lose the fields the current one added."""
+    and, read by the released version, lose the fields the current one added and read a
+    symbol added to an enum with a default as that default."""
     if isinstance(written, dict) and isinstance(read, dict):
         if not dropping_ok and not set(written) <= set(read):
             return False
@@ -220,6 +223,10 @@ def _came_back(written: Any, read: Any, dropping_ok: bool) -> bool:
     if isinstance(written, list) and isinstance(read, list):
         return len(written) == len(read) and all(
             _came_back(w, r, dropping_ok) for w, r in zip(written, read, strict=True))
+    if dropping_ok and isinstance(written, str) and isinstance(read, str):
+        # Resolution changes a string only where an enum symbol the release lacks reads
+        # as the release enum's declared default: the fallback that enum was given for it.
+        return True
     return bool(written == read)
 
 

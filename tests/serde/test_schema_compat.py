@@ -91,6 +91,13 @@ def test_a_renamed_enum_symbol_is_named_though_avro_would_default_it() -> None:
     assert "'bank'" in problems[0].reason
 
 
+def test_an_enum_symbol_added_to_an_enum_with_a_default_is_compatible() -> None:
+    added = {**KIND, "symbols": ["card", "bank", "wallet"]}
+    new = _record(*[f if f["name"] != "kind" else {**f, "type": added}
+                    for f in BASE["fields"]])
+    assert check_pair(BASE, new) == []
+
+
 def test_an_enum_symbol_added_without_an_enum_default_is_named() -> None:
     no_default = {k: v for k, v in KIND.items() if k != "default"}
     old = _record({"name": "kind", "type": no_default})
