@@ -1,7 +1,8 @@
 """A rolling upgrade of the ledger under load, on the real broker: nothing duplicated or lost.
 
 Two processors (one consumer group) and two connectors (one group) of the previous release
-run while an SDK client submits a few hundred intents. The release is played by this code
+run while an SDK client submits intents, about six a second from before the roll begins
+until after it ends (a few hundred). The release is played by this code
 with the released schemas (``LEDGER_SCHEMA_DIR`` = ``schemas/released/<last>``); the new
 version by this code with schemas that add a field with a default to every event. As the
 operations guide says, single-object frames make it two passes, one instance at a time
@@ -38,8 +39,8 @@ from tests.processor.support import log_lines, read_raw, wait_for
 
 ADDED = {"name": "rollout_note", "type": "string", "default": "",
          "doc": "Added by the upgrade under test; read by both versions."}
-INTENTS = 240
-SUBMIT_EVERY_S = 0.15  # 240 intents over about 36 s
+MAX_INTENTS = 400  # the load runs from before the roll to after it, at most this many
+SUBMIT_EVERY_S = 0.15  # about 6 intents a second
 RESUBMITTED = 40  # keys sent again once the roll is over: answered, not paid again
 
 
@@ -129,7 +130,7 @@ def test_a_rolling_upgrade_under_load_duplicates_and_loses_nothing(
     stop = threading.Event()
 
     def load() -> None:
-        for i in range(INTENTS):
+        for i in range(MAX_INTENTS):
             if stop.is_set():
                 return
             key = f"acme/refund/{run}-{i}"
@@ -143,12 +144,16 @@ def test_a_rolling_upgrade_under_load_duplicates_and_loses_nothing(
         started = time.monotonic()
         loader.start()
         time.sleep(4)  # the release alone under load first
+        assert loader.is_alive(), "the load ended before the roll began"
         for env in (bridge_env, new_env):  # the two passes, one instance at a time
             for slot in slots:
                 group.replace(slot, env)
                 time.sleep(2)
-        loader.join()
         rolled_s = time.monotonic() - started
+        assert loader.is_alive(), "the load ended before the roll did: raise MAX_INTENTS"
+        time.sleep(2)  # the new version alone under load last
+        stop.set()
+        loader.join()
         receipts = {key: future.result(150) for key, future in answers.items()}
         again = {key: submit(key) for key in list(receipts)[:RESUBMITTED]}
         repeated = {key: future.result(60) for key, future in again.items()}
@@ -174,7 +179,7 @@ def test_a_rolling_upgrade_under_load_duplicates_and_loses_nothing(
     assert set(per_key) == set(receipts), "a key never reached the target"
     assert {k: n for k, n in per_key.items() if n != 1} == {}, "a key reached the target twice"
     effects = [e for e in ledger["effects"] if e["idempotency_key"] in receipts]
-    assert len(effects) == INTENTS
+    assert len(effects) == len(receipts) >= 150
     for key, receipt in repeated.items():  # answered with the original receipt
         assert (receipt.key_status, receipt.external_id) == \
             (ev.ReceiptStatus.SUCCEEDED, receipts[key].external_id)
@@ -183,4 +188,4 @@ def test_a_rolling_upgrade_under_load_duplicates_and_loses_nothing(
     added = SchemaSet.load(new_dir).current("Receipt").fingerprint
     assert {released, added} <= receipt_frames, (released.hex(), added.hex(),
                                                  [f.hex() for f in receipt_frames])
-    assert rolled_s < 90, f"the roll took {rolled_s:.0f} s"
+    assert rolled_s < 100, f"the roll took {rolled_s:.0f} s"
