@@ -65,7 +65,10 @@ class SimProcessor:
 
     def _apply(self, key: str, event: object, now: int) -> None:
         state = self.states.get(key) or absent(key)
-        decision = decide(state, event, self.policy, self.clock)  # type: ignore[arg-type]
+        # Its outputs are visible from ``now`` on (the dispatch log below): deadlines that
+        # wait for an answer to them count from then, as the runtime's do from its wall clock.
+        decision = decide(state, event, self.policy, self.clock,  # type: ignore[arg-type]
+                          sent_ms=now)
         if decision.state is not state:
             self.states[key] = decision.state
         for out in decision.outputs:
