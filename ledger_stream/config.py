@@ -129,7 +129,8 @@ class Settings(BaseSettings):
         600_000, ge=1, description="a reconciliation with no result this long goes to an "
         "operator, with an alert")
     dev_mode: bool = Field(
-        False, description="development mode: allows the built-in approval secret")
+        False, description="development mode: approvals may also be signed with the "
+        "shared HMAC secret (LEDGER_APPROVAL_SECRET, or a built-in public one)")
     session_timeout_ms: int = Field(
         10_000, ge=6_000, description="consumer session timeout: how fast a dead member's "
         "partitions move to the survivors"
@@ -142,6 +143,10 @@ class Settings(BaseSettings):
         "group.consumer.min.session.timeout.ms)")
     metrics_port: MetricsPort = Field(
         9464, description="Prometheus /metrics port (0: any free port, logged; off: none)")
+    metrics_host: str = Field(
+        "127.0.0.1", description="address every /metrics listener binds (processor, "
+        "connector); not a loopback address also lets the view and the gateway answer "
+        "/metrics to peers beyond this host")
     retry_backoff_ms: int = Field(1_000, ge=0, description="delay before a retried dispatch")
     max_attempts: int = Field(5, ge=1, description="attempts before a retryable failure is final")
 
@@ -174,6 +179,9 @@ class Settings(BaseSettings):
     view_url: str | None = Field(
         None, description="receipts view the SDK's status asks (e.g. http://127.0.0.1:8077); "
         "unset: status reads the key's partition")
+    view_key: SecretStr | None = Field(
+        None, description="API key the clients of the view send (a key of the tenant whose "
+        "operations they read); the gateway forwards its caller's key instead")
     view_host: str = Field("127.0.0.1", description="address the view listens on")
     view_port: int = Field(8077, ge=0, le=65535, description="the view's HTTP port (0: any)")
     view_state_dir: Path | None = Field(None, description="view store (default: HOME/view)")
@@ -185,7 +193,9 @@ class Settings(BaseSettings):
     mcp_tenant: str | None = Field(None, description="tenant of every operation the MCP "
                                    "server submits")
     mcp_effects: str | None = Field(None, description="effects the MCP server offers, "
-                                    "NAME=ACTION@TARGET[,...] (e.g. refund=refund@payments)")
+                                    "NAME=ACTION@TARGET[FIELD,...][,...], the fields naming the "
+                                    "business id its key is derived from (e.g. "
+                                    "refund=refund@payments[invoice])")
     mcp_transport: Literal["stdio", "http"] = Field(
         "stdio", description="MCP transport: stdio, or streamable HTTP")
     mcp_host: str = Field("127.0.0.1", description="address the MCP server listens on (http)")
@@ -201,8 +211,20 @@ class Settings(BaseSettings):
 
     # Approval policy
     approval_secret: SecretStr | None = Field(
-        None, description="HMAC key of the approval service (required unless dev_mode)"
+        None, description="development mode only: the shared HMAC key of approvals without "
+        "a key id (ignored outside dev_mode, where approver keys sign)"
     )
+    approval_keys_dir: Path | None = Field(
+        None, description="directory of the approver public keys the ledger trusts, one "
+        "KEY_ID.pub file each (PEM, as `ledger-stream approval-keys generate` writes)")
+    approval_public_keys: str | None = Field(
+        None, description="more trusted approver public keys, KEY_ID=BASE64[,KEY_ID=BASE64...] "
+        "(the raw 32-byte Ed25519 key, base64)")
+    approval_revoked_keys: tuple[str, ...] = Field(
+        (), description="approver key ids whose approvals are refused, even when still listed")
+    approval_signing_key: Path | None = Field(
+        None, description="an approver's private key file (`approve`, the gateway's approval "
+        "route); never needed by the processor")
     approval_required_actions: tuple[str, ...] = Field(
         (), description="action types that need a valid approval"
     )

@@ -21,12 +21,12 @@ def build(payments_url: str) -> MCPServer:
     server = MCPServer("direct-payments")
 
     @server.tool(description="Refund: POST it to the payments API.")
-    def submit_effect(effect: str, operation_id: str, arguments: dict[str, Any],
+    def submit_effect(effect: str, arguments: dict[str, Any],
                       wait_seconds: float = 30.0) -> dict[str, Any]:
         request = urllib.request.Request(
             payments_url + "/v1/payments", method="POST", data=json.dumps(arguments).encode(),
             headers={"Content-Type": "application/json",
-                     "Idempotency-Key": f"bypass-{operation_id}-{uuid.uuid4().hex}"})
+                     "Idempotency-Key": f"bypass-{arguments.get('invoice')}-{uuid.uuid4().hex}"})
         with urllib.request.urlopen(request, timeout=10) as response:
             body: dict[str, Any] = json.loads(response.read())
         return {"status": "succeeded", "external_id": body.get("id"), "resolved": True}

@@ -21,7 +21,7 @@ from langgraph.types import interrupt
 
 from ledger_stream import Approval, LedgerClient, operation_key
 from ledger_stream.failpoints import failpoint
-from ledger_stream.langgraph import LedgerReceipts, ToolCall, ledger_tool
+from ledger_stream.langgraph import LedgerReceipts, ledger_tool
 
 GRAPH = "refund-agent"
 VERSION = "1.0"
@@ -41,7 +41,8 @@ def refund_args(invoice: str, amount: float) -> dict[str, Any]:
     return {"invoice": invoice, "amount": amount, "currency": "EUR"}
 
 
-def refund_key(args: dict[str, Any], _call: ToolCall) -> str:
+def refund_key(args: dict[str, Any]) -> str:
+    """The refund's operation key: the invoice, never the tool call or thread."""
     return operation_key(TENANT, "refund", args["invoice"])
 
 

@@ -58,7 +58,7 @@ from examples.refund_agent.graph import (
 from ledger_stream import Approval, LedgerClient
 from ledger_stream.domain import events as ev
 from ledger_stream.failpoints import failpoint
-from ledger_stream.langgraph import ToolCall, ledger_tool, receipt_summary
+from ledger_stream.langgraph import ledger_tool, receipt_summary
 
 Material = Callable[[str, float], dict[str, Any]]
 AGENT_APPROVAL_NODE = "RefundApproval.after_model"  # examples.refund_agent.agent.APPROVAL_NODE
@@ -81,7 +81,7 @@ class Effects:
             assert self.bypass_url
             return dict(json.loads(post_refund(self.bypass_url, args, self.http_timeout_s)))
         intent = self.client.intent(
-            refund_key(args, ToolCall(thread_id, "")), "refund", "payments", args,
+            refund_key(args), "refund", "payments", args,
             workflow=ev.Workflow(GRAPH, self.version, thread_id, node),
             approval=_state_approval(state))
         return receipt_summary(self.client.submit(intent, 30.0, raise_errors=False))

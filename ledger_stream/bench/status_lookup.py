@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import SecretStr
+
 from ledger_stream.bench.processes import Child
 from ledger_stream.bench.topics import end_offsets, write_records
 from ledger_stream.config import Settings
@@ -79,15 +81,17 @@ def measure(bootstrap: str, size: int, calls: int, scan_calls: int,
     ends = sum(end_offsets(bootstrap, s.topic("receipts")).values())
     port = pick_free_ports(1)[0]
     folder = Path(tempfile.mkdtemp(prefix="ledger-view-bench-"))
+    view_key = uuid.uuid4().hex  # as in production: every lookup checks a tenant API key
     view = Child(["view", "--bootstrap", bootstrap, "--topic-prefix", prefix, "--port",
                   str(port), "--state-dir", str(folder)], folder / "view.log",
-                 env={"LEDGER_LOG_LEVEL": "WARNING"})
+                 env={"LEDGER_LOG_LEVEL": "WARNING", "LEDGER_API_KEYS": f"acme={view_key}"})
     url = f"http://127.0.0.1:{port}"
     try:
         started = time.monotonic()
         caught_up = _wait_caught_up(url, ends, view, started + 600)
         say(f"status at {size:,} receipts: view caught up in {caught_up:.1f} s")
-        with LedgerClient(s.model_copy(update={"view_url": url})) as client:
+        with LedgerClient(s.model_copy(update={"view_url": url,
+                                               "view_key": SecretStr(view_key)})) as client:
             client.status(keys[0])  # first use starts the client's clients
             viewed = timed(calls, lambda i: _check(client.status(keys[i]), keys[i]))
             total = 10 * calls

@@ -7,7 +7,12 @@ import logging
 import os
 import socket
 
-from ledger_stream.cli.common import CliError, add_common_flags, settings_from
+from ledger_stream.cli.common import (
+    CliError,
+    add_common_flags,
+    add_metrics_host_flag,
+    settings_from,
+)
 from ledger_stream.logs import log_fields
 
 
@@ -16,9 +21,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "api", help="the HTTP gateway: submit intents, read operations, alerts, timelines",
         description="Serve the ledger over HTTP (OpenAPI at /openapi.json, docs at /docs): "
         "POST /v1/intents, GET /v1/operations/{key}, GET /v1/timeline/{key}, "
-        "GET /v1/alerts, GET /v1/reconciliation, POST /v1/reconciliation/{key}. Every "
-        "request needs 'Authorization: Bearer <API key>'; each key acts for one tenant "
-        "and never reads or writes another tenant's keys. There is no TLS: serve on "
+        "GET /v1/evidence/{key}, GET /v1/alerts, GET /v1/reconciliation, "
+        "POST /v1/reconciliation/{key}, GET/POST /v1/approvals (approving needs "
+        "LEDGER_APPROVAL_SIGNING_KEY), GET /metrics. Every request but /healthz, /metrics "
+        "and /console needs 'Authorization: Bearer <API key>'; each key acts for one tenant "
+        "and never reads or writes another tenant's keys; /metrics answers this host only "
+        "unless --metrics-host opens it. There is no TLS: serve on "
         "loopback or behind a TLS-terminating proxy.")
     parser.add_argument("--host", help="listen address (env: LEDGER_API_HOST; default "
                         "127.0.0.1)")
@@ -30,18 +38,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="API keys, one TENANT=KEY per line; TENANT:agent=KEY for an "
                         "agent's key, which the operator routes refuse (env: "
                         "LEDGER_API_KEYS_FILE)")
+    add_metrics_host_flag(parser)
     add_common_flags(parser)
     parser.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ledger_stream.domain.approval import InvalidApprovalKey
     from ledger_stream.gateway import ApiKeyError, ApiKeys, build_app
     from ledger_stream.gateway.serve import serve
     from ledger_stream.kafka.exceptions import KafkaSetupError
     from ledger_stream.sdk.client import AsyncLedgerClient
 
     settings = settings_from(args, api_host=args.host, api_port=args.port, api_keys=args.keys,
-                             api_keys_file=args.keys_file)
+                             api_keys_file=args.keys_file,
+                             metrics_host=args.metrics_host)
     try:
         keys = ApiKeys.parse(settings.api_keys.get_secret_value() if settings.api_keys else "",
                              settings.api_keys_file)
@@ -51,7 +62,11 @@ def _run(args: argparse.Namespace) -> int:
         client = AsyncLedgerClient(settings)
     except KafkaSetupError as exc:
         raise CliError(str(exc)) from exc
-    app = build_app(client, keys)
+    try:
+        app = build_app(client, keys)
+    except InvalidApprovalKey as exc:  # LEDGER_APPROVAL_SIGNING_KEY, for the approval route
+        client.client.close()
+        raise CliError(str(exc)) from exc
     logging.getLogger("ledger_stream.gateway").info("api serving", extra=log_fields(
         instance=f"{socket.gethostname()}-{os.getpid()}",
         url=f"http://{settings.api_host}:{settings.api_port}", openapi="/openapi.json"))

@@ -38,6 +38,31 @@ def add_common_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_key_flags(parser: argparse.ArgumentParser, surface: str, metrics: bool = True) -> None:
+    """The gateway's API key flags, for another surface that reads the ledger over HTTP
+    (``surface``, e.g. "the view"), with --no-auth and (``metrics``) --metrics-host."""
+    group = parser.add_argument_group("access")
+    group.add_argument("--keys", metavar="TENANT=KEY,...",
+                       help="API keys, as the gateway's: each reads only its tenant's keys "
+                       "(env: LEDGER_API_KEYS; prefer the file or env: flags show in process "
+                       "lists)")
+    group.add_argument("--keys-file", metavar="FILE",
+                       help="API keys, one TENANT=KEY per line (env: LEDGER_API_KEYS_FILE)")
+    group.add_argument("--no-auth", action="store_true",
+                       help=f"UNAUTHENTICATED: {surface} answers anyone without a key; only "
+                       "on a loopback address (for a single-user machine)")
+    if metrics:
+        add_metrics_host_flag(group)
+
+
+def add_metrics_host_flag(parser: argparse._ActionsContainer) -> None:
+    """``--metrics-host``: metrics answer this host only unless it names another address."""
+    parser.add_argument("--metrics-host", metavar="ADDR",
+                        help="address /metrics is served to: not a loopback address opens "
+                        "it beyond this host, e.g. 0.0.0.0 (env: LEDGER_METRICS_HOST; "
+                        "default 127.0.0.1)")
+
+
 def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
     """Settings from the common flags plus ``extra`` flag values, env and file."""
     try:

@@ -7,7 +7,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ledger_stream.cli.common import CliError, add_common_flags, port_or_off, settings_from
+from ledger_stream.cli.common import (
+    CliError,
+    add_common_flags,
+    add_metrics_host_flag,
+    port_or_off,
+    settings_from,
+)
 from ledger_stream.config import Settings
 from ledger_stream.connector.target import Target
 
@@ -29,6 +35,7 @@ def _protocol_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--metrics-port", type=port_or_off, metavar="PORT",
                        help="Prometheus /metrics port, 0 for any free port (logged), off for "
                        "none (env: LEDGER_CONNECTOR_METRICS_PORT; default off)")
+    add_metrics_host_flag(group)
     group.add_argument("--max-in-flight", type=int, help="dispatches handled at once by this "
                        "instance (env: LEDGER_CONNECTOR_MAX_IN_FLIGHT; default 64)")
     group.add_argument("--fast-path", action="store_true", default=None,
@@ -189,7 +196,7 @@ def _run(args: argparse.Namespace) -> int:
         connector_lookup_delay_s=args.lookup_delay, connector_instance_id=args.instance_id,
         connector_metrics_port=args.metrics_port, connector_dsn=getattr(args, "dsn", None),
         connector_max_in_flight=args.max_in_flight, connector_fast_path=args.fast_path,
-        connector_lookup_patience_s=args.lookup_patience)
+        connector_lookup_patience_s=args.lookup_patience, metrics_host=args.metrics_host)
     options = ConnectorOptions(
         instance_id=settings.connector_instance_id, lease_ms=settings.connector_lease_ms,
         call_timeout_s=settings.connector_call_timeout_s,
@@ -210,7 +217,8 @@ def _run(args: argparse.Namespace) -> int:
     except (ValueError, KafkaSetupError) as exc:
         raise CliError(str(exc)) from exc
     try:
-        serve_metrics(settings.connector_metrics_port, f"connector {target.name}")
+        serve_metrics(settings.connector_metrics_port, f"connector {target.name}",
+                      settings.metrics_host)
     except OSError as exc:
         raise CliError(f"cannot serve metrics on port {settings.connector_metrics_port}: "
                        f"{exc}") from exc

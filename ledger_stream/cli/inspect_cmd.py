@@ -60,7 +60,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _source_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--view-url", metavar="URL",
-                        help="the view to ask (env: LEDGER_VIEW_URL; unset: read the topics)")
+                        help="the view to ask, with the API key LEDGER_VIEW_KEY "
+                        "(env: LEDGER_VIEW_URL; unset: read the topics)")
     parser.add_argument("--scan", action="store_true",
                         help="read the key's partition of every topic even when "
                         "LEDGER_VIEW_URL names a view")

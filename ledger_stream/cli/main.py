@@ -18,6 +18,7 @@ from typing import Any
 from ledger_stream.cli import (
     alerts_cmd,
     api_cmd,
+    approve_cmd,
     bench_cmd,
     chaos_cmd,
     connector_cmd,
@@ -43,7 +44,7 @@ from ledger_stream.logs import configure_logging
 
 COMMANDS = (
     kafka_cmd, topics_cmd, processor_cmd, connector_cmd, view_cmd, receipts_cmd, alerts_cmd,
-    inspect_cmd, reconcile_cmd, freeze_cmd,
+    inspect_cmd, reconcile_cmd, freeze_cmd, approve_cmd,
     sandbox_cmd, demo_cmd, falsify_cmd, bench_cmd, simulate_cmd, fuzz_cmd, chaos_cmd, mcp_cmd,
     api_cmd, watch_cmd, upgrade_cmd,
 )

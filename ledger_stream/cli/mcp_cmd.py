@@ -7,10 +7,17 @@ import logging
 import signal
 import threading
 import uuid
+from typing import TYPE_CHECKING
 
-from ledger_stream.cli.common import CliError, add_common_flags, settings_from
+from ledger_stream.cli.common import CliError, add_common_flags, add_key_flags, settings_from
 from ledger_stream.kafka.exceptions import KafkaSetupError
 from ledger_stream.logs import log_fields
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from ledger_stream.config import Settings
+    from ledger_stream.gateway.auth import ApiKeys
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -19,16 +26,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="serve the ledger as an MCP server (submit_effect, get_operation, "
         "list_unresolved)",
         description="An MCP server for hosts that cannot use the Python SDK: submit_effect "
-        "applies a registered effect once per operation id, get_operation answers its state "
+        "applies a registered effect once per business id, the key derived from the argument "
+        "fields its registration names, get_operation answers its state "
         "and receipt, list_unresolved lists what is not settled. The tenant and the effects "
         "come from this configuration, never from the model. Needs `pip install "
-        "ledger-stream[mcp]`. stdio: the host starts this command; http: streamable HTTP at "
-        "http://HOST:PORT/mcp. Runs until the host closes stdin, SIGTERM or Ctrl-C.",
+        "ledger-stream[mcp]`. stdio: the host starts this command (no key: only the host talks "
+        "to it); http: streamable HTTP at http://HOST:PORT/mcp, every request with "
+        "'Authorization: Bearer <API key>' of the tenant (the gateway's keys; it refuses to "
+        "start without keys unless --no-auth). Runs until the host closes stdin, SIGTERM or "
+        "Ctrl-C.",
     )
     parser.add_argument("--tenant", metavar="NAME",
                         help="tenant of every operation (env: LEDGER_MCP_TENANT; required)")
-    parser.add_argument("--effects", metavar="NAME=ACTION@TARGET,...",
-                        help="effects offered, e.g. refund=refund@payments (env: "
+    parser.add_argument("--effects", metavar="NAME=ACTION@TARGET[FIELD,...],...",
+                        help="effects offered and the argument fields naming each one's "
+                        "business id, e.g. refund=refund@payments[invoice]; "
+                        "[unsafe-model-id] keys an effect by the model's operation_id "
+                        "instead (unsafe: a regenerated answer pays twice) (env: "
                         "LEDGER_MCP_EFFECTS; required)")
     parser.add_argument("--transport", choices=("stdio", "http"),
                         help="stdio or streamable HTTP (env: LEDGER_MCP_TRANSPORT; "
@@ -37,6 +51,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="HTTP listen address (env: LEDGER_MCP_HOST; default 127.0.0.1)")
     parser.add_argument("--port", type=int, metavar="PORT",
                         help="HTTP port (env: LEDGER_MCP_PORT; default 8078)")
+    add_key_flags(parser, "the MCP server over HTTP", metrics=False)
     add_common_flags(parser)
     parser.set_defaults(handler=_run)
 
@@ -44,7 +59,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _run(args: argparse.Namespace) -> int:
     settings = settings_from(args, mcp_tenant=args.tenant, mcp_effects=args.effects,
                              mcp_transport=args.transport, mcp_host=args.host,
-                             mcp_port=args.port)
+                             mcp_port=args.port, api_keys=args.keys,
+                             api_keys_file=args.keys_file)
     try:
         from ledger_stream.mcp.server import LedgerTools, build_server
     except ImportError as exc:
@@ -65,6 +81,7 @@ def _run(args: argparse.Namespace) -> int:
         effects = parse_effects(settings.mcp_effects or "")
     except EffectSpecError as exc:
         raise CliError(f"--effects (LEDGER_MCP_EFFECTS): {exc}") from exc
+    keys = _http_keys(settings, args.no_auth)
     try:
         client = LedgerClient(settings)
     except KafkaSetupError as exc:
@@ -73,6 +90,11 @@ def _run(args: argparse.Namespace) -> int:
     logging.getLogger("ledger_stream.mcp").info("mcp server started", extra=log_fields(
         instance=session, tenant=settings.mcp_tenant, effects=sorted(effects),
         transport=settings.mcp_transport))
+    for effect in effects.values():
+        if effect.model_id:
+            logging.getLogger("ledger_stream.mcp").warning(
+                "effect keyed by the model's operation_id: a regenerated answer that writes "
+                "another id is a second effect", extra=log_fields(effect=effect.name))
     with client:
         server = build_server(LedgerTools(client, settings.mcp_tenant, effects),
                               session=session)
@@ -87,5 +109,32 @@ def _run(args: argparse.Namespace) -> int:
                     signal.signal(signum, signal.SIG_DFL)
             server.run("stdio")
         else:
-            server.run("streamable-http", host=settings.mcp_host, port=settings.mcp_port)
+            _serve_http(server, keys, settings)
     return 0
+
+
+def _http_keys(settings: Settings, no_auth: bool) -> ApiKeys | None:
+    """The keys the HTTP transport answers (None over stdio, or with --no-auth)."""
+    from ledger_stream.access import ServingRefused, serving_keys
+
+    if settings.mcp_transport != "http":
+        return None
+    try:
+        return serving_keys(settings, no_auth=no_auth, host=settings.mcp_host,
+                            surface="the MCP server over HTTP")
+    except ServingRefused as exc:
+        raise CliError(str(exc)) from exc
+
+
+def _serve_http(server: MCPServer, keys: ApiKeys | None, settings: Settings) -> None:
+    from ledger_stream.gateway.serve import serve
+    from ledger_stream.mcp.http import TenantKeyGate
+
+    assert settings.mcp_tenant
+    app = TenantKeyGate(server.streamable_http_app(host=settings.mcp_host), keys,
+                        settings.mcp_tenant)
+    try:
+        serve(app, settings.mcp_host, settings.mcp_port)
+    except OSError as exc:
+        raise CliError(f"cannot serve MCP on {settings.mcp_host}:{settings.mcp_port}: {exc}") \
+            from exc

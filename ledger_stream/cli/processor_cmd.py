@@ -6,7 +6,13 @@ import argparse
 import signal
 import threading
 
-from ledger_stream.cli.common import CliError, add_common_flags, port_or_off, settings_from
+from ledger_stream.cli.common import (
+    CliError,
+    add_common_flags,
+    add_metrics_host_flag,
+    port_or_off,
+    settings_from,
+)
 from ledger_stream.kafka.exceptions import KafkaSetupError
 
 
@@ -48,6 +54,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="Prometheus /metrics port, 0 for any free port (logged), off for none (env: "
         "LEDGER_METRICS_PORT; default 9464)",
     )
+    add_metrics_host_flag(parser)
     add_common_flags(parser)
     parser.set_defaults(handler=_run)
 
@@ -65,10 +72,10 @@ def _run(args: argparse.Namespace) -> int:
     settings = settings_from(
         args, processing_guarantee=args.guarantee, consumer_group=args.group,
         processor_instance_id=args.instance_id, state_dir=args.state_dir,
-        metrics_port=args.metrics_port,
+        metrics_port=args.metrics_port, metrics_host=args.metrics_host,
     )
     try:
-        serve_metrics(settings.metrics_port, "processor")
+        serve_metrics(settings.metrics_port, "processor", settings.metrics_host)
     except OSError as exc:
         raise CliError(f"cannot serve metrics on port {settings.metrics_port}: {exc}") from exc
     try:

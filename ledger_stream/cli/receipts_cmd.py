@@ -14,6 +14,7 @@ from ledger_stream.cli.common import (
     settings_from,
 )
 from ledger_stream.domain import events as ev
+from ledger_stream.history.detail import shown_detail
 
 COLUMNS = ("at", "status", "key_status", "reason", "attempts", "external_id", "intent_event_id")
 
@@ -31,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="one JSON object per receipt (the Avro fields) instead of a table")
     parser.add_argument("--latest", action="store_true", help="only the latest receipt")
     parser.add_argument("--view-url", metavar="URL",
-                        help="receipts view to ask with --latest (env: LEDGER_VIEW_URL)")
+                        help="receipts view to ask with --latest, with the API key LEDGER_VIEW_KEY "
+                        "(env: LEDGER_VIEW_URL)")
     add_common_flags(parser)
     parser.set_defaults(handler=_run)
 
@@ -69,7 +71,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         from ledger_stream.serde.records import to_record
         for receipt in found:
-            print(json.dumps(to_record(receipt), sort_keys=True))
+            print(json.dumps({**to_record(receipt), "detail": shown_detail(receipt.detail)},
+                             sort_keys=True))
     else:
         print("\t".join(COLUMNS))
         for receipt in found:

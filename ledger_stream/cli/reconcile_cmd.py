@@ -10,6 +10,7 @@ import uuid
 
 from ledger_stream.cli.common import CliError, add_common_flags, cell, checked_key, settings_from
 from ledger_stream.domain import events as ev
+from ledger_stream.history.detail import shown_detail
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -51,7 +52,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          help="how long to wait for the ledger to apply it (default 10)")
     resolve.add_argument("--view-url", metavar="URL",
                          help="the view whose decision index checks the id is unused "
-                         "(env: LEDGER_VIEW_URL; unset: the attempts topic is read)")
+                         "(with the API key LEDGER_VIEW_KEY; env: LEDGER_VIEW_URL; unset: the "
+                         "attempts topic is read)")
     add_common_flags(resolve)
     resolve.set_defaults(handler=_resolve)
 
@@ -86,7 +88,7 @@ def _list(args: argparse.Namespace) -> int:
                if r.key_status is ev.ReceiptStatus.NEEDS_RECONCILIATION]
     for r in sorted(waiting, key=lambda r: r.at_ms):
         since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r.at_ms / 1000))
-        print(f"{cell(r.key)}\tattempt {r.attempts}\tsince {since}\t{cell(r.detail)}")
+        print(f"{cell(r.key)}\tattempt {r.attempts}\tsince {since}\t{cell(shown_detail(r.detail))}")
     print(f"{len(waiting)} key(s) waiting for an operator")
     return 0
 

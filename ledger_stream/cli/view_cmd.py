@@ -7,7 +7,7 @@ import argparse
 
 from confluent_kafka import KafkaException
 
-from ledger_stream.cli.common import CliError, add_common_flags, settings_from
+from ledger_stream.cli.common import CliError, add_common_flags, add_key_flags, settings_from
 from ledger_stream.kafka.exceptions import KafkaSetupError
 from ledger_stream.state.exceptions import StoreError
 
@@ -20,8 +20,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "key's latest receipt and the position reached, written together) and, unless "
         "--no-timeline, every record of every ledger topic by key; answer "
         "GET /v1/operations/KEY[?after=OFFSET&wait_ms=MS], /v1/timeline/KEY, "
-        "/v1/evidence/KEY, /healthz and /metrics. Clients with LEDGER_VIEW_URL set ask it "
-        "instead of reading the key's partitions. A restart resumes from the stored "
+        "/v1/evidence/KEY, /v1/decisions/ID, /healthz and /metrics. Every route but /healthz and "
+        "/metrics needs 'Authorization: Bearer <API key>' (the gateway's tenant keys; each "
+        "reads only its tenant's keys); it refuses to start without keys unless --no-auth. "
+        "Clients with LEDGER_VIEW_URL set ask it (with LEDGER_VIEW_KEY) instead of reading "
+        "the key's partitions. A restart resumes from the stored "
         "positions. Runs until SIGTERM or Ctrl-C. See docs/view.md.",
     )
     parser.add_argument("--host", metavar="ADDR",
@@ -34,22 +37,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--no-timeline", dest="timeline", action="store_false", default=None,
                         help="keep only the latest receipts, not the timelines "
                         "(env: LEDGER_VIEW_TIMELINE=false)")
+    add_key_flags(parser, "the view")
     add_common_flags(parser)
     parser.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ledger_stream.access import ServingRefused
     from ledger_stream.view.follower import ViewStartError
     from ledger_stream.view.service import run_view
 
     settings = settings_from(args, view_host=args.host, view_port=args.port,
-                             view_state_dir=args.state_dir, view_timeline=args.timeline)
+                             view_state_dir=args.state_dir, view_timeline=args.timeline,
+                             api_keys=args.keys, api_keys_file=args.keys_file,
+                             metrics_host=args.metrics_host)
     try:
-        run_view(settings)
+        run_view(settings, no_auth=args.no_auth)
     except OSError as exc:
         raise CliError(f"cannot serve the view on {settings.view_host}:{settings.view_port}: "
                        f"{exc}") from exc
-    except (KafkaSetupError, StoreError, ViewStartError) as exc:
+    except (KafkaSetupError, StoreError, ViewStartError, ServingRefused) as exc:
         raise CliError(str(exc)) from exc
     except KafkaException as exc:
         raise CliError(f"cannot read the ledger topics: {exc.args[0].str()}") from exc

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
+from ledger_stream.domain.events import OutcomeStatus
+
 ATTEMPTS = Counter(
     "ledger_connector_attempts_total", "Calls to the target, by outcome", ["target", "outcome"]
 )
@@ -17,3 +19,12 @@ TARGET_SECONDS = Histogram(
     "ledger_connector_target_seconds", "Latency of calls to the target", ["target"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
+
+
+def start_series(target: str) -> None:
+    """Create at 0 the series of ``target`` that an alert rule compares (LedgerTargetFailing:
+    the share of calls per outcome), one per :class:`OutcomeStatus`: a series that first
+    appears at 1 has no earlier sample, so Prometheus sees no increase for its first call.
+    Idempotent; called when a connector starts."""
+    for status in OutcomeStatus:
+        ATTEMPTS.labels(target, status.value)

@@ -175,7 +175,7 @@ def _intent(state: KeyState, intent: Intent, policy: Policy, now: int,
         return Decision(state, (receipt, alert))
     # A duplicate's approval was valid when the original reserved the key, so its expiry
     # is not judged again; a forged or mismatched one is still a signal.
-    problem = approval_problem(intent, policy.approval_secret,
+    problem = approval_problem(intent, policy.approval_keys,
                                policy.requires_approval(intent.action), None)
     if problem is not None:
         return _approval_rejected(state, intent, problem, now)
@@ -216,7 +216,7 @@ def _reserve(state: KeyState, intent: Intent, policy: Policy, now: int,
              hold: Hold | None) -> Decision:
     # A freeze in approval mode routes every new intent of its action to approval.
     required = policy.requires_approval(intent.action) or (hold is not None and hold.approval)
-    problem = approval_problem(intent, policy.approval_secret, required, now)
+    problem = approval_problem(intent, policy.approval_keys, required, now)
     if problem is not None:
         return _approval_rejected(state, intent, problem, now)
     reserved = enter(

@@ -110,6 +110,9 @@ class Approval:
     policy_revision: str
     expires_at_ms: int
     signature: str
+    # The approver key that signed (its public key is trusted by id); "" only for a
+    # development-mode (HMAC) approval and for approvals written before key ids.
+    key_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

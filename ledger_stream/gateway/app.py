@@ -1,9 +1,11 @@
 """The gateway's routes (FastAPI; OpenAPI at ``/openapi.json``, docs at ``/docs``).
 
-Every route but ``/healthz`` needs ``Authorization: Bearer <API key>``; the key acts for one
-tenant and a request about another tenant's key is refused (403) before anything is read or
-written. Waiting for a receipt is native to the event loop (``AsyncLedgerClient``): a
-waiting request holds no worker thread. Reads of a key's partition or a whole topic run in
+Every route but ``/healthz``, ``/metrics`` and the console page needs ``Authorization:
+Bearer <API key>``; the key acts for one tenant and a request about another tenant's key is
+refused (403) before anything is read or written; lists (alerts, the reconciliation queue,
+freezes) hold only the key's tenant's. Lookups in the view send the caller's key.
+Waiting for a receipt is native to the event loop (``AsyncLedgerClient``): a waiting
+request holds no worker thread. Reads of a key's partition or a whole topic run in
 the thread pool.
 """
 
@@ -25,6 +27,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import InvalidKeyError, checked_key, tenant_of
 from ledger_stream.gateway import reads
 from ledger_stream.gateway.auth import ApiKeys
+from ledger_stream.gateway.metrics import add_metrics
 from ledger_stream.gateway.models import (
     AlertOut,
     FreezeIn,
@@ -64,6 +67,7 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
                   description="Effectively-once side effects for AI agents, over HTTP.")
     app.state.keys = keys
     sync = client.client
+    add_metrics(app, sync.settings)
 
     @app.exception_handler(LedgerUnavailable)
     @app.exception_handler(KafkaSetupError)
@@ -133,6 +137,20 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
         if not rows:
             raise HTTPException(404, f"no record of {key} in the ledger")
         return [row.as_dict() for row in rows]
+
+    @app.get("/v1/evidence/{key:path}")
+    async def key_evidence(key: str, who: Tenant) -> dict[str, Any]:
+        """Everything known about the key as one redacted document (as ``ledger-stream
+        inspect --evidence``): from the view's timeline when the gateway has a view, else
+        from the key's partition of each topic."""
+        own(who, key)
+        try:
+            found = await off_loop(sync.evidence, key)
+        except (StaleTimelineError, ViewUnavailableError) as exc:
+            raise HTTPException(503, str(exc)) from None
+        if found is None:
+            raise HTTPException(404, f"no record of {key} in the ledger")
+        return found
 
     @app.get("/v1/operations/{key:path}", response_model=Operation)
     async def operation(key: str, who: Tenant) -> Operation:
@@ -242,6 +260,9 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
             return out.model_copy(update={"in_force": None, "not_applied": sorted(offsets)})
         return out.model_copy(update={"in_force": not late, "not_applied": late})
 
+    from ledger_stream.gateway import approvals  # its routes use this module's dependencies
+
+    app.include_router(approvals.router(sync))
     return app
 
 

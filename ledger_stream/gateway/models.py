@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ledger_stream.domain import events as ev
+from ledger_stream.history.detail import shown_detail
 
 SETTLED = frozenset({ev.ReceiptStatus.SUCCEEDED, ev.ReceiptStatus.FAILED,
                      ev.ReceiptStatus.REJECTED})
@@ -32,6 +33,8 @@ class ApprovalIn(Strict):
     policy_revision: str
     expires_at_ms: int = Field(ge=0, le=2**63 - 1)
     signature: str
+    key_id: str = Field("", description="the approver key that signed (as `ledger-stream "
+                        "approve` and POST /v1/approvals give it)")
 
 
 class IntentIn(Strict):
@@ -79,7 +82,7 @@ class Operation(BaseModel):
                    status=receipt.status.value, key_status=receipt.key_status.value,
                    reason=receipt.reason.value, external_id=receipt.external_id or None,
                    attempts=receipt.attempts, intent_event_id=receipt.intent_event_id,
-                   receipt_id=receipt.receipt_id, detail=receipt.detail or None,
+                   receipt_id=receipt.receipt_id, detail=shown_detail(receipt.detail) or None,
                    at_ms=receipt.at_ms, origin=receipt.origin or None)
 
 

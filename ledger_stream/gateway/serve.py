@@ -9,7 +9,7 @@ import signal
 from collections.abc import Iterator
 
 import uvicorn
-from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 
 class GatewayServer(uvicorn.Server):
@@ -20,7 +20,7 @@ class GatewayServer(uvicorn.Server):
         yield
 
 
-def serve(app: FastAPI, host: str, port: int) -> None:
+def serve(app: ASGIApp, host: str, port: int) -> None:
     """Serve ``app`` until told to stop. OSError when the address cannot be bound."""
     server = GatewayServer(uvicorn.Config(app, host=host, port=port, log_config=None,
                                           access_log=False))

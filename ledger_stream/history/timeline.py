@@ -6,6 +6,9 @@ clock: the broker's timestamp of an input (``LogAppendTime`` on intents and atte
 the partition clock an output was decided at, which is its input's broker timestamp. A
 client's wall clock (an intent's ``at_ms``) never orders anything. Inside one millisecond,
 inputs come before the outputs they caused, then the log offset decides.
+
+A connector's error text is shown as its length, and a receipt's or alert's detail through
+``detail.shown_detail``: a target's text is never repeated.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ledger_stream.domain import events as ev
+from ledger_stream.history.detail import shown_detail
 
 INPUT_ROLES = ("intents", "attempts")
 RANK = {"intents": 0, "attempts": 1, "dispatch": 2, "receipts": 3, "alerts": 4, "dlq": 5}
@@ -118,9 +122,9 @@ def _fields(e: Any) -> dict[str, Any]:
     if isinstance(e, ev.Receipt):
         return {"intent_event_id": e.intent_event_id, "attempt": e.attempts,
                 "external_id": e.external_id, "receipt": f"{e.status.value}/{e.reason.value}",
-                "next_state": e.key_status.value, "detail": e.detail}
+                "next_state": e.key_status.value, "detail": shown_detail(e.detail)}
     if isinstance(e, ev.Alert):
-        return {"outcome": f"alert {e.kind.value}", "detail": e.detail}
+        return {"outcome": f"alert {e.kind.value}", "detail": shown_detail(e.detail)}
     if isinstance(e, ev.DeadLetter):
         return {"outcome": "dead letter", "detail": f"{e.topic}[{e.partition}]@{e.offset}: "
                 f"{e.reason}"}

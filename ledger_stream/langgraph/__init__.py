@@ -1,7 +1,8 @@
 """LangGraph integration (``pip install ledger-stream[langgraph]``).
 
 ``ledger_tool`` turns a function returning an effect's material arguments into a tool whose
-effect the ledger applies once per operation key; ``LedgerReceipts`` is the state field the
+effect the ledger applies once per operation key, a key it derives from business identity
+only (``key=`` is required); ``LedgerReceipts`` is the state field the
 receipts land in; ``ReceiptFollower`` settles threads left holding a pending receipt.
 ``LedgerMiddleware`` (``pip install ledger-stream[agents]``) does it for every tool of a
 LangChain ``create_agent`` agent, each tool declared an ``Effect`` or read-only.
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ledger_stream.langgraph.follower import ReceiptFollower
 from ledger_stream.langgraph.tool import (
     LedgerReceipts,
-    ToolCall,
+    MissingKeyError,
     ledger_tool,
     merge_receipts,
     receipt_summary,
@@ -36,8 +37,8 @@ __all__ = [
     "Effect",
     "LedgerMiddleware",
     "LedgerReceipts",
+    "MissingKeyError",
     "ReceiptFollower",
-    "ToolCall",
     "ledger_tool",
     "merge_receipts",
     "receipt_summary",

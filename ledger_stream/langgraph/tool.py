@@ -6,11 +6,13 @@ arguments*. The wrapper derives the operation key, submits the intent, and retur
 ledger's receipt into graph state (a ToolMessage, plus ``ledger_receipts[key]``). A
 connector applies the effect; the same key always gets the original receipt back.
 
-Keys. Pass ``key=`` to derive the key from business intent (``invoice-881``): that survives
-even a re-run of the model node that regenerates tool call ids. Without it, the key is
-``tenant/action/<thread id>/<tool call id>``: stable across resume, replay and fork of
-checkpoints that hold the model's tool call, but not across a regenerated model answer.
-Never checkpoint ids, task ids or step numbers, which change on every replay.
+Keys come only from business identity, and ``key=`` is required: the names of the material
+arguments that identify the business object (``key="invoice"``), or a function of the
+material arguments returning ``operation_key(tenant, action, <business id>)``. The key
+function sees nothing else: no thread id, tool call id, run id or checkpoint id, since a
+regenerated model answer mints a new tool call id, a copied thread a new thread id, and a
+replay new run and checkpoint ids, and each would be a new key for the same refund: the
+duplicate the ledger exists to stop.
 
 Origin. Each intent says which kind of run asked (``fresh``, ``resume``, ``replay``,
 ``fork``) and the checkpoint behind it, read from the step's config (origin.py), so the
@@ -24,7 +26,6 @@ import inspect
 import json
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from langchain_core.messages import ToolMessage
@@ -34,7 +35,13 @@ from langgraph.prebuilt import InjectedState
 from langgraph.types import Command
 
 from ledger_stream.domain import events as ev
-from ledger_stream.domain.keys import operation_key
+from ledger_stream.domain.keys import (
+    InvalidKeyError,
+    business_id_part,
+    checked_key,
+    operation_key,
+)
+from ledger_stream.history.detail import shown_detail
 from ledger_stream.langgraph.origin import step_origin
 from ledger_stream.sdk.client import LedgerClient
 
@@ -43,16 +50,14 @@ FROZEN_NOTE = ("the action is frozen by an operator: the call is recorded and th
                "applies it once, after the unfreeze; do not retry it another way")
 
 
-@dataclass(frozen=True)
-class ToolCall:
-    """What the key function may use besides the material arguments."""
-
-    thread_id: str
-    tool_call_id: str
-    state_intent_id: str | None = None
+KeyFunction = Callable[[dict[str, Any]], str]
+KeySpec = str | tuple[str, ...] | KeyFunction
+KEY_EXAMPLE = ('key="invoice" (the material argument naming the business object), or '
+               'key=lambda args: operation_key("acme", "refund", args["invoice"])')
 
 
-KeyFunction = Callable[[dict[str, Any], ToolCall], str]
+class MissingKeyError(TypeError):
+    """``ledger_tool`` without a business key: the message says how to give one."""
 
 
 def receipt_summary(receipt: ev.Receipt) -> dict[str, Any]:
@@ -61,7 +66,8 @@ def receipt_summary(receipt: ev.Receipt) -> dict[str, Any]:
         "key": receipt.key, "status": receipt.status.value, "key_status":
         receipt.key_status.value, "reason": receipt.reason.value,
         "external_id": receipt.external_id, "attempts": receipt.attempts,
-        "intent_event_id": receipt.intent_event_id, "detail": receipt.detail,
+        "intent_event_id": receipt.intent_event_id,
+        "detail": shown_detail(receipt.detail),
         "origin": receipt.origin,
     }
 
@@ -75,27 +81,31 @@ LedgerReceipts = Annotated[dict[str, dict[str, Any]], merge_receipts]
 
 
 def ledger_tool(client: LedgerClient, *, action: str, target: str, tenant: str,
-                graph: str, version: str, key: KeyFunction | None = None,
+                graph: str, version: str, key: KeySpec | None = None,
                 approval: Callable[[dict[str, Any]], ev.Approval | None] | None = None,
                 wait: float = 30.0) -> Callable[[Callable[..., dict[str, Any]]], BaseTool]:
     """Decorate a function returning material arguments into a ledger-protected tool.
+
+    ``key`` names the material argument(s) that identify the business object (joined into
+    ``operation_key(tenant, action, *values)`` in order; each value text or an integer, by
+    the rule of ``business_id_part``), or
+    is a function of the material arguments returning the whole key. Without it this raises
+    MissingKeyError here, at decoration time. A key of another tenant or action fails the
+    call before anything is submitted.
 
     ``approval(state)`` returns the approval held in graph state (for actions the ledger's
     policy guards); the ledger checks it is bound to exactly these arguments.
     """
 
-    def decorate(fn: Callable[..., dict[str, Any]]) -> BaseTool:
-        def derive_key(material: dict[str, Any], call: ToolCall) -> str:
-            if key is not None:
-                return key(material, call)
-            return operation_key(tenant, action, call.thread_id, call.tool_call_id)
+    derive_key = business_key(key, tenant, action)
 
+    def decorate(fn: Callable[..., dict[str, Any]]) -> BaseTool:
         @functools.wraps(fn)
         def run(*args: Any, tool_call_id: str, config: RunnableConfig,
                 state: dict[str, Any], **kwargs: Any) -> Command:
             material = fn(*args, **kwargs)
             thread_id = str(config.get("configurable", {}).get("thread_id", ""))
-            op_key = derive_key(material, ToolCall(thread_id, tool_call_id))
+            op_key = derive_key(material)
             where = step_origin(config)
             intent = client.intent(op_key, action, target, material,
                                    workflow=ev.Workflow(graph, version, thread_id, fn.__name__,
@@ -131,3 +141,58 @@ def ledger_tool(client: LedgerClient, *, action: str, target: str, tenant: str,
                                             description=inspect.getdoc(fn) or fn.__name__)
 
     return decorate
+
+
+def business_key(key: KeySpec | None, tenant: str, action: str) -> KeyFunction:
+    """The key function ``key`` stands for; MissingKeyError (saying how) when it cannot be
+    one. Keys are checked to be ``tenant/action/...`` when derived."""
+    if key is None:
+        raise MissingKeyError(
+            f"ledger_tool(action={action!r}) needs key=: the operation key must come from "
+            f"business identity, built with operation_key(tenant, action, <business id>): "
+            f"{KEY_EXAMPLE}. Thread ids, tool call ids and run ids change when a model "
+            "answer is regenerated or a thread copied, and a new key is a second effect")
+    operation_key(tenant, action, "check")  # a bad tenant or action fails here
+    if isinstance(key, str | tuple):
+        names = (key,) if isinstance(key, str) else key
+        if not names or not all(isinstance(n, str) and n.strip() for n in names):
+            raise MissingKeyError(f"key={key!r} names no material argument: {KEY_EXAMPLE}")
+        return functools.partial(_named_key, tenant, action, names)
+    if not callable(key):
+        raise MissingKeyError(f"key={key!r} is neither argument names nor a function: "
+                              f"{KEY_EXAMPLE}")
+    if _positional_count(key) != 1:
+        raise MissingKeyError(
+            "key= takes one argument, the material arguments, and returns "
+            f"operation_key(tenant, action, <business id>): {KEY_EXAMPLE}. It is not given "
+            "the thread or tool call id: keys come only from business identity")
+    return functools.partial(_checked_key, key, f"{tenant}/{action}/")
+
+
+def _named_key(tenant: str, action: str, names: tuple[str, ...],
+               material: dict[str, Any]) -> str:
+    missing = [n for n in names if material.get(n) in (None, "")]
+    if missing:
+        raise InvalidKeyError(f"the material arguments have no {', '.join(missing)} "
+                              "(the business id the key is made of)")
+    return operation_key(tenant, action, *(business_id_part(material[n]) for n in names))
+
+
+def _checked_key(key: KeyFunction, prefix: str, material: dict[str, Any]) -> str:
+    made = key(material)
+    if not (isinstance(made, str) and made.startswith(prefix)):
+        raise InvalidKeyError(f"key function returned {made!r}, not a key under {prefix}: "
+                              "build it with operation_key(tenant, action, <business id>)")
+    return checked_key(made)
+
+
+def _positional_count(fn: Callable[..., Any]) -> int:
+    """How many positional arguments ``fn`` requires (1 when it takes any number)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: trust it
+        return 1
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return 1
+    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+               and p.default is p.empty)

@@ -32,6 +32,7 @@ from confluent_kafka import TopicPartition
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.outputs import decision_named
+from ledger_stream.history.detail import shown_detail
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.producer import EventProducer
@@ -141,12 +142,12 @@ def _settled(done: Decided, settings: Settings, bootstrap: str, codec: AvroCodec
         return Decided(done.decision, done.replayed, "applied", first)
     if named is not None:
         raise DecisionRefused(
-            f"decision {named} took effect first ({first.detail}); decision {mine} is "
-            f"recorded without effect: look at {done.decision.key} again")
+            f"decision {named} took effect first ({shown_detail(first.detail)}); decision "
+            f"{mine} is recorded without effect: look at {done.decision.key} again")
     raise DecisionRefused(
         f"{done.decision.key} moved on before decision {mine} applied (it is "
-        f"{first.key_status.value}: {first.detail}); the decision is recorded without "
-        "effect: look at it again")
+        f"{first.key_status.value}: {shown_detail(first.detail)}); the decision is "
+        "recorded without effect: look at it again")
 
 
 def _first_answer(settings: Settings, bootstrap: str, codec: AvroCodec, key: str,
@@ -203,7 +204,9 @@ def _recorded(settings: Settings, bootstrap: str, codec: AvroCodec, tenant: str,
     can answer: an id that cannot be checked is not used."""
     if settings.view_url:
         try:
-            return ViewClient(settings.view_url).decision(tenant, decision_id, wait_s=5.0)
+            key = settings.view_key.get_secret_value() if settings.view_key else None
+            return ViewClient(settings.view_url, key=key).decision(tenant, decision_id,
+                                                                   wait_s=5.0)
         except NoTimelineError:
             pass  # a view of latest receipts only: read the topic
         except (StaleTimelineError, ViewUnavailableError) as exc:

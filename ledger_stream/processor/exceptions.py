@@ -7,6 +7,13 @@ and its inputs are decided again.
 
 from __future__ import annotations
 
+from typing import Literal
+
+# Why a batch was dropped: the label of ``ledger_batches_abandoned_total`` (each series is
+# created at 0 when the processor starts, so an alert rule sees the first increase).
+AbandonKind = Literal["fenced", "aborted", "producer_fatal", "producer_wedged", "delivery",
+                      "registry"]
+
 
 class ProcessorError(Exception):
     """The processor cannot go on; the message says why, in one line."""
@@ -21,14 +28,13 @@ class BatchAbandoned(ProcessorError):
     """The current batch must not become durable: nothing of it is committed, its overlay is
     discarded and its inputs are read again from the committed offsets.
 
-    ``kind`` labels the metric (``fenced``, ``rebalance``, ``aborted``, ``producer_fatal``,
-    ``producer_wedged``, ``delivery``, ``registry``, ``store``); ``await_rebalance`` says the
+    ``kind`` labels the metric (one of :data:`AbandonKind`); ``await_rebalance`` says the
     consumer's generation is stale, so the loop waits for the group to settle before reading
     again; ``new_producer`` says the producer is unusable (fatal or wedged) and must be
     replaced.
     """
 
-    def __init__(self, kind: str, reason: str, *, await_rebalance: bool = False,
+    def __init__(self, kind: AbandonKind, reason: str, *, await_rebalance: bool = False,
                  new_producer: bool = False) -> None:
         super().__init__(reason)
         self.kind = kind

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from typing import get_args
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
+from ledger_stream.domain.events import AlertKind
 from ledger_stream.logs import log_fields
+from ledger_stream.processor.exceptions import AbandonKind
 
 logger = logging.getLogger(__name__)
 
@@ -72,13 +76,35 @@ CLOCK_LAG = Gauge(
 )
 
 
-def serve_metrics(port: int | None, who: str) -> int | None:
-    """Serve ``/metrics`` on ``port`` in a daemon thread (0: a free port) and log where; the
-    port served, or None when ``port`` is None (off)."""
+def start_series(input_topics: Iterable[str]) -> None:
+    """Create at 0 every labelled series that an alert rule (deploy/prometheus/alerts.yml)
+    watches for an increase: one per alert kind (every member of :class:`AlertKind`, so a new
+    kind is covered without a change here), per DLQ source topic (``input_topics``) and per
+    abandon reason (:data:`AbandonKind`).
+
+    Why: Prometheus computes ``increase()`` between samples it holds. A series whose first
+    sample is already 1 has no earlier sample, so ``increase(...) > 0`` never sees its first
+    step, and the first ``duplicate_effect`` after each start would raise no alert.
+    Idempotent; call it when the processor starts, before it decides anything."""
+    for kind in AlertKind:
+        ALERTS.labels(kind.value)
+    for topic in input_topics:
+        DLQ.labels(topic)
+    for reason in get_args(AbandonKind):
+        ABANDONED.labels(reason)
+
+
+def serve_metrics(port: int | None, who: str, host: str = "127.0.0.1",
+                  ) -> tuple[str, int] | None:
+    """Serve ``/metrics`` on ``host``:``port`` in a daemon thread (0: a free port) and log
+    where; the address bound, or None when ``port`` is None (off). The default host is
+    loopback: metrics say how much every tenant does, so reaching them from beyond this host
+    is the operator's choice (``--metrics-host``)."""
     if port is None:
         return None
-    server, _ = start_http_server(port)
-    served = int(server.server_port)
+    server, _ = start_http_server(port, addr=host)
+    bound = server.server_address
+    served = (str(bound[0]), int(bound[1]))
     logger.info("metrics served", extra=log_fields(
-        who=who, port=served, url=f"http://0.0.0.0:{served}/metrics"))
+        who=who, port=served[1], url=f"http://{host}:{served[1]}/metrics"))
     return served

@@ -71,6 +71,7 @@ class Processor:
         self.instance = settings.processor_instance_id or self._folder.instance_hash()
         group = settings.consumer_group
         self._inputs = (settings.topic("intents"), settings.topic("attempts"))
+        metrics.start_series(self._inputs)  # at 0: alert rules then see the first increase
         self._step = LedgerStep(policy,
                                 codec or make_codec(settings.schema_registry_url),
                                 {self._inputs[0]: "intents", self._inputs[1]: "attempts"},

@@ -20,6 +20,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
+from pydantic import SecretStr
 
 from ledger_stream import tracing
 from ledger_stream.config import Settings
@@ -57,6 +58,10 @@ END_OFFSET_WAIT_MAX_S = 15.0
 _TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE})  # raised by produce() itself
 
 
+def _secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() if value is not None else None
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -80,7 +85,8 @@ class LedgerClient:
         self._partitions: int | None = None
         self._lock = threading.Lock()
         self._hub: ReceiptHub | None = None
-        self._view = ViewClient(self.settings.view_url) if self.settings.view_url else None
+        self._view = ViewClient(self.settings.view_url, key=_secret(self.settings.view_key)) \
+            if self.settings.view_url else None
         self._admin_client: AdminClient | None = None
         self._ends: EndOffsets | None = None
         self._closed = False

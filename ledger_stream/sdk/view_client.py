@@ -1,10 +1,18 @@
-"""The SDK's side of the receipts view: one keep-alive HTTP connection per thread."""
+"""The SDK's side of the receipts view: one keep-alive HTTP connection per thread.
+
+The view answers the gateway's tenant API keys: a client sends its own (``key``,
+``LEDGER_VIEW_KEY``); a server acting for many tenants (the gateway) sends its caller's
+instead, set for the request with ``forwarding``.
+"""
 
 from __future__ import annotations
 
 import http.client
 import json
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Literal
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -18,16 +26,32 @@ from ledger_stream.sdk.errors import (
 from ledger_stream.serde.records import from_record
 
 MAX_WAIT_S = 30.0  # the view waits at most this long (server.MAX_WAIT_MS)
+# The caller's API key, sent instead of the client's own while set (copied into the threads
+# that asyncio.to_thread starts, as every context variable is).
+_FORWARDED: ContextVar[str | None] = ContextVar("ledger_view_forwarded_key", default=None)
+
+
+@contextmanager
+def forwarding(key: str) -> Iterator[None]:
+    """Within this block (and the threads it hands work to with ``asyncio.to_thread``),
+    every ViewClient sends ``key``: the view then reads only ``key``'s tenant's keys."""
+    token = _FORWARDED.set(key)
+    try:
+        yield
+    finally:
+        _FORWARDED.reset(token)
 
 
 class ViewClient:
-    def __init__(self, url: str, timeout_s: float = 10.0) -> None:
+    def __init__(self, url: str, timeout_s: float = 10.0, key: str | None = None) -> None:
+        """``key``: the API key sent to the view (one of its tenant keys)."""
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"the view URL must be http://HOST[:PORT], got {url!r}")
         self._host, self._port = parts.hostname, parts.port or 80
         self._base = parts.path.rstrip("/")
         self._timeout_s = timeout_s
+        self._key = key
         self._local = threading.local()
         self.url = url
 
@@ -86,7 +110,9 @@ class ViewClient:
         for attempt in (1, 2):  # a kept-alive connection the server closed: one new try
             conn = self._connection(wait_s)
             try:
-                conn.request("GET", path)
+                key = _FORWARDED.get() or self._key
+                conn.request("GET", path, headers={"Authorization": f"Bearer {key}"}
+                             if key else {})
                 response = conn.getresponse()
                 data = response.read()
             except (OSError, http.client.HTTPException) as exc:
@@ -98,6 +124,10 @@ class ViewClient:
                 continue
             if response.status == 404 and b"no timeline" in data:
                 raise NoTimelineError(f"the view at {self.url} keeps no timeline")
+            if response.status in (401, 403):
+                raise ViewUnavailableError(
+                    f"the view at {self.url} refused this client's API key "
+                    f"({response.status}): set LEDGER_VIEW_KEY to a key of the tenant read")
             if response.status != 200:
                 raise ViewUnavailableError(f"the view at {self.url} answered "
                                            f"{response.status}: {data[:300]!r}")

@@ -63,7 +63,7 @@ class SimConfig:
 
 
 def sim_policy() -> Policy:
-    return Policy(replay_window_ms=10**9, approval_secret=b"sim", retry_backoff_ms=50,
+    return Policy(replay_window_ms=10**9, retry_backoff_ms=50,
                   max_attempts=3, clock_skew_ms=100, stall_after_ms=2_000,
                   reconcile_timeout_ms=3_000)
 

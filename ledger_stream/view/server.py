@@ -18,11 +18,18 @@
   under that id, on any of its keys (``decision`` null for none), once the view has applied
   every partition of the attempts topic up to its end as of the request (``caught_up``).
 - ``GET /healthz``: each partition's position; 503 once the view has failed.
-- ``GET /metrics``: Prometheus.
+- ``GET /metrics``: Prometheus, to a peer on this host, or to anyone once metrics are
+  opened (``--metrics-host``).
+
+Every route but ``/healthz`` and ``/metrics`` needs ``Authorization: Bearer <API key>``,
+one of the gateway's tenant keys: 401 without a known key, 403 for a key or decision of
+another tenant (refused before anything is read). A decision's ``tenant`` defaults to the
+key's. A view started with ``--no-auth`` (loopback only) answers without a key.
 
 The key is everything after ``/v1/operations/``, percent-encoded UTF-8. Errors are JSON
-``{"error": ...}`` with 400 (a bad parameter), 404 (another path), 409 (another topic or
-partitioning), 503 (the view failed or cannot answer now).
+``{"error": ...}`` with 400 (a bad parameter), 401 (no known API key), 403 (another
+tenant's), 404 (another path), 409 (another topic or partitioning), 503 (the view failed
+or cannot answer now).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import json
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -38,9 +46,12 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, Histogram, generate_latest
 
+from ledger_stream.access import Forbidden, Reader, Unauthenticated, is_loopback, reader_of
 from ledger_stream.domain.events import OperatorResolution, Receipt
 from ledger_stream.domain.keys import InvalidKeyError, checked_key
+from ledger_stream.gateway.auth import ApiKeys
 from ledger_stream.history import evidence, timeline
+from ledger_stream.history.detail import shown_detail
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import AvroCodec, DecodeError
@@ -86,6 +97,8 @@ def operation(view: ReceiptView, codec: AvroCodec, key: str, query: dict[str, li
         caught_up = view.wait_for(partition, after, wait_ms / 1000)
     receipt = _record(codec, view.latest(key.encode("utf-8")), Receipt,
                       "the key's latest receipt")
+    if receipt is not None:  # an old record's detail may quote a target: its length only
+        receipt["detail"] = shown_detail(receipt.get("detail") or "")
     return {"key": key, "partition": partition, "position": view.position(partition),
             "caught_up": caught_up, "receipt": receipt}
 
@@ -182,8 +195,62 @@ def _int_param(query: dict[str, list[str]], name: str, low: int, high: int,
     return value
 
 
+@dataclass(frozen=True)
+class Route:
+    """A path the view answers: ``path`` exactly, or (ending in "/") followed by a key or
+    id. A public route holds no tenant's data and answers without an API key."""
+
+    path: str
+    public: bool = False
+
+
+ROUTES = (Route(OPERATIONS), Route(TIMELINE), Route(EVIDENCE), Route(DECISIONS),
+          Route("/healthz", public=True), Route("/metrics", public=True))
+
+
+def route_of(path: str) -> tuple[Route, str] | None:
+    """The route of ``path`` and the percent-encoded rest after its prefix, or None."""
+    for route in ROUTES:
+        if route.path.endswith("/") and path.startswith(route.path):
+            return route, path[len(route.path):]
+        if path == route.path:
+            return route, ""
+    return None
+
+
+def _unquoted(rest: str, what: str) -> str:
+    try:
+        return unquote(rest, errors="strict")
+    except UnicodeDecodeError:
+        raise BadRequest(f"the {what} is not percent-encoded UTF-8") from None
+
+
+def read(view: ReceiptView, timeline_view: HistoryView | None, codec: AvroCodec,
+         reader: Reader, route: Route, rest: str, query: dict[str, list[str]],
+         ) -> dict[str, Any]:
+    """The answer to a tenant's read; Forbidden (before anything is read) when it asks
+    for another tenant's key or decision."""
+    if route.path == DECISIONS:
+        wanted = _unquoted(rest, "id")
+        tenant = query.get("tenant", [reader.tenant or ""])[-1]
+        reader.check_tenant(tenant)
+        return decision(timeline_view, codec, wanted, {**query, "tenant": [tenant]})
+    key = _unquoted(rest, "key")
+    reader.check_key(key)
+    if route.path == OPERATIONS:
+        with REQUEST_SECONDS.time():
+            return operation(view, codec, key, query)
+    return history(timeline_view, codec, key, query,
+                   "timeline" if route.path == TIMELINE else "evidence")
+
+
 def make_server(view: ReceiptView, codec: AvroCodec, host: str, port: int,
-                timeline_view: HistoryView | None = None) -> ThreadingHTTPServer:
+                timeline_view: HistoryView | None = None, *, keys: ApiKeys | None,
+                metrics_open: bool = False) -> ThreadingHTTPServer:
+    """The view's HTTP server. ``keys``: the API keys every route but ``/healthz`` and
+    ``/metrics`` needs (each reads only its tenant's keys); None answers anyone, for a
+    server on a loopback address only (``access.serving_keys`` decides). ``/metrics``
+    answers a loopback peer, or anyone when ``metrics_open``."""
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         # Headers and body leave as two writes; without TCP_NODELAY the body waits for the
@@ -192,43 +259,32 @@ def make_server(view: ReceiptView, codec: AvroCodec, host: str, port: int,
 
         def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
             url = urlsplit(self.path)
+            found = route_of(url.path)
             try:
-                if url.path.startswith(OPERATIONS):
-                    with REQUEST_SECONDS.time():
-                        try:
-                            key = unquote(url.path[len(OPERATIONS):], errors="strict")
-                        except UnicodeDecodeError:
-                            raise BadRequest("the key is not percent-encoded UTF-8") from None
-                        body = operation(view, codec, key,
-                                         parse_qs(url.query, keep_blank_values=True))
-                    self._json(HTTPStatus.OK, body)
-                elif url.path.startswith((TIMELINE, EVIDENCE)):
-                    what = "timeline" if url.path.startswith(TIMELINE) else "evidence"
-                    try:
-                        key = unquote(url.path[len(f"/v1/{what}/"):], errors="strict")
-                    except UnicodeDecodeError:
-                        raise BadRequest("the key is not percent-encoded UTF-8") from None
-                    self._json(HTTPStatus.OK, history(
-                        timeline_view, codec, key, parse_qs(url.query, keep_blank_values=True),
-                        what))
-                elif url.path.startswith(DECISIONS):
-                    try:
-                        wanted = unquote(url.path[len(DECISIONS):], errors="strict")
-                    except UnicodeDecodeError:
-                        raise BadRequest("the id is not percent-encoded UTF-8") from None
-                    self._json(HTTPStatus.OK, decision(
-                        timeline_view, codec, wanted, parse_qs(url.query,
-                                                               keep_blank_values=True)))
-                elif url.path == "/healthz":
+                if found is None:
+                    self._json(HTTPStatus.NOT_FOUND, {"error": f"no such path: {url.path}"})
+                elif found[0].path == "/healthz":
                     view.check()
                     if timeline_view is not None:
                         timeline_view.check()
                     self._json(HTTPStatus.OK, {"topic": view.topic, "positions": {
                         str(p): o for p, o in view.positions().items()}})
-                elif url.path == "/metrics":
-                    self._send(HTTPStatus.OK, generate_latest(), CONTENT_TYPE_LATEST)
+                elif found[0].path == "/metrics":
+                    if metrics_open or is_loopback(self.client_address[0]):
+                        self._send(HTTPStatus.OK, generate_latest(), CONTENT_TYPE_LATEST)
+                    else:
+                        self._json(HTTPStatus.FORBIDDEN, {"error": "metrics answer this "
+                                   "host only (open them with --metrics-host)"})
                 else:
-                    self._json(HTTPStatus.NOT_FOUND, {"error": f"no such path: {url.path}"})
+                    reader = reader_of(keys, self.headers.get("Authorization"))
+                    self._json(HTTPStatus.OK, read(
+                        view, timeline_view, codec, reader, found[0], found[1],
+                        parse_qs(url.query, keep_blank_values=True)))
+            except Unauthenticated as exc:
+                self._json(HTTPStatus.UNAUTHORIZED, {"error": str(exc)},
+                           {"WWW-Authenticate": "Bearer"})
+            except Forbidden as exc:
+                self._json(HTTPStatus.FORBIDDEN, {"error": str(exc)})
             except NoTimeline as exc:
                 self._json(HTTPStatus.NOT_FOUND, {"error": str(exc)})
             except Mismatch as exc:
@@ -249,11 +305,15 @@ def make_server(view: ReceiptView, codec: AvroCodec, host: str, port: int,
                 self._json(HTTPStatus.SERVICE_UNAVAILABLE,
                            {"error": f"{type(exc).__name__}: {exc}"})
 
-        def _json(self, status: HTTPStatus, body: dict[str, Any]) -> None:
-            self._send(status, json.dumps(body).encode("utf-8"), "application/json")
+        def _json(self, status: HTTPStatus, body: dict[str, Any],
+                  headers: dict[str, str] | None = None) -> None:
+            self._send(status, json.dumps(body).encode("utf-8"), "application/json", headers)
 
-        def _send(self, status: HTTPStatus, data: bytes, content_type: str) -> None:
+        def _send(self, status: HTTPStatus, data: bytes, content_type: str,
+                  headers: dict[str, str] | None = None) -> None:
             self.send_response(status)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

@@ -9,6 +9,7 @@ import socket
 import threading
 from types import FrameType
 
+from ledger_stream.access import metrics_open, serving_keys
 from ledger_stream.config import Settings
 from ledger_stream.history.reader import ROLES
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
@@ -23,9 +24,12 @@ from ledger_stream.view.store import ViewStore
 logger = logging.getLogger(__name__)
 
 
-def run_view(settings: Settings) -> None:
-    """Serve the receipts view until SIGTERM or SIGINT. Raises StoreError or
+def run_view(settings: Settings, no_auth: bool = False) -> None:
+    """Serve the receipts view until SIGTERM or SIGINT, to the gateway's tenant API keys
+    (``no_auth``: to anyone on this host). Raises ServingRefused, StoreError or
     KafkaException (one line) when it cannot start."""
+    keys = serving_keys(settings, no_auth=no_auth, host=settings.view_host,
+                        surface="the view")
     bootstrap = resolve_bootstrap(settings)
     stop = threading.Event()
 
@@ -45,7 +49,8 @@ def run_view(settings: Settings) -> None:
         if settings.view_timeline:
             timeline = HistoryView(bootstrap, {role: settings.topic(role) for role in ROLES},
                                    store, codec)
-        server = make_server(view, codec, settings.view_host, settings.view_port, timeline)
+        server = make_server(view, codec, settings.view_host, settings.view_port, timeline,
+                             keys=keys, metrics_open=metrics_open(settings))
     except BaseException:
         for follower in (view, timeline):
             if follower is not None:
@@ -59,7 +64,7 @@ def run_view(settings: Settings) -> None:
     logger.info("view serving", extra=log_fields(
         instance=f"{socket.gethostname()}-{os.getpid()}",
         url=f"http://{settings.view_host}:{server.server_port}", topic=view.topic,
-        partitions=view.partitions, timeline=timeline is not None,
+        partitions=view.partitions, timeline=timeline is not None, api_keys=keys is not None,
         state_dir=str(store.path)))
     try:
         while not stop.wait(0.5):

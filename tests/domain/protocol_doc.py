@@ -16,12 +16,15 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import sign_approval
 from ledger_stream.domain.containment import Freeze, Hold
 from ledger_stream.domain.state import KeyState
+from ledger_stream.testing.approvers import seeded_approver, trusted
 from tests.factories import KEY, claim, intent, now_of, outcome, reconciled, resolution
 
 OS, RS, RES = ev.OutcomeStatus, ev.ReconcileStatus, ev.Resolution
+APPROVER, FORGER = seeded_approver("approver-1", "k"), seeded_approver("approver-1", "forged")
 POLICY = Policy(replay_window_ms=100_000, retry_backoff_ms=500, max_attempts=3,
                 clock_skew_ms=1_000, approval_required_actions=frozenset({"payout"}),
-                approval_secret=b"k", stall_after_ms=60_000, reconcile_timeout_ms=120_000)
+                approval_keys=trusted(APPROVER), stall_after_ms=60_000,
+                reconcile_timeout_ms=120_000)
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,7 @@ def _timer(at_ms: int) -> Callable[[], ev.InputEvent]:
 
 def _payout(approval: bool) -> ev.InputEvent:
     base = intent(key="acme/payout/p1")
-    signed = sign_approval(b"k", base.key, "ap-1", base.args_hash, "", 99_999) if approval \
+    signed = sign_approval(APPROVER, base.key, "ap-1", base.args_hash, "", 99_999) if approval \
         else None
     return intent(key="acme/payout/p1", approval=signed)
 
@@ -136,7 +139,7 @@ ROWS = [
     Row("Intent, same args, approval required and missing", lambda: [_payout(True)],
         lambda: _payout(False)),
     Row("Intent, same args, forged approval", _succeeded,
-        lambda: intent(approval=sign_approval(b"forged", KEY, "a", intent().args_hash, "",
+        lambda: intent(approval=sign_approval(FORGER, KEY, "a", intent().args_hash, "",
                                               99_999))),
     Row("Intent, different args", _reserved, lambda: intent(args={"amount": 1})),
     Row("Intent, different args and another workflow version", _reserved,

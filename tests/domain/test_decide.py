@@ -10,11 +10,16 @@ from ledger_stream.domain import Policy, absent, decide
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import sign_approval
 from ledger_stream.domain.state import KeyState, Phase
+from ledger_stream.testing.approvers import seeded_approver, trusted
 from tests.factories import KEY, claim, intent, now_of, outcome, reconciled, resolution
 
 pytestmark = pytest.mark.timeout(30)
 
 OS, RS, RES = ev.OutcomeStatus, ev.ReconcileStatus, ev.Resolution
+# The approver the policies trust, and a forger's key under the same key id.
+APPROVER = seeded_approver("approver-1", "k")
+FORGER = seeded_approver("approver-1", "wrong")
+KEYS = trusted(APPROVER)
 POLICY = Policy(replay_window_ms=100_000, retry_backoff_ms=500, max_attempts=3,
                 clock_skew_ms=1_000)
 
@@ -82,14 +87,14 @@ def test_numbers_are_normalised_so_10_and_10_0_are_the_same_arguments():
 
 @pytest.mark.parametrize("problem", ["missing", "forged", "payload", "expired", "revision"])
 def test_bad_approval_is_rejected_and_alerted(problem):
-    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_secret=b"k")
+    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_keys=KEYS)
     base = intent(policy_revision="p1")
     approval = {
         "missing": None,
-        "forged": sign_approval(b"wrong", KEY, "a1", base.args_hash, "p1", 10_000),
-        "payload": sign_approval(b"k", KEY, "a1", "0" * 64, "p1", 10_000),
-        "expired": sign_approval(b"k", KEY, "a1", base.args_hash, "p1", 500),
-        "revision": sign_approval(b"k", KEY, "a1", base.args_hash, "p0", 10_000),
+        "forged": sign_approval(FORGER, KEY, "a1", base.args_hash, "p1", 10_000),
+        "payload": sign_approval(APPROVER, KEY, "a1", "0" * 64, "p1", 10_000),
+        "expired": sign_approval(APPROVER, KEY, "a1", base.args_hash, "p1", 500),
+        "revision": sign_approval(APPROVER, KEY, "a1", base.args_hash, "p0", 10_000),
     }[problem]
     state, out = run([intent(approval=approval, policy_revision="p1")], policy=policy)
     assert state.phase is Phase.ABSENT
@@ -100,9 +105,9 @@ def test_bad_approval_is_rejected_and_alerted(problem):
 
 
 def test_valid_approval_reserves():
-    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_secret=b"k")
+    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_keys=KEYS)
     base = intent()
-    approval = sign_approval(b"k", KEY, "a1", base.args_hash, "", 10_000)
+    approval = sign_approval(APPROVER, KEY, "a1", base.args_hash, "", 10_000)
     state, out = run([intent(approval=approval)], policy=policy)
     assert state.phase is Phase.RESERVED and of(out, ev.Dispatch)
 
@@ -453,9 +458,9 @@ def test_outputs_are_deterministic():
 
 
 def test_approval_expiry_is_judged_by_the_partition_clock_not_the_intents_stamp():
-    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_secret=b"k")
+    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_keys=KEYS)
     base = intent()
-    approval = sign_approval(b"k", KEY, "a1", base.args_hash, "", 10_000)
+    approval = sign_approval(APPROVER, KEY, "a1", base.args_hash, "", 10_000)
     backdated = intent(approval=approval, at_ms=1_000)  # claims to be early
     decision = decide(absent(KEY), backdated, policy, 20_000)  # the broker says otherwise
     assert decision.state.phase is Phase.ABSENT
@@ -486,11 +491,11 @@ def test_a_conflict_with_another_workflow_version_is_a_conflict_not_a_hold():
 
 
 def test_a_duplicate_with_a_forged_approval_is_rejected_and_alerted():
-    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_secret=b"k")
+    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_keys=KEYS)
     base = intent()
-    good = sign_approval(b"k", KEY, "a1", base.args_hash, "", 10_000)
+    good = sign_approval(APPROVER, KEY, "a1", base.args_hash, "", 10_000)
     state, _ = run([intent(approval=good)], policy=policy)
-    forged = sign_approval(b"wrong", KEY, "a1", base.args_hash, "", 10_000)
+    forged = sign_approval(FORGER, KEY, "a1", base.args_hash, "", 10_000)
     state2, out = run([intent(approval=forged)], state, policy)
     assert state2 == state
     assert of(out, ev.Receipt)[0].reason is ev.Reason.APPROVAL
@@ -498,9 +503,9 @@ def test_a_duplicate_with_a_forged_approval_is_rejected_and_alerted():
 
 
 def test_a_duplicate_after_its_approval_expired_still_gets_the_original_outcome():
-    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_secret=b"k")
+    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_keys=KEYS)
     base = intent()
-    good = sign_approval(b"k", KEY, "a1", base.args_hash, "", 2_500)
+    good = sign_approval(APPROVER, KEY, "a1", base.args_hash, "", 2_500)
     state, _ = run([intent(approval=good), claim(),
                     outcome(OS.SUCCEEDED, external_id="pay-1")], policy=policy)
     _, out = run([intent(approval=good, at_ms=5_000)], state, policy)
@@ -606,8 +611,11 @@ def test_a_lookup_result_for_a_key_that_is_not_live_changes_nothing():
 def test_a_forged_signature_with_non_ascii_characters_is_refused_not_raised():
     """Found by the coverage-guided fuzzer: hmac.compare_digest raises TypeError on a str
     with non-ASCII characters, which crashed the processor on a hostile intent."""
-    from ledger_stream.domain.approval import approval_problem
+    from ledger_stream.domain.approval import ApprovalKeys, approval_problem
     from ledger_stream.domain.events import Approval
 
     forged = intent(approval=Approval("ap", "h", "", 10**13, "sig\u00e9\u2603"))
-    assert approval_problem(forged, b"secret", True, 1_000) == "approval signature invalid"
+    dev = ApprovalKeys(dev_secret=b"secret")
+    assert approval_problem(forged, dev, True, 1_000) == "approval signature invalid"
+    keyed = intent(approval=Approval("ap", "h", "", 10**13, "sig\u00e9\u2603", APPROVER.key_id))
+    assert approval_problem(keyed, KEYS, True, 1_000) == "approval signature invalid"

@@ -36,14 +36,16 @@ def bare_gateway(ledger_topics: Settings, tmp_path: Path) -> Iterator[str]:
     yield from serve_gateway(ledger_topics, tmp_path)
 
 
-def serve_gateway(settings: Settings, tmp_path: Path) -> Iterator[str]:
+def serve_gateway(settings: Settings, tmp_path: Path, *extra: str,
+                  env: dict[str, str] | None = None) -> Iterator[str]:
     assert settings.kafka_bootstrap
     keys = tmp_path / "keys"
     keys.write_text(f"# tenant=key\nacme={ACME}\nglobex={GLOBEX}\n")
     (port,) = pick_free_ports(1)
     proc = Proc(["api", "--port", str(port), "--keys-file", str(keys), "--bootstrap",
-                 settings.kafka_bootstrap, "--topic-prefix", settings.topic_prefix],
-                tmp_path / "api.log", env={"LEDGER_CONSUMER_GROUP": processor_group(settings)})
+                 settings.kafka_bootstrap, "--topic-prefix", settings.topic_prefix, *extra],
+                tmp_path / "api.log", env={"LEDGER_CONSUMER_GROUP": processor_group(settings),
+                                           **(env or {})})
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:

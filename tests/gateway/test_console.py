@@ -103,3 +103,32 @@ def test_console_shows_alerts_a_timeline_and_records_a_decision(
         ev.Resolution.FAILED, 1, "ops-ann", "lookup unavailable, customer confirmed no email")
     settled = latest_receipt(stack.settings, waiting, {ev.ReceiptStatus.FAILED}, timeout_s=5)
     assert f"[decision {decision.event_id}]" in settled.detail
+
+
+def test_console_without_a_known_key_shows_no_empty_lists(bare_gateway: str,
+                                                          tmp_path: Path) -> None:
+    """No key, or a key the gateway does not know (401): the console says so and shows no
+    list, never "nothing waits", which would tell an operator that nothing needs them."""
+    assert CHROMIUM, "Debian's chromium is needed (.ci/run installs it)"
+    folder = Path(os.environ.get("LEDGER_SCREENSHOTS") or tmp_path)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                    args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(f"{bare_gateway}/console")
+        expect(page.locator("#status")).to_contain_text("enter an API key")
+        expect(page.locator("#reconciliation-empty")).to_be_hidden()
+        expect(page.locator("#freezes-empty")).to_be_hidden()
+
+        page.fill("#api-key", "not-a-key-this-gateway-knows")
+        page.dispatch_event("#api-key", "change")
+        expect(page.locator("#status")).to_contain_text("not known (401)", timeout=20_000)
+        expect(page.locator("#reconciliation-empty")).to_be_hidden()
+        expect(page.locator("#freezes-empty")).to_be_hidden()
+        shot(page, folder, "unknown-key")
+
+        page.fill("#api-key", ACME)
+        page.dispatch_event("#api-key", "change")
+        expect(page.locator("#status")).to_contain_text("up to date", timeout=20_000)
+        expect(page.locator("#reconciliation-empty")).to_be_visible()
+        browser.close()

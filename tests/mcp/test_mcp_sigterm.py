@@ -24,7 +24,7 @@ class Stub:
 
 client.LedgerClient = Stub
 from ledger_stream.cli.main import main
-sys.exit(main(["mcp", "--tenant", "acme", "--effects", "refund=refund@payments"]))
+sys.exit(main(["mcp", "--tenant", "acme", "--effects", "refund=refund@payments[invoice]"]))
 """
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-03-26", "capabilities": {},

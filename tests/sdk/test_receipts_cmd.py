@@ -56,7 +56,7 @@ def test_every_receipt_then_only_the_latest(ledger_topics: Settings, tmp_path: P
     assert ledger_topics.kafka_bootstrap
     view = ReceiptView(ledger_topics.kafka_bootstrap, ledger_topics.topic("receipts"),
                        ViewStore(tmp_path / "view")).start()
-    server = make_server(view, AvroCodec(), "127.0.0.1", 0)
+    server = make_server(view, AvroCodec(), "127.0.0.1", 0, keys=None)
     serve_in_thread(server)
     try:
         assert main(["receipts", key, "--latest", "--json", "--view-url",

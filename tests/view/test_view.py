@@ -199,7 +199,7 @@ def test_the_view_command_names_a_missing_topic(ledger_settings: Settings, tmp_p
     assert ledger_settings.kafka_bootstrap
     code = main(["view", "--bootstrap", ledger_settings.kafka_bootstrap, "--topic-prefix",
                  f"missing-{uuid.uuid4().hex[:6]}", "--port", "0", "--state-dir",
-                 str(tmp_path)])
+                 str(tmp_path), "--no-auth"])
     assert code == 2
     assert "receipts is not available" in capsys.readouterr().err
 

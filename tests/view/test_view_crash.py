@@ -54,7 +54,8 @@ def _get(url: str) -> Any:
 def _view(settings: Settings, state: Path, port: int, log: Path) -> Proc:
     assert settings.kafka_bootstrap
     proc = Proc(["view", "--port", str(port), "--state-dir", str(state), "--bootstrap",
-                 settings.kafka_bootstrap, "--topic-prefix", settings.topic_prefix], log)
+                 settings.kafka_bootstrap, "--topic-prefix", settings.topic_prefix,
+                 "--no-auth"], log)
     deadline = time.monotonic() + 30
     while True:
         try:
