@@ -109,3 +109,26 @@ def test_no_auth_serves_loopback_without_a_key(ledger_settings: Settings,
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_the_gate_hands_no_websocket_to_the_app() -> None:
+    """A websocket carries no request the gate checks: it never reaches the MCP app (which
+    would then answer it unauthenticated, were a websocket route ever added), keyed or not;
+    the server refuses its handshake."""
+    reached: list[str] = []
+
+    async def app(scope: dict[str, object], receive: object, send: object) -> None:
+        reached.append(str(scope["type"]))
+
+    async def receive() -> dict[str, str]:
+        return {"type": "websocket.connect"}
+
+    async def send(message: object) -> None:
+        reached.append(f"sent {message}")
+
+    for keys in (ApiKeys.parse(f"acme={ACME}"), None):
+        gate = TenantKeyGate(app, keys, "acme")  # type: ignore[arg-type]
+        headers = [(b"authorization", f"Bearer {ACME}".encode())]
+        asyncio.run(gate({"type": "websocket", "path": "/mcp", "headers": headers},
+                         receive, send))  # type: ignore[arg-type]
+    assert reached == []
