@@ -132,3 +132,27 @@ def test_the_gate_hands_no_websocket_to_the_app() -> None:
         asyncio.run(gate({"type": "websocket", "path": "/mcp", "headers": headers},
                          receive, send))  # type: ignore[arg-type]
     assert reached == []
+
+
+def test_a_gate_without_keys_answers_only_requests_for_this_host() -> None:
+    """Without keys (--no-auth, any loopback --host) the gate lets through only requests
+    that name this host: a browser page reaching the server by DNS rebinding names its own
+    (the SDK's own check covers 127.0.0.1, localhost and ::1 only)."""
+    reached: list[str] = []
+    sent: list[dict[str, object]] = []
+
+    async def app(scope: dict[str, object], receive: object, send: object) -> None:
+        reached.append(str(scope["path"]))
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    gate = TenantKeyGate(app, None, "acme")  # type: ignore[arg-type]
+    for host in (b"attacker.example", b"attacker.example:8078", b"127.0.0.2.nip.io:8078"):
+        asyncio.run(gate({"type": "http", "path": "/mcp", "headers": [(b"host", host)]},
+                         None, send))  # type: ignore[arg-type]
+    assert reached == [] and [m["status"] for m in sent if "status" in m] == [403] * 3
+    for host in (b"127.0.0.2:8078", b"localhost:8078", b"[::1]:8078"):
+        asyncio.run(gate({"type": "http", "path": f"/mcp {host!r}",
+                          "headers": [(b"host", host)]}, None, send))  # type: ignore[arg-type]
+    assert len(reached) == 3
