@@ -8,6 +8,7 @@ import json
 import signal
 import sys
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 from ledger_stream.cli.common import CliError, add_common_flags, cell, iso_ms, settings_from
@@ -21,10 +22,11 @@ KINDS = tuple(k.value for k in ev.AlertKind)
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "alerts", help="print the ledger's alerts (and follow new ones)",
-        description="Print every alert still in <prefix>.alerts, in log order per "
-        "partition, then exit; with --follow keep printing new alerts until Ctrl-C or "
-        "SIGTERM. A record that does not decode as an alert is reported on stderr with its "
-        "position and skipped. Alerts carry keys, ids and hashes, never arguments.")
+        description="Print every alert still in <prefix>.alerts, oldest first (by the "
+        "alert's time across all partitions), then exit; with --follow keep printing new "
+        "alerts as they land until Ctrl-C or SIGTERM. A record that does not decode as an "
+        "alert is reported on stderr with its position and skipped. Alerts carry keys, ids "
+        "and hashes, never arguments.")
     parser.add_argument("--follow", "-f", action="store_true",
                         help="after the alerts already raised, print each new one")
     parser.add_argument("--kind", action="append", choices=KINDS, metavar="KIND",
@@ -61,13 +63,22 @@ def _run(args: argparse.Namespace) -> int:
     if not args.json:
         print("\t".join(COLUMNS), flush=True)
     try:
-        records = tail_topic(resolve_bootstrap(settings), topic, follow=args.follow, stop=stop)
-        for partition, offset, value in records:
-            alert = _decoded(codec, value, topic, partition, offset)
-            if alert is None or alert.kind.value not in kinds or not alert.key.startswith(prefix):
+        bootstrap = resolve_bootstrap(settings)
+        backlog, seen = _backlog(tail_topic(bootstrap, topic, follow=False), codec, topic)
+        for alert, partition, offset in backlog:
+            if not _wanted(alert, kinds, prefix):
                 continue
             shown += 1
             print(_line(alert, partition, offset, args.json), flush=True)
+        records = tail_topic(bootstrap, topic, follow=True, stop=stop) if args.follow else ()
+        for partition, offset, value in records:
+            if offset < seen.get(partition, 0):
+                continue  # printed with the backlog
+            new = _decoded(codec, value, topic, partition, offset)
+            if new is None or not _wanted(new, kinds, prefix):
+                continue
+            shown += 1
+            print(_line(new, partition, offset, args.json), flush=True)
     except KafkaSetupError as exc:
         raise CliError(str(exc)) from exc
     except KafkaException as exc:
@@ -76,6 +87,26 @@ def _run(args: argparse.Namespace) -> int:
         pass
     print(f"{shown} alert(s)", file=sys.stderr)
     return 0
+
+
+def _backlog(records: Iterable[tuple[int, int, bytes | None]], codec: Any, topic: str,
+             ) -> tuple[list[tuple[ev.Alert, int, int]], dict[int, int]]:
+    """The alerts already raised, oldest first, and each partition's next offset.
+
+    Partitions interleave in no order of their own, so they are merged by the alert's time
+    (then partition and offset, for a stable order among equal times)."""
+    seen: dict[int, int] = {}
+    alerts = []
+    for partition, offset, value in records:
+        seen[partition] = offset + 1
+        alert = _decoded(codec, value, topic, partition, offset)
+        if alert is not None:
+            alerts.append((alert, partition, offset))
+    return sorted(alerts, key=lambda r: (r[0].at_ms, r[1], r[2])), seen
+
+
+def _wanted(alert: ev.Alert, kinds: set[str], prefix: str) -> bool:
+    return alert.kind.value in kinds and alert.key.startswith(prefix)
 
 
 def _decoded(codec: Any, value: bytes | None, topic: str, partition: int,

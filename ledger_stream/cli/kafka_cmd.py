@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
+from pathlib import Path
 
 from ledger_stream.cli.common import CliError, add_common_flags, settings_from
+from ledger_stream.config import shared_jar_cache
 from ledger_stream.kafka.exceptions import KafkaSetupError
 from ledger_stream.kafka.local import ClusterStatus, LocalCluster, ensure_jars, jar_cache
 from ledger_stream.kafka.local.cluster import DEFAULT_START_TIMEOUT_S, DEFAULT_STOP_TIMEOUT_S
+from ledger_stream.kafka.local.discovery import running_clusters
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -72,7 +76,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     down = actions.add_parser(
         "down",
         help="stop the local Kafka",
-        description="Stop the local Kafka by PID: SIGTERM, then SIGKILL after --timeout.",
+        description="Stop the local Kafka by PID: SIGTERM, then SIGKILL after --timeout. "
+        "When this home runs none, says so; the exit status is then 1 if a local Kafka of "
+        "another home runs (it names that home's `kafka down` line), else 0.",
     )
     down.add_argument(
         "--wipe", action="store_true", help="also delete its data (topics, offsets, logs)"
@@ -132,7 +138,8 @@ def _up(args: argparse.Namespace) -> int:
                 "run `ledger-stream kafka down --wipe` before starting another size"
             )
         print(_as_json(current, False) if args.json else
-              f"local Kafka is already running at {current.bootstrap} ({_nodes(current)})")
+              f"local Kafka is already running at {current.bootstrap} ({_nodes(current)})\n"
+              f"stop it with `{_down_command(settings.home)}`")
         return 0
     try:
         libs = ensure_jars(jar_cache(settings), settings.kafka_version, progress=_progress)
@@ -149,7 +156,7 @@ def _up(args: argparse.Namespace) -> int:
         print(_as_json(started, True))
         return 0
     print(f"Kafka {settings.kafka_version} ready at {started.bootstrap} ({_nodes(started)})")
-    print("stop it with `ledger-stream kafka down`")
+    print(f"stop it with `{_down_command(settings.home)}`")
     return 0
 
 
@@ -198,11 +205,30 @@ def _down(args: argparse.Namespace) -> int:
         )
         print(f"stopped local Kafka (pid {pids}){forced}")
     else:
-        print("no local Kafka running")
+        print(f"no local Kafka running in {cluster.cluster_dir}")
     if args.wipe:
         cluster.wipe()
         print(f"deleted {cluster.cluster_dir}")
-    return 0
+    return 0 if result.stopped else _report_others(cluster.cluster_dir)
+
+
+def _report_others(cluster_dir: Path) -> int:
+    """After a ``down`` that found nothing: 1 when other homes run a local Kafka (likely the
+    one meant, e.g. a forgotten ``--home``), each named with its own stop command."""
+    others = [d for d in running_clusters() if d != cluster_dir.resolve()]
+    for other in others:
+        stop = (f"stop it with `{_down_command(other.parent)}`" if other.name == "cluster"
+                else "not under a --home, so the program that started it stops it")
+        print(f"a local Kafka of ledger-stream runs in {other}: {stop}", file=sys.stderr)
+    return 1 if others else 0
+
+
+def _down_command(home: Path) -> str:
+    """The ``kafka down`` line that stops the cluster of ``home`` (no --home for the default)."""
+    default = shared_jar_cache().parent
+    if home.expanduser().resolve() == default.expanduser().resolve():
+        return "ledger-stream kafka down"
+    return f"ledger-stream kafka down --home {shlex.quote(str(home))}"
 
 
 def _nodes(status: ClusterStatus) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import json
 import sys
 import time
 import uuid
@@ -20,7 +21,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(no lookup API, target unreachable, or not found at a target that does not "
         "deduplicate) wait in needs_reconciliation until an operator says what happened.")
     actions = parser.add_subparsers(dest="reconcile_action", metavar="ACTION", required=True)
-    lst = actions.add_parser("list", help="keys waiting for an operator")
+    lst = actions.add_parser(
+        "list", help="keys waiting for an operator",
+        description="Keys waiting for an operator, oldest first: key, attempt, since when "
+        "and why. With --json, one JSON object per key (key, attempt, since, since_ms, "
+        "detail) and the count on stderr.")
+    lst.add_argument("--json", action="store_true", help="one JSON object per key")
     add_common_flags(lst)
     lst.set_defaults(handler=_list)
 
@@ -88,8 +94,13 @@ def _list(args: argparse.Namespace) -> int:
                if r.key_status is ev.ReceiptStatus.NEEDS_RECONCILIATION]
     for r in sorted(waiting, key=lambda r: r.at_ms):
         since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r.at_ms / 1000))
-        print(f"{cell(r.key)}\tattempt {r.attempts}\tsince {since}\t{cell(shown_detail(r.detail))}")
-    print(f"{len(waiting)} key(s) waiting for an operator")
+        detail = shown_detail(r.detail)
+        print(json.dumps({"key": r.key, "attempt": r.attempts, "since": since,
+                          "since_ms": r.at_ms, "detail": detail}, sort_keys=True)
+              if args.json else
+              f"{cell(r.key)}\tattempt {r.attempts}\tsince {since}\t{cell(detail)}")
+    print(f"{len(waiting)} key(s) waiting for an operator",
+          file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

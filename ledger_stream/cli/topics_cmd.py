@@ -7,14 +7,15 @@ import argparse
 from ledger_stream.cli.common import CliError, add_common_flags, settings_from
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
 from ledger_stream.kafka.exceptions import KafkaSetupError
-from ledger_stream.kafka.topics import create_topics
+from ledger_stream.kafka.topics import LEDGER_TOPICS, create_topics
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "topics",
         help="create the ledger topics",
-        description="The ledger topics: intents, attempts, dispatch, receipts, alerts, dlq.",
+        description=f"The {len(LEDGER_TOPICS)} ledger topics, each named <prefix>.NAME: "
+        f"{', '.join(LEDGER_TOPICS)}.",
     )
     actions = parser.add_subparsers(dest="topics_action", metavar="ACTION", required=True)
     create = actions.add_parser(

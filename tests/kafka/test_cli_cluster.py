@@ -51,6 +51,14 @@ def test_up_topics_status_down(tmp_path: Path) -> None:
         assert up.returncode == 0, up.stderr
         assert f"ready at 127.0.0.1:{port}" in up.stdout
         assert not (home / "jars").exists()  # nothing fetched again into the new home
+        assert f"stop it with `ledger-stream kafka down --home {home}`" in up.stdout
+
+        # A `down` aimed at a home without a broker says so, and fails naming the one that runs.
+        missed = cli("kafka", "down", "--home", str(tmp_path / "elsewhere"))
+        assert missed.returncode == 1, missed.stdout
+        assert f"no local Kafka running in {tmp_path / 'elsewhere' / 'cluster'}" in missed.stdout
+        named = f"runs in {home / 'cluster'}: stop it with `ledger-stream kafka down --home {home}`"
+        assert named in missed.stderr
 
         again = cli("kafka", "up")
         assert again.returncode == 0 and "already running" in again.stdout
@@ -84,3 +92,13 @@ def test_up_topics_status_down(tmp_path: Path) -> None:
     assert after.returncode == 1 and "stopped" in after.stdout
     stopped = cli("kafka", "status", "--json")
     assert stopped.returncode == 1 and json.loads(stopped.stdout)["running"] is False
+
+
+def test_topics_help_names_every_ledger_topic() -> None:
+    """The help is derived from the topic list, so a new topic shows up without a doc edit."""
+    done = subprocess.run([sys.executable, "-m", "ledger_stream.cli.main", "topics", "--help"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert f"The {len(LEDGER_TOPICS)} ledger topics" in text
+    assert all(topic in text for topic in LEDGER_TOPICS), text

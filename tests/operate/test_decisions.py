@@ -5,6 +5,7 @@ refused. On the real broker, reading what was recorded back from the attempts to
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from pathlib import Path
@@ -107,6 +108,14 @@ def test_reconcile_list_shows_the_keys_waiting_and_reports_what_did_not_decode(
     assert [line.split("\t")[:2] for line in lines[:-1]] == [[waiting, "attempt 3"]]
     assert lines[-1] == "1 key(s) waiting for an operator"
     assert "1 record(s) of the receipts topic did not decode" in out.err
+
+    assert main(["reconcile", "list", "--json", "--bootstrap", s.kafka_bootstrap,
+                 "--topic-prefix", s.topic_prefix]) == 0
+    out = capsys.readouterr()
+    rows = [json.loads(line) for line in out.out.splitlines()]
+    assert [(r["key"], r["attempt"]) for r in rows] == [(waiting, 3)]
+    assert isinstance(rows[0]["since_ms"], int) and rows[0]["since"].endswith("Z")
+    assert "1 key(s) waiting for an operator" in out.err
 
 
 def test_racing_decisions_one_takes_effect_and_the_other_is_told(

@@ -69,6 +69,22 @@ def test_alerts_filtered_by_kind_and_tenant_as_table_and_json(
     assert isinstance(rows[0]["partition"], int) and isinstance(rows[0]["offset"], int)
 
 
+def test_alerts_print_in_time_order_across_and_within_partitions(
+        ledger_topics: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    """Sent newest first, on one key (one partition) and on others (other partitions)."""
+    same_key = f"acme/refund/{uuid.uuid4().hex[:8]}"
+    sent = []
+    for i in range(8):
+        a = alert("acme", ev.AlertKind.STALLED)
+        key = same_key if i % 2 else a.key
+        sent.append(ev.Alert(a.alert_id, key, a.kind, a.source_event_id, a.detail,
+                             1_796_000_000_000 - 1_000 * i))
+    send(ledger_topics, *sent)
+    assert main(["alerts", "--json", *common(ledger_topics)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["alert_id"] for r in rows] == [a.alert_id for a in reversed(sent)]
+
+
 def test_follow_prints_new_alerts_then_stops_on_sigterm(ledger_topics: Settings) -> None:
     first, second = alert("acme", ev.AlertKind.STALLED), alert("acme", ev.AlertKind.STALLED)
     send(ledger_topics, first)
