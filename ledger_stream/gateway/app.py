@@ -27,6 +27,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import InvalidKeyError, checked_key, tenant_of
 from ledger_stream.gateway import reads
 from ledger_stream.gateway.auth import ApiKeys
+from ledger_stream.gateway.docs import add_offline_docs
 from ledger_stream.gateway.metrics import add_metrics
 from ledger_stream.gateway.models import (
     AlertOut,
@@ -64,7 +65,9 @@ KINDS = tuple(k.value for k in ev.AlertKind)
 
 def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
     app = FastAPI(title="ledger-stream", version="1",
-                  description="Effectively-once side effects for AI agents, over HTTP.")
+                  description="Effectively-once side effects for AI agents, over HTTP.",
+                  docs_url=None, redoc_url=None)  # add_offline_docs: no CDN
+    add_offline_docs(app)
     app.state.keys = keys
     sync = client.client
     add_metrics(app, sync.settings)
