@@ -140,7 +140,8 @@ def readers(stack: Stack, gateway: str, keys: list[str], tmp_path: Path,
                          f"/v1/evidence/{quoted}"):
                 shown.setdefault("gateway", []).append(
                     json.dumps(curl("GET", f"{gateway}{path}", ACME)))
-        for command in (["alerts"], ["alerts", "--json"], ["reconcile", "list"]):
+        for command in (["alerts"], ["alerts", "--json"], ["reconcile", "list"],
+                        ["reconcile", "list", "--json"]):
             main([*command, *common(stack.settings)])
             shown.setdefault("alerts, reconcile", []).append(capsys.readouterr().out)
         for path in ("/v1/alerts", "/v1/reconciliation"):
