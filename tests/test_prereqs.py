@@ -19,6 +19,7 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[1] / ".ci" / "prereqs"
 TOOLS = ("make", "java", "mvn", "chromium", "spin", "gcc", "prometheus", "promtool", "pg_ctl")
 BASH = shutil.which("bash") or "/bin/bash"
+LN = shutil.which("ln") or "/bin/ln"
 
 
 def run_check(path_dir: Path) -> tuple[int, str, float]:
@@ -84,3 +85,21 @@ def test_check_mode_reports_without_installing_even_as_root(tmp_path):
     apt.chmod(0o755)
     code, output, _ = run_check(folder)
     assert code == 1 and not ran.exists(), output
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the script installs only as root (CI runs as root)")
+def test_as_root_it_installs_the_missing_packages_with_one_update(tmp_path):
+    # apt-get here records its arguments and "installs" spin by linking the real one, so the
+    # script's check after installing passes: the path .ci/run takes on a fresh machine.
+    folder = path_without(tmp_path, "spin")
+    calls = tmp_path / "apt-get-calls"
+    apt = folder / "apt-get"
+    real_spin = os.path.realpath(shutil.which("spin") or "/bin/true")
+    apt.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\n"
+                   f"[ \"$1\" = install ] && {LN} -sf {real_spin} {folder}/spin\nexit 0\n")
+    apt.chmod(0o755)
+    env = {"PATH": str(folder), "PYTHON": "python3", "HOME": os.environ.get("HOME", "/")}
+    done = subprocess.run([BASH, str(SCRIPT)], env=env, capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert calls.read_text().splitlines() == ["update -qq", "install -y -qq spin"]
