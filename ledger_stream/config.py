@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, SecretStr, field_validator
+from pydantic import BeforeValidator, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -52,7 +52,8 @@ class Settings(BaseSettings):
     """Everything a ledger-stream process can be told. Immutable once built."""
 
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, frozen=True, extra="ignore", env_nested_delimiter="__"
+        env_prefix=ENV_PREFIX, frozen=True, extra="ignore", env_nested_delimiter="__",
+        hide_input_in_errors=True,  # an invalid setting's error never quotes a password
     )
 
     @field_validator("log_level")
@@ -69,6 +70,11 @@ class Settings(BaseSettings):
                              "client, and its guarantees depend on them")
         return value
 
+    @model_validator(mode="after")
+    def _one_source_per_client_property(self) -> Settings:
+        self.kafka_client_properties()  # a property set twice is refused at start-up
+        return self
+
     # Kafka
     kafka_bootstrap: str | None = Field(
         None, description="existing cluster to use; when unset the local broker is used"
@@ -78,6 +84,15 @@ class Settings(BaseSettings):
         description="extra librdkafka properties for every Kafka client, for the cluster's "
         "security: security.protocol, sasl.mechanism, sasl.username, sasl.password, "
         "ssl.ca.location, ... (env: JSON object)")
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] | None = (
+        Field(None, description="how every Kafka client connects (librdkafka "
+              "security.protocol); SASL_SSL or SASL_PLAINTEXT for a cluster with ACLs"))
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+        None, description="SASL mechanism (librdkafka sasl.mechanism)")
+    kafka_sasl_username: str | None = Field(
+        None, description="SASL user: the principal User:NAME the cluster's ACLs name")
+    kafka_sasl_password: SecretStr | None = Field(
+        None, description="SASL password (never logged or shown)")
     kafka_timeout_s: float = Field(
         5.0, gt=0, description="how long one request to Kafka (cluster metadata) waits before "
         "the cluster counts as unreachable: processes then say so and ask again, the SDK "
@@ -257,6 +272,24 @@ class Settings(BaseSettings):
     @property
     def resolved_view_dir(self) -> Path:
         return self.view_state_dir or self.home / "view"
+
+    def kafka_client_properties(self) -> dict[str, str]:
+        """The librdkafka properties every client of this process gets: ``kafka_client``
+        with the typed SASL settings over it (a property set both ways is a ValueError:
+        which one connects must never depend on an override order)."""
+        typed = {
+            "security.protocol": self.kafka_security_protocol,
+            "sasl.mechanism": self.kafka_sasl_mechanism,
+            "sasl.username": self.kafka_sasl_username,
+            "sasl.password": (self.kafka_sasl_password.get_secret_value()
+                              if self.kafka_sasl_password is not None else None),
+        }
+        chosen = {name: value for name, value in typed.items() if value is not None}
+        both = sorted(set(chosen) & set(self.kafka_client))
+        if both:
+            raise ValueError(f"{', '.join(both)} set both in kafka_client and by its own "
+                             "setting (LEDGER_KAFKA_SECURITY_PROTOCOL, ..._SASL_*): keep one")
+        return {**self.kafka_client, **chosen}
 
     def topic(self, name: str) -> str:
         """Full name of a ledger topic, e.g. ``topic("intents") == "ledger.intents"``."""

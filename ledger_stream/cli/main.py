@@ -17,6 +17,7 @@ from types import FrameType
 from typing import Any
 
 from ledger_stream.cli import (
+    acls_cmd,
     alerts_cmd,
     api_cmd,
     approve_cmd,
@@ -44,8 +45,8 @@ from ledger_stream.cli.common import CliError, printable
 from ledger_stream.logs import configure_logging
 
 COMMANDS = (
-    kafka_cmd, topics_cmd, processor_cmd, connector_cmd, view_cmd, receipts_cmd, alerts_cmd,
-    inspect_cmd, reconcile_cmd, freeze_cmd, approve_cmd,
+    kafka_cmd, topics_cmd, acls_cmd, processor_cmd, connector_cmd, view_cmd, receipts_cmd,
+    alerts_cmd, inspect_cmd, reconcile_cmd, freeze_cmd, approve_cmd,
     sandbox_cmd, demo_cmd, falsify_cmd, bench_cmd, simulate_cmd, fuzz_cmd, chaos_cmd, mcp_cmd,
     api_cmd, watch_cmd, upgrade_cmd,
 )

@@ -72,7 +72,7 @@ class AvroCodec:
         return self.encode_record(name, to_record(event))
 
     def encode_record(self, name: str, record: dict[str, Any]) -> bytes:
-        version = self.schemas.current(name)
+        version = self.schemas.writer(name)
         buf = io.BytesIO()
         buf.write(self._framing.header(version))
         try:

@@ -205,6 +205,10 @@ ROWS = [
         lambda: reconciled(RS.FOUND, external_id="pay-1")),
     Row("ReconcileResult(not_found), stale attempt", _moved_on(True),
         lambda: reconciled(RS.NOT_FOUND, attempt=1, claim_id="r1", at_ms=17_000)),
+    Row("ReconcileResult(not_found) for attempt 1 while attempt 2 is reconciling",
+        lambda: [*_moved_on(True)(), outcome(OS.UNKNOWN, attempt=2, claim_id="c3",
+                                             at_ms=16_500)],
+        lambda: reconciled(RS.NOT_FOUND, attempt=1, claim_id="c2", at_ms=17_000)),
     Row("ReconcileResult(not_found), target deduplicates", _reconciling,
         lambda: reconciled(RS.NOT_FOUND, dedup=True)),
     Row("ReconcileResult(not_found), no deduplication", _reconciling,
@@ -336,6 +340,10 @@ FOOTER = """
   reports of an effect, which are never dropped (next rule). Definite outcomes
   (`not_applied`, `not_called`, `failed`) count only from the granted claim, also when its
   key already went to RECONCILING or NEEDS_OPERATOR (they settle what was being asked).
+  A key reconciles each attempt at most once, so a reconcile result's attempt number names
+  the Reconcile it answers: `not_found` or `unqueryable` for an earlier attempt, arriving
+  while a later one is being reconciled, is recorded in the key's history and the
+  reconciliation of the current attempt goes on.
 - A report that the target holds the key's effect (a `succeeded` outcome from any claim, a
   lookup that found it) settles a key still in flight, whatever attempt it names; turns a
   FAILED key into SUCCEEDED with `late_effect`; agrees with the effect that settled the
@@ -407,6 +415,17 @@ every replay. What a deadline does:
 - RESERVED, not claimed for `stall_after`: `stalled`, and the same Dispatch again (same id);
 - SUCCEEDED or FAILED, the replay window over: sealed (the arguments and payload leave the
   state and its changelog), keeping the outcome for late intents.
+
+The first three wait for an answer to the ledger's own output (the Grant, the Reconcile,
+the Dispatch), which nobody can write before that output has left the processor. A
+processor catching up a backlog decides at a partition clock far behind the time its
+outputs leave, so each of these deadlines counts from no earlier than that time: the
+runtime reads its wall clock as a batch starts and passes it to `decide` (`sent_ms`), and
+the key keeps it (`sent_at_ms`) with its state. A lagging processor's Grant, sent after
+its lease ended, is answered `not_called` and the key moves on; it is not reconciled, and
+no operator is asked. The deadline only ever moves later (a processor whose clock runs
+ahead of the brokers' delays it by the difference); the send time is in no output, so a
+decision repeated after a crash emits the same bytes.
 
 So no key stays in flight in silence. Leases are compared the same way: a Grant's
 `lease_until` is the claim's broker time plus the lease; the holder checks it against its

@@ -299,6 +299,28 @@ def test_not_found_without_dedup_or_unqueryable_needs_an_operator(result):
     assert not of(out, ev.Dispatch)
 
 
+@pytest.mark.parametrize("stale", [
+    reconciled(RS.NOT_FOUND, 1, "c1", 30_000, dedup=True),
+    reconciled(RS.NOT_FOUND, 1, "c1", 30_000, dedup=False),
+    reconciled(RS.UNQUERYABLE, 1, "c1", 30_000, dedup=False)])
+def test_a_result_for_an_earlier_attempt_does_not_answer_the_current_reconciliation(stale):
+    """Attempt 1 was reconciled and found absent (the target deduplicates): attempt 2 went
+    out, and its outcome is unknown too. A second answer to attempt 1's Reconcile (another
+    connector, a replay) arrives while attempt 2 is reconciled: it is recorded, nothing
+    more, and attempt 2's own result still decides."""
+    state, _ = run([reconciled(RS.NOT_FOUND, 1, "c1", 20_000, dedup=True),
+                    claim(2, "c2", 21_000), outcome(OS.UNKNOWN, 2, "c2", 22_000)],
+                   reconciling())
+    assert (state.phase, state.attempt) == (Phase.RECONCILING, 2)
+    after, out = run([stale], state)
+    assert out == []
+    assert (after.phase, after.attempt, after.unknown_attempts) == (
+        Phase.RECONCILING, 2, state.unknown_attempts)
+    assert after.history[-1].what == f"reconcile:{stale.status.value}"
+    settled, _ = run([reconciled(RS.FOUND, 2, "c2", 31_000, external_id="pay-2")], after)
+    assert (settled.phase, settled.external_id) == (Phase.SUCCEEDED, "pay-2")
+
+
 def test_a_decision_about_an_attempt_cannot_answer_the_question_asked_after_it():
     """Attempts used up, two of three unknown: an operator says attempt 3 did not apply, so
     the key must be asked about again. A second decision sent about attempt 3 (racing the
