@@ -68,6 +68,11 @@ def test_an_agents_key_and_another_tenants_key_are_refused(app_client: TestClien
     assert _approve(app_client, "no-such-key-0123456789").status_code == 401
     assert _approve(app_client, ACME, args_hash="0" * 10).status_code == 422
     assert _approve(app_client, ACME, expires_in_s=0).status_code == 422
+    # The signed text is one field a line: a line break would make it ambiguous.
+    r = _approve(app_client, ACME, policy_revision="r1\nx")
+    assert r.status_code == 400 and "line break" in r.json()["detail"]
+    assert _approve(app_client, ACME, key="acme/payout/p-1\nx").status_code == 400
+    assert _approve(app_client, ACME, key="acmex/payout/p-1").status_code == 403
 
 
 def test_without_a_signing_key_the_gateway_approves_nothing():
