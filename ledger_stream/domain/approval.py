@@ -66,7 +66,9 @@ class ApprovalKeys:
             if len(raw) != 32:
                 raise InvalidApprovalKey(f"approval key {key_id!r}: an Ed25519 public key "
                                          f"is 32 bytes, not {len(raw)}")
-        return cls(tuple(sorted(public.items())), frozenset(revoked), dev_secret)
+        # A revoked id that is no key id (a stray space) would silently revoke nothing.
+        return cls(tuple(sorted(public.items())),
+                   frozenset(check_key_id(key_id) for key_id in revoked), dev_secret)
 
     def public_key(self, key_id: str) -> bytes | None:
         return next((raw for known, raw in self.public if known == key_id), None)

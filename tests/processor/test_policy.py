@@ -76,6 +76,9 @@ def test_keys_come_from_the_directory_and_the_setting_with_revocations(tmp_path:
     ({"approval_public_keys": "ops=" + "QUFB"}, "32 bytes"),
     ({"approval_public_keys": "no-equals"}, "not KEY_ID=BASE64"),
     ({"approval_keys_dir": Path("/nonexistent/keys")}, "does not exist"),
+    # A revoked id that can name no key would revoke nothing, silently.
+    ({"approval_public_keys": public_key_text(APPROVER), "approval_revoked_keys": ("ops-1 ",)},
+     "approval key id"),
 ])
 def test_malformed_keys_are_refused_with_a_clear_message(given: dict, says: str):
     with pytest.raises(ConfigError, match=says):
