@@ -61,6 +61,16 @@ def test_dev_mode_uses_the_configured_or_the_public_development_secret():
                                    approval_secret=SecretStr("s3"))).dev_secret == b"s3"
 
 
+def test_dev_mode_with_approver_keys_never_takes_the_public_secret():
+    """Approver keys say approvals matter here: an approval signed with the development
+    secret, which anyone can read in the source, is then no approval."""
+    with_keys = _settings(dev_mode=True, approval_public_keys=public_key_text(APPROVER))
+    assert approval_keys(with_keys).dev_secret is None
+    assert approval_keys(_settings(dev_mode=True, approval_secret=SecretStr("s3"),
+                                   approval_public_keys=public_key_text(APPROVER))
+                         ).dev_secret == b"s3"
+
+
 def test_keys_come_from_the_directory_and_the_setting_with_revocations(tmp_path: Path):
     _, public = write_keypair("ops-2", tmp_path)
     (tmp_path / "ops-2.key").unlink()  # the processor's directory holds public keys only
