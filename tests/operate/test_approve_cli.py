@@ -91,3 +91,13 @@ def test_approve_refuses_a_key_of_another_algorithm(tmp_path: Path,
         Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()))
     code, out, err = _approve(capsys, KEY, "ab" * 32, "--signing-key", str(path))
     assert code == 2 and out == "" and "not an Ed25519 key" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("expires_in", ["inf", "nan", "1e300", "0"])
+def test_approve_refuses_an_expiry_no_approval_can_carry(expires_in: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]):
+    assert main(["approval-keys", "generate", "--key-id", "ops-1", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    code, out, err = _approve(capsys, KEY, "ab" * 32, "--signing-key",
+                              str(tmp_path / "ops-1.key"), "--expires-in", expires_in)
+    assert code == 2 and out == "" and "expire" in err and "Traceback" not in err
