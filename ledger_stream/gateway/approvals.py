@@ -75,8 +75,12 @@ def router(client: LedgerClient) -> APIRouter:
             raise HTTPException(503, "this gateway has no approver key: set "
                                 "LEDGER_APPROVAL_SIGNING_KEY to approve here, or use "
                                 "`ledger-stream approve`")
-        approval = approve(signer, body.key, body.args_hash, expires_in_s=body.expires_in_s,
-                           policy_revision=body.policy_revision)
+        try:
+            approval = approve(signer, body.key, body.args_hash,
+                               expires_in_s=body.expires_in_s,
+                               policy_revision=body.policy_revision)
+        except ValueError as exc:  # a line break in the policy revision
+            raise HTTPException(400, str(exc)) from None
         record_issued_approval(who, body.key, approval, signer)
         return ApprovalIn(**approval_json(approval))
 

@@ -21,8 +21,14 @@ from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import approval_problem
 from ledger_stream.gateway import ApiKeys, build_app
+from ledger_stream.operate.approvals import approval_json, approve
 from ledger_stream.sdk.client import AsyncLedgerClient
-from ledger_stream.testing.approvers import TEST_APPROVER, trusted, write_signing_key
+from ledger_stream.testing.approvers import (
+    TEST_APPROVER,
+    seeded_approver,
+    trusted,
+    write_signing_key,
+)
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
 from tests.factories import intent as make_intent
@@ -68,6 +74,11 @@ def test_an_agents_key_and_another_tenants_key_are_refused(app_client: TestClien
     assert _approve(app_client, "no-such-key-0123456789").status_code == 401
     assert _approve(app_client, ACME, args_hash="0" * 10).status_code == 422
     assert _approve(app_client, ACME, expires_in_s=0).status_code == 422
+    # The signed text is one field a line: a line break would make it ambiguous.
+    r = _approve(app_client, ACME, policy_revision="r1\nx")
+    assert r.status_code == 400 and "line break" in r.json()["detail"]
+    assert _approve(app_client, ACME, key="acme/payout/p-1\nx").status_code == 400
+    assert _approve(app_client, ACME, key="acmex/payout/p-1").status_code == 403
 
 
 def test_without_a_signing_key_the_gateway_approves_nothing():
@@ -101,6 +112,16 @@ def test_the_console_approves_a_pending_intent_once(ledger_topics: Settings, tmp
         assert code == 200 and answer["operation"]["reason"] == "approval", answer
         code, pending = curl("GET", f"{gateway}/v1/approvals", GLOBEX)
         assert (code, pending) == (200, [])  # another tenant sees none of it
+        # An intent rejected for a forged approval waits for nothing: it is not listed.
+        forged_key = f"acme/payout/{uuid.uuid4().hex[:8]}"
+        stranger = seeded_approver("ops-x", "a key no processor trusts")
+        forged = approval_json(approve(stranger, forged_key, make_intent(
+            key=forged_key, args={"amount": 700, "currency": "EUR"}).args_hash))
+        code, answer = curl("POST", f"{gateway}/v1/intents", ACME,
+                            {**body, "key": forged_key, "approval": forged})
+        assert code == 200 and answer["operation"]["reason"] == "approval", answer
+        code, pending = curl("GET", f"{gateway}/v1/approvals", ACME)
+        assert code == 200 and [p["key"] for p in pending] == [key], pending
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
                                         args=["--no-sandbox"])

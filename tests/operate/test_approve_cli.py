@@ -10,6 +10,12 @@ import stat
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+)
 
 from ledger_stream.cli.main import main
 from ledger_stream.config import Settings
@@ -75,3 +81,23 @@ def test_approve_refuses_clearly(argv: list[str], says: str, monkeypatch: pytest
     monkeypatch.delenv("LEDGER_APPROVAL_SIGNING_KEY", raising=False)
     code, out, err = _approve(capsys, *argv)
     assert code == 2 and out == "" and says in err and "Traceback" not in err
+
+
+def test_approve_refuses_a_key_of_another_algorithm(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]):
+    """A PEM private key that is not Ed25519 (EC here): refused by name, no traceback."""
+    path = tmp_path / "ops-ec.key"
+    path.write_bytes(ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()))
+    code, out, err = _approve(capsys, KEY, "ab" * 32, "--signing-key", str(path))
+    assert code == 2 and out == "" and "not an Ed25519 key" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("expires_in", ["inf", "nan", "1e300", "0"])
+def test_approve_refuses_an_expiry_no_approval_can_carry(expires_in: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]):
+    assert main(["approval-keys", "generate", "--key-id", "ops-1", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    code, out, err = _approve(capsys, KEY, "ab" * 32, "--signing-key",
+                              str(tmp_path / "ops-1.key"), "--expires-in", expires_in)
+    assert code == 2 and out == "" and "expire" in err and "Traceback" not in err
