@@ -1,27 +1,31 @@
-"""Reading one key's records from every ledger topic: only the key's partition of each
-(``kafka.receipts.key_records``), up to its end at the time of the call. O(partition): what
-``inspect`` and ``evidence`` do without a view (``--scan``); the view keeps the same records
-by key (``view.history``)."""
+"""Reading one key's records from every ledger topic, and the audit records of the freezes
+of its action: only the key's partition of each (``kafka.receipts.key_records``), up to its
+end at the time of the call. O(partition): what ``inspect`` and ``evidence`` do without a
+view (``--scan``); the view keeps the same records by key (``view.history``)."""
 
 from __future__ import annotations
 
 from ledger_stream.config import Settings
+from ledger_stream.domain.containment import audit_keys_covering
 from ledger_stream.history.timeline import Located
 from ledger_stream.kafka.receipts import key_records
 from ledger_stream.serde import AvroCodec, DecodeError, make_codec
 
-ROLES = ("intents", "attempts", "dispatch", "receipts", "alerts", "dlq")
+ROLES = ("intents", "attempts", "dispatch", "receipts", "alerts", "dlq", "audit")
 
 
 def read_key(bootstrap: str, settings: Settings, key: str, codec: AvroCodec | None = None,
              timeout_s: float = 30.0) -> list[Located]:
-    """Every record of ``key`` in the ledger topics, by topic, in offset order. A record that
+    """Every record of ``key`` in the ledger topics, by topic, in offset order, then the
+    audit records of the freezes that cover it (``audit_keys_covering``). A record that
     does not decode is kept, with ``event`` None and the reason."""
     codec = codec or make_codec(settings.schema_registry_url)
+    wanted = [(role, key) for role in ROLES]
+    wanted += [("audit", scope) for scope in audit_keys_covering(key)]
     return [located(role, record.topic, record.partition, record.offset, record.timestamp_ms,
                     record.value, codec)
-            for role in ROLES for record in key_records(bootstrap, settings.topic(role), key,
-                                                        timeout_s)]
+            for role, one in wanted for record in key_records(bootstrap, settings.topic(role),
+                                                              one, timeout_s)]
 
 
 def located(role: str, topic: str, partition: int, offset: int, timestamp_ms: int,
