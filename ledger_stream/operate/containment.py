@@ -14,6 +14,9 @@ the scope was frozen or unfrozen by someone else in between.
 The active freezes are read back from partition 0 of the attempts topic (every freeze
 has a copy there), so listing them costs one partition's scan, filtered by key before
 anything is decoded.
+
+Who sent a command, with which credential, is written to the audit topic before the command
+(operate/audit.py): a command whose audit record cannot be written is not sent.
 """
 
 from __future__ import annotations
