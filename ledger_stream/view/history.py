@@ -19,7 +19,7 @@ from prometheus_client import Counter, Gauge
 
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.containment import audit_keys_covering
-from ledger_stream.history.reader import ROLES, located
+from ledger_stream.history.reader import ROLES, freezes_only, located
 from ledger_stream.history.timeline import Located
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.end_offsets import EndOffsets
@@ -148,11 +148,13 @@ class HistoryView(Follower):
         not decode is kept with ``event`` None and the reason."""
         self._check()
         audit = ROLES.index("audit")
-        found = [(r, True) for r in self._store.records(key.encode("utf-8"))]
-        found += [(r, r.topic == audit) for scope in audit_keys_covering(key)
-                  for r in self._store.records(scope.encode("utf-8"))]
+        covering = [r for scope in audit_keys_covering(key)
+                    for r in self._store.records(scope.encode("utf-8")) if r.topic == audit]
         return [located(ROLES[r.topic], self.topics[r.topic], r.partition, r.offset,
-                        r.timestamp_ms, r.value, codec) for r, kept in found if kept]
+                        r.timestamp_ms, r.value, codec)
+                for r in self._store.records(key.encode("utf-8"))] + freezes_only(
+            [located("audit", self.topics[audit], r.partition, r.offset, r.timestamp_ms,
+                     r.value, codec) for r in covering])
 
     def partitions_of(self, key: str) -> dict[TP, int]:
         """The key's partition in every followed topic, and the audit topic's partitions of

@@ -19,6 +19,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import key_records
 from ledger_stream.kafka.topics import create_topics
+from ledger_stream.operate import Actor, audit
 from ledger_stream.serde import AvroCodec
 from ledger_stream.testing.view import ServedView
 
@@ -80,6 +81,12 @@ def test_cli_decisions_freezes_and_unfreezes_are_audited_and_in_the_keys_timelin
     (unfroze,) = audited(s, "~freeze/*/refund")  # every tenant's scope
     assert (unfroze.who, unfroze.action, unfroze.command_id) == (
         "ops-env", ev.AuditAction.UNFREEZE, f"u-{run}")
+
+    # A tenant named "~freeze" may own the operation key ~freeze/acme/refund: its decisions'
+    # records are not about acme's freezes, and no acme key's timeline shows them.
+    assert s.kafka_bootstrap
+    audit.record(s, s.kafka_bootstrap, AvroCodec(), Actor("mallory", "operator", "key:0"),
+                 ev.AuditAction.DECISION, "~freeze/acme/refund", "d-other")
 
     def rows(*source: str) -> list[dict[str, object]]:
         assert cli(s, "inspect", key, "--json", *source) == 0
