@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -71,8 +72,12 @@ def test_a_decision_is_audited_as_the_keys_operator_and_shown_in_the_timeline(
 
 
 def test_freezes_and_unfreezes_are_audited_as_the_keys_operator(
-        bare_gateway: str, ledger_topics: Settings) -> None:
+        bare_gateway: str, ledger_topics: Settings, tmp_path: Path) -> None:
     gateway, s = bare_gateway, ledger_topics
+    # The key given as acme=KEY was named at startup: it is an agent's now.
+    warning = (tmp_path / "api.log").read_text()
+    assert "API keys given as TENANT=KEY name no holder" in warning
+    assert ":4" in warning and ACME_UNNAMED not in warning  # where, never the key
     for agent in (ACME_AGENT, ACME_UNNAMED):
         assert curl("POST", f"{gateway}/v1/freezes?wait=0", agent,
                     {"action": "refund", "reason": "INC-7"})[0] == 403
