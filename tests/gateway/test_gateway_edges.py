@@ -192,3 +192,25 @@ def test_a_freeze_recorded_whose_application_cannot_be_read_is_not_a_failure(
     assert (body["in_force"], body["not_applied"], body["event_id"], body["operator"]) == (
         None, [0, 1], "gw:acme:inc-7", "ops")
     assert sent == ["gw:acme:inc-7"]
+
+
+def test_a_command_whose_audit_record_was_not_written_is_a_503(
+        gateway, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The command was not sent (operate/audit.py): a retry may succeed, so 503, and a
+    # freeze's answer names the Idempotency-Key to retry it with.
+    from ledger_stream.gateway import app as app_module
+    from ledger_stream.operate import AuditNotWritten
+
+    def unaudited(*_: Any, **__: Any) -> Any:
+        raise AuditNotWritten("the audit record of this freeze could not be written")
+
+    monkeypatch.setattr(app_module.containment, "send", unaudited)
+    monkeypatch.setattr(app_module, "record_decision", unaudited)
+    tc = gateway()
+    r = tc.post("/v1/freezes", headers={**AUTH, "Idempotency-Key": "inc-9"},
+                json={"action": "refund", "reason": "INC-9"})
+    assert r.status_code == 503 and r.headers["Idempotency-Key"] == "inc-9"
+    assert "could not be written" in r.json()["detail"]
+    r = tc.post("/v1/reconciliation/acme/refund/inv-1", headers=AUTH,
+                json={"resolution": "failed", "attempt": 1, "reason": "r"})
+    assert r.status_code == 503 and "could not be written" in r.json()["detail"]
