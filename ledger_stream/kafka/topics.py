@@ -102,11 +102,12 @@ def ledger_topics(settings: Settings) -> tuple[TopicSpec, ...]:
 def create_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0) -> list[TopicReport]:
     """Create the missing ledger topics and compare the existing ones; alter nothing.
 
-    Idempotent: a second call reports every topic as ``exists``. An existing topic whose
-    partition count, replication factor or managed configs differ from ``settings`` is
-    reported as ``differs`` with each difference. Raises KafkaSetupError when the cluster
-    does not answer within ``timeout_s`` or refuses a creation (e.g. replication factor
-    larger than the broker count).
+    Idempotent: a second call reports every topic as ``exists``. Returns once the broker
+    serves the created topics' metadata (a client started right after finds them). An
+    existing topic whose partition count, replication factor or managed configs differ
+    from ``settings`` is reported as ``differs`` with each difference. Raises
+    KafkaSetupError when the cluster does not answer within ``timeout_s`` or refuses a
+    creation (e.g. replication factor larger than the broker count).
     """
     specs = ledger_topics(settings)
     # log_level 4: warnings and errors only; librdkafka's info lines are noise on a CLI.
@@ -117,6 +118,8 @@ def create_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0) -
         raise KafkaSetupError(f"Kafka at {bootstrap} did not answer: {exc}") from exc
     missing = [spec for spec in specs if spec.name not in existing]
     created = _create(admin, missing, timeout_s)
+    if created:  # usable when this returns: a client asking right after finds them
+        _metadata(admin, created, timeout_s)
     reports = [TopicReport(name, "created") for name in created]
     to_compare = [spec for spec in specs if spec.name not in created]
     reports += _compare(admin, to_compare, timeout_s)
