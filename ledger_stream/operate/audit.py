@@ -104,6 +104,13 @@ def record_approval(settings: Settings, bootstrap: str, codec: AvroCodec, actor:
                   approval_id, detail)
 
 
+def approval_detail(approval: ev.Approval, signing_key_id: str) -> str:
+    """An approval's audit detail: the arguments' hash prefix, the approver key and the
+    expiry; never argument values or the signature."""
+    return (f"args {approval.payload_hash[:12]}, approver key {signing_key_id}, expires "
+            f"{approval.expires_at_ms}")
+
+
 def _os_user() -> str:
     try:
         return getpass.getuser()
