@@ -18,13 +18,16 @@ ROLES = ("intents", "attempts", "dispatch", "receipts", "alerts", "dlq", "audit"
 def read_key(bootstrap: str, settings: Settings, key: str, codec: AvroCodec | None = None,
              timeout_s: float = 30.0) -> list[Located]:
     """Every record of ``key`` in the ledger topics, by topic, in offset order, then the
-    audit records of the freezes that cover it (``audit_keys_covering``). A record that
-    does not decode is kept, with ``event`` None and the reason."""
+    audit records of the freezes that cover it (``audit_keys_covering``), when it has any
+    record of its own (a key the ledger never saw has no history: []). A record that does
+    not decode is kept, with ``event`` None and the reason."""
     codec = codec or make_codec(settings.schema_registry_url)
     own = [located(role, record.topic, record.partition, record.offset, record.timestamp_ms,
                    record.value, codec)
            for role in ROLES for record in key_records(bootstrap, settings.topic(role), key,
                                                        timeout_s)]
+    if not own:
+        return []
     covering = [located("audit", record.topic, record.partition, record.offset,
                         record.timestamp_ms, record.value, codec)
                 for scope in audit_keys_covering(key)

@@ -144,15 +144,19 @@ class HistoryView(Follower):
 
     def records(self, key: str, codec: AvroCodec) -> list[Located]:
         """Every record of ``key`` applied so far, by topic, in offset order, then the audit
-        records of the freezes that cover it (``audit_keys_covering``); a record that does
-        not decode is kept with ``event`` None and the reason."""
+        records of the freezes that cover it (``audit_keys_covering``) when it has any of
+        its own; a record that does not decode is kept with ``event`` None and the
+        reason."""
         self._check()
+        own = [located(ROLES[r.topic], self.topics[r.topic], r.partition, r.offset,
+                       r.timestamp_ms, r.value, codec)
+               for r in self._store.records(key.encode("utf-8"))]
+        if not own:
+            return []
         audit = ROLES.index("audit")
         covering = [r for scope in audit_keys_covering(key)
                     for r in self._store.records(scope.encode("utf-8")) if r.topic == audit]
-        return [located(ROLES[r.topic], self.topics[r.topic], r.partition, r.offset,
-                        r.timestamp_ms, r.value, codec)
-                for r in self._store.records(key.encode("utf-8"))] + freezes_only(
+        return own + freezes_only(
             [located("audit", self.topics[audit], r.partition, r.offset, r.timestamp_ms,
                      r.value, codec) for r in covering])
 

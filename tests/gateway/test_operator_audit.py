@@ -16,7 +16,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import key_records
 from ledger_stream.serde import AvroCodec
-from tests.gateway.conftest import ACME, ACME_AGENT, ACME_UNNAMED, GLOBEX, curl
+from tests.gateway.conftest import ACME, ACME_AGENT, ACME_UNNAMED, GLOBEX, curl, intent
 
 pytestmark = pytest.mark.timeout(180)
 ACME_ID = "key:" + hashlib.sha256(ACME.encode()).hexdigest()[:12]
@@ -102,9 +102,12 @@ def test_freezes_and_unfreezes_are_audited_as_the_keys_operator(
     (theirs,) = audited(s, "~freeze/globex/refund")
     assert (theirs.who, theirs.action) == ("ops-eve", ev.AuditAction.FREEZE)
 
-    # An acme refund's timeline shows acme's freeze and unfreeze, never globex's.
-    code, rows = curl("GET", f"{gateway}/v1/timeline/acme/refund/{uuid.uuid4().hex[:8]}",
-                      ACME)
+    # An acme refund's timeline shows acme's freeze and unfreeze, never globex's; a key the
+    # ledger never saw still has no timeline.
+    key = f"acme/refund/{uuid.uuid4().hex[:8]}"
+    assert curl("GET", f"{gateway}/v1/timeline/{key}", ACME)[0] == 404
+    assert curl("POST", f"{gateway}/v1/intents", ACME, intent(key, wait=0))[0] == 202
+    code, rows = curl("GET", f"{gateway}/v1/timeline/{key}", ACME)
     assert code == 200, rows
     assert [r["outcome"] for r in rows if r["role"] == "audit"] == [
         "audit freeze", "audit unfreeze"]
