@@ -77,7 +77,8 @@ def test_freezes_and_unfreezes_are_audited_as_the_keys_operator(
     # The key given as acme=KEY was named at startup: it is an agent's now.
     warning = (tmp_path / "api.log").read_text()
     assert "API keys given as TENANT=KEY name no holder" in warning
-    assert ":4" in warning and ACME_UNNAMED not in warning  # where, never the key
+    assert f"{tmp_path / 'keys'}:5" in warning  # where it was given (the file's line)
+    assert ACME_UNNAMED not in warning  # never the key
     for agent in (ACME_AGENT, ACME_UNNAMED):
         assert curl("POST", f"{gateway}/v1/freezes?wait=0", agent,
                     {"action": "refund", "reason": "INC-7"})[0] == 403
