@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ledger_stream.cli.common import CliError, add_common_flags, checked_key, settings_from
 from ledger_stream.config import Settings
+from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import InvalidApprovalKey
 
 ARGS_HASH = re.compile(r"^[0-9a-f]{64}$")
@@ -43,6 +44,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          help="the policy revision the intent runs under, if it names one")
     approve.add_argument("--approval-id", default="", help="id of this approval "
                          "(default: new)")
+    approve.add_argument("--operator", help="who approves, for the audit topic (env: "
+                         "LEDGER_OPERATOR; default: the OS user)")
     add_common_flags(approve)
     approve.set_defaults(handler=_approve)
 
@@ -85,8 +88,34 @@ def _approve(args: argparse.Namespace) -> int:
                            approval_id=args.approval_id)
     except (InvalidApprovalKey, ValueError) as exc:
         raise CliError(str(exc)) from None
+    _audit(settings, args.operator, key, approval, signer.key_id)
     print(json.dumps(approval_json(approval)))
     return 0
+
+
+def _audit(settings: Settings, operator: str | None, key: str, approval: ev.Approval,
+           signing_key_id: str) -> None:
+    """The approval's audit record, written before the approval is printed: none is
+    handed out without one (CliError when it cannot be written)."""
+    from ledger_stream.kafka.bootstrap import resolve_bootstrap
+    from ledger_stream.kafka.exceptions import KafkaSetupError
+    from ledger_stream.operate.audit import (
+        ROLE_APPROVER,
+        Actor,
+        AuditNotWritten,
+        approval_detail,
+        record_approval,
+    )
+    from ledger_stream.serde import make_codec
+
+    cli = Actor.from_cli(operator)
+    actor = Actor(cli.who, ROLE_APPROVER, f"{cli.credential} approval-key:{signing_key_id}")
+    try:
+        record_approval(settings, resolve_bootstrap(settings),
+                        make_codec(settings.schema_registry_url), actor, key,
+                        approval.approval_id, approval_detail(approval, signing_key_id))
+    except (AuditNotWritten, KafkaSetupError) as exc:
+        raise CliError(f"no approval printed: {exc}") from exc
 
 
 def _pending_hash(settings: Settings, key: str) -> str:

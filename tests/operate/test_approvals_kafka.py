@@ -19,8 +19,10 @@ from ledger_stream.cli.main import main
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import ApprovalSigner, sign_approval, sign_dev_approval
+from ledger_stream.kafka.receipts import key_records
 from ledger_stream.operate.approvals import load_signer, write_keypair
 from ledger_stream.processor.policy import DEV_APPROVAL_SECRET
+from ledger_stream.serde import AvroCodec
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
 from tests.processor.support import read_topic
@@ -104,6 +106,12 @@ def test_only_the_approvers_private_key_approves(ledger_topics: Settings, tmp_pa
             assert code == 0
             approval = ev.Approval(**json.loads(capsys.readouterr().out))
             assert (approval.key_id, approval.payload_hash) == ("ops-1", pending.args_hash)
+            # Audited before it was printed: who, as an approver, with which key.
+            (audited,) = [AvroCodec().decode(r.value, (ev.AuditRecord,)) for r in key_records(
+                stack.bootstrap, ledger_topics.topic("audit"), key)]
+            assert (audited.role, audited.action, audited.command_id) == (
+                "approver", ev.AuditAction.APPROVAL, approval.approval_id)
+            assert audited.credential.endswith("approval-key:ops-1")
             approved = client.intent(key, "payout", "payments", ARGS, workflow=WORKFLOW,
                                      approval=approval)
             assert client.submit(approved).status is ev.ReceiptStatus.SUCCEEDED
