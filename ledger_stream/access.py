@@ -109,9 +109,9 @@ def serving_keys(settings: Settings, *, no_auth: bool, host: str, surface: str,
             raise ServingRefused(str(exc)) from exc
     if not (no_auth or settings.dev_mode):
         raise ServingRefused(
-            f"{surface} answers only API keys: give TENANT=KEY pairs (--keys-file, "
-            f"LEDGER_API_KEYS_FILE, --keys or LEDGER_API_KEYS), or --no-auth to answer anyone "
-            f"on this host")
+            f"{surface} answers only API keys: give TENANT:operator:NAME=KEY or "
+            f"TENANT:agent=KEY pairs (--keys-file, LEDGER_API_KEYS_FILE, --keys or "
+            f"LEDGER_API_KEYS), or --no-auth to answer anyone on this host")
     if not is_loopback(host):
         raise ServingRefused(
             f"{surface} without API keys answers anyone who reaches it: it listens only on "

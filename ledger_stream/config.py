@@ -220,9 +220,11 @@ class Settings(BaseSettings):
     api_host: str = Field("127.0.0.1", description="address the gateway listens on")
     api_port: int = Field(8079, ge=0, le=65535, description="the gateway's port (0: any)")
     api_keys: SecretStr | None = Field(
-        None, description="API keys, TENANT=KEY[,TENANT=KEY...] (each key acts for its tenant)")
+        None, description="API keys, TENANT:operator:NAME=KEY or TENANT:agent=KEY, comma-"
+        "separated (each key acts for its tenant; TENANT=KEY is an agent's)")
     api_keys_file: Path | None = Field(
-        None, description="file of API keys, one TENANT=KEY per line (# comments)")
+        None, description="file of API keys, one TENANT:operator:NAME=KEY or "
+        "TENANT:agent=KEY per line (# comments)")
 
     # Approval policy
     approval_secret: SecretStr | None = Field(

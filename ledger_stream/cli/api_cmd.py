@@ -31,13 +31,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--host", help="listen address (env: LEDGER_API_HOST; default "
                         "127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (env: LEDGER_API_PORT; default 8079)")
-    parser.add_argument("--keys", metavar="TENANT=KEY,...",
+    parser.add_argument("--keys", metavar="TENANT:ROLE=KEY,...",
                         help="API keys (env: LEDGER_API_KEYS; prefer the file or env: flags "
                         "show in process lists)")
     parser.add_argument("--keys-file", metavar="FILE",
-                        help="API keys, one TENANT=KEY per line; TENANT:agent=KEY for an "
-                        "agent's key, which the operator routes refuse (env: "
-                        "LEDGER_API_KEYS_FILE)")
+                        help="API keys, one per line: TENANT:operator:NAME=KEY for "
+                        "operator NAME's key (decisions and freezes, audited as NAME), "
+                        "TENANT:agent=KEY for an agent's; TENANT=KEY is an agent's too "
+                        "(env: LEDGER_API_KEYS_FILE)")
     add_metrics_host_flag(parser)
     add_common_flags(parser)
     parser.set_defaults(handler=_run)
@@ -58,6 +59,11 @@ def _run(args: argparse.Namespace) -> int:
                              settings.api_keys_file)
     except ApiKeyError as exc:
         raise CliError(str(exc)) from exc
+    if keys.unnamed:
+        logging.getLogger("ledger_stream.gateway").warning(
+            "API keys given as TENANT=KEY name no holder: they are agents' keys, and the "
+            "operator routes (decisions, freezes) refuse them; give an operator's key as "
+            "TENANT:operator:NAME=KEY", extra=log_fields(where=list(keys.unnamed)))
     try:
         client = AsyncLedgerClient(settings)
     except KafkaSetupError as exc:

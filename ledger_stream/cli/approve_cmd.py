@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ledger_stream.cli.common import CliError, add_common_flags, checked_key, settings_from
 from ledger_stream.config import Settings
+from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import InvalidApprovalKey
 
 ARGS_HASH = re.compile(r"^[0-9a-f]{64}$")
@@ -23,15 +24,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     approve = subparsers.add_parser(
         "approve", help="sign an approval of a key's arguments (prints JSON)",
         description="Approve KEY's effect with the arguments whose hash is ARGS_HASH, signed "
-        "with an approver's private key. Without ARGS_HASH, the hash of the key's pending "
-        "intent (its latest receipt, rejected for a missing approval) is read from the "
-        "ledger. Prints the approval as JSON for the agent to attach to its intent; the "
+        "with an approver's private key. Without ARGS_HASH nothing is signed: the hash of "
+        "the key's pending intent (its latest receipt, rejected for a missing approval) is "
+        "read from the ledger and shown, to be checked and then named. Prints the approval "
+        "as JSON for the agent to attach to its intent; the "
         "ledger accepts it only while its key id is trusted and not revoked, for this key "
         "and these arguments, until it expires.")
     approve.add_argument("key", metavar="KEY", help="the operation key, tenant/action/id")
     approve.add_argument("args_hash", metavar="ARGS_HASH", nargs="?",
-                         help="the args_hash approved (64 hex digits); default: the pending "
-                         "intent's, read from the ledger")
+                         help="the args_hash approved (64 hex digits); without it, the "
+                         "pending intent's is shown and nothing is signed")
     approve.add_argument("--signing-key", type=Path, metavar="FILE",
                          help="the approver's private key, KEY_ID.key (env: "
                          "LEDGER_APPROVAL_SIGNING_KEY)")
@@ -42,6 +44,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          help="the policy revision the intent runs under, if it names one")
     approve.add_argument("--approval-id", default="", help="id of this approval "
                          "(default: new)")
+    approve.add_argument("--operator", help="who approves, for the audit topic (env: "
+                         "LEDGER_OPERATOR; default: the OS user)")
     add_common_flags(approve)
     approve.set_defaults(handler=_approve)
 
@@ -70,21 +74,53 @@ def _approve(args: argparse.Namespace) -> int:
                        "; make one with `ledger-stream approval-keys generate`")
     if args.args_hash is not None and not ARGS_HASH.match(args.args_hash):
         raise CliError(f"{args.args_hash!r} is not an args hash (64 lowercase hex digits)")
+    if args.args_hash is None:
+        # Never sign what the ledger holds now: the agent chooses its latest intent, so it
+        # could swap in other arguments between an operator's look and the signature.
+        pending = _pending_hash(settings, key)
+        raise CliError(f"{key} waits for an approval of args_hash {pending}: check those "
+                       f"arguments (`ledger-stream inspect {key}`), then approve them by "
+                       f"naming the hash: ledger-stream approve {key} {pending}")
     try:
         signer = load_signer(path, args.key_id)
-        digest = args.args_hash or _pending_hash(settings, key)
-        approval = approve(signer, key, digest, expires_in_s=args.expires_in,
+        approval = approve(signer, key, args.args_hash, expires_in_s=args.expires_in,
                            policy_revision=args.policy_revision,
                            approval_id=args.approval_id)
     except (InvalidApprovalKey, ValueError) as exc:
         raise CliError(str(exc)) from None
+    _audit(settings, args.operator, key, approval, signer.key_id)
     print(json.dumps(approval_json(approval)))
     return 0
 
 
+def _audit(settings: Settings, operator: str | None, key: str, approval: ev.Approval,
+           signing_key_id: str) -> None:
+    """The approval's audit record, written before the approval is printed: none is
+    handed out without one (CliError when it cannot be written)."""
+    from ledger_stream.kafka.bootstrap import resolve_bootstrap
+    from ledger_stream.kafka.exceptions import KafkaSetupError
+    from ledger_stream.operate.audit import (
+        ROLE_APPROVER,
+        Actor,
+        AuditNotWritten,
+        approval_detail,
+        record_approval,
+    )
+    from ledger_stream.serde import make_codec
+
+    cli = Actor.from_cli(operator)
+    actor = Actor(cli.who, ROLE_APPROVER, f"{cli.credential} approval-key:{signing_key_id}")
+    try:
+        record_approval(settings, resolve_bootstrap(settings),
+                        make_codec(settings.schema_registry_url), actor, key,
+                        approval.approval_id, approval_detail(approval, signing_key_id))
+    except (AuditNotWritten, KafkaSetupError) as exc:
+        raise CliError(f"no approval printed: {exc}") from exc
+
+
 def _pending_hash(settings: Settings, key: str) -> str:
     """The args hash of ``key``'s intent waiting for an approval: its latest receipt must be
-    a rejection for a missing approval, so nothing else is approved by mistake."""
+    a rejection for a missing approval (not for a forged or expired one)."""
     from ledger_stream.domain import events as ev
     from ledger_stream.sdk import LedgerClient
 
@@ -93,7 +129,8 @@ def _pending_hash(settings: Settings, key: str) -> str:
     if receipt is None:
         raise CliError(f"no receipt for {key}: give ARGS_HASH")
     if not (receipt.status is ev.ReceiptStatus.REJECTED and receipt.reason is ev.Reason.APPROVAL
-            and receipt.key_status is ev.ReceiptStatus.REJECTED):
+            and receipt.key_status is ev.ReceiptStatus.REJECTED
+            and receipt.detail == "approval missing"):
         raise CliError(f"{key} is not waiting for an approval (its latest receipt: "
                        f"{receipt.status.value}/{receipt.reason.value}): give ARGS_HASH")
     return receipt.args_hash

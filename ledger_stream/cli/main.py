@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from importlib import metadata
 from types import FrameType
 from typing import Any
 
@@ -56,10 +57,19 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ledger-stream",
         description="Effectively-once side effects for AI agents, on Kafka.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.register(subparsers)
     return parser
+
+
+def package_version() -> str:
+    """The installed distribution's version (pyproject.toml's, as pip recorded it)."""
+    try:
+        return metadata.version("ledger-stream")
+    except metadata.PackageNotFoundError:  # imported from a source tree never installed
+        return "unknown (not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

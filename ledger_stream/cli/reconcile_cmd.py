@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import sys
 import time
@@ -53,7 +52,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          help="why: what you checked (in the key's timeline and evidence)")
     resolve.add_argument("--decision-id", default=None,
                          help="id of this decision, to retry it safely (default: new)")
-    resolve.add_argument("--operator", default=getpass.getuser(), help="who decides")
+    resolve.add_argument("--operator", help="who decides, for the audit topic (env: "
+                         "LEDGER_OPERATOR; default: the OS user)")
     resolve.add_argument("--wait", type=float, default=10.0, metavar="S",
                          help="how long to wait for the ledger to apply it (default 10)")
     resolve.add_argument("--view-url", metavar="URL",
@@ -107,7 +107,7 @@ def _list(args: argparse.Namespace) -> int:
 def _resolve(args: argparse.Namespace) -> int:
     from ledger_stream.kafka.bootstrap import resolve_bootstrap
     from ledger_stream.kafka.exceptions import KafkaSetupError
-    from ledger_stream.operate import DecisionRefused, record_decision
+    from ledger_stream.operate import Actor, AuditNotWritten, DecisionRefused, record_decision
     from ledger_stream.sdk.errors import LedgerUnavailable
     from ledger_stream.serde import make_codec
 
@@ -121,10 +121,10 @@ def _resolve(args: argparse.Namespace) -> int:
     try:
         done = record_decision(
             settings, resolve_bootstrap(settings), make_codec(settings.schema_registry_url),
-            key=key, attempt=args.attempt, resolution=resolution, operator=args.operator,
-            reason=args.reason, decision_id=decision_id, external_id=args.applied or "",
-            wait_s=args.wait)
-    except (DecisionRefused, LedgerUnavailable, KafkaSetupError) as exc:
+            key=key, attempt=args.attempt, resolution=resolution,
+            actor=Actor.from_cli(args.operator), reason=args.reason, decision_id=decision_id,
+            external_id=args.applied or "", wait_s=args.wait)
+    except (DecisionRefused, AuditNotWritten, LedgerUnavailable, KafkaSetupError) as exc:
         raise CliError(str(exc)) from exc
     verb = "was already recorded" if done.replayed else "recorded"
     print(f"{key}: attempt {args.attempt} {resolution.value}: decision {decision_id} {verb}; "

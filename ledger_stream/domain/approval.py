@@ -39,7 +39,8 @@ class InvalidApprovalKey(ValueError):
 
 
 def check_key_id(key_id: str) -> str:
-    if not KEY_ID.match(key_id):
+    # fullmatch: ``$`` would also match before a trailing line break.
+    if not KEY_ID.fullmatch(key_id):
         raise InvalidApprovalKey(
             f"approval key id {key_id!r}: 1-64 letters, digits, '.', '_' or '-', starting "
             "with a letter or digit")
@@ -65,7 +66,9 @@ class ApprovalKeys:
             if len(raw) != 32:
                 raise InvalidApprovalKey(f"approval key {key_id!r}: an Ed25519 public key "
                                          f"is 32 bytes, not {len(raw)}")
-        return cls(tuple(sorted(public.items())), frozenset(revoked), dev_secret)
+        # A revoked id that is no key id (a stray space) would silently revoke nothing.
+        return cls(tuple(sorted(public.items())),
+                   frozenset(check_key_id(key_id) for key_id in revoked), dev_secret)
 
     def public_key(self, key_id: str) -> bytes | None:
         return next((raw for known, raw in self.public if known == key_id), None)
@@ -93,6 +96,20 @@ class ApprovalSigner:
         return ApprovalKeys.of({self.key_id: self.public_bytes()}, revoked)
 
 
+def _line_break_in(*fields: str) -> bool:
+    """Whether a signed field holds a line break. The signed text is its fields one per
+    line, which is unambiguous only without one: else key ``a/b/c\\nx`` with approval id
+    ``y`` signs the same bytes as key ``a/b/c`` with approval id ``x\\ny``, and an approval
+    of one key would approve another."""
+    return any("\n" in f for f in fields)
+
+
+def _no_line_break(*fields: str) -> None:
+    if _line_break_in(*fields):
+        raise ValueError("an approval's key, approval id, args hash and policy revision may "
+                         "not hold a line break")
+
+
 def _signed_text(key_id: str, key: str, approval_id: str, payload_hash: str,
                  policy_revision: str, expires_at_ms: int) -> bytes:
     # Version 2 names the signing key: a signature cannot be moved to another key id.
@@ -113,7 +130,9 @@ def _dev_signed_text(key: str, approval_id: str, payload_hash: str, policy_revis
 def sign_approval(signer: ApprovalSigner, key: str, approval_id: str, payload_hash: str,
                   policy_revision: str, expires_at_ms: int) -> Approval:
     """Approve ``payload_hash`` (the intent's args hash) for ``key`` until ``expires_at_ms``,
-    signed by ``signer`` (its key id travels in the approval)."""
+    signed by ``signer`` (its key id travels in the approval). ValueError when a field
+    holds a line break."""
+    _no_line_break(key, approval_id, payload_hash, policy_revision)
     text = _signed_text(signer.key_id, key, approval_id, payload_hash, policy_revision,
                         expires_at_ms)
     signature = signer.private_key.sign(text).hex()
@@ -124,7 +143,8 @@ def sign_approval(signer: ApprovalSigner, key: str, approval_id: str, payload_ha
 def sign_dev_approval(secret: bytes, key: str, approval_id: str, payload_hash: str,
                       policy_revision: str, expires_at_ms: int) -> Approval:
     """The development-mode approval: HMAC-SHA256 with the shared secret, no key id.
-    Accepted only by a processor in development mode."""
+    Accepted only by a processor in development mode. ValueError as ``sign_approval``."""
+    _no_line_break(key, approval_id, payload_hash, policy_revision)
     text = _dev_signed_text(key, approval_id, payload_hash, policy_revision, expires_at_ms)
     signature = hmac.new(secret, text, hashlib.sha256).hexdigest()
     return Approval(approval_id, payload_hash, policy_revision, expires_at_ms, signature)
@@ -156,6 +176,9 @@ def approval_problem(intent: Intent, keys: ApprovalKeys, required: bool,
 
 
 def _signature_problem(key: str, approval: Approval, keys: ApprovalKeys) -> str | None:
+    if _line_break_in(key, approval.approval_id, approval.payload_hash,
+                      approval.policy_revision):
+        return "approval field holds a line break"
     if not approval.key_id:
         return _dev_signature_problem(key, approval, keys.dev_secret)
     if approval.key_id in keys.revoked:
@@ -193,4 +216,4 @@ def _dev_signature_problem(key: str, approval: Approval, secret: bytes | None) -
 def _shown(key_id: str) -> str:
     """A key id as an alert may quote it: a forged one is any text, so only its valid form
     is shown verbatim."""
-    return repr(key_id) if KEY_ID.match(key_id) else f"(invalid id, {len(key_id)} chars)"
+    return repr(key_id) if KEY_ID.fullmatch(key_id) else f"(invalid id, {len(key_id)} chars)"

@@ -22,6 +22,7 @@ from ledger_stream.gateway.models import ApprovalIn, Strict
 from ledger_stream.kafka.reader import tail_topic
 from ledger_stream.logs import log_fields
 from ledger_stream.operate.approvals import approval_json, approve, load_signer
+from ledger_stream.operate.audit import AuditNotWritten, approval_detail, record_approval
 from ledger_stream.sdk.client import LedgerClient
 from ledger_stream.serde import DecodeError
 
@@ -53,7 +54,7 @@ def router(client: LedgerClient) -> APIRouter:
     """The routes, authenticated as the app's other routes are (its Tenant and Operator
     dependencies). InvalidApprovalKey when the configured signing key cannot be loaded."""
     # Imported here: app.py mounts this router while building the app.
-    from ledger_stream.gateway.app import Operator, Tenant, off_loop, own
+    from ledger_stream.gateway.app import Operator, Tenant, actor_of, off_loop, own
 
     signer = load_signer(client.settings.approval_signing_key) \
         if client.settings.approval_signing_key is not None else None
@@ -69,15 +70,27 @@ def router(client: LedgerClient) -> APIRouter:
     @routes.post("/v1/approvals", response_model=ApprovalIn, status_code=201)
     async def issue(body: ApproveIn, who: Operator) -> ApprovalIn:
         """Sign an approval of ``args_hash`` for ``key`` with the gateway's approver key:
-        the answer is the ``approval`` the agent attaches to its intent."""
-        own(who, body.key)
+        the answer is the ``approval`` the agent attaches to its intent. Its audit record
+        (who: the operator key's holder) is written first: 503, and no approval, when it
+        cannot be."""
+        own(who.tenant, body.key)
         if signer is None:
             raise HTTPException(503, "this gateway has no approver key: set "
                                 "LEDGER_APPROVAL_SIGNING_KEY to approve here, or use "
                                 "`ledger-stream approve`")
-        approval = approve(signer, body.key, body.args_hash, expires_in_s=body.expires_in_s,
-                           policy_revision=body.policy_revision)
-        record_issued_approval(who, body.key, approval, signer)
+        try:
+            approval = approve(signer, body.key, body.args_hash,
+                               expires_in_s=body.expires_in_s,
+                               policy_revision=body.policy_revision)
+        except ValueError as exc:  # a line break in the policy revision
+            raise HTTPException(400, str(exc)) from None
+        try:
+            await off_loop(record_approval, client.settings, client.bootstrap, client.codec,
+                           actor_of(who), body.key, approval.approval_id,
+                           approval_detail(approval, signer.key_id))
+        except AuditNotWritten as exc:
+            raise HTTPException(503, str(exc)) from None
+        record_issued_approval(who.tenant, body.key, approval, signer)
         return ApprovalIn(**approval_json(approval))
 
     return routes

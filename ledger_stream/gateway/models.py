@@ -18,6 +18,18 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class OperatorCommand(Strict):
+    """A body of an operator route: who acts is the API key's holder, never a field."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_operator_field(cls, data: Any) -> Any:
+        if isinstance(data, dict) and ({"operator", "by"} & set(data)):
+            raise ValueError("the operator is the holder of the API key "
+                             "(TENANT:operator:NAME=KEY): leave 'operator' out")
+        return data
+
+
 class WorkflowIn(Strict):
     graph: str = Field(min_length=1, description="the agent graph or workflow name")
     version: str = Field(min_length=1, description="its version (compatibility is by major)")
@@ -105,11 +117,10 @@ class AlertOut(BaseModel):
     offset: int
 
 
-class ResolutionIn(Strict):
+class ResolutionIn(OperatorCommand):
     resolution: Literal["applied", "not_applied", "failed"]
     attempt: int = Field(ge=1, description="the attempt the operator looked at: refused "
                          "(409) if the key has moved on since")
-    operator: str = Field(min_length=1, max_length=200, description="who decides")
     reason: str = Field(min_length=1, max_length=500,
                         description="why: what the operator checked")
     external_id: str = Field("", description="the target's id, required with applied")
@@ -130,6 +141,7 @@ class ResolutionOut(BaseModel):
     attempt: int
     resolution: str
     decision_id: str
+    operator: str = Field(description="who decided: the API key's holder")
     replayed: bool = Field(description="true: this decision was already recorded")
     verdict: Literal["applied", "pending", "unknown"] = Field(
         description="applied: the ledger's receipt names this decision (status 200); "
@@ -140,13 +152,13 @@ class ResolutionOut(BaseModel):
         None, description="the receipt naming this decision, when applied")
 
 
-class FreezeIn(Strict):
-    """A freeze of one action for the API key's tenant (operate/containment.py)."""
+class FreezeIn(OperatorCommand):
+    """A freeze of one action for the API key's tenant (operate/containment.py), by the
+    operator the API key names."""
 
     action: str = Field(min_length=1, description="the action to freeze, e.g. refund")
     reason: str = Field(min_length=1, max_length=500, description="why (in the audit trail; "
                         "no payment details)")
-    operator: str = Field(min_length=1, max_length=200, description="who decides")
     mode: Literal["hold", "approval"] = Field("hold", description="hold: hold every new "
                                               "dispatch; approval: new intents need approval")
 

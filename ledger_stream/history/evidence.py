@@ -1,7 +1,7 @@
 """Everything the ledger knows about one key, as one redacted JSON document for an incident
 review: the raw events with topic, partition and offset (ordered by log offset within each
-topic, never by a wall clock), the timeline, the receipts, the alerts and the operators'
-decisions.
+topic, never by a wall clock), the timeline, the receipts, the alerts, the operators'
+decisions and the audit records (who decided or froze, with which credential).
 
 Redaction: material arguments and payloads are replaced by their length (an intent's
 ``args_hash`` stays: it is how the ledger tells arguments apart, though it is an unsalted
@@ -86,5 +86,6 @@ def evidence(key: str, records: list[Located], generated_at_ms: int) -> dict[str
         "receipts": _of(ordered, ev.Receipt),
         "alerts": _of(ordered, ev.Alert),
         "operator_actions": _of(ordered, ev.OperatorResolution),
+        "audit": _of(ordered, ev.AuditRecord),
         "undecodable": sum(1 for r in ordered if r.event is None),
     }

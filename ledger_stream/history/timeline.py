@@ -19,15 +19,18 @@ from typing import Any
 from ledger_stream.domain import events as ev
 from ledger_stream.history.detail import shown_detail
 
-INPUT_ROLES = ("intents", "attempts")
-RANK = {"intents": 0, "attempts": 1, "dispatch": 2, "receipts": 3, "alerts": 4, "dlq": 5}
+# Roles whose broker timestamp (LogAppendTime) is the ledger's time of the record.
+INPUT_ROLES = ("intents", "attempts", "audit")
+# An audit record is written before the command it announces: first in its millisecond.
+RANK = {"audit": -1, "intents": 0, "attempts": 1, "dispatch": 2, "receipts": 3, "alerts": 4,
+        "dlq": 5}
 
 
 @dataclass(frozen=True)
 class Located:
     """An event (or None: the record did not decode) where the log has it."""
 
-    role: str  # intents, attempts, dispatch, receipts, alerts, dlq
+    role: str  # intents, attempts, dispatch, receipts, alerts, dlq, audit
     topic: str
     partition: int
     offset: int
@@ -125,6 +128,10 @@ def _fields(e: Any) -> dict[str, Any]:
                 "next_state": e.key_status.value, "detail": shown_detail(e.detail)}
     if isinstance(e, ev.Alert):
         return {"outcome": f"alert {e.kind.value}", "detail": shown_detail(e.detail)}
+    if isinstance(e, ev.AuditRecord):
+        return {"outcome": f"audit {e.action.value}", "detail": f"by {e.who} ({e.role}, "
+                f"{e.credential}) on {e.key}, command {e.command_id}"
+                + (f": {e.detail}" if e.detail else "")}
     if isinstance(e, ev.DeadLetter):
         return {"outcome": "dead letter", "detail": f"{e.topic}[{e.partition}]@{e.offset}: "
                 f"{e.reason}"}

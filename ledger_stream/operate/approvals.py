@@ -42,6 +42,8 @@ PRIVATE_SUFFIX = ".key"
 PUBLIC_SUFFIX = ".pub"
 # An approval lives long enough for the agent to attach it and no longer by default.
 DEFAULT_EXPIRES_IN_S = 600
+# Ten years: far beyond any approval, and its expiry in ms fits Avro's long with room.
+MAX_EXPIRES_IN_S = 10 * 366 * 86_400
 
 
 def new_signer(key_id: str) -> ApprovalSigner:
@@ -131,8 +133,9 @@ def approve(signer: ApprovalSigner, key: str, args_hash: str, *,
             expires_in_s: float = DEFAULT_EXPIRES_IN_S, policy_revision: str = "",
             approval_id: str = "", now_ms: int | None = None) -> Approval:
     """Sign an approval of ``args_hash`` for ``key``, valid for ``expires_in_s`` seconds."""
-    if expires_in_s <= 0:
-        raise ValueError("an approval must expire in the future (expires in > 0 s)")
+    if not 0 < expires_in_s <= MAX_EXPIRES_IN_S:  # also refuses NaN
+        raise ValueError(f"an approval must expire in the future, within {MAX_EXPIRES_IN_S} "
+                         f"s (an expiry is an Avro long of milliseconds), not {expires_in_s}")
     now = int(time.time() * 1000) if now_ms is None else now_ms
     return sign_approval(signer, key, approval_id or f"ap-{uuid.uuid4().hex[:12]}", args_hash,
                          policy_revision, now + int(expires_in_s * 1000))

@@ -3,7 +3,8 @@ the gateway's ``POST /v1/reconciliation/{key}``).
 
 A decision names the state the operator looked at (the open attempt), carries a reason and
 a decision id, and becomes an ``OperatorResolution`` on the attempts topic (its event id is
-the decision id), so it is in the key's timeline and evidence with who, why and when.
+the decision id), so it is in the key's timeline and evidence with who, why and when. Its
+audit record (operate/audit.py: who, with which credential) is written first.
 
 - The key must wait for an operator at exactly that attempt, or the decision is refused:
   whatever the operator saw has changed since.
@@ -38,6 +39,8 @@ from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.reader import tail_topic
 from ledger_stream.kafka.receipts import key_partition, key_records
+from ledger_stream.operate import audit
+from ledger_stream.operate.audit import Actor
 from ledger_stream.sdk.errors import (
     LedgerUnavailable,
     NoTimelineError,
@@ -69,8 +72,10 @@ class Decided:
 
 
 def record_decision(settings: Settings, bootstrap: str, codec: AvroCodec, *, key: str,
-                    attempt: int, resolution: ev.Resolution, operator: str, reason: str,
+                    attempt: int, resolution: ev.Resolution, actor: Actor, reason: str,
                     decision_id: str, external_id: str = "", wait_s: float = 10.0) -> Decided:
+    """Record ``actor``'s decision (guarded as the module says). Its audit record is written
+    before the decision: AuditNotWritten, and nothing sent, when it cannot be (audit.py)."""
     if not reason.strip():
         raise DecisionRefused("a decision needs a reason")
     if resolution is ev.Resolution.APPLIED and not external_id:
@@ -78,7 +83,7 @@ def record_decision(settings: Settings, bootstrap: str, codec: AvroCodec, *, key
     if not DECISION_ID.fullmatch(decision_id):
         raise DecisionRefused(f"a decision id is 1 to 128 letters, digits, '.', '_', ':' or "
                               f"'-', got {decision_id!r}")
-    wanted = ev.OperatorResolution(decision_id, key, attempt, resolution, operator,
+    wanted = ev.OperatorResolution(decision_id, key, attempt, resolution, actor.who,
                                    int(time.time() * 1000), external_id, reason)
     earlier = _recorded(settings, bootstrap, codec, key.split("/", 1)[0], decision_id)
     if earlier is not None:
@@ -96,6 +101,8 @@ def record_decision(settings: Settings, bootstrap: str, codec: AvroCodec, *, key
     if latest.attempts != attempt:
         raise DecisionRefused(f"{key} waits at attempt {latest.attempts}, not {attempt}: "
                               "look at it again")
+    audit.record(settings, bootstrap, codec, actor, ev.AuditAction.DECISION, key,
+                 decision_id, f"{resolution.value} of attempt {attempt}")
     producer = EventProducer(settings, bootstrap, codec, acks="all")
     try:
         producer.send("attempts", wanted)

@@ -31,7 +31,7 @@ def approval_keys(settings: Settings) -> ApprovalKeys:
             if settings.approval_keys_dir is not None else {}
         public.update(public_keys_from_text(settings.approval_public_keys or ""))
         keys = ApprovalKeys.of(public, frozenset(settings.approval_revoked_keys),
-                               dev_secret(settings))
+                               dev_secret(settings, approver_keys=bool(public)))
     except InvalidApprovalKey as exc:
         raise ConfigError(str(exc)) from None
     if not settings.dev_mode and not keys.public:
@@ -48,9 +48,10 @@ def approval_keys(settings: Settings) -> ApprovalKeys:
     return keys
 
 
-def dev_secret(settings: Settings) -> bytes | None:
-    """The HMAC secret of key-less approvals: only in dev mode (LEDGER_APPROVAL_SECRET or
-    the public development secret); None otherwise, whatever is configured."""
+def dev_secret(settings: Settings, approver_keys: bool = False) -> bytes | None:
+    """The HMAC secret of key-less approvals: only in dev mode (LEDGER_APPROVAL_SECRET, or
+    the public development secret when no approver key is given); None otherwise, whatever
+    is configured."""
     configured = settings.approval_secret.get_secret_value().encode() \
         if settings.approval_secret is not None else b""
     if not settings.dev_mode:
@@ -60,6 +61,10 @@ def dev_secret(settings: Settings) -> bytes | None:
         return None
     if configured:
         return configured
+    if approver_keys:
+        # Keys given say approvals matter here: a secret anyone can read in the source
+        # would let any worker approve its own payment.
+        return None
     logger.warning("development mode: approvals without a key id use the public "
                    "development secret")
     return DEV_APPROVAL_SECRET

@@ -29,7 +29,7 @@ EVENT_TYPES: dict[str, type[Any]] = {
     for cls in (
         ev.Intent, ev.AttemptClaim, ev.AttemptOutcome, ev.ReconcileResult,
         ev.OperatorResolution, ev.Dispatch, ev.Grant, ev.Held, ev.Reconcile, ev.Done,
-        ev.Receipt, ev.Alert, ev.DeadLetter, ev.Tick, ev.Containment,
+        ev.Receipt, ev.Alert, ev.DeadLetter, ev.Tick, ev.Containment, ev.AuditRecord,
     )
 }
 

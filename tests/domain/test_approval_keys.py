@@ -4,6 +4,8 @@ holds (public keys, a development secret) cannot approve."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 
 import pytest
 
@@ -96,3 +98,32 @@ def test_key_material_is_checked_when_the_keys_are_built():
         ApprovalKeys.of({"ops": b"short"})
     with pytest.raises(InvalidApprovalKey, match="approval key id"):
         ApprovalKeys.of({"../etc": bytes(32)})
+
+
+def test_an_approval_for_one_key_cannot_be_moved_to_another_by_line_breaks():
+    """The signed text is its fields one per line: a key holding a line break could shift
+    its tail into the approval id and so name another key with the same bytes. A line break
+    in any signed field is refused, when signing and when checking."""
+    odd_key = f"{KEY}\nb"
+    with pytest.raises(ValueError, match="line break"):
+        sign_approval(NEW, odd_key, "c", intent().args_hash, "", 10_000)
+    # What such a signature would be, had an approver made it: sign the same bytes directly.
+    text = "\n".join(("ledger-approval-v2", "ops-2026", KEY, "b", "c",
+                      intent().args_hash, "", "10000")).encode()
+    moved = ev.Approval("b\nc", intent().args_hash, "", 10_000,
+                        NEW.private_key.sign(text).hex(), "ops-2026")
+    assert _decided(trusted(NEW), moved) == (
+        Phase.ABSENT, ["approval field holds a line break"])
+    with pytest.raises(ValueError, match="line break"):
+        sign_dev_approval(b"shared", odd_key, "c", intent().args_hash, "", 10_000)
+    dev_text = "\n".join(("ledger-approval-v1", KEY, "b", "c", intent().args_hash, "",
+                          "10000")).encode()
+    dev_moved = ev.Approval("b\nc", intent().args_hash, "", 10_000,
+                            hmac.new(b"shared", dev_text, hashlib.sha256).hexdigest())
+    assert _decided(ApprovalKeys(dev_secret=b"shared"), dev_moved) == (
+        Phase.ABSENT, ["approval field holds a line break"])
+
+
+def test_a_key_id_with_a_trailing_line_break_is_no_key_id():
+    with pytest.raises(InvalidApprovalKey, match="approval key id"):
+        ApprovalKeys.of({"ops\n": bytes(32)})

@@ -64,7 +64,7 @@ class Seeded:
         producer.send("alerts", alert)
         producer.flush()
         code, body = curl("POST", f"{gateway}/v1/freezes?wait=0", ACME, {
-            "action": "refund", "reason": f"incident {self.secret}", "operator": "ops"})
+            "action": "refund", "reason": f"incident {self.secret}"})
         assert code == 201, body
 
 

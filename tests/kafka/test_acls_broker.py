@@ -201,6 +201,7 @@ def test_the_view_reads_every_timeline_topic_and_writes_none(granted: Settings,
 
 def test_an_operator_writes_audit_and_decisions_but_no_receipt(granted: Settings) -> None:
     assert produce_error(granted, "operator", "audit", outcome()) is None
+    assert read_error(granted, "operator", "audit", reader="key-") is None  # inspect
     assert produce_error(granted, "operator", "attempts", outcome()) is None
     assert read_error(granted, "operator", "alerts", reader="tail-") is None
     assert produce_error(granted, "operator", "receipts", outcome()).code() == DENIED

@@ -19,8 +19,10 @@ from ledger_stream.cli.main import main
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import ApprovalSigner, sign_approval, sign_dev_approval
+from ledger_stream.kafka.receipts import key_records
 from ledger_stream.operate.approvals import load_signer, write_keypair
 from ledger_stream.processor.policy import DEV_APPROVAL_SECRET
+from ledger_stream.serde import AvroCodec
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
 from tests.processor.support import read_topic
@@ -66,6 +68,17 @@ def test_only_the_approvers_private_key_approves(ledger_topics: Settings, tmp_pa
             key = operation_key("acme", "payout", uuid.uuid4().hex[:8])
             pending = client.intent(key, "payout", "payments", ARGS, workflow=WORKFLOW)
             assert client.submit(pending, raise_errors=False).reason is ev.Reason.APPROVAL
+            # The agent swaps in other arguments: its intent is now the key's latest. An
+            # approver asking the ledger what waits is shown that hash; nothing is signed.
+            swapped = client.intent(key, "payout", "payments", {**ARGS, "amount": 9999.0},
+                                    workflow=WORKFLOW)
+            assert client.submit(swapped, raise_errors=False).reason is ev.Reason.APPROVAL
+            code = main(["approve", key, "--signing-key", str(approver / "ops-1.key"),
+                         "--bootstrap", stack.bootstrap,
+                         "--topic-prefix", ledger_topics.topic_prefix])
+            shown = capsys.readouterr()
+            assert (code, shown.out) == (2, "")
+            assert f"approve {key} {swapped.args_hash}" in shown.err
             expires = pending.at_ms + 600_000
             refused = _forgeries(keys_dir, key, pending.args_hash, expires)
             for key_id in ("ops-0", "ops-9"):
@@ -80,23 +93,35 @@ def test_only_the_approvers_private_key_approves(ledger_topics: Settings, tmp_pa
                     ev.ReceiptStatus.REJECTED, ev.Reason.APPROVAL), name
             assert sandbox.effects(key) == []
 
-            # The approver, from the pending intent's hash the ledger holds.
-            code = main(["approve", key, "--signing-key", str(approver / "ops-1.key"),
+            # Its latest receipt is a forged approval's rejection: that waits for nothing.
+            assert main(["approve", key, "--signing-key", str(approver / "ops-1.key"),
+                         "--bootstrap", stack.bootstrap,
+                         "--topic-prefix", ledger_topics.topic_prefix]) == 2
+            assert "is not waiting for an approval" in capsys.readouterr().err
+            # The approver names the hash of the arguments checked.
+            code = main(["approve", key, pending.args_hash,
+                         "--signing-key", str(approver / "ops-1.key"),
                          "--expires-in", "600", "--bootstrap", stack.bootstrap,
                          "--topic-prefix", ledger_topics.topic_prefix])
             assert code == 0
             approval = ev.Approval(**json.loads(capsys.readouterr().out))
             assert (approval.key_id, approval.payload_hash) == ("ops-1", pending.args_hash)
+            # Audited before it was printed: who, as an approver, with which key.
+            (audited,) = [AvroCodec().decode(r.value, (ev.AuditRecord,)) for r in key_records(
+                stack.bootstrap, ledger_topics.topic("audit"), key)]
+            assert (audited.role, audited.action, audited.command_id) == (
+                "approver", ev.AuditAction.APPROVAL, approval.approval_id)
+            assert audited.credential.endswith("approval-key:ops-1")
             approved = client.intent(key, "payout", "payments", ARGS, workflow=WORKFLOW,
                                      approval=approval)
             assert client.submit(approved).status is ev.ReceiptStatus.SUCCEEDED
             assert len(sandbox.effects(key)) == 1
         details = [a.detail for a in read_topic(
             stack.bootstrap, ledger_topics.topic("alerts"), timeout_s=30,
-            until=lambda rs: sum(a.key == key for a in rs) >= len(refused) + 1)
+            until=lambda rs: sum(a.key == key for a in rs) >= len(refused) + 2)
             if a.key == key and a.kind is ev.AlertKind.APPROVAL_MISMATCH]
         assert sorted(details) == sorted(
-            ["approval missing"] + ["approval signature invalid"] * 3
+            ["approval missing"] * 2 + ["approval signature invalid"] * 3
             + ["approval has no key id (a development-mode approval)"] * 2
             + ["approval key 'ops-0' revoked", "approval key 'ops-9' unknown"])
     finally:

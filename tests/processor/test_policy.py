@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from pydantic import SecretStr
 
 from ledger_stream.cli.main import main
@@ -48,12 +50,25 @@ def test_a_private_key_on_a_checking_host_is_warned_about(caplog: pytest.LogCapt
     approval_keys(_settings(approval_public_keys=public_key_text(APPROVER),
                             approval_signing_key=tmp_path / "ops-1.key"))
     assert "keep approvers' private keys off this host" in caplog.text
+    caplog.clear()  # development mode signs on one host by design: no warning there
+    approval_keys(_settings(dev_mode=True, approval_signing_key=tmp_path / "ops-1.key"))
+    assert "private keys off this host" not in caplog.text
 
 
 def test_dev_mode_uses_the_configured_or_the_public_development_secret():
     assert approval_keys(_settings(dev_mode=True)).dev_secret == DEV_APPROVAL_SECRET
     assert approval_keys(_settings(dev_mode=True,
                                    approval_secret=SecretStr("s3"))).dev_secret == b"s3"
+
+
+def test_dev_mode_with_approver_keys_never_takes_the_public_secret():
+    """Approver keys say approvals matter here: an approval signed with the development
+    secret, which anyone can read in the source, is then no approval."""
+    with_keys = _settings(dev_mode=True, approval_public_keys=public_key_text(APPROVER))
+    assert approval_keys(with_keys).dev_secret is None
+    assert approval_keys(_settings(dev_mode=True, approval_secret=SecretStr("s3"),
+                                   approval_public_keys=public_key_text(APPROVER))
+                         ).dev_secret == b"s3"
 
 
 def test_keys_come_from_the_directory_and_the_setting_with_revocations(tmp_path: Path):
@@ -71,6 +86,9 @@ def test_keys_come_from_the_directory_and_the_setting_with_revocations(tmp_path:
     ({"approval_public_keys": "ops=" + "QUFB"}, "32 bytes"),
     ({"approval_public_keys": "no-equals"}, "not KEY_ID=BASE64"),
     ({"approval_keys_dir": Path("/nonexistent/keys")}, "does not exist"),
+    # A revoked id that can name no key would revoke nothing, silently.
+    ({"approval_public_keys": public_key_text(APPROVER), "approval_revoked_keys": ("ops-1 ",)},
+     "approval key id"),
 ])
 def test_malformed_keys_are_refused_with_a_clear_message(given: dict, says: str):
     with pytest.raises(ConfigError, match=says):
@@ -88,3 +106,12 @@ def test_the_processor_command_refuses_before_connecting(
     err = capsys.readouterr().err
     assert "LEDGER_APPROVAL_KEYS_DIR" in err and "development mode only" in err
     assert "Traceback" not in err
+
+
+def test_a_public_key_of_another_algorithm_is_refused(tmp_path: Path):
+    """A ``.pub`` file that holds an EC key (not Ed25519): a clear refusal, not a crash."""
+    other = ec.generate_private_key(ec.SECP256R1()).public_key()
+    (tmp_path / "ops-ec.pub").write_bytes(other.public_bytes(
+        Encoding.PEM, PublicFormat.SubjectPublicKeyInfo))
+    with pytest.raises(ConfigError, match="not an Ed25519 public key"):
+        approval_keys(_settings(approval_keys_dir=tmp_path))

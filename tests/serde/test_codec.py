@@ -43,6 +43,9 @@ def one_of_each() -> list:
         ev.Tick(3, "processor-1", 5),
         ev.Containment("f-1", 2, "refund", "acme", True, ev.FreezeMode.APPROVAL, "incident",
                        "ops", 7),
+        ev.AuditRecord("a-1", "ops-ann", "operator", "key:0123456789ab",
+                       ev.AuditAction.DECISION, "acme/refund/inv-1", "d-1",
+                       "not_applied of attempt 1", 7),
     ]
 
 
