@@ -53,7 +53,7 @@ logger = logging.getLogger(__name__)
 
 POLL_S = 0.1
 BACKOFF_FIRST_S, BACKOFF_MAX_S = 0.5, 10.0
-OUTPUT_ROLES = ("dispatch", "receipts", "alerts", "dlq", "attempts", "changelog")
+OUTPUT_ROLES = ("dispatch", "receipts", "alerts", "dlq", "attempts", "changelog", "intents")
 
 
 class Processor:
@@ -80,7 +80,7 @@ class Processor:
         self._step = LedgerStep(policy,
                                 codec or make_codec(settings.schema_registry_url),
                                 {self._inputs[0]: "intents", self._inputs[1]: "attempts"},
-                                partitions)
+                                partitions, layout.grown_from)
         self._consumer = Consumer(clients.consumer_config(settings, bootstrap))
         self._restorer = Consumer(clients.changelog_reader_config(bootstrap))
         self._ends = Consumer(clients.changelog_ends_config(bootstrap))

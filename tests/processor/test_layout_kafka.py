@@ -34,8 +34,12 @@ def grow(settings: Settings, roles: tuple[str, ...], to: int) -> None:
 
 
 def dispatches(settings: Settings) -> Counter[str]:
+    """Distinct dispatches (attempts) per key. The topic also carries grants, holds and
+    dones, and a stalled dispatch is offered again under its own id (connectors skip it)."""
     found = read_raw(settings.kafka_bootstrap or "", settings.topic("dispatch"))
-    return Counter(r.key.decode() for r in found if r.key)
+    ids = {(e.key, e.dispatch_id, e.attempt) for r in found
+           if isinstance(e := r.event(), ev.Dispatch)}
+    return Counter(key for key, _, _ in ids)
 
 
 def submit_all(stack: Stack) -> dict[str, ev.Intent]:
