@@ -194,10 +194,11 @@ def check_layout(bootstrap: str, changelog: str, counts: Mapping[str, int],
     return recorded
 
 
-def topic_counts(bootstrap: str, names: list[str], timeout_s: float = 30.0) -> dict[str, int]:
+def topic_counts(bootstrap: str, names: list[str], timeout_s: float = 30.0,
+                 admin: AdminClient | None = None) -> dict[str, int]:
     """Each of ``names``' partition count, as the cluster's metadata has it now (the topics
-    missing from it left out)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
+    missing from it left out); ``admin``: a client to ask (default: a new one)."""
+    admin = admin or AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
     topics = admin.list_topics(timeout=timeout_s).topics
     return {name: len(topics[name].partitions) for name in names if name in topics}
 

@@ -21,7 +21,9 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException
+from confluent_kafka.admin import AdminClient
 
+from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.layout import Layout, layout_problem, migration, topic_counts
 from ledger_stream.logs import log_fields
 from ledger_stream.processor import metrics
@@ -38,6 +40,7 @@ class LayoutWatch:
     def __init__(self, bootstrap: str, topics: list[str], partitions: int,
                  check_s: float = CHECK_S) -> None:
         self._bootstrap = bootstrap
+        self._admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
         self._topics = topics
         self._layout = Layout(partitions)
         self._check_s = check_s
@@ -60,7 +63,7 @@ class LayoutWatch:
             return False
         self._epoch, self._next = epoch, now + self._check_s
         try:
-            counts = topic_counts(self._bootstrap, self._topics, timeout_s=5.0)
+            counts = topic_counts(self._bootstrap, self._topics, 5.0, self._admin)
         except KafkaException as exc:  # asked again at the next check
             logger.debug("layout check failed", extra=log_fields(error=str(exc)))
             return False
