@@ -197,8 +197,15 @@ def _read_state(bootstrap: str, changelog: str, group: str,
             if high == 0:
                 continue
             reader.assign([TopicPartition(changelog, p, OFFSET_BEGINNING)])
+            quiet_until = time.monotonic() + timeout_s  # no record for this long: give up
             while reader.position([TopicPartition(changelog, p)])[0].offset < high:
-                for msg in fetched(reader, 5000, 1.0):
+                if time.monotonic() > quiet_until:
+                    raise RepartitionRefused(f"{changelog}[{p}] could not be read to its end "
+                                             f"in {timeout_s:g} s: run this again")
+                found = fetched(reader, 5000, 1.0)
+                if found:
+                    quiet_until = time.monotonic() + timeout_s
+                for msg in found:
                     if msg.error():
                         raise KafkaException(msg.error())
                     _take(part, msg.key(), msg.value(), msg.headers(), group, committed[p])
