@@ -22,6 +22,10 @@ transient, so ``failed`` (final) would be wrong, and HTTP does not promise they 
 processing (a gateway may answer them after forwarding). Redirects are not followed: a POST
 cannot safely be replayed elsewhere.
 
+Error messages carry the status, its meaning, the request line (the lookup's template,
+never the key) and the class of a socket or TLS failure; a response body only as its
+length (``connector/redaction.py``).
+
 Connections are kept alive between calls (``_Pool``) when the server allows it, after a
 final (2xx-5xx) response read to its end. A kept connection is used again only if it has
 been idle less than ``KEEP_IDLE_S`` (and less than half the server's own ``Keep-Alive:
@@ -45,6 +49,7 @@ from typing import Any
 from urllib.parse import quote, quote_plus, urlsplit
 
 from ledger_stream import tracing
+from ledger_stream.connector.redaction import withheld
 from ledger_stream.connector.target import EffectRequest, LookupUnavailable, Target, TargetError
 from ledger_stream.domain.events import OutcomeStatus
 
@@ -75,12 +80,8 @@ class Refused(TargetError):
     """The API answered a status other than 2xx; ``outcome`` is what it means here."""
 
     def __init__(self, status: int, outcome: OutcomeStatus, why: str, body: str) -> None:
-        super().__init__(f"HTTP {status} ({why}): {_excerpt(body)}")
+        super().__init__(f"HTTP {status} ({why}), {withheld('body', body)}")
         self.status, self.outcome = status, outcome
-
-
-def _excerpt(text: str) -> str:
-    return " ".join(text[:200].split())  # one log line
 
 
 # --- values, checked once (the CLI turns their ValueError into a flag error) -----------------
@@ -332,7 +333,10 @@ class _Exchange:
         return _Reply(response.status, text)
 
     def _fail(self, kind: type[TargetError], when: str, exc: Exception) -> None:
-        error = kind(f"{type(exc).__name__} {when}: {exc}")
+        # A socket or TLS error's text is the local system's; an http.client error's can be
+        # the server's (BadStatusLine quotes the line it could not parse).
+        said = str(exc) if isinstance(exc, OSError) else withheld("message", str(exc))
+        error = kind(f"{type(exc).__name__} {when}: {said}")
         error.__cause__ = exc  # as ``raise ... from exc`` would, for the log's traceback
         self._result = error
 
@@ -450,8 +454,8 @@ class HttpTarget(Target):
         if reply.status == 404:
             return None
         if not 200 <= reply.status < 300:
-            raise LookupUnavailable(f"lookup answered HTTP {reply.status}: "
-                                    f"{_excerpt(reply.text)}")
+            raise LookupUnavailable(f"lookup answered HTTP {reply.status}, "
+                                    f"{withheld('body', reply.text)}")
         try:
             return receipt_id(reply.text, self.id_field)
         except ValueError as exc:

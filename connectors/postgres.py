@@ -29,8 +29,11 @@ statement (COMMIT included). A dead peer is detected by TCP keepalives and
 ``timeout_s``; should it commit late, the receipt row still fences a resend.
 
 Logs carry the operation key, the args hash, the phase and the SQLSTATE, never argument
-values; error messages quote the server only for operational errors (connection, timeout,
-serialization), whose text never contains row data.
+values. Error messages carry the phase, the SQLSTATE, the exception's class and the
+constraint name; the server's message only as its length (``connector/redaction.py``),
+since a trigger can raise any text under any SQLSTATE. Only libpq's own report of a
+connection that failed or broke (no SQLSTATE, no statement involved) is quoted: it names
+the host, the database or the role.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from ledger_stream.connector.redaction import withheld
 from ledger_stream.connector.target import EffectRequest, LookupUnavailable, Target, TargetError
 from ledger_stream.domain.events import OutcomeStatus
 from ledger_stream.logs import log_fields
@@ -362,11 +366,16 @@ def _commit_failed(exc: Exception) -> PostgresTargetError:
 
 
 def _describe(exc: Exception) -> str:
-    """The exception's class, plus its first line for operational errors only: those
-    describe the server or the connection, where data and constraint errors can quote
-    argument values."""
-    if isinstance(exc, psycopg.OperationalError):
+    """The exception's class and the constraint it names; the first line of its message
+    only for a failure libpq reports itself (no SQLSTATE: a connection that could not be
+    made or broke), which names the host, database or role and cannot echo a statement.
+    The server's own message (any error with a SQLSTATE) is withheld: a data or constraint
+    error quotes row values, and a trigger's RAISE can say anything under any SQLSTATE, a
+    serialization failure's included."""
+    name = type(exc).__name__
+    if isinstance(exc, psycopg.OperationalError) and exc.sqlstate is None:
         first_line = next(iter(str(exc).strip().splitlines()), "")
-        return f"{type(exc).__name__}: {first_line}"
+        return f"{name}: {first_line}"
     constraint = exc.diag.constraint_name if isinstance(exc, psycopg.Error) else None
-    return type(exc).__name__ + (f" on constraint {constraint}" if constraint else "")
+    return (name + (f" on constraint {constraint}" if constraint else "")
+            + f" ({withheld('message', str(exc))})")

@@ -18,8 +18,9 @@ Guarantees and limits:
   socket wait gets the time that is left, and a deadline that passes before the content is
   sent ends the call as ``NOT_APPLIED``.
 
-Logs and error messages carry the key, the attempt id, the step and the reply code, never
-addresses, subjects or bodies (a server's reply text can quote the recipient).
+Logs and error messages carry the key, the attempt id, the step, the reply code and its
+enhanced status code, never addresses, subjects or bodies; a server's reply text (it can
+quote the recipient) only as its length (``connector/redaction.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from email.message import EmailMessage
 from email.utils import formatdate
 from enum import StrEnum
 
+from ledger_stream.connector.redaction import withheld
 from ledger_stream.connector.target import EffectRequest, LookupUnavailable, Target, TargetError
 from ledger_stream.domain.events import OutcomeStatus
 from ledger_stream.logs import log_fields
@@ -192,7 +194,8 @@ class _Conversation:
         if code in ok:
             return
         status = _enhanced_status(text)
-        message = f"{step} answered {code}{f' {status}' if status else ''}"
+        message = (f"{step} answered {code}{f' {status}' if status else ''}, "
+                   f"{withheld('reply text', text)}")
         if self.phase is Phase.CONTENT:
             raise SmtpOutcomeUnknown(message, self.phase, step, code)
         if 500 <= code < 600:

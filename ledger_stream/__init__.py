@@ -17,7 +17,7 @@ Reading a ledger topic yourself (receipts, alerts, ...) with any Kafka consumer:
     event = AvroCodec().decode(message.value())   # a Receipt, an Alert, ...
 """
 
-from ledger_stream.domain.approval import sign_approval
+from ledger_stream.domain.approval import ApprovalSigner, sign_approval
 from ledger_stream.domain.events import (
     Alert,
     AlertKind,
@@ -70,4 +70,5 @@ __all__ = [
     "canonical_json",
     "operation_key",
     "sign_approval",
+    "ApprovalSigner",
 ]

@@ -4,7 +4,7 @@ reads only the operation keys of its tenant (``<tenant>/...``).
 
 A surface without keys answers anyone, so it starts only when told so explicitly
 (``--no-auth``, or development mode) and then only on a loopback address: an unauthenticated
-reader must be on this host.
+reader must be on this host, and name it (``names_this_host``).
 
 Metrics carry no operation key, tenant or payment detail, but they do say how much every
 tenant does: ``/metrics`` answers a loopback peer (a Prometheus or agent on this host)
@@ -82,6 +82,19 @@ def is_loopback(host: str) -> bool:
         return False  # a name: it may resolve to anything
 
 
+def names_this_host(host_header: str | None) -> bool:
+    """Whether a request's ``Host`` header names this host (a loopback address or
+    'localhost', any port). A server without keys trusts that only this host reaches it;
+    a web page in a browser here reaches it too once the page's own name resolves to
+    127.0.0.1 (DNS rebinding), and then sends that name."""
+    host = (host_header or "").strip()
+    if host.startswith("["):
+        name = host[1:].partition("]")[0]
+    else:
+        name = host.rpartition(":")[0] if host.count(":") == 1 else host
+    return bool(name) and is_loopback(name)
+
+
 def serving_keys(settings: Settings, *, no_auth: bool, host: str, surface: str,
                  ) -> ApiKeys | None:
     """The API keys ``surface`` (e.g. "the view") answers with, from ``--keys``,
@@ -96,9 +109,9 @@ def serving_keys(settings: Settings, *, no_auth: bool, host: str, surface: str,
             raise ServingRefused(str(exc)) from exc
     if not (no_auth or settings.dev_mode):
         raise ServingRefused(
-            f"{surface} answers only API keys: give TENANT=KEY pairs (--keys-file, "
-            f"LEDGER_API_KEYS_FILE, --keys or LEDGER_API_KEYS), or --no-auth to answer anyone "
-            f"on this host")
+            f"{surface} answers only API keys: give TENANT:operator:NAME=KEY or "
+            f"TENANT:agent=KEY pairs (--keys-file, LEDGER_API_KEYS_FILE, --keys or "
+            f"LEDGER_API_KEYS), or --no-auth to answer anyone on this host")
     if not is_loopback(host):
         raise ServingRefused(
             f"{surface} without API keys answers anyone who reaches it: it listens only on "

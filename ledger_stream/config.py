@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, SecretStr, field_validator
+from pydantic import BeforeValidator, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -52,7 +52,8 @@ class Settings(BaseSettings):
     """Everything a ledger-stream process can be told. Immutable once built."""
 
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, frozen=True, extra="ignore", env_nested_delimiter="__"
+        env_prefix=ENV_PREFIX, frozen=True, extra="ignore", env_nested_delimiter="__",
+        hide_input_in_errors=True,  # an invalid setting's error never quotes a password
     )
 
     @field_validator("log_level")
@@ -69,6 +70,11 @@ class Settings(BaseSettings):
                              "client, and its guarantees depend on them")
         return value
 
+    @model_validator(mode="after")
+    def _one_source_per_client_property(self) -> Settings:
+        self.kafka_client_properties()  # a property set twice is refused at start-up
+        return self
+
     # Kafka
     kafka_bootstrap: str | None = Field(
         None, description="existing cluster to use; when unset the local broker is used"
@@ -78,6 +84,15 @@ class Settings(BaseSettings):
         description="extra librdkafka properties for every Kafka client, for the cluster's "
         "security: security.protocol, sasl.mechanism, sasl.username, sasl.password, "
         "ssl.ca.location, ... (env: JSON object)")
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] | None = (
+        Field(None, description="how every Kafka client connects (librdkafka "
+              "security.protocol); SASL_SSL or SASL_PLAINTEXT for a cluster with ACLs"))
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+        None, description="SASL mechanism (librdkafka sasl.mechanism)")
+    kafka_sasl_username: str | None = Field(
+        None, description="SASL user: the principal User:NAME the cluster's ACLs name")
+    kafka_sasl_password: SecretStr | None = Field(
+        None, description="SASL password (never logged or shown)")
     kafka_timeout_s: float = Field(
         5.0, gt=0, description="how long one request to Kafka (cluster metadata) waits before "
         "the cluster counts as unreachable: processes then say so and ask again, the SDK "
@@ -129,7 +144,8 @@ class Settings(BaseSettings):
         600_000, ge=1, description="a reconciliation with no result this long goes to an "
         "operator, with an alert")
     dev_mode: bool = Field(
-        False, description="development mode: allows the built-in approval secret")
+        False, description="development mode: approvals may also be signed with the "
+        "shared HMAC secret (LEDGER_APPROVAL_SECRET, or a built-in public one)")
     session_timeout_ms: int = Field(
         10_000, ge=6_000, description="consumer session timeout: how fast a dead member's "
         "partitions move to the survivors"
@@ -204,14 +220,28 @@ class Settings(BaseSettings):
     api_host: str = Field("127.0.0.1", description="address the gateway listens on")
     api_port: int = Field(8079, ge=0, le=65535, description="the gateway's port (0: any)")
     api_keys: SecretStr | None = Field(
-        None, description="API keys, TENANT=KEY[,TENANT=KEY...] (each key acts for its tenant)")
+        None, description="API keys, TENANT:operator:NAME=KEY or TENANT:agent=KEY, comma-"
+        "separated (each key acts for its tenant; TENANT=KEY is an agent's)")
     api_keys_file: Path | None = Field(
-        None, description="file of API keys, one TENANT=KEY per line (# comments)")
+        None, description="file of API keys, one TENANT:operator:NAME=KEY or "
+        "TENANT:agent=KEY per line (# comments)")
 
     # Approval policy
     approval_secret: SecretStr | None = Field(
-        None, description="HMAC key of the approval service (required unless dev_mode)"
+        None, description="development mode only: the shared HMAC key of approvals without "
+        "a key id (ignored outside dev_mode, where approver keys sign)"
     )
+    approval_keys_dir: Path | None = Field(
+        None, description="directory of the approver public keys the ledger trusts, one "
+        "KEY_ID.pub file each (PEM, as `ledger-stream approval-keys generate` writes)")
+    approval_public_keys: str | None = Field(
+        None, description="more trusted approver public keys, KEY_ID=BASE64[,KEY_ID=BASE64...] "
+        "(the raw 32-byte Ed25519 key, base64)")
+    approval_revoked_keys: tuple[str, ...] = Field(
+        (), description="approver key ids whose approvals are refused, even when still listed")
+    approval_signing_key: Path | None = Field(
+        None, description="an approver's private key file (`approve`, the gateway's approval "
+        "route); never needed by the processor")
     approval_required_actions: tuple[str, ...] = Field(
         (), description="action types that need a valid approval"
     )
@@ -244,6 +274,24 @@ class Settings(BaseSettings):
     @property
     def resolved_view_dir(self) -> Path:
         return self.view_state_dir or self.home / "view"
+
+    def kafka_client_properties(self) -> dict[str, str]:
+        """The librdkafka properties every client of this process gets: ``kafka_client``
+        with the typed SASL settings over it (a property set both ways is a ValueError:
+        which one connects must never depend on an override order)."""
+        typed = {
+            "security.protocol": self.kafka_security_protocol,
+            "sasl.mechanism": self.kafka_sasl_mechanism,
+            "sasl.username": self.kafka_sasl_username,
+            "sasl.password": (self.kafka_sasl_password.get_secret_value()
+                              if self.kafka_sasl_password is not None else None),
+        }
+        chosen = {name: value for name, value in typed.items() if value is not None}
+        both = sorted(set(chosen) & set(self.kafka_client))
+        if both:
+            raise ValueError(f"{', '.join(both)} set both in kafka_client and by its own "
+                             "setting (LEDGER_KAFKA_SECURITY_PROTOCOL, ..._SASL_*): keep one")
+        return {**self.kafka_client, **chosen}
 
     def topic(self, name: str) -> str:
         """Full name of a ledger topic, e.g. ``topic("intents") == "ledger.intents"``."""

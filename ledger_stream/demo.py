@@ -80,7 +80,7 @@ def run_demo(settings: Settings, say: Say = print) -> int:
             "connector")
         sandbox = SandboxProc(Path(tmp) / "sandbox.db")
         # The demo signs no approvals: development mode lets the processor start without an
-        # approval secret of its own (it says so in its log).
+        # approver key (it says so in its log).
         stack = Stack(settings, Path(tmp), processor_env={"LEDGER_DEV_MODE": "1"})
         try:
             stack.connector("http", "--name", "payments", "--base-url", sandbox.url,

@@ -113,7 +113,11 @@ def _context(headers: Headers | Mapping[str, str]) -> Any:
 def span(name: str, *, parent: Headers = (), kind: str = "internal",
          attributes: Mapping[str, Any] | None = None) -> Iterator[Any]:
     """A span, current inside the block: a child of ``parent`` (trace headers) when given,
-    else of the current span. Yields None when tracing is not installed."""
+    else of the current span. Yields None when tracing is not installed.
+
+    An exception leaving the block marks the span failed with its class only: OpenTelemetry
+    would record its message and traceback, whose chained causes can quote a target's
+    answer (a connector's call) or an argument."""
     if trace is None:
         yield None
         return
@@ -121,8 +125,14 @@ def span(name: str, *, parent: Headers = (), kind: str = "internal",
              "client": SpanKind.CLIENT, "internal": SpanKind.INTERNAL}
     tracer = trace.get_tracer("ledger_stream")
     with tracer.start_as_current_span(name, context=_context(parent), kind=kinds[kind],
-                                      attributes=dict(attributes or {})) as current:
-        yield current
+                                      attributes=dict(attributes or {}),
+                                      record_exception=False,
+                                      set_status_on_exception=False) as current:
+        try:
+            yield current
+        except BaseException as exc:
+            failed(current, type(exc).__name__)
+            raise
 
 
 def link(current: Any, headers: Headers, **attributes: Any) -> None:

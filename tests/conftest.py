@@ -23,6 +23,7 @@ from psycopg.conninfo import make_conninfo
 from ledger_stream.config import Settings
 from ledger_stream.kafka import topics
 from ledger_stream.kafka.local import LocalCluster, ensure_jars, jar_cache
+from ledger_stream.testing.approvers import approver_env
 from ledger_stream.testing.postgres import PostgresServer
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
@@ -31,9 +32,9 @@ from tests.simulation import background
 
 BROKER_FIXTURES = {"kafka_bootstrap", "ledger_settings", "ledger_topics"}
 
-# Every process the tests start signs and checks approvals with this secret (processes
-# refuse to start without one outside development mode).
-os.environ.setdefault("LEDGER_APPROVAL_SECRET", "test-approval-secret")
+# Every process the tests start trusts the test approver's public key (processes refuse to
+# start without an approver key outside development mode); tests sign with TEST_APPROVER.
+os.environ.setdefault("LEDGER_APPROVAL_PUBLIC_KEYS", approver_env()["LEDGER_APPROVAL_PUBLIC_KEYS"])
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,8 +1,8 @@
 """deploy/k8s: the Kubernetes manifests, checked without a cluster. Every resource validates
 strictly against the Kubernetes 1.37 OpenAPI schemas (kubernetes-validate); every command
 parses with the CLI; every LEDGER_* variable is a setting the code reads; the processor keeps
-its state on a volume per pod, its instance id from the pod name, and its approval secret
-out of the manifests."""
+its state on a volume per pod, its instance id from the pod name, and approver public keys
+only (no shared approval secret)."""
 
 from __future__ import annotations
 
@@ -85,7 +85,13 @@ def test_the_processor_keeps_state_per_pod_and_its_secret_out_of_the_manifests()
     assert mount["mountPath"] == env["LEDGER_STATE_DIR"]["value"]
     assert env["LEDGER_PROCESSOR_INSTANCE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == \
         "metadata.name"
-    assert "secretKeyRef" in env["LEDGER_APPROVAL_SECRET"]["valueFrom"]
+    # Approvals: public keys only, from a ConfigMap; no shared secret that could sign.
+    assert "LEDGER_APPROVAL_SECRET" not in env
+    keys = next(m for m in container["volumeMounts"] if m["name"] == "approval-keys")
+    assert keys["mountPath"] == env["LEDGER_APPROVAL_KEYS_DIR"]["value"] and keys["readOnly"]
+    volume = next(v for v in processor["spec"]["template"]["spec"]["volumes"]
+                  if v["name"] == "approval-keys")
+    assert volume["configMap"]["name"] == "ledger-stream-approval-keys"
     assert "LEDGER_DEV_MODE" not in env
     assert processor["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] >= 30
     port = int(env["LEDGER_METRICS_PORT"]["value"])

@@ -15,20 +15,19 @@ settings; the upgrade check holds back every intent it would submit).
   (the tool renamed, since its nodes keep their names).
 
 ``approve`` answers the approval interrupt as the approval service would today: an
-approval bound to the arguments the human is shown, in 1.x's form (LEDGER_APPROVAL_SECRET).
+approval bound to the arguments the human is shown, signed with the approver key in
+LEDGER_APPROVAL_SIGNING_KEY.
 """
 
 from __future__ import annotations
 
-import time
-import uuid
 from typing import Any
 
-from examples.refund_agent.graph import refund_args, refund_key
+from examples.refund_agent.approvals import sign_refund
+from examples.refund_agent.graph import refund_args
 from examples.refund_agent.variants import VARIANTS, Effects
-from ledger_stream import LedgerClient, args_hash, sign_approval
+from ledger_stream import LedgerClient
 from ledger_stream.config import Settings
-from ledger_stream.processor.policy import approval_secret
 
 
 def _graph(variant: str) -> Any:
@@ -60,9 +59,4 @@ def refund_agent_v2() -> Any:
 def approve(_thread_id: str, asked: Any) -> dict[str, Any]:
     """The approval of the refund an approval interrupt shows."""
     material = refund_args(asked["args"]["invoice"], asked["args"]["amount"])
-    approval = sign_approval(approval_secret(Settings()), refund_key(material),
-                             f"ap-{uuid.uuid4().hex[:8]}", args_hash(material), "",
-                             int(time.time() * 1000) + 600_000)
-    return {"approval_id": approval.approval_id, "payload_hash": approval.payload_hash,
-            "policy_revision": approval.policy_revision,
-            "expires_at_ms": approval.expires_at_ms, "signature": approval.signature}
+    return sign_refund(Settings(), material)

@@ -23,18 +23,16 @@ import json
 import sqlite3
 import sys
 import time
-import uuid
 from contextlib import ExitStack
 from typing import Any
 
 from langchain_core.messages import AIMessage
 from langgraph.types import Command
 
-from examples.refund_agent.graph import refund_key
+from examples.refund_agent.approvals import sign_refund
 from examples.refund_agent.variants import VARIANTS, Effects, Variant
-from ledger_stream import LedgerClient, args_hash, sign_approval
+from ledger_stream import LedgerClient
 from ledger_stream.config import Settings
-from ledger_stream.processor.policy import approval_secret
 
 
 def _checkpointer(args: argparse.Namespace, stack: ExitStack) -> Any:
@@ -61,13 +59,7 @@ def _approval(settings: Settings, graph: Any, config: dict[str, Any],
 
 
 def _sign(settings: Settings, material: dict[str, Any]) -> dict[str, Any]:
-    approval = sign_approval(
-        approval_secret(settings),
-        refund_key(material), f"ap-{uuid.uuid4().hex[:8]}",
-        args_hash(material), "", int(time.time() * 1000) + 600_000)
-    return {"approval_id": approval.approval_id, "payload_hash": approval.payload_hash,
-            "policy_revision": approval.policy_revision,
-            "expires_at_ms": approval.expires_at_ms, "signature": approval.signature}
+    return sign_refund(settings, material)
 
 
 def _before_tools(graph: Any, config: dict[str, Any], node: str = "tools") -> dict[str, Any]:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from ledger_stream.bench.exceptions import BenchError
+from ledger_stream.operate.approvals import new_signer, public_key_text
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -116,11 +116,16 @@ class Child:
 def processor(bootstrap: str, prefix: str, group: str, state_dir: Path, log: Path,
               guarantee: str, partitions: int, env: dict[str, str] | None = None) -> Child:
     """The real processor (``ledger-stream processor``) with its own group and state. The
-    workload asks for no approval, so a secret of the run's own does (unless one is set)."""
-    secret = os.environ.get("LEDGER_APPROVAL_SECRET") or secrets.token_hex(32)
+    workload asks for no approval, so a throwaway approver key of the run's own does."""
     return Child(
         ["processor", "--bootstrap", bootstrap, "--topic-prefix", prefix, "--group", group,
          "--state-dir", str(state_dir), "--guarantee", guarantee, "--metrics-port", "off"],
         log, env={"LEDGER_PARTITIONS": str(partitions), "LEDGER_LOG_LEVEL": "WARNING",
-                  "LEDGER_APPROVAL_SECRET": secret, **(env or {})},
+                  **throwaway_approver_env(), **(env or {})},
     )
+
+
+def throwaway_approver_env() -> dict[str, str]:
+    """A processor setting that trusts a new approver key whose private half is dropped at
+    once: a benchmark asks for no approval, and nothing can approve anything."""
+    return {"LEDGER_APPROVAL_PUBLIC_KEYS": public_key_text(new_signer("bench"))}

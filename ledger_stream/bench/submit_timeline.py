@@ -18,7 +18,6 @@ from one step to the next holds that transaction.
 from __future__ import annotations
 
 import argparse
-import secrets
 import statistics
 import sys
 import tempfile
@@ -78,6 +77,7 @@ def measure(bootstrap: str, folder: Path, say: Any, *, calls: int, guarantee: st
     from ledger_stream import LedgerClient, Workflow, operation_key
     from ledger_stream.bench.arms.connector import CONNECTOR_ENV
     from ledger_stream.bench.arms.sdk import raw_round_trips
+    from ledger_stream.bench.processes import throwaway_approver_env
     from ledger_stream.config import Settings
     from ledger_stream.kafka import topics
     from ledger_stream.testing.sandbox import SandboxProc
@@ -91,7 +91,7 @@ def measure(bootstrap: str, folder: Path, say: Any, *, calls: int, guarantee: st
     sandbox = SandboxProc(folder / "sandbox.db", latency_ms=call_ms)
     (folder / "stack").mkdir(parents=True, exist_ok=True)
     stack = Stack(s, folder / "stack", processor_env={
-        "LEDGER_APPROVAL_SECRET": secrets.token_hex(32),
+        **throwaway_approver_env(),
         "LEDGER_PROCESSING_GUARANTEE": guarantee})
     submits: list[tuple[str, str, str, float, float]] = []  # kind, key, event id, start, end
     try:

@@ -32,8 +32,9 @@ from typing import IO, Any
 
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
-from ledger_stream.domain.approval import sign_approval
+from ledger_stream.domain.approval import ApprovalSigner, sign_approval
 from ledger_stream.domain.keys import args_hash
+from ledger_stream.operate.approvals import load_signer
 from ledger_stream.sdk import LedgerClient
 from ledger_stream.sdk.errors import LedgerUnavailable
 
@@ -70,11 +71,11 @@ class Journal:
 
 class Agent:
     def __init__(self, client: LedgerClient, journal: Journal, name: str, seed: int,
-                 secret: bytes) -> None:
+                 signer: ApprovalSigner | None) -> None:
         self.client, self.journal, self.name = client, journal, name
         self.resumed: list[Sent] = []  # earlier incarnations' unanswered intents
         self.rng = random.Random(seed)
-        self.secret = secret
+        self.signer = signer
         self.sent: list[Sent] = []
         self.answered: list[Sent] = []
         self._lock = threading.Lock()
@@ -111,8 +112,8 @@ class Agent:
     def run_one(self) -> None:
         op, item, origin = self.next_operation()
         approval = None
-        if item.approved:
-            approval = sign_approval(self.secret, item.key, f"ap-{self.name}",
+        if item.approved and self.signer is not None:
+            approval = sign_approval(self.signer, item.key, f"ap-{self.name}",
                                      args_hash(item.args), "",
                                      int(time.time() * 1000) + 3_600_000)
         intent = self.client.intent(item.key, item.key.split("/")[1], item.target, item.args,
@@ -154,11 +155,11 @@ def unanswered(journals: list[Path]) -> list[Sent]:
 
 def run(args: argparse.Namespace) -> None:
     settings = Settings()
-    secret = settings.approval_secret.get_secret_value().encode() \
-        if settings.approval_secret else b""
+    signer = load_signer(settings.approval_signing_key) \
+        if settings.approval_signing_key else None
     journal = Journal(Path(args.journal))
     client = LedgerClient(settings)
-    agent = Agent(client, journal, args.name, args.seed, secret)
+    agent = Agent(client, journal, args.name, args.seed, signer)
     agent.resumed = unanswered([Path(p) for p in args.resume])[::-1]
     slots = threading.BoundedSemaphore(IN_FLIGHT)
 

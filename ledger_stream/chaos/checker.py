@@ -47,13 +47,14 @@ from pathlib import Path
 from typing import Any
 
 from ledger_stream.domain import events as ev
-from ledger_stream.domain.approval import approval_problem
+from ledger_stream.domain.approval import ApprovalKeys, approval_problem
 from ledger_stream.falsify.evidence import LedgerTopics
 
 SETTLED = frozenset({"succeeded", "failed", "rejected", "needs_reconciliation"})
 # Requests the sandbox logged that reached its commit point: what a target without its
-# deduplication would have executed. The two faults that stop before the commit are not.
-NOT_EFFECTFUL = frozenset({"fault:error_before_commit", "fault:crash_before_commit"})
+# deduplication would have executed. The faults that stop before the commit are not.
+NOT_EFFECTFUL = frozenset({"fault:error_before_commit", "fault:decline",
+                           "fault:crash_before_commit"})
 # The two sandbox faults that make it exit when they act: every call in flight then ends
 # unknown, as if the sandbox had been killed at that moment (the request log's ``at``).
 SANDBOX_CRASHES = frozenset({"fault:crash_before_commit", "fault:crash_after_commit"})
@@ -197,7 +198,7 @@ class Verdict:
         return not self.violations
 
 
-def check(topics: LedgerTopics, truth: TargetTruth, journal: Journaled, secret: bytes,
+def check(topics: LedgerTopics, truth: TargetTruth, journal: Journaled, keys: ApprovalKeys,
           faults: Sequence[FaultAt]) -> Verdict:
     verdict = Verdict()
     intents: dict[str, list[ev.Intent]] = defaultdict(list)
@@ -228,9 +229,9 @@ def check(topics: LedgerTopics, truth: TargetTruth, journal: Journaled, secret: 
         for intent in its:
             if intent.event_id not in answered:
                 verdict.violate("unanswered", key, f"intent {intent.event_id} has no receipt")
-        _check_effects(verdict, key, its, status, truth, alerts[key], secret)
-        _check_alerts(verdict, key, its, alerts[key], secret)
-        _check_answers(verdict, key, its, answers, truth, secret)
+        _check_effects(verdict, key, its, status, truth, alerts[key], keys)
+        _check_alerts(verdict, key, its, alerts[key], keys)
+        _check_answers(verdict, key, its, answers, truth, keys)
         for call in truth.payment_calls.get(key, []):
             if call["attempt_id"] not in granted:
                 verdict.violate("call_without_grant", key, f"attempt {call['attempt_id']} "
@@ -312,18 +313,18 @@ def _check_fault_alerts(verdict: Verdict, intents: dict[str, list[ev.Intent]],
     return {kind: dict(sorted(c.items())) for kind, c in sorted(explained.items())}
 
 
-def _reserving(its: list[ev.Intent], secret: bytes) -> ev.Intent | None:
+def _reserving(its: list[ev.Intent], keys: ApprovalKeys) -> ev.Intent | None:
     """The intent that reserved the key: the first one, in the partition's order, whose
     approval holds (an intent refused for its approval leaves the key absent)."""
     for intent in its:
-        if approval_problem(intent, secret, intent.action in APPROVAL_ACTIONS,
+        if approval_problem(intent, keys, intent.action in APPROVAL_ACTIONS,
                             intent.at_ms) is None:
             return intent
     return None
 
 
 def _check_effects(verdict: Verdict, key: str, its: list[ev.Intent], status: str,
-                   truth: TargetTruth, alerts: Counter[str], secret: bytes) -> None:
+                   truth: TargetTruth, alerts: Counter[str], keys: ApprovalKeys) -> None:
     calls = truth.payment_calls.get(key, [])
     rows = truth.credit_rows.get(key, [])
     count = len(calls) + len(rows)
@@ -345,7 +346,7 @@ def _check_effects(verdict: Verdict, key: str, its: list[ev.Intent], status: str
         verdict.violate("effect_of_failed_key", key, f"answered {status}, effect applied")
     if not count:
         return
-    reserving = _reserving(its, secret)
+    reserving = _reserving(its, keys)
     if reserving is None:
         verdict.violate("unapproved_effect", key, "an effect, no intent with a valid approval")
         return
@@ -359,21 +360,21 @@ def _check_effects(verdict: Verdict, key: str, its: list[ev.Intent], status: str
                         "intent's")
 
 
-def _classify(its: list[ev.Intent], secret: bytes
+def _classify(its: list[ev.Intent], keys: ApprovalKeys
               ) -> tuple[ev.Intent | None, list[ev.Intent], list[ev.Intent]]:
     """(the reserving intent, the unapproved ones, the ones with other arguments). An intent
     can be both of the last two; on a live key the ledger then answers either way."""
-    reserving = _reserving(its, secret)
+    reserving = _reserving(its, keys)
     unapproved = [i for i in its if approval_problem(
-        i, secret, i.action in APPROVAL_ACTIONS, i.at_ms) is not None]
+        i, keys, i.action in APPROVAL_ACTIONS, i.at_ms) is not None]
     other_args = [i for i in its if reserving is not None
                   and i.args_hash != reserving.args_hash]
     return reserving, unapproved, other_args
 
 
 def _check_alerts(verdict: Verdict, key: str, its: list[ev.Intent], alerts: Counter[str],
-                  secret: bytes) -> None:
-    _, unapproved, other_args = _classify(its, secret)
+                  keys: ApprovalKeys) -> None:
+    _, unapproved, other_args = _classify(its, keys)
     approval, conflict = (ev.AlertKind.APPROVAL_MISMATCH.value,
                           ev.AlertKind.CONFLICTING_ARGUMENTS.value)
     only_unapproved = [i for i in unapproved if i not in other_args]
@@ -397,9 +398,9 @@ def _check_alerts(verdict: Verdict, key: str, its: list[ev.Intent], alerts: Coun
 
 def _check_answers(verdict: Verdict, key: str, its: list[ev.Intent],
                    answers: dict[str, list[ev.Receipt]], truth: TargetTruth,
-                   secret: bytes) -> None:
+                   keys: ApprovalKeys) -> None:
     """What each intent was told, against the ground truth."""
-    _, unapproved, other_args = _classify(its, secret)
+    _, unapproved, other_args = _classify(its, keys)
     paid = truth.payment_effects.get(key)
     for intent in its:
         for receipt in answers.get(intent.event_id, []):

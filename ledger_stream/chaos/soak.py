@@ -27,7 +27,7 @@ from ledger_stream.chaos.options import ChaosOptions
 from ledger_stream.chaos.plan import PlannedFault, plan_faults
 from ledger_stream.chaos.world import EFFECT_TABLE, World
 from ledger_stream.falsify.evidence import LedgerTopics
-from ledger_stream.testing.agents import PROCESSOR_ENV
+from ledger_stream.testing.approvers import TEST_APPROVER, trusted
 
 PROGRESS_EVERY_S = 10.0
 SETTLE_POLL_S = 5.0
@@ -175,8 +175,8 @@ def check_world(world: World, faults: list[FaultAt]) -> Verdict:
     with psycopg.connect(world.effects_dsn) as conn:
         rows = conn.execute(f"select operation_key, amount from {EFFECT_TABLE}").fetchall()
     truth = target_truth(sandbox.ledger(), [(k, a) for k, a in rows])
-    secret = PROCESSOR_ENV["LEDGER_APPROVAL_SECRET"].encode()
-    verdict = check(topics, truth, read_journals(world.journals), secret, faults)
+    verdict = check(topics, truth, read_journals(world.journals), trusted(TEST_APPROVER),
+                    faults)
     for crash in world.crashes:
         verdict.violate("process_crashed", crash.split(" ", 1)[0], crash)
     return verdict

@@ -28,7 +28,8 @@ from ledger_stream.config import Settings
 from ledger_stream.kafka import topics
 from ledger_stream.kafka.local import LocalCluster, ensure_jars, jar_cache
 from ledger_stream.sandbox.faults import EXIT_CRASH_AFTER_COMMIT, EXIT_CRASH_BEFORE_COMMIT
-from ledger_stream.testing.agents import APPROVAL_SECRET, PROCESSOR_ENV
+from ledger_stream.testing.agents import PROCESSOR_ENV
+from ledger_stream.testing.approvers import TEST_APPROVER, write_signing_key
 from ledger_stream.testing.postgres import PostgresServer
 from ledger_stream.testing.processes import Proc, start_processor
 from ledger_stream.testing.sandbox import SandboxProc
@@ -250,7 +251,8 @@ class World:
             seed = self.options.seed * 1000 + i * 100 + incarnation
             env = {"LEDGER_KAFKA_BOOTSTRAP": self.settings.kafka_bootstrap,
                    "LEDGER_TOPIC_PREFIX": self.settings.topic_prefix,
-                   "LEDGER_APPROVAL_SECRET": APPROVAL_SECRET}
+                   "LEDGER_APPROVAL_SIGNING_KEY": str(write_signing_key(TEST_APPROVER,
+                                                                        self.workdir))}
             rate = self.options.rate / self.options.agents
             proc = Proc(["--journal", str(journal), "--name", f"a{i}-{incarnation}",
                          "--seed", str(seed), "--rate", f"{rate:g}",

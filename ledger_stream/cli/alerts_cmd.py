@@ -12,6 +12,7 @@ from typing import Any
 
 from ledger_stream.cli.common import CliError, add_common_flags, cell, iso_ms, settings_from
 from ledger_stream.domain import events as ev
+from ledger_stream.history.detail import shown_detail
 
 COLUMNS = ("at", "kind", "key", "detail", "partition", "offset")
 KINDS = tuple(k.value for k in ev.AlertKind)
@@ -95,7 +96,7 @@ def _line(alert: ev.Alert, partition: int, offset: int, as_json: bool) -> str:
     if as_json:
         from ledger_stream.serde.records import to_record
 
-        return json.dumps({**to_record(alert), "partition": partition, "offset": offset},
-                          sort_keys=True)
+        return json.dumps({**to_record(alert), "detail": shown_detail(alert.detail),
+                           "partition": partition, "offset": offset}, sort_keys=True)
     return "\t".join(cell(v) for v in (iso_ms(alert.at_ms), alert.kind.value, alert.key,
-                                        alert.detail, partition, offset))
+                                        shown_detail(alert.detail), partition, offset))

@@ -22,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Serve the ledger over HTTP (OpenAPI at /openapi.json, docs at /docs): "
         "POST /v1/intents, GET /v1/operations/{key}, GET /v1/timeline/{key}, "
         "GET /v1/evidence/{key}, GET /v1/alerts, GET /v1/reconciliation, "
-        "POST /v1/reconciliation/{key}, GET /metrics. Every request but /healthz, /metrics "
+        "POST /v1/reconciliation/{key}, GET/POST /v1/approvals (approving needs "
+        "LEDGER_APPROVAL_SIGNING_KEY), GET /metrics. Every request but /healthz, /metrics "
         "and /console needs 'Authorization: Bearer <API key>'; each key acts for one tenant "
         "and never reads or writes another tenant's keys; /metrics answers this host only "
         "unless --metrics-host opens it. There is no TLS: serve on "
@@ -30,19 +31,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--host", help="listen address (env: LEDGER_API_HOST; default "
                         "127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (env: LEDGER_API_PORT; default 8079)")
-    parser.add_argument("--keys", metavar="TENANT=KEY,...",
+    parser.add_argument("--keys", metavar="TENANT:ROLE=KEY,...",
                         help="API keys (env: LEDGER_API_KEYS; prefer the file or env: flags "
                         "show in process lists)")
     parser.add_argument("--keys-file", metavar="FILE",
-                        help="API keys, one TENANT=KEY per line; TENANT:agent=KEY for an "
-                        "agent's key, which the operator routes refuse (env: "
-                        "LEDGER_API_KEYS_FILE)")
+                        help="API keys, one per line: TENANT:operator:NAME=KEY for "
+                        "operator NAME's key (decisions and freezes, audited as NAME), "
+                        "TENANT:agent=KEY for an agent's; TENANT=KEY is an agent's too "
+                        "(env: LEDGER_API_KEYS_FILE)")
     add_metrics_host_flag(parser)
     add_common_flags(parser)
     parser.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ledger_stream.domain.approval import InvalidApprovalKey
     from ledger_stream.gateway import ApiKeyError, ApiKeys, build_app
     from ledger_stream.gateway.serve import serve
     from ledger_stream.kafka.exceptions import KafkaSetupError
@@ -56,11 +59,20 @@ def _run(args: argparse.Namespace) -> int:
                              settings.api_keys_file)
     except ApiKeyError as exc:
         raise CliError(str(exc)) from exc
+    if keys.unnamed:
+        logging.getLogger("ledger_stream.gateway").warning(
+            "API keys given as TENANT=KEY name no holder: they are agents' keys, and the "
+            "operator routes (decisions, freezes) refuse them; give an operator's key as "
+            "TENANT:operator:NAME=KEY", extra=log_fields(where=list(keys.unnamed)))
     try:
         client = AsyncLedgerClient(settings)
     except KafkaSetupError as exc:
         raise CliError(str(exc)) from exc
-    app = build_app(client, keys)
+    try:
+        app = build_app(client, keys)
+    except InvalidApprovalKey as exc:  # LEDGER_APPROVAL_SIGNING_KEY, for the approval route
+        client.client.close()
+        raise CliError(str(exc)) from exc
     logging.getLogger("ledger_stream.gateway").info("api serving", extra=log_fields(
         instance=f"{socket.gethostname()}-{os.getpid()}",
         url=f"http://{settings.api_host}:{settings.api_port}", openapi="/openapi.json"))

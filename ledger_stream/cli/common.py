@@ -76,7 +76,7 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
         )
     except ValidationError as exc:
         raise CliError(f"invalid setting: {exc}") from exc
-    use_client_settings(settings.kafka_client)  # every Kafka client of this command
+    use_client_settings(settings.kafka_client_properties())  # every Kafka client of this command
     logging.getLogger().setLevel(settings.log_level)  # the flag, else LEDGER_LOG_LEVEL or file
     if settings.tracing != "off":
         from ledger_stream import tracing

@@ -8,7 +8,6 @@ releases them in order. Freezes are events on the attempts topic (operate/contai
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import sys
 
@@ -28,8 +27,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "'held: frozen', retries and redispatches wait too, until `unfreeze`. In approval "
         "mode, every new intent of the action needs a valid approval instead. A dispatch "
         "sent before the freeze is not recalled. Freezing a frozen action again updates "
-        "its mode and reason. The freeze is an event on the attempts topic: audited, and "
-        "kept across restarts.")
+        "its mode and reason. The freeze is an event on the attempts topic, kept across "
+        "restarts; who froze it (--operator) is written to the audit topic first.")
     _scope_flags(freeze)
     freeze.add_argument("--mode", choices=MODES, default="hold",
                         help="hold (default): hold dispatches; approval: require approval")
@@ -63,7 +62,8 @@ def _scope_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", metavar="ACTION", help="the action, e.g. refund")
     parser.add_argument("--tenant", default="", metavar="T",
                         help="only this tenant's keys (default: every tenant)")
-    parser.add_argument("--operator", default=getpass.getuser(), help="who decides")
+    parser.add_argument("--operator", help="who decides, for the audit topic (env: "
+                        "LEDGER_OPERATOR; default: the OS user)")
     parser.add_argument("--event-id", default="",
                         help="id of this command (default: new): a processor that applied "
                         "this command with this id ignores it again, so a retry cannot "
@@ -81,7 +81,7 @@ def _freeze(args: argparse.Namespace) -> int:
 
     from ledger_stream.kafka.bootstrap import resolve_bootstrap
     from ledger_stream.kafka.exceptions import DeliveryFailed, KafkaSetupError, kafka_error_text
-    from ledger_stream.operate import containment
+    from ledger_stream.operate import Actor, AuditNotWritten, containment
     from ledger_stream.serde import make_codec
 
     if not 0 <= args.wait <= MAX_WAIT_S:  # NaN fails this too: it never ends a wait
@@ -100,10 +100,12 @@ def _freeze(args: argparse.Namespace) -> int:
         event, offsets = containment.send(
             settings, bootstrap, make_codec(settings.schema_registry_url),
             action=args.action, tenant=args.tenant, frozen=args.frozen,
-            mode=ev.FreezeMode(args.mode), reason=args.reason, operator=args.operator,
-            event_id=event_id)
+            mode=ev.FreezeMode(args.mode), reason=args.reason,
+            actor=Actor.from_cli(args.operator), event_id=event_id)
     except containment.ContainmentRefused as exc:
         raise CliError(str(exc)) from exc
+    except AuditNotWritten as exc:
+        raise CliError(f"{command} not done: {exc}; {again}") from exc
     except (KafkaSetupError, DeliveryFailed) as exc:
         raise CliError(f"{command} not done: {exc}; {again}") from exc
     except KafkaException as exc:

@@ -29,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     inspect = subparsers.add_parser(
         "inspect", help="a key's timeline: one row per event, from every ledger topic",
         description="Print KEY's timeline: one row per event of the key in the intents, "
-        "attempts, dispatch, receipts, alerts and DLQ topics, ordered by the ledger's clock "
+        "attempts, dispatch, receipts, alerts, DLQ and audit topics (with the audit records "
+        "of the freezes of its action), ordered by the ledger's clock "
         "(broker timestamps of inputs, the partition clock of outputs; never a client's). "
         "A field an event does not carry is '-', never inferred. With LEDGER_VIEW_URL set "
         "the view answers (caught up to every record committed when the command began); "
@@ -47,10 +48,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     evidence = subparsers.add_parser(
         "evidence", help="everything known about a key, as one redacted JSON file",
         description="Write KEY's evidence for an incident review: the raw events with "
-        "topic, partition and offset (in log order), the timeline, receipts, alerts and "
-        "operator decisions. Arguments, payloads and connector error texts are replaced by "
-        "their length, approval signatures dropped. From the view or the topics, as "
-        "inspect. Exit status 1 when the ledger has no record of the key.")
+        "topic, partition and offset (in log order), the timeline, receipts, alerts, "
+        "operator decisions and their audit records. Arguments, payloads and connector "
+        "error texts are replaced by their length, approval signatures dropped. From "
+        "the view or the topics, as inspect. Exit status 1 when the ledger has no "
+        "record of the key.")
     evidence.add_argument("key", metavar="KEY", help="operation key")
     evidence.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     _source_flags(evidence)

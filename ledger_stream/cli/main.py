@@ -12,12 +12,15 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from importlib import metadata
 from types import FrameType
 from typing import Any
 
 from ledger_stream.cli import (
+    acls_cmd,
     alerts_cmd,
     api_cmd,
+    approve_cmd,
     bench_cmd,
     chaos_cmd,
     connector_cmd,
@@ -43,8 +46,8 @@ from ledger_stream.cli.common import CliError, printable
 from ledger_stream.logs import configure_logging
 
 COMMANDS = (
-    kafka_cmd, topics_cmd, processor_cmd, connector_cmd, view_cmd, receipts_cmd, alerts_cmd,
-    inspect_cmd, reconcile_cmd, freeze_cmd,
+    kafka_cmd, topics_cmd, acls_cmd, processor_cmd, connector_cmd, view_cmd, receipts_cmd,
+    alerts_cmd, inspect_cmd, reconcile_cmd, freeze_cmd, approve_cmd,
     sandbox_cmd, demo_cmd, falsify_cmd, bench_cmd, simulate_cmd, fuzz_cmd, chaos_cmd, mcp_cmd,
     api_cmd, watch_cmd, upgrade_cmd, repartition_cmd,
 )
@@ -55,10 +58,19 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ledger-stream",
         description="Effectively-once side effects for AI agents, on Kafka.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.register(subparsers)
     return parser
+
+
+def package_version() -> str:
+    """The installed distribution's version (pyproject.toml's, as pip recorded it)."""
+    try:
+        return metadata.version("ledger-stream")
+    except metadata.PackageNotFoundError:  # imported from a source tree never installed
+        return "unknown (not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

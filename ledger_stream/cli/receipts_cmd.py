@@ -14,6 +14,7 @@ from ledger_stream.cli.common import (
     settings_from,
 )
 from ledger_stream.domain import events as ev
+from ledger_stream.history.detail import shown_detail
 
 COLUMNS = ("at", "status", "key_status", "reason", "attempts", "external_id", "intent_event_id")
 
@@ -70,7 +71,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         from ledger_stream.serde.records import to_record
         for receipt in found:
-            print(json.dumps(to_record(receipt), sort_keys=True))
+            print(json.dumps({**to_record(receipt), "detail": shown_detail(receipt.detail)},
+                             sort_keys=True))
     else:
         print("\t".join(COLUMNS))
         for receipt in found:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import getpass
 import sys
 import time
 import uuid
 
 from ledger_stream.cli.common import CliError, add_common_flags, cell, checked_key, settings_from
 from ledger_stream.domain import events as ev
+from ledger_stream.history.detail import shown_detail
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -46,7 +46,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          help="why: what you checked (in the key's timeline and evidence)")
     resolve.add_argument("--decision-id", default=None,
                          help="id of this decision, to retry it safely (default: new)")
-    resolve.add_argument("--operator", default=getpass.getuser(), help="who decides")
+    resolve.add_argument("--operator", help="who decides, for the audit topic (env: "
+                         "LEDGER_OPERATOR; default: the OS user)")
     resolve.add_argument("--wait", type=float, default=10.0, metavar="S",
                          help="how long to wait for the ledger to apply it (default 10)")
     resolve.add_argument("--view-url", metavar="URL",
@@ -87,7 +88,7 @@ def _list(args: argparse.Namespace) -> int:
                if r.key_status is ev.ReceiptStatus.NEEDS_RECONCILIATION]
     for r in sorted(waiting, key=lambda r: r.at_ms):
         since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r.at_ms / 1000))
-        print(f"{cell(r.key)}\tattempt {r.attempts}\tsince {since}\t{cell(r.detail)}")
+        print(f"{cell(r.key)}\tattempt {r.attempts}\tsince {since}\t{cell(shown_detail(r.detail))}")
     print(f"{len(waiting)} key(s) waiting for an operator")
     return 0
 
@@ -95,7 +96,7 @@ def _list(args: argparse.Namespace) -> int:
 def _resolve(args: argparse.Namespace) -> int:
     from ledger_stream.kafka.bootstrap import resolve_bootstrap
     from ledger_stream.kafka.exceptions import KafkaSetupError
-    from ledger_stream.operate import DecisionRefused, record_decision
+    from ledger_stream.operate import Actor, AuditNotWritten, DecisionRefused, record_decision
     from ledger_stream.sdk.errors import LedgerUnavailable
     from ledger_stream.serde import make_codec
 
@@ -109,10 +110,10 @@ def _resolve(args: argparse.Namespace) -> int:
     try:
         done = record_decision(
             settings, resolve_bootstrap(settings), make_codec(settings.schema_registry_url),
-            key=key, attempt=args.attempt, resolution=resolution, operator=args.operator,
-            reason=args.reason, decision_id=decision_id, external_id=args.applied or "",
-            wait_s=args.wait)
-    except (DecisionRefused, LedgerUnavailable, KafkaSetupError) as exc:
+            key=key, attempt=args.attempt, resolution=resolution,
+            actor=Actor.from_cli(args.operator), reason=args.reason, decision_id=decision_id,
+            external_id=args.applied or "", wait_s=args.wait)
+    except (DecisionRefused, AuditNotWritten, LedgerUnavailable, KafkaSetupError) as exc:
         raise CliError(str(exc)) from exc
     verb = "was already recorded" if done.replayed else "recorded"
     print(f"{key}: attempt {args.attempt} {resolution.value}: decision {decision_id} {verb}; "

@@ -17,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "repartition",
         help="grow the ledger topics to N partitions, moving every key's state",
         description="With every processor stopped: check that every input is decided, grow "
-        "the seven ledger topics to N, rewrite each moved key's state and deadlines at its "
+        "every ledger topic to N, rewrite each moved key's state and deadlines at its "
         "new partition, then record the new count. Safe to run again after a crash.",
     )
     parser.add_argument("--to", type=int, required=True, metavar="N",

@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fault", metavar="MODE[:TIMES[:DELAY_S]]", type=_fault, action="append", default=[],
         help="arm a fault at start-up, for any new key (repeatable). Modes: commit_then_drop, "
-        "delay_before_commit, error_before_commit, crash_before_commit (exit 70), "
+        "delay_before_commit, error_before_commit, decline (402), crash_before_commit (exit 70), "
         "crash_after_commit (exit 71)",
     )
     parser.add_argument(

@@ -14,7 +14,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "topics",
         help="create the ledger topics",
-        description="The ledger topics: intents, attempts, dispatch, receipts, alerts, dlq.",
+        description="The ledger topics: intents, attempts, dispatch, receipts, alerts, dlq, audit "
+        "(operators' commands), changelog.",
     )
     actions = parser.add_subparsers(dest="topics_action", metavar="ACTION", required=True)
     create = actions.add_parser(

@@ -16,6 +16,9 @@ core move on. The core's commands are executed here:
 
 Revocation (cooperative rebalancing) and SIGTERM give up every claim still waiting for its
 answer (``not_called``) and let the calls on the wire finish and report.
+
+A failure is reported, logged and traced as a target error summary (``redaction.py``):
+never an exception's message, which may quote the target's answer.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from confluent_kafka import KafkaError, Message
 
 from ledger_stream import tracing
 from ledger_stream.config import Settings
-from ledger_stream.connector import metrics
+from ledger_stream.connector import metrics, redaction
 from ledger_stream.connector.commands import (
     Call,
     Command,
@@ -47,7 +50,7 @@ from ledger_stream.connector.commands import (
 from ledger_stream.connector.core import ConnectorCore
 from ledger_stream.connector.feed import DispatchFeed
 from ledger_stream.connector.options import ConnectorOptions
-from ledger_stream.connector.target import LookupUnavailable, Target
+from ledger_stream.connector.target import Target
 from ledger_stream.domain import events as ev
 from ledger_stream.failpoints import failpoint
 from ledger_stream.kafka.clients import Producer
@@ -265,11 +268,12 @@ class ConnectorWorker:
             # A bug in a Target (its classify) or around the call: the request may have gone
             # out, so the outcome is unknown (the processor reconciles the key); a job left
             # calling for good would hold its key, a slot and its partition's commits.
-            logger.exception("call failed inside the connector", extra=log_fields(
+            # Frames and classes only: a message (or its cause's) may quote the target.
+            logger.error("call failed inside the connector", extra=log_fields(
                 key=cmd.request.key, attempt=cmd.request.attempt,
-                claim_id=cmd.request.attempt_id))
+                claim_id=cmd.request.attempt_id, error=redaction.bug_report(exc)))
             status, external_id = ev.OutcomeStatus.UNKNOWN, ""
-            error = f"{type(exc).__name__}: {str(exc)[:200]}"
+            error = redaction.summary(exc)
         # Only now: the outcome's record takes the context stored by the call.
         self._done.put(lambda: self._core.called(cmd.job_id, status, external_id, error,
                                                  _now_ms()))
@@ -286,7 +290,7 @@ class ConnectorWorker:
             status, external_id, error = self._call_target(cmd)
             tracing.annotate(span, **{"ledger.outcome": status.value})
             if status is not ev.OutcomeStatus.SUCCEEDED:
-                tracing.failed(span, f"{status.value}: {error.split(':', 1)[0]}")
+                tracing.failed(span, f"{status.value}: {error.split(' [', 1)[0]}")
             if parent:  # the outcome carries the call's context back to the receipt
                 with self._traces_lock:
                     self._traces[request.key] = tracing.current_headers()
@@ -305,7 +309,7 @@ class ConnectorWorker:
                 status, error = ev.OutcomeStatus.SUCCEEDED, ""
             except Exception as exc:  # the target classifies whatever it raised
                 external_id, status = "", self._target.classify(exc)
-                error = f"{type(exc).__name__}: {str(exc)[:200]}"
+                error = redaction.summary(exc)  # never the target's text
             metrics.TARGET_SECONDS.labels(self._target.name).observe(
                 time.perf_counter() - started)
             failpoint("after_call")
@@ -319,10 +323,8 @@ class ConnectorWorker:
     def _lookup(self, cmd: Lookup) -> None:
         try:
             answer = LookupAnswer(self._target.lookup(cmd.key, cmd.timeout_s))
-        except LookupUnavailable as exc:
-            answer = LookupAnswer(unavailable=str(exc)[:200] or "lookup unavailable")
-        except Exception as exc:  # a bug in a Target must not kill the worker thread
-            answer = LookupAnswer(unavailable=f"{type(exc).__name__}: {str(exc)[:200]}")
+        except Exception as exc:  # LookupUnavailable; a bug must not kill the worker thread
+            answer = LookupAnswer(unavailable=redaction.summary(exc))
         result = "found" if answer.external_id else "unavailable" if answer.unavailable \
             else "not_found"
         metrics.RECONCILIATIONS.labels(self._target.name, result).inc()

@@ -45,7 +45,12 @@ class EffectRequest:
 
 
 class TargetError(Exception):
-    """Base of the errors a Target raises from ``apply``; ``classify`` decides their outcome."""
+    """Base of the errors a Target raises from ``apply``; ``classify`` decides their outcome.
+
+    Its message is recorded in the attempt's outcome and logged (``redaction.summary``), so
+    the Target writes it from what it controls (a status, a code, a phase) and never quotes
+    the target's answer or a client library's message: such text goes in as its length
+    (``redaction.withheld``). Any other exception is recorded as its class alone."""
 
 
 class LookupUnavailable(TargetError):

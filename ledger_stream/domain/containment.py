@@ -74,6 +74,22 @@ def scope_of(tenant: str, action: str) -> str:
     return f"{tenant or '*'}/{action}"
 
 
+AUDIT_KEY_PREFIX = "~freeze/"
+
+
+def audit_key(scope: str) -> str:
+    """The audit topic's key of a freeze or unfreeze of ``scope``."""
+    return f"{AUDIT_KEY_PREFIX}{scope}"
+
+
+def audit_keys_covering(key: str) -> tuple[str, str]:
+    """The audit keys of the freezes that cover operation key ``key``: those of its
+    tenant's scope and of every tenant's."""
+    tenant, _, rest = key.partition("/")
+    action = rest.split("/", 1)[0]
+    return audit_key(scope_of(tenant, action)), audit_key(scope_of("", action))
+
+
 @dataclass(frozen=True, slots=True)
 class Freeze:
     tenant: str  # "" for every tenant

@@ -4,6 +4,16 @@ Time is the partition clock the runtime passes in (broker timestamps, monotone p
 partition; quiet partitions get Tick records), so a deadline fires at the same point of the
 log on every replay. The runtime keeps an index of ``due_ms`` per key and decides a
 ``Timer`` for each key whose deadline the clock has passed.
+
+Three deadlines wait for an answer to the ledger's own output: a claim after a Dispatch
+(RESERVED), the holder's outcome after a Grant (DISPATCHED), a result after a Reconcile
+(RECONCILING). The answer can only be appended after the output left the processor, and a
+processor catching up a backlog decides at a partition clock far behind the time its outputs
+leave: counted from the partition clock alone, such a deadline expired while its answer was
+still to be written (a key went to an operator, ``reconciliation_required``, with nothing
+unknown). So each of them counts from no earlier than ``sent_at_ms``, the time the output it
+waits on left (the runtime's wall clock, given to ``decide`` as data and kept in the state:
+a replay or a restore reads the same deadline back).
 """
 
 from __future__ import annotations
@@ -38,6 +48,8 @@ class Deadlined(Protocol):
     def lease_until_ms(self) -> int: ...
     @property
     def terminal_at_ms(self) -> int: ...
+    @property
+    def sent_at_ms(self) -> int: ...
 
 
 # What a deadline counts from, apart from the policy: ``due = base + allowance(kind)``. The
@@ -53,17 +65,19 @@ def deadline_basis(state: Deadlined) -> DeadlineBasis | None:
 
     RESERVED: a dispatch nobody claimed raises ``stalled`` once per attempt. DISPATCHED:
     the holder said nothing long after its lease: reconcile. RECONCILING: no result came:
-    an operator decides. SUCCEEDED / FAILED: the replay window ends: seal.
+    an operator decides. SUCCEEDED / FAILED: the replay window ends: seal. The first three
+    count from no earlier than the time their Dispatch, Grant or Reconcile left the
+    processor (``sent_at_ms``): never before their answer could have been written.
     """
     phase = state.phase
     if phase is Phase.RESERVED:
         if state.stall_alerted == state.attempt:
             return None
-        return STALL, max(state.not_before_ms, state.phase_since_ms)
+        return STALL, max(state.not_before_ms, state.phase_since_ms, state.sent_at_ms)
     if phase is Phase.DISPATCHED:
-        return LEASE, state.lease_until_ms
+        return LEASE, max(state.lease_until_ms, state.sent_at_ms)
     if phase is Phase.RECONCILING:
-        return RECONCILE, state.phase_since_ms
+        return RECONCILE, max(state.phase_since_ms, state.sent_at_ms)
     if phase.terminal:
         return SEAL, state.terminal_at_ms
     return None

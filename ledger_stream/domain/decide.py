@@ -4,7 +4,9 @@
 randomness. ``now_ms`` is the processor's partition clock (broker timestamps, monotone per
 partition), never a client's clock; every output id derives from the key, the intent event
 id and the attempt number, so reprocessing an event after a crash yields byte-identical
-outputs and correctness never depends on Kafka transactions.
+outputs and correctness never depends on Kafka transactions. ``sent_ms`` (the time the
+outputs leave, read by the runtime) only moves the key's deadline later (``sent_at_ms``):
+it is in no output.
 
 Guarantees, for one key:
 - at most one Grant per attempt number, ever (a repeated claim with the same claim id gets
@@ -19,7 +21,13 @@ Guarantees, for one key:
   ``needs_reconciliation`` with an alert;
 - no key stays in flight in silence: a deadline (``due_ms``) reconciles a silent holder,
   alerts an unclaimed dispatch, hands a reconciliation without answer to an operator, and
-  seals a terminal key after the replay window.
+  seals a terminal key after the replay window;
+- a deadline that waits for an answer to the ledger's own output (a claim after a Dispatch,
+  an outcome after a Grant, a result after a Reconcile) never expires before the output
+  left, plus its allowance: a processor's lag is never taken for a silent connector;
+- a reconcile result counts only for the attempt it names, while that attempt is being
+  reconciled (a key reconciles each attempt at most once, so the attempt names the request);
+  one for another attempt is recorded, except a found effect, which is never dropped.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from ledger_stream.domain.events import (
     AttemptEvent,
     AttemptOutcome,
     DeadLetter,
+    Dispatch,
     Done,
     Grant,
     Held,
@@ -45,6 +54,7 @@ from ledger_stream.domain.events import (
     Reason,
     Receipt,
     ReceiptStatus,
+    Reconcile,
     ReconcileResult,
     ReconcileStatus,
     Release,
@@ -75,18 +85,45 @@ DEFAULT_POLICY = Policy()
 
 
 def decide(state: KeyState, event: InputEvent, policy: Policy, now_ms: int,
-           hold: Hold | None = None) -> Decision:
+           hold: Hold | None = None, sent_ms: int = 0) -> Decision:
     """Apply one input event to one key's state at partition time ``now_ms``. Pure.
 
     ``hold``: the freeze covering the key's (tenant, action), if any (containment.py): a
-    decision that would dispatch holds the key instead."""
+    decision that would dispatch holds the key instead.
+
+    ``sent_ms``: when this decision's outputs leave the processor, by its own clock (0: not
+    known). A Dispatch, Grant or Reconcile the key then waits on arms its deadline from no
+    earlier than this (``KeyState.sent_at_ms``). It changes no output: a decision repeated
+    after a crash, at another ``sent_ms``, yields the same bytes and a deadline no earlier
+    than the first copy's."""
     if isinstance(event, PoisonInput):
         return _poison(state, event, now_ms)
     state = expire_if_due(state, now_ms, policy)
     decision = _decide(state, event, policy, now_ms, hold)
     if hold is not None:
         decision = withhold(state, decision, hold, now_ms)
+    if sent_ms > 0:
+        decision = _sent(decision, sent_ms)
     return _answered_for(decision, event) if isinstance(event, Intent) else decision
+
+
+# The output each in-flight phase waits on an answer to (deadlines.py counts from its time).
+_AWAITED: dict[Phase, type[Dispatch | Grant | Reconcile]] = {
+    Phase.RESERVED: Dispatch, Phase.DISPATCHED: Grant, Phase.RECONCILING: Reconcile}
+
+
+def _sent(decision: Decision, sent_ms: int) -> Decision:
+    """``decision`` with the key's wait counted from ``sent_ms`` when it sends the output
+    its new phase waits on (for the key's current attempt)."""
+    state = decision.state
+    awaited = _AWAITED.get(state.phase)
+    if awaited is None or state.sent_at_ms == sent_ms:
+        return decision
+    for out in decision.outputs:
+        if isinstance(out, Dispatch | Grant | Reconcile) and isinstance(out, awaited) \
+                and out.attempt == state.attempt:
+            return Decision(replace(state, sent_at_ms=sent_ms), decision.outputs)
+    return decision
 
 
 def _answered_for(decision: Decision, intent: Intent) -> Decision:
@@ -138,7 +175,7 @@ def _intent(state: KeyState, intent: Intent, policy: Policy, now: int,
         return Decision(state, (receipt, alert))
     # A duplicate's approval was valid when the original reserved the key, so its expiry
     # is not judged again; a forged or mismatched one is still a signal.
-    problem = approval_problem(intent, policy.approval_secret,
+    problem = approval_problem(intent, policy.approval_keys,
                                policy.requires_approval(intent.action), None)
     if problem is not None:
         return _approval_rejected(state, intent, problem, now)
@@ -179,7 +216,7 @@ def _reserve(state: KeyState, intent: Intent, policy: Policy, now: int,
              hold: Hold | None) -> Decision:
     # A freeze in approval mode routes every new intent of its action to approval.
     required = policy.requires_approval(intent.action) or (hold is not None and hold.approval)
-    problem = approval_problem(intent, policy.approval_secret, required, now)
+    problem = approval_problem(intent, policy.approval_keys, required, now)
     if problem is not None:
         return _approval_rejected(state, intent, problem, now)
     reserved = enter(

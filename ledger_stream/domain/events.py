@@ -110,6 +110,9 @@ class Approval:
     policy_revision: str
     expires_at_ms: int
     signature: str
+    # The approver key that signed (its public key is trusted by id); "" only for a
+    # development-mode (HMAC) approval and for approvals written before key ids.
+    key_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +250,31 @@ class Containment:
     mode: FreezeMode
     reason: str
     operator: str
+    at_ms: int
+
+
+class AuditAction(StrEnum):
+    DECISION = "decision"  # an operator's decision on a key waiting for one
+    FREEZE = "freeze"
+    UNFREEZE = "unfreeze"
+    APPROVAL = "approval"  # an approval issued for a key
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """Who did what to the ledger as an operator, and with which credential: written to the
+    audit topic before the command itself (operate/audit.py). ``key`` is the operation key
+    (decision, approval) or ``~freeze/<scope>`` (freeze, unfreeze); ``detail`` names the
+    command's own fields (resolution, attempt, mode), never argument values or free text."""
+
+    event_id: str
+    who: str
+    role: str  # operator (a gateway operator key), cli (a trusted host), approver
+    credential: str  # which key: its id (never the key), or the host for the CLI
+    action: AuditAction
+    key: str
+    command_id: str  # the event id of the command this record announces
+    detail: str
     at_ms: int
 
 

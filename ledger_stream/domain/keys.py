@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import unicodedata
 from decimal import Decimal
 from typing import Any
 
@@ -37,6 +38,23 @@ def operation_key(tenant: str, action: str, *business_ids: str | int) -> str:
         except UnicodeEncodeError:
             raise InvalidKeyError(f"operation key part {part!r} is not valid Unicode") from None
     return "/".join(parts)
+
+
+def business_id_part(value: object) -> str:
+    """One business id value as it enters a key, by one rule wherever a key is derived from
+    arguments (``ledger_tool(key="invoice")``, the agent middleware, the MCP server):
+    text, with surrounding whitespace dropped and in Unicode NFC (an accent written composed
+    or decomposed is one id), or an integer (``42`` and ``"42"`` are one id).
+
+    Anything else raises InvalidKeyError: a float (``42`` and ``42.0`` would be two keys), a
+    boolean, ``None``, an object or list (their text form is not an id). Text that is empty
+    or holds ``/`` is refused when the key is built (operation_key)."""
+    if isinstance(value, str):
+        return unicodedata.normalize("NFC", value).strip()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise InvalidKeyError(f"a business id is text or an integer, not {type(value).__name__} "
+                          f"{value!r}")
 
 
 def checked_key(text: str) -> str:

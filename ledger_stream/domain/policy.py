@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ledger_stream.domain.approval import ApprovalKeys
+
 DAY_MS = 24 * 3600 * 1000
 
 
 @dataclass(frozen=True, slots=True)
 class Policy:
     replay_window_ms: int = 7 * DAY_MS
-    approval_secret: bytes = b"ledger-dev-secret"
+    # Who may approve: no key by default, so no approval is accepted until keys are given.
+    approval_keys: ApprovalKeys = ApprovalKeys()
     approval_required_actions: frozenset[str] = frozenset()
     retry_backoff_ms: int = 1_000
     max_attempts: int = 5

@@ -85,6 +85,11 @@ class KeyState:
     stall_alerted: int = 0  # the attempt a ``stalled`` alert was last raised for
     sealed_outcome: str = ""  # SUCCEEDED or FAILED, kept when the key is sealed
     held_by: str = ""  # HELD: the scope of the freeze holding the key's dispatch
+    # When the output the key now waits on (its Dispatch, Grant or Reconcile) left the
+    # processor, by the processor's own clock (0: not known). Deadlines that wait for an
+    # answer to it count from no earlier than this (deadlines.py), so a lagging processor's
+    # partition clock cannot expire them before the answer could be in the log.
+    sent_at_ms: int = 0
 
     @property
     def counted_attempts(self) -> int:

@@ -26,7 +26,8 @@ from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.message import fetched, position
 from ledger_stream.kafka.offsets import log_bounds
 from ledger_stream.serde import AvroCodec, DecodeError
-from ledger_stream.testing.agents import APPROVAL_SECRET, AgentWorld
+from ledger_stream.testing.agents import AgentWorld
+from ledger_stream.testing.approvers import TEST_APPROVER, trusted
 
 BYPASS_KEY = re.compile(r"^bypass-(?P<invoice>.+)-[0-9a-f]{32}$")
 APPROVAL_ACTIONS = frozenset({"refund"})  # what the matrix's processors require approval for
@@ -170,7 +171,7 @@ def approval_mismatches_accepted(topics: LedgerTopics) -> list[str]:
     machine, so it is within milliseconds of the broker time the ledger judged by."""
     dispatched = {d.intent_event_id for d in topics.dispatches}
     return [i.event_id for i in topics.intents if i.event_id in dispatched and approval_problem(
-        i, APPROVAL_SECRET.encode(), i.action in APPROVAL_ACTIONS, i.at_ms) is not None]
+        i, trusted(TEST_APPROVER), i.action in APPROVAL_ACTIONS, i.at_ms) is not None]
 
 
 def ambiguous_keys(topics: LedgerTopics) -> dict[str, str]:

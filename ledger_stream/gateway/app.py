@@ -26,7 +26,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import InvalidKeyError, checked_key, tenant_of
 from ledger_stream.gateway import reads
-from ledger_stream.gateway.auth import ApiKeys
+from ledger_stream.gateway.auth import ApiKeys, Holder
 from ledger_stream.gateway.metrics import add_metrics
 from ledger_stream.gateway.models import (
     AlertOut,
@@ -39,7 +39,14 @@ from ledger_stream.gateway.models import (
     Submitted,
 )
 from ledger_stream.kafka.exceptions import KafkaSetupError, kafka_error_text
-from ledger_stream.operate import DecisionRefused, containment, record_decision
+from ledger_stream.operate import (
+    Actor,
+    AuditNotWritten,
+    DecisionRefused,
+    containment,
+    record_decision,
+)
+from ledger_stream.operate.audit import ROLE_OPERATOR
 from ledger_stream.sdk.client import AsyncLedgerClient
 from ledger_stream.sdk.errors import (
     InvalidIntentError,
@@ -181,22 +188,27 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
         409: {"description": "refused: the key moved on, the id was used with other "
               "contents, or another decision took effect first"}})
     async def resolve(key: str, body: ResolutionIn, who: Operator, wait: Wait = 10.0) -> Any:
-        """Record a decision, then wait (up to ``wait`` seconds) for the ledger's receipt
-        naming the decision that took effect: 200 when it is this one, 409 when another
-        decision was applied first, 202 when none was within the wait."""
-        own(who, key)
+        """Record a decision by the operator the API key names (audited first), then wait
+        (up to ``wait`` seconds) for the ledger's receipt naming the decision that took
+        effect: 200 when it is this one, 409 when another decision was applied first, 202
+        when none was within the wait; 503 when the audit record cannot be written (the
+        decision is then not sent)."""
+        own(who.tenant, key)
         decision_id = body.decision_id or uuid.uuid4().hex
         try:
             done = await off_loop(functools.partial(
                 record_decision, sync.settings, sync.bootstrap, sync.codec, key=key,
                 attempt=body.attempt, resolution=ev.Resolution(body.resolution),
-                operator=body.operator, reason=body.reason, decision_id=decision_id,
+                actor=actor_of(who), reason=body.reason, decision_id=decision_id,
                 external_id=body.external_id, wait_s=wait))
         except DecisionRefused as exc:
             raise HTTPException(409, str(exc)) from None
+        except AuditNotWritten as exc:
+            raise HTTPException(503, str(exc)) from None
         answer = ResolutionOut(
             key=key, attempt=done.decision.attempt, resolution=done.decision.resolution.value,
-            decision_id=done.decision.event_id, replayed=done.replayed, verdict=done.verdict,
+            decision_id=done.decision.event_id, operator=done.decision.operator,
+            replayed=done.replayed, verdict=done.verdict,
             receipt=to_record(done.receipt) if done.receipt is not None else None)
         if done.verdict == "applied":
             return answer
@@ -221,32 +233,38 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
         applied already changes nothing, even after another freeze or unfreeze (a 503
         names the key to retry with when the request had none)."""
         return await _contain(who, body.action, True, ev.FreezeMode(body.mode), body.reason,
-                              body.operator, wait, idempotency_key or "")
+                              wait, idempotency_key or "")
 
     @app.delete("/v1/freezes/{action}", response_model=FreezeOut)
-    async def unfreeze(action: str, who: Operator,
-                       operator: Annotated[str, Query(min_length=1, max_length=200)],
-                       wait: Wait = 10.0,
+    async def unfreeze(action: str, who: Operator, request: Request, wait: Wait = 10.0,
                        idempotency_key: IdempotencyKey = None) -> FreezeOut:
-        """Unfreeze this tenant's freeze of an action: its held dispatches are released
-        (answered as the freeze is). ``Idempotency-Key`` as for the freeze: a retried
-        unfreeze cannot lift a freeze made after its first try."""
-        return await _contain(who, action, False, ev.FreezeMode.HOLD, "", operator, wait,
+        """Unfreeze this tenant's freeze of an action, by the operator the API key names:
+        its held dispatches are released (answered as the freeze is). ``Idempotency-Key``
+        as for the freeze: a retried unfreeze cannot lift a freeze made after its first
+        try."""
+        if {"operator", "by"} & set(request.query_params):
+            raise HTTPException(400, "the operator is the holder of the API key "
+                                "(TENANT:operator:NAME=KEY): leave 'operator' out")
+        return await _contain(who, action, False, ev.FreezeMode.HOLD, "", wait,
                               idempotency_key or "")
 
-    async def _contain(tenant: str, action: str, frozen: bool, mode: ev.FreezeMode,
-                       reason: str, operator: str, wait: float, client_key: str) -> FreezeOut:
+    async def _contain(who: Holder, action: str, frozen: bool, mode: ev.FreezeMode,
+                       reason: str, wait: float, client_key: str) -> FreezeOut:
         # A client's key is its own: namespaced by tenant, so that one tenant's key never
         # meets another's command. Without one, the answer to a failure still names a key
         # to retry with.
         key = client_key or uuid.uuid4().hex
+        tenant = who.tenant
         try:
             event, offsets = await off_loop(functools.partial(
                 containment.send, sync.settings, sync.bootstrap, sync.codec, action=action,
-                tenant=tenant, frozen=frozen, mode=mode, reason=reason, operator=operator,
+                tenant=tenant, frozen=frozen, mode=mode, reason=reason, actor=actor_of(who),
                 event_id=f"gw:{tenant}:{key}"))
         except containment.ContainmentRefused as exc:
             raise HTTPException(400, str(exc)) from None
+        except AuditNotWritten as exc:
+            raise HTTPException(503, f"{exc}; retry with the header Idempotency-Key: {key}",
+                                headers={"Idempotency-Key": key}) from None
         except (KafkaSetupError, KafkaException) as exc:
             text = kafka_error_text(exc) if isinstance(exc, KafkaException) else str(exc)
             raise HTTPException(503, f"the ledger cannot be reached: {text}; retry with the "
@@ -260,6 +278,9 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
             return out.model_copy(update={"in_force": None, "not_applied": sorted(offsets)})
         return out.model_copy(update={"in_force": not late, "not_applied": late})
 
+    from ledger_stream.gateway import approvals  # its routes use this module's dependencies
+
+    app.include_router(approvals.router(sync))
     return app
 
 
@@ -283,18 +304,26 @@ def tenant_of_request(request: Request,
 
 
 def operator_of_request(request: Request,
-                        authorization: Annotated[str | None, Header()] = None) -> str:
-    """As ``tenant_of_request``, and 403 for an agent's key (``TENANT:agent=KEY``)."""
-    tenant = tenant_of_request(request, authorization)
+                        authorization: Annotated[str | None, Header()] = None) -> Holder:
+    """The holder of the request's API key when it is an operator's
+    (``TENANT:operator:NAME=KEY``); 401 without a known key, 403 for any other key."""
+    tenant_of_request(request, authorization)
     keys: ApiKeys = request.app.state.keys
-    if keys.is_agents((authorization or "").partition(" ")[2].strip()):
-        raise HTTPException(403, "this API key is an agent's: operator routes (decisions, "
-                            "freezes) need an operator's key")
-    return tenant
+    holder = keys.holder_of((authorization or "").partition(" ")[2].strip())
+    if holder is None or not holder.is_operator:
+        raise HTTPException(403, "this API key is not an operator's: operator routes "
+                            "(decisions, freezes) need a key given as "
+                            "TENANT:operator:NAME=KEY")
+    return holder
+
+
+def actor_of(holder: Holder) -> Actor:
+    """The audited identity of an operator key's holder: its name and the key's id."""
+    return Actor(holder.operator, ROLE_OPERATOR, holder.key_id)
 
 
 Tenant = Annotated[str, Depends(tenant_of_request)]
-Operator = Annotated[str, Depends(operator_of_request)]
+Operator = Annotated[Holder, Depends(operator_of_request)]
 
 
 def own(tenant: str, key: str) -> None:

@@ -2,7 +2,8 @@
 
 ``GET /metrics`` serves this process's Prometheus registry (the ledger client's metrics and
 ``ledger_gateway_requests_total``) without an API key, as Prometheus scrapes: to a peer on
-this host, and to any peer only once metrics are opened (``--metrics-host``). Metrics name
+this host (a request forwarded by a proxy is not, whatever address it names), and to any
+peer only once metrics are opened (``--metrics-host``). Metrics name
 no operation key or tenant, only routes and statuses.
 """
 
@@ -59,7 +60,10 @@ def add_metrics(app: FastAPI, settings: Settings) -> None:
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics(request: Request) -> Response:
-        peer = request.client.host if request.client else None
+        # Behind a proxy uvicorn takes the client's address from X-Forwarded-For, whose
+        # entries the client can write: a forwarded request is never this host's.
+        forwarded = "x-forwarded-for" in request.headers or "forwarded" in request.headers
+        peer = request.client.host if request.client and not forwarded else None
         if not may_read_metrics(settings, peer):
             return JSONResponse({"detail": "metrics answer this host only (open them with "
                                  "--metrics-host)"}, 403)

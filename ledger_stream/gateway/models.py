@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ledger_stream.domain import events as ev
+from ledger_stream.history.detail import shown_detail
 
 SETTLED = frozenset({ev.ReceiptStatus.SUCCEEDED, ev.ReceiptStatus.FAILED,
                      ev.ReceiptStatus.REJECTED})
@@ -15,6 +16,18 @@ SETTLED = frozenset({ev.ReceiptStatus.SUCCEEDED, ev.ReceiptStatus.FAILED,
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class OperatorCommand(Strict):
+    """A body of an operator route: who acts is the API key's holder, never a field."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_operator_field(cls, data: Any) -> Any:
+        if isinstance(data, dict) and ({"operator", "by"} & set(data)):
+            raise ValueError("the operator is the holder of the API key "
+                             "(TENANT:operator:NAME=KEY): leave 'operator' out")
+        return data
 
 
 class WorkflowIn(Strict):
@@ -32,6 +45,8 @@ class ApprovalIn(Strict):
     policy_revision: str
     expires_at_ms: int = Field(ge=0, le=2**63 - 1)
     signature: str
+    key_id: str = Field("", description="the approver key that signed (as `ledger-stream "
+                        "approve` and POST /v1/approvals give it)")
 
 
 class IntentIn(Strict):
@@ -79,7 +94,7 @@ class Operation(BaseModel):
                    status=receipt.status.value, key_status=receipt.key_status.value,
                    reason=receipt.reason.value, external_id=receipt.external_id or None,
                    attempts=receipt.attempts, intent_event_id=receipt.intent_event_id,
-                   receipt_id=receipt.receipt_id, detail=receipt.detail or None,
+                   receipt_id=receipt.receipt_id, detail=shown_detail(receipt.detail) or None,
                    at_ms=receipt.at_ms, origin=receipt.origin or None)
 
 
@@ -102,11 +117,10 @@ class AlertOut(BaseModel):
     offset: int
 
 
-class ResolutionIn(Strict):
+class ResolutionIn(OperatorCommand):
     resolution: Literal["applied", "not_applied", "failed"]
     attempt: int = Field(ge=1, description="the attempt the operator looked at: refused "
                          "(409) if the key has moved on since")
-    operator: str = Field(min_length=1, max_length=200, description="who decides")
     reason: str = Field(min_length=1, max_length=500,
                         description="why: what the operator checked")
     external_id: str = Field("", description="the target's id, required with applied")
@@ -127,6 +141,7 @@ class ResolutionOut(BaseModel):
     attempt: int
     resolution: str
     decision_id: str
+    operator: str = Field(description="who decided: the API key's holder")
     replayed: bool = Field(description="true: this decision was already recorded")
     verdict: Literal["applied", "pending", "unknown"] = Field(
         description="applied: the ledger's receipt names this decision (status 200); "
@@ -137,13 +152,13 @@ class ResolutionOut(BaseModel):
         None, description="the receipt naming this decision, when applied")
 
 
-class FreezeIn(Strict):
-    """A freeze of one action for the API key's tenant (operate/containment.py)."""
+class FreezeIn(OperatorCommand):
+    """A freeze of one action for the API key's tenant (operate/containment.py), by the
+    operator the API key names."""
 
     action: str = Field(min_length=1, description="the action to freeze, e.g. refund")
     reason: str = Field(min_length=1, max_length=500, description="why (in the audit trail; "
                         "no payment details)")
-    operator: str = Field(min_length=1, max_length=200, description="who decides")
     mode: Literal["hold", "approval"] = Field("hold", description="hold: hold every new "
                                               "dispatch; approval: new intents need approval")
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from ledger_stream.domain import events as ev
 from ledger_stream.gateway.models import AlertOut
+from ledger_stream.history.detail import shown_detail
 from ledger_stream.kafka.reader import tail_topic
 from ledger_stream.sdk.client import LedgerClient
 from ledger_stream.serde import DecodeError
@@ -34,7 +35,8 @@ def alerts(client: LedgerClient, tenant: str, kinds: set[str], limit: int) -> li
         if kinds and alert.kind.value not in kinds:
             continue
         found.append(AlertOut(alert_id=alert.alert_id, key=alert.key, kind=alert.kind.value,
-                              detail=alert.detail, source_event_id=alert.source_event_id,
+                              detail=shown_detail(alert.detail),
+                              source_event_id=alert.source_event_id,
                               at_ms=alert.at_ms, partition=partition, offset=offset))
     found.sort(key=lambda a: (a.at_ms, a.partition, a.offset))  # partitions come in turn
     return found[-limit:]

@@ -1,14 +1,16 @@
 """Everything the ledger knows about one key, as one redacted JSON document for an incident
 review: the raw events with topic, partition and offset (ordered by log offset within each
-topic, never by a wall clock), the timeline, the receipts, the alerts and the operators'
-decisions.
+topic, never by a wall clock), the timeline, the receipts, the alerts, the operators'
+decisions and the audit records (who decided or froze, with which credential).
 
 Redaction: material arguments and payloads are replaced by their length (an intent's
 ``args_hash`` stays: it is how the ledger tells arguments apart, though it is an unsalted
 SHA-256 that can be guessed for small arguments), approval signatures are dropped, a dead
 letter's bytes become their length and SHA-256, and the error texts connectors report (a
-target's answer may echo payment details) become their length. Keys, ids, hashes, statuses
-and the ledger's own details stay: they are what a review needs.
+target's answer may echo payment details) become their length. A receipt's or an alert's
+detail is shown through ``detail.shown_detail``: a target's text quoted in it (records
+written before connectors summarised their failures) becomes its length. Keys, ids,
+hashes, statuses and the ledger's own details stay: they are what a review needs.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from ledger_stream.domain import events as ev
+from ledger_stream.history.detail import shown_detail
 from ledger_stream.history.timeline import Located, timeline
 from ledger_stream.serde.records import to_record
 
 REDACTION = ("material arguments, payloads and connector error texts replaced by their "
+             "length; a target's text quoted in a receipt's or alert's detail replaced by its "
              "length; approval signatures dropped; dead-letter bytes replaced by their length "
              "and SHA-256")
 
@@ -37,6 +41,8 @@ def redacted(event: Any) -> dict[str, Any]:
     for name in ("args_json", "payload_json", "error"):
         if record.get(name):
             record[name] = {"redacted": True, "length": len(record[name])}
+    if isinstance(event, ev.Receipt | ev.Alert):
+        record["detail"] = shown_detail(event.detail)
     approval = record.get("approval")
     if isinstance(approval, dict):
         record["approval"] = {**approval, "signature": {"redacted": True}}
@@ -80,5 +86,6 @@ def evidence(key: str, records: list[Located], generated_at_ms: int) -> dict[str
         "receipts": _of(ordered, ev.Receipt),
         "alerts": _of(ordered, ev.Alert),
         "operator_actions": _of(ordered, ev.OperatorResolution),
+        "audit": _of(ordered, ev.AuditRecord),
         "undecodable": sum(1 for r in ordered if r.event is None),
     }

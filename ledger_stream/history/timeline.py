@@ -6,6 +6,9 @@ clock: the broker's timestamp of an input (``LogAppendTime`` on intents and atte
 the partition clock an output was decided at, which is its input's broker timestamp. A
 client's wall clock (an intent's ``at_ms``) never orders anything. Inside one millisecond,
 inputs come before the outputs they caused, then the log offset decides.
+
+A connector's error text is shown as its length, and a receipt's or alert's detail through
+``detail.shown_detail``: a target's text is never repeated.
 """
 
 from __future__ import annotations
@@ -14,16 +17,20 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ledger_stream.domain import events as ev
+from ledger_stream.history.detail import shown_detail
 
-INPUT_ROLES = ("intents", "attempts")
-RANK = {"intents": 0, "attempts": 1, "dispatch": 2, "receipts": 3, "alerts": 4, "dlq": 5}
+# Roles whose broker timestamp (LogAppendTime) is the ledger's time of the record.
+INPUT_ROLES = ("intents", "attempts", "audit")
+# An audit record is written before the command it announces: first in its millisecond.
+RANK = {"audit": -1, "intents": 0, "attempts": 1, "dispatch": 2, "receipts": 3, "alerts": 4,
+        "dlq": 5}
 
 
 @dataclass(frozen=True)
 class Located:
     """An event (or None: the record did not decode) where the log has it."""
 
-    role: str  # intents, attempts, dispatch, receipts, alerts, dlq
+    role: str  # intents, attempts, dispatch, receipts, alerts, dlq, audit
     topic: str
     partition: int
     offset: int
@@ -118,9 +125,13 @@ def _fields(e: Any) -> dict[str, Any]:
     if isinstance(e, ev.Receipt):
         return {"intent_event_id": e.intent_event_id, "attempt": e.attempts,
                 "external_id": e.external_id, "receipt": f"{e.status.value}/{e.reason.value}",
-                "next_state": e.key_status.value, "detail": e.detail}
+                "next_state": e.key_status.value, "detail": shown_detail(e.detail)}
     if isinstance(e, ev.Alert):
-        return {"outcome": f"alert {e.kind.value}", "detail": e.detail}
+        return {"outcome": f"alert {e.kind.value}", "detail": shown_detail(e.detail)}
+    if isinstance(e, ev.AuditRecord):
+        return {"outcome": f"audit {e.action.value}", "detail": f"by {e.who} ({e.role}, "
+                f"{e.credential}) on {e.key}, command {e.command_id}"
+                + (f": {e.detail}" if e.detail else "")}
     if isinstance(e, ev.DeadLetter):
         return {"outcome": "dead letter", "detail": f"{e.topic}[{e.partition}]@{e.offset}: "
                 f"{e.reason}"}

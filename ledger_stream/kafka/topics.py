@@ -1,11 +1,12 @@
 """The ledger's topics (DESIGN §4) as data, and their idempotent creation.
 
-All seven share one partition count, so one operation key's intents, attempts, dispatches
-and state meet in the same partition number. History topics are compacted, but only after
-the replay window and a margin for processor lag (``min.compaction.lag.ms``), so a key's
-full history survives the window;
-receipts keep the latest per key; alerts and the DLQ are kept by time; the changelog (the
-processor's state backup) keeps the latest row per key.
+All eight share one partition count, so one operation key's intents, attempts, dispatches,
+state and audit records meet in the same partition number. History topics are compacted,
+but only after the replay window and a margin for processor lag (``min.compaction.lag.ms``),
+so a key's full history survives the window;
+receipts keep the latest per key; alerts, the DLQ and the audit topic (who did what as an
+operator, operate/audit.py) are kept by time; the changelog (the processor's state backup)
+keeps the latest row per key.
 
 The input topics are stamped by the broker (``message.timestamp.type=LogAppendTime``): the
 processor's partition clock, which decides leases and deadlines, then comes from one clock
@@ -29,8 +30,9 @@ from ledger_stream.kafka.exceptions import KafkaSetupError, TopicConfigMismatch
 LONG_RETENTION_MS = 90 * DAY_MS
 HISTORY_TOPICS = ("intents", "attempts", "dispatch")  # compact after the replay window
 INPUT_TOPICS = ("intents", "attempts")  # stamped by the broker: the partition clock
+AUDIT_TOPICS = ("audit",)  # stamped by the broker too: "when" is no client's clock
 LATEST_TOPICS = ("receipts",)  # compact: the latest receipt per key
-RECORD_TOPICS = ("alerts", "dlq")  # delete after a long retention
+RECORD_TOPICS = ("alerts", "dlq", "audit")  # delete after a long retention
 STATE_TOPICS = ("changelog",)  # compact: the processor's latest row per key
 LEDGER_TOPICS = HISTORY_TOPICS + LATEST_TOPICS + RECORD_TOPICS + STATE_TOPICS
 LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
@@ -64,7 +66,7 @@ class TopicReport:
 
 
 def ledger_topics(settings: Settings) -> tuple[TopicSpec, ...]:
-    """The seven ledger topics named with ``settings.topic_prefix``."""
+    """The eight ledger topics named with ``settings.topic_prefix``."""
     shared: dict[str, str] = {}
     if settings.replication_factor >= 3:
         shared["min.insync.replicas"] = "2"
@@ -83,6 +85,7 @@ def ledger_topics(settings: Settings) -> tuple[TopicSpec, ...]:
         **{name: {**history, **LOG_APPEND_TIME} for name in INPUT_TOPICS},
         **dict.fromkeys(LATEST_TOPICS, latest),
         **dict.fromkeys(RECORD_TOPICS, records),
+        **{name: {**records, **LOG_APPEND_TIME} for name in AUDIT_TOPICS},
         **dict.fromkeys(STATE_TOPICS, state),
     }
     return tuple(
@@ -99,11 +102,12 @@ def ledger_topics(settings: Settings) -> tuple[TopicSpec, ...]:
 def create_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0) -> list[TopicReport]:
     """Create the missing ledger topics and compare the existing ones; alter nothing.
 
-    Idempotent: a second call reports every topic as ``exists``. An existing topic whose
-    partition count, replication factor or managed configs differ from ``settings`` is
-    reported as ``differs`` with each difference. Raises KafkaSetupError when the cluster
-    does not answer within ``timeout_s`` or refuses a creation (e.g. replication factor
-    larger than the broker count).
+    Idempotent: a second call reports every topic as ``exists``. Returns once the broker
+    serves the created topics' metadata (a client started right after finds them). An
+    existing topic whose partition count, replication factor or managed configs differ
+    from ``settings`` is reported as ``differs`` with each difference. Raises
+    KafkaSetupError when the cluster does not answer within ``timeout_s`` or refuses a
+    creation (e.g. replication factor larger than the broker count).
     """
     specs = ledger_topics(settings)
     # log_level 4: warnings and errors only; librdkafka's info lines are noise on a CLI.
@@ -114,6 +118,8 @@ def create_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0) -
         raise KafkaSetupError(f"Kafka at {bootstrap} did not answer: {exc}") from exc
     missing = [spec for spec in specs if spec.name not in existing]
     created = _create(admin, missing, timeout_s)
+    if created:  # usable when this returns: a client asking right after finds them
+        _metadata(admin, created, timeout_s)
     reports = [TopicReport(name, "created") for name in created]
     to_compare = [spec for spec in specs if spec.name not in created]
     reports += _compare(admin, to_compare, timeout_s)

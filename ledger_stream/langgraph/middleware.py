@@ -48,7 +48,7 @@ from langgraph.types import Command
 from pydantic import BaseModel, ValidationError
 
 from ledger_stream.domain import events as ev
-from ledger_stream.domain.keys import InvalidKeyError, operation_key
+from ledger_stream.domain.keys import InvalidKeyError, business_id_part, operation_key
 from ledger_stream.langgraph.origin import step_origin
 from ledger_stream.langgraph.tool import LedgerReceipts, receipt_summary
 from ledger_stream.sdk.client import PENDING, LedgerClient
@@ -64,7 +64,8 @@ class Effect:
     """How the ledger keys and applies one tool's calls.
 
     ``business_id`` names the argument (or arguments, joined into the key in order) that
-    identify the business intent: ``"invoice"`` (surrounding whitespace is dropped).
+    identify the business intent: ``"invoice"`` (each value text or an integer, by the rule
+    of ``business_id_part``: surrounding whitespace dropped, Unicode NFC, floats refused).
     ``material`` picks the material arguments from the call's (default: all of them);
     ``payload`` the rest the connector needs but a repeat may change (an e-mail's wording),
     which the ledger does not compare. ``approval`` reads the approval for this call
@@ -92,7 +93,7 @@ class Effect:
         missing = [n for n in names if args.get(n) in (None, "")]
         if missing:
             raise InvalidKeyError(f"the call has no {', '.join(missing)} (its business id)")
-        return operation_key(tenant, self.action, *(str(args[n]).strip() for n in names))
+        return operation_key(tenant, self.action, *(business_id_part(args[n]) for n in names))
 
 
 class LedgerAgentState(AgentState[Any]):

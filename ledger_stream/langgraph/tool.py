@@ -35,7 +35,13 @@ from langgraph.prebuilt import InjectedState
 from langgraph.types import Command
 
 from ledger_stream.domain import events as ev
-from ledger_stream.domain.keys import InvalidKeyError, checked_key, operation_key
+from ledger_stream.domain.keys import (
+    InvalidKeyError,
+    business_id_part,
+    checked_key,
+    operation_key,
+)
+from ledger_stream.history.detail import shown_detail
 from ledger_stream.langgraph.origin import step_origin
 from ledger_stream.sdk.client import LedgerClient
 
@@ -60,7 +66,8 @@ def receipt_summary(receipt: ev.Receipt) -> dict[str, Any]:
         "key": receipt.key, "status": receipt.status.value, "key_status":
         receipt.key_status.value, "reason": receipt.reason.value,
         "external_id": receipt.external_id, "attempts": receipt.attempts,
-        "intent_event_id": receipt.intent_event_id, "detail": receipt.detail,
+        "intent_event_id": receipt.intent_event_id,
+        "detail": shown_detail(receipt.detail),
         "origin": receipt.origin,
     }
 
@@ -80,7 +87,8 @@ def ledger_tool(client: LedgerClient, *, action: str, target: str, tenant: str,
     """Decorate a function returning material arguments into a ledger-protected tool.
 
     ``key`` names the material argument(s) that identify the business object (joined into
-    ``operation_key(tenant, action, *values)`` in order; surrounding whitespace dropped), or
+    ``operation_key(tenant, action, *values)`` in order; each value text or an integer, by
+    the rule of ``business_id_part``), or
     is a function of the material arguments returning the whole key. Without it this raises
     MissingKeyError here, at decoration time. A key of another tenant or action fails the
     call before anything is submitted.
@@ -167,7 +175,7 @@ def _named_key(tenant: str, action: str, names: tuple[str, ...],
     if missing:
         raise InvalidKeyError(f"the material arguments have no {', '.join(missing)} "
                               "(the business id the key is made of)")
-    return operation_key(tenant, action, *(str(material[n]).strip() for n in names))
+    return operation_key(tenant, action, *(business_id_part(material[n]) for n in names))
 
 
 def _checked_key(key: KeyFunction, prefix: str, material: dict[str, Any]) -> str:

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ledger_stream.domain.keys import InvalidKeyError, operation_key
+from ledger_stream.domain.keys import InvalidKeyError, business_id_part, operation_key
 
 SYNTAX = "NAME=ACTION@TARGET[FIELD,...] (e.g. refund=refund@payments[invoice])"
 MODEL_ID = "unsafe-model-id"  # the opt-in: the key is the model's operation_id text
@@ -61,18 +61,19 @@ class RegisteredEffect:
             if not (operation_id or "").strip():
                 raise InvalidKeyError(f"effect {self.name!r} takes its key from operation_id: "
                                       "give a stable business id")
-            return operation_key(tenant, self.action, str(operation_id).strip())
+            return operation_key(tenant, self.action, business_id_part(operation_id))
         return operation_key(tenant, self.action, *(self._part(arguments, f)
                                                     for f in self.key_fields))
 
     def _part(self, arguments: Mapping[str, Any], field: str) -> str:
-        value = arguments.get(field)
-        # bool is an int: refused, as are floats (1.0 and 1 would be two ids) and objects
-        if isinstance(value, bool) or not isinstance(value, str | int) or \
-                not str(value).strip():
+        try:  # text or an integer; floats, booleans and objects are refused
+            part = business_id_part(arguments.get(field))
+        except InvalidKeyError:
+            part = ""
+        if not part:
             raise InvalidKeyError(f"effect {self.name!r} needs the argument {field!r} (the "
                                   "business id its key is made of) as text or an integer")
-        return str(value).strip()
+        return part
 
     def business_id(self, key: str) -> dict[str, str]:
         """The key fields' values in ``key`` (``{}`` when its shape is another effect's)."""

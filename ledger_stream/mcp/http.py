@@ -4,7 +4,9 @@ The server acts for one tenant (``--tenant``): a request needs ``Authorization: 
 <API key>`` of that tenant (an agent's key, ``TENANT:agent=KEY``, is enough: these are an
 agent's tools). 401 without a known key, 403 for another tenant's, before the MCP session
 sees the request. Started with ``--no-auth`` (keys None) it answers anyone, on a loopback
-address only (``access.serving_keys``).
+address only (``access.serving_keys``), and only requests whose ``Host`` names this host
+(``access.names_this_host``: a browser page's request after DNS rebinding names the page's
+host).
 
 Over stdio there is no key: the host starts the server as its own child process and is the
 only one that can write to its stdin, so whoever can talk to it already runs as the user
@@ -17,7 +19,7 @@ import json
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ledger_stream.access import Forbidden, Unauthenticated, reader_of
+from ledger_stream.access import Forbidden, Unauthenticated, names_this_host, reader_of
 from ledger_stream.gateway.auth import ApiKeys
 
 
@@ -35,6 +37,13 @@ class TenantKeyGate:
         if scope["type"] != "http":  # a websocket: never accepted, so the server refuses it
             return
         headers = dict(scope.get("headers") or ())
+        if self.keys is None and not names_this_host(
+                headers.get(b"host", b"").decode("latin-1")):
+            # The SDK's own check covers 127.0.0.1, localhost and ::1 only; any loopback
+            # --host is accepted without keys.
+            await _refuse(send, 403, "an MCP server without API keys answers requests for "
+                          "this host only (Host: 127.0.0.1 or localhost)")
+            return
         try:
             reader_of(self.keys, headers.get(b"authorization", b"").decode("latin-1")) \
                 .check_tenant(self.tenant)

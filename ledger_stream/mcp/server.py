@@ -39,6 +39,7 @@ from pydantic import BaseModel, Field
 
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import InvalidKeyError
+from ledger_stream.history.detail import shown_detail
 from ledger_stream.kafka.exceptions import KafkaSetupError
 from ledger_stream.kafka.reader import tail_topic
 from ledger_stream.mcp.effects import RegisteredEffect
@@ -112,7 +113,7 @@ def _answer(effect: RegisteredEffect, key: str, receipt: ev.Receipt | None,
                      reason=receipt.reason.value, resolved=resolved,
                      hold_downstream=not resolved, external_id=receipt.external_id or None,
                      attempts=receipt.attempts, receipt_id=receipt.receipt_id,
-                     detail=receipt.detail or None)
+                     detail=shown_detail(receipt.detail) or None)
 
 
 class LedgerTools:

@@ -14,6 +14,9 @@ the scope was frozen or unfrozen by someone else in between.
 The active freezes are read back from partition 0 of the attempts topic (every freeze
 has a copy there), so listing them costs one partition's scan, filtered by key before
 anything is decoded.
+
+Who sent a command, with which credential, is written to the audit topic before the command
+(operate/audit.py): a command whose audit record cannot be written is not sent.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.containment import (
     COMMAND_KEY_PREFIX,
     Containment,
+    audit_key,
     command_key,
     counted,
     invalid_containment,
@@ -42,6 +46,8 @@ from ledger_stream.kafka.clients import Consumer, Producer
 from ledger_stream.kafka.exceptions import DeliveryFailed, KafkaSetupError, kafka_error_text
 from ledger_stream.kafka.producer import producer_config, refuse_if_forbidden
 from ledger_stream.kafka.receipts import partition_records
+from ledger_stream.operate import audit
+from ledger_stream.operate.audit import Actor
 from ledger_stream.serde import AvroCodec, DecodeError
 
 TXN_TIMEOUT_MS = 10_000
@@ -81,22 +87,27 @@ def checked(action: str, tenant: str, reason: str) -> None:
 
 
 def send(settings: Settings, bootstrap: str, codec: AvroCodec, *, action: str, tenant: str,
-         frozen: bool, mode: ev.FreezeMode = ev.FreezeMode.HOLD, reason: str = "",
-         operator: str = "", event_id: str = "") -> tuple[ev.Containment, dict[int, int]]:
+         frozen: bool, actor: Actor, mode: ev.FreezeMode = ev.FreezeMode.HOLD,
+         reason: str = "", event_id: str = "") -> tuple[ev.Containment, dict[int, int]]:
     """Write the freeze (or unfreeze) to every partition of the attempts topic, in one
     transaction, and wait for it to commit. Returns the event (partition 0's copy) and each
-    copy's offset by partition. DeliveryFailed when it did not commit, or its outcome is
-    unknown: running it again with the same ``event_id`` is safe either way (a processor
-    that applied the command ignores the repeat)."""
+    copy's offset by partition. ``actor``'s audit record is written first: AuditNotWritten,
+    and nothing sent, when it cannot be (audit.py). DeliveryFailed when it did not commit,
+    or its outcome is unknown: running it again with the same ``event_id`` is safe either
+    way (a processor that applied the command ignores the repeat)."""
     checked(action, tenant, reason)
     event = ev.Containment(event_id or new_event_id(), 0, action, tenant, frozen, mode,
-                           reason, operator, 0)
+                           reason, actor.who, 0)
     # The processor's own check, before anything is sent: a copy it refuses is poison in
     # every partition, and the command would report a freeze no processor holds.
     why = invalid_containment(event)
     if why:
         raise ContainmentRefused(why)
     partitions = _partitions(bootstrap, settings.topic("attempts"))
+    what = ev.AuditAction.FREEZE if frozen else ev.AuditAction.UNFREEZE
+    audit.record(settings, bootstrap, codec, actor, what,
+                 audit_key(scope_of(tenant, action)), event.event_id,
+                 f"mode {mode.value}" if frozen else "")
     now = int(time.time() * 1000)
     copies = [replace(event, partition=p, at_ms=now) for p in range(partitions)]
     offsets = _send_atomically(bootstrap, settings.topic("attempts"),

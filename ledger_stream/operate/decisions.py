@@ -3,7 +3,8 @@ the gateway's ``POST /v1/reconciliation/{key}``).
 
 A decision names the state the operator looked at (the open attempt), carries a reason and
 a decision id, and becomes an ``OperatorResolution`` on the attempts topic (its event id is
-the decision id), so it is in the key's timeline and evidence with who, why and when.
+the decision id), so it is in the key's timeline and evidence with who, why and when. Its
+audit record (operate/audit.py: who, with which credential) is written first.
 
 - The key must wait for an operator at exactly that attempt, or the decision is refused:
   whatever the operator saw has changed since.
@@ -32,11 +33,14 @@ from confluent_kafka import TopicPartition
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.outputs import decision_named
+from ledger_stream.history.detail import shown_detail
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.reader import tail_topic
 from ledger_stream.kafka.receipts import key_partition, key_records
+from ledger_stream.operate import audit
+from ledger_stream.operate.audit import Actor
 from ledger_stream.sdk.errors import (
     LedgerUnavailable,
     NoTimelineError,
@@ -68,8 +72,10 @@ class Decided:
 
 
 def record_decision(settings: Settings, bootstrap: str, codec: AvroCodec, *, key: str,
-                    attempt: int, resolution: ev.Resolution, operator: str, reason: str,
+                    attempt: int, resolution: ev.Resolution, actor: Actor, reason: str,
                     decision_id: str, external_id: str = "", wait_s: float = 10.0) -> Decided:
+    """Record ``actor``'s decision (guarded as the module says). Its audit record is written
+    before the decision: AuditNotWritten, and nothing sent, when it cannot be (audit.py)."""
     if not reason.strip():
         raise DecisionRefused("a decision needs a reason")
     if resolution is ev.Resolution.APPLIED and not external_id:
@@ -77,7 +83,7 @@ def record_decision(settings: Settings, bootstrap: str, codec: AvroCodec, *, key
     if not DECISION_ID.fullmatch(decision_id):
         raise DecisionRefused(f"a decision id is 1 to 128 letters, digits, '.', '_', ':' or "
                               f"'-', got {decision_id!r}")
-    wanted = ev.OperatorResolution(decision_id, key, attempt, resolution, operator,
+    wanted = ev.OperatorResolution(decision_id, key, attempt, resolution, actor.who,
                                    int(time.time() * 1000), external_id, reason)
     earlier = _recorded(settings, bootstrap, codec, key.split("/", 1)[0], decision_id)
     if earlier is not None:
@@ -95,6 +101,8 @@ def record_decision(settings: Settings, bootstrap: str, codec: AvroCodec, *, key
     if latest.attempts != attempt:
         raise DecisionRefused(f"{key} waits at attempt {latest.attempts}, not {attempt}: "
                               "look at it again")
+    audit.record(settings, bootstrap, codec, actor, ev.AuditAction.DECISION, key,
+                 decision_id, f"{resolution.value} of attempt {attempt}")
     producer = EventProducer(settings, bootstrap, codec, acks="all")
     try:
         producer.send("attempts", wanted)
@@ -141,12 +149,12 @@ def _settled(done: Decided, settings: Settings, bootstrap: str, codec: AvroCodec
         return Decided(done.decision, done.replayed, "applied", first)
     if named is not None:
         raise DecisionRefused(
-            f"decision {named} took effect first ({first.detail}); decision {mine} is "
-            f"recorded without effect: look at {done.decision.key} again")
+            f"decision {named} took effect first ({shown_detail(first.detail)}); decision "
+            f"{mine} is recorded without effect: look at {done.decision.key} again")
     raise DecisionRefused(
         f"{done.decision.key} moved on before decision {mine} applied (it is "
-        f"{first.key_status.value}: {first.detail}); the decision is recorded without "
-        "effect: look at it again")
+        f"{first.key_status.value}: {shown_detail(first.detail)}); the decision is "
+        "recorded without effect: look at it again")
 
 
 def _first_answer(settings: Settings, bootstrap: str, codec: AvroCodec, key: str,

@@ -11,7 +11,7 @@ leaves a state the next run finishes; the recorded layout, written last, is the 
    when it moved (a processor forwards what a producer placed under the previous count);
 2. refuse while a partition holds a containment row (freezes or held keys: they are
    partition-scoped and not carried; unfreeze first);
-3. grow all seven topics to N (``create_partitions``; topics already at N are left);
+3. grow every ledger topic to N (``create_partitions``; topics already at N are left);
 4. rewrite, for every key whose partition moves (``murmur2(key) % N``), its latest committed
    changelog row into the changelog partition of its new home, with its deadline basis, so
    the new owner restores it and its deadlines; and each new partition's clock from the

@@ -42,9 +42,14 @@ def _timestamp(msg: Message) -> int:
 class Batch:
     def __init__(self, step: LedgerStep, stores: dict[int, PartitionStore],
                  committed: dict[int, Positions], topics: tuple[str, str],
-                 member: str | None = None, group_metadata: Any = None) -> None:
+                 member: str | None = None, group_metadata: Any = None,
+                 sent_ms: int = 0) -> None:
         """``topics`` is (intents topic, attempts topic); ``member`` and ``group_metadata``
-        are the consumer's when the records were polled (the generation that owns them)."""
+        are the consumer's when the records were polled (the generation that owns them).
+        ``sent_ms``: the wall clock when the batch's outputs leave (read as the batch starts,
+        a checkpoint's produce and commit later; 0: not known). A key that waits for an
+        answer to one of them counts its deadline from no earlier than this, so a processor
+        catching up a backlog never expires it before the answer could be in the log."""
         self._step = step
         self._stores = stores
         self._committed = committed
@@ -55,6 +60,7 @@ class Batch:
         self.outputs: list[Out] = []
         self.ticks: list[int] = []  # partitions to append a Tick to
         self.records = 0
+        self.sent_ms = sent_ms
         self._next: dict[tuple[str, int], int] = {}
 
     def overlay(self, partition: int) -> PartitionOverlay:
@@ -74,7 +80,7 @@ class Batch:
         now = overlay.clock
         step = self._step
         for due, key in overlay.due_now():
-            self.outputs.extend(step.timer(overlay, key, due, now))
+            self.outputs.extend(step.timer(overlay, key, due, now, self.sent_ms))
         event = step.read(msg.value(), msg.key(), topic, partition, offset, now)
         if isinstance(event, Forward):  # placed under the count before repartition
             raw = msg.headers() or []
@@ -84,9 +90,9 @@ class Batch:
                                     event.partition))
         elif isinstance(event, ev.Containment):
             self.outputs.extend(step.contain(overlay, event, now, (topic, offset),
-                                             msg.key() or b""))
+                                             msg.key() or b"", self.sent_ms))
         elif not isinstance(event, ev.Tick):
-            outs = step.decide(overlay, event, now)
+            outs = step.decide(overlay, event, now, self.sent_ms)
             trace = tracing.of_message(msg)
             # The input's trace context goes on what answers it (never a new span's: the
             # same input must produce the same records on a replay).

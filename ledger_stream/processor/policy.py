@@ -1,41 +1,79 @@
-"""The decision policy from settings: the knobs of the decision table, and the approval
-secret, which must be set explicitly outside development mode."""
+"""The decision policy from settings: the knobs of the decision table, and the approver public
+keys the ledger trusts, which must be given explicitly outside development mode."""
 
 from __future__ import annotations
 
 import logging
 
 from ledger_stream.config import Settings
+from ledger_stream.domain.approval import ApprovalKeys, InvalidApprovalKey
 from ledger_stream.domain.policy import Policy
+from ledger_stream.operate.approvals import public_keys_from_text, public_keys_in
 
 logger = logging.getLogger(__name__)
 
 DEV_APPROVAL_SECRET = b"ledger-dev-secret"
+KEY_SETTINGS = "LEDGER_APPROVAL_KEYS_DIR (a directory of KEY_ID.pub files) or " \
+    "LEDGER_APPROVAL_PUBLIC_KEYS (KEY_ID=BASE64,...)"
 
 
 class ConfigError(ValueError):
     """A setting that makes the ledger unsafe to run: the message says which and why."""
 
 
-def approval_secret(settings: Settings) -> bytes:
-    """The approval HMAC key. Raises ConfigError when none is set outside dev mode: a
-    well-known default would let anyone sign approvals."""
-    if settings.approval_secret is not None:
-        secret = settings.approval_secret.get_secret_value().encode()
-        if secret:
-            return secret
-    if not settings.dev_mode:
+def approval_keys(settings: Settings) -> ApprovalKeys:
+    """The approver public keys (by key id), the revoked ids and, in dev mode only, the
+    shared HMAC secret. Raises ConfigError outside dev mode when no public key is given:
+    the ledger holds nothing that can sign an approval, so a host with its whole
+    configuration cannot approve its own payment."""
+    try:
+        public = public_keys_in(settings.approval_keys_dir) \
+            if settings.approval_keys_dir is not None else {}
+        public.update(public_keys_from_text(settings.approval_public_keys or ""))
+        keys = ApprovalKeys.of(public, frozenset(settings.approval_revoked_keys),
+                               dev_secret(settings, approver_keys=bool(public)))
+    except InvalidApprovalKey as exc:
+        raise ConfigError(str(exc)) from None
+    if not settings.dev_mode and not keys.public:
+        secret_only = " (LEDGER_APPROVAL_SECRET is honoured in development mode only: " \
+            "whoever can check a shared secret can also sign with it)" \
+            if settings.approval_secret is not None \
+            and settings.approval_secret.get_secret_value() else ""
         raise ConfigError(
-            "no approval secret: set LEDGER_APPROVAL_SECRET (or approval_secret in the "
-            "config file), or LEDGER_DEV_MODE=1 to use the public development secret")
-    logger.warning("development mode: approvals use the public development secret")
+            f"no approver public key: set {KEY_SETTINGS}; make a key with `ledger-stream "
+            f"approval-keys generate`{secret_only}; or LEDGER_DEV_MODE=1 for development")
+    if settings.approval_signing_key is not None and not settings.dev_mode:
+        logger.warning("LEDGER_APPROVAL_SIGNING_KEY is set here, but checking approvals needs "
+                       "public keys only: keep approvers' private keys off this host")
+    return keys
+
+
+def dev_secret(settings: Settings, approver_keys: bool = False) -> bytes | None:
+    """The HMAC secret of key-less approvals: only in dev mode (LEDGER_APPROVAL_SECRET, or
+    the public development secret when no approver key is given); None otherwise, whatever
+    is configured."""
+    configured = settings.approval_secret.get_secret_value().encode() \
+        if settings.approval_secret is not None else b""
+    if not settings.dev_mode:
+        if configured:
+            logger.warning("LEDGER_APPROVAL_SECRET is ignored outside development mode: "
+                           "approvals need an approver key's signature")
+        return None
+    if configured:
+        return configured
+    if approver_keys:
+        # Keys given say approvals matter here: a secret anyone can read in the source
+        # would let any worker approve its own payment.
+        return None
+    logger.warning("development mode: approvals without a key id use the public "
+                   "development secret")
     return DEV_APPROVAL_SECRET
 
 
 def policy_from(settings: Settings) -> Policy:
     return Policy(
         replay_window_ms=settings.replay_window_ms,
-        approval_secret=approval_secret(settings),
+        approval_keys=approval_keys(settings),
         approval_required_actions=frozenset(settings.approval_required_actions),
         retry_backoff_ms=settings.retry_backoff_ms,
         max_attempts=settings.max_attempts,

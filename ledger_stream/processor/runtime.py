@@ -148,8 +148,10 @@ class Processor:
         ticks = self._ticks()
         if not records and not ticks:
             return
+        # The wall clock as the batch's outputs are about to leave: deadlines that wait for
+        # an answer to them count from it (a partition clock behind it is lag, not silence).
         batch = Batch(self._step, self._assignment.stores, self._assignment.committed,
-                      self._inputs, member, metadata)
+                      self._inputs, member, metadata, sent_ms=int(time.time() * 1000))
         batch.ticks = ticks
         try:
             for msg in records:

@@ -154,8 +154,10 @@ class LedgerStep:
         result: ev.InputEvent = event
         return result
 
-    def decide(self, view: StateView, event: ev.InputEvent, now_ms: int) -> list[Out]:
-        """Decide ``event`` at partition time ``now_ms``; the new state goes to ``view``."""
+    def decide(self, view: StateView, event: ev.InputEvent, now_ms: int,
+               sent_ms: int = 0) -> list[Out]:
+        """Decide ``event`` at partition time ``now_ms``; the new state goes to ``view``.
+        ``sent_ms``: the wall time the outputs leave (``decide``'s: deadlines wait for them)."""
         started = time.perf_counter()
         if isinstance(event, ev.PoisonInput):
             key_text = event.key.decode("utf-8", "replace") if event.key else ""
@@ -174,7 +176,7 @@ class LedgerStep:
                 hold = containment.hold_for(
                     tenant, action, key_text,
                     state.held_by if state.phase is Phase.HELD else "")
-            decision = decide(state, event, self.policy, now_ms, hold)
+            decision = decide(state, event, self.policy, now_ms, hold, sent_ms)
             after = decision.state
             if after is not state:
                 view.put(key_text, state, after)
@@ -198,7 +200,7 @@ class LedgerStep:
         return outs
 
     def contain(self, view: StateView, event: ev.Containment, now_ms: int,
-                where: tuple[str, int], record_key: bytes) -> list[Out]:
+                where: tuple[str, int], record_key: bytes, sent_ms: int = 0) -> list[Out]:
         """An operator's freeze or unfreeze, at this point of the partition's log (``where``:
         its topic and offset): the partition's containment changes, and an unfreeze
         releases the keys its freeze held, in the order they were held (one held again by
@@ -228,16 +230,17 @@ class LedgerStep:
         metrics.CONTAINMENT.labels("freeze" if event.frozen else "unfreeze").inc()
         outs: list[Out] = []
         for key in released:
-            outs.extend(self.decide(view, ev.Release(key, scope), now_ms))
+            outs.extend(self.decide(view, ev.Release(key, scope), now_ms, sent_ms))
         if released:  # entries of keys that had moved on are dropped too
             view.put_containment(view.containment().without_scope(scope))
         return outs
 
-    def timer(self, view: StateView, key: str, due_ms: int, now_ms: int) -> list[Out]:
+    def timer(self, view: StateView, key: str, due_ms: int, now_ms: int,
+              sent_ms: int = 0) -> list[Out]:
         """A key's deadline has come: decide its Timer (a stale one changes nothing)."""
         kind = _TIMER_KIND.get(view.state(key).phase, "stale")
         _child(metrics.TIMERS, kind).inc()
-        return self.decide(view, ev.Timer(key, due_ms), now_ms)
+        return self.decide(view, ev.Timer(key, due_ms), now_ms, sent_ms)
 
     def encode_tick(self, partition: int, instance: str, at_ms: int) -> bytes:
         return self._codec.encode(ev.Tick(partition, instance, at_ms))

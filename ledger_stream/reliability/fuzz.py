@@ -22,8 +22,6 @@ A violation is reported with the seed and the case number that reproduce it.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import random
 import time
 import traceback
@@ -31,6 +29,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import sign_approval
@@ -44,14 +45,21 @@ from ledger_stream.processor.changelog import Positions
 from ledger_stream.processor.step import LedgerStep
 from ledger_stream.serde import AvroCodec, DecodeError
 from ledger_stream.state import MemoryPartitionStore, decode_row
+from ledger_stream.testing.approvers import seeded_approver, trusted
 from ledger_stream.testing.records import FakeMessage
 
 PARTITIONS = 4
 INTENTS, ATTEMPTS = "fuzz.intents", "fuzz.attempts"
-SECRET = b"fuzz-secret"
+# Deterministic approver keys: the trusted one, a trusted but revoked one, and a forger's
+# key under the trusted key's id.
+APPROVER = seeded_approver("fuzz", "fuzz approver")
+REVOKED = seeded_approver("fuzz-old", "fuzz revoked approver")
+FORGER = seeded_approver("fuzz", "fuzz forger")
+STRANGER = seeded_approver("fuzz-unknown", "fuzz stranger")
 # A replay window of four hours of partition clock (which advances about a second per record
 # per partition), so keys settle, seal (EXPIRED) and are asked again within one store's life.
-POLICY = Policy(approval_secret=SECRET, approval_required_actions=frozenset({"payout"}),
+POLICY = Policy(approval_keys=trusted(APPROVER, REVOKED, revoked=frozenset({REVOKED.key_id})),
+                approval_required_actions=frozenset({"payout"}),
                 retry_backoff_ms=0, replay_window_ms=4 * 3_600_000)
 CHUNK = 500  # records per batch
 RESET_EVERY = 200  # batches: fresh stores (memory stays bounded)
@@ -165,13 +173,14 @@ class Generator:
         approval = None
         roll = rng.random()
         if roll < 0.3:
-            approval = sign_approval(SECRET, key, "ap", digest, "", at + 60_000)
+            approval = sign_approval(APPROVER, key, "ap", digest, "", at + 60_000)
         elif roll < 0.4:
-            approval = sign_approval(b"forged", key, "ap", digest, "", at + 60_000)
+            forger = rng.choice([FORGER, REVOKED, STRANGER])
+            approval = sign_approval(forger, key, "ap", digest, "", at + 60_000)
         elif roll < 0.45:
-            approval = sign_approval(SECRET, key, "ap", "0" * 64, "", at + 60_000)
+            approval = sign_approval(APPROVER, key, "ap", "0" * 64, "", at + 60_000)
         elif roll < 0.5:
-            approval = sign_approval(SECRET, key, "ap", digest, "", at - 1)  # expired
+            approval = sign_approval(APPROVER, key, "ap", digest, "", at - 1)  # expired
         if rng.random() < 0.05:
             tenant = "other"  # a key of another tenant
         if rng.random() < 0.03:
@@ -334,11 +343,18 @@ def _reserved_before(state: Any, intent: ev.Intent) -> bool:
 
 def _approved(intent: ev.Intent, now_ms: int) -> bool:
     """Whether ``intent`` carries a valid approval, judged here from the documented signed
-    text (not by ledger_stream.domain.approval): signed with the policy's secret, for
-    this key and these arguments, not expired at the partition clock."""
+    text (not by ledger_stream.domain.approval): signed by the one unrevoked approver key,
+    for this key and these arguments, not expired at the partition clock."""
     a = intent.approval
     if a is None or a.payload_hash != intent.args_hash or a.expires_at_ms <= now_ms:
         return False
-    text = "\n".join(("ledger-approval-v1", intent.key, a.approval_id, a.payload_hash,
-                      a.policy_revision, str(a.expires_at_ms))).encode()
-    return hmac.new(SECRET, text, hashlib.sha256).hexdigest() == a.signature
+    if a.key_id != APPROVER.key_id:
+        return False
+    text = "\n".join(("ledger-approval-v2", a.key_id, intent.key, a.approval_id,
+                      a.payload_hash, a.policy_revision, str(a.expires_at_ms))).encode()
+    try:
+        Ed25519PublicKey.from_public_bytes(APPROVER.public_bytes()).verify(
+            bytes.fromhex(a.signature), text)
+    except (InvalidSignature, ValueError):
+        return False
+    return True

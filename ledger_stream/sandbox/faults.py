@@ -10,6 +10,8 @@ Modes, as a client sees them:
 - ``delay_before_commit``: the server waits ``delay_s`` (default 5 s), then commits and
   answers normally; a client with a shorter timeout gives up before the commit.
 - ``error_before_commit``: 503 with ``Retry-After: 0``; nothing is committed.
+- ``decline``: 402 ``card_declined`` whose message is the fault's ``message`` (a real
+  payments API may echo the card number there); nothing is committed.
 - ``crash_before_commit``: the process exits with status 70; nothing is committed.
 - ``crash_after_commit``: the effect is committed, then the process exits with status 71.
 
@@ -26,10 +28,12 @@ FAULT_MODES = (
     "commit_then_drop",
     "delay_before_commit",
     "error_before_commit",
+    "decline",
     "crash_before_commit",
     "crash_after_commit",
 )
 DEFAULT_DELAY_S = {"delay_before_commit": 5.0}
+DEFAULT_DECLINE = "the card was declined"
 EXIT_CRASH_BEFORE_COMMIT = 70
 EXIT_CRASH_AFTER_COMMIT = 71
 
@@ -44,6 +48,7 @@ class Fault:
     times: int = 1
     key: str | None = None  # None: any new key
     delay_s: float | None = None
+    message: str | None = None  # the decline's message; None: DEFAULT_DECLINE
 
     def __post_init__(self) -> None:
         if self.mode not in FAULT_MODES:
@@ -58,6 +63,9 @@ class Fault:
         ):
             raise InvalidFault(f"delay_s must be a number of seconds in [0, 3600], "
                                f"not {self.delay_s!r}")
+        if self.message is not None and (not isinstance(self.message, str)
+                                         or len(self.message) > 4096):
+            raise InvalidFault("message must be a string of at most 4096 characters or null")
 
     @property
     def delay(self) -> float:
@@ -71,11 +79,12 @@ class Fault:
         """From a ``POST /v1/faults`` body. Raises InvalidFault."""
         if not isinstance(value, dict):
             raise InvalidFault("the body must be a JSON object")
-        unknown = set(value) - {"mode", "times", "key", "delay_s"}
+        unknown = set(value) - {"mode", "times", "key", "delay_s", "message"}
         if unknown:
             raise InvalidFault(f"unknown fields: {', '.join(sorted(unknown))}")
         return cls(mode=value.get("mode", ""), times=value.get("times", 1),
-                   key=value.get("key"), delay_s=value.get("delay_s"))
+                   key=value.get("key"), delay_s=value.get("delay_s"),
+                   message=value.get("message"))
 
     @classmethod
     def from_spec(cls, spec: str) -> Fault:
@@ -92,7 +101,7 @@ class Fault:
 
     def to_json(self) -> dict[str, Any]:
         return {"mode": self.mode, "times": self.times, "key": self.key,
-                "delay_s": self.delay}
+                "delay_s": self.delay, "message": self.message}
 
 
 class FaultBoard:

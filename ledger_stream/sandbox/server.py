@@ -34,6 +34,7 @@ from urllib.parse import unquote, urlsplit
 from ledger_stream.domain.keys import args_hash
 from ledger_stream.logs import log_fields
 from ledger_stream.sandbox.faults import (
+    DEFAULT_DECLINE,
     EXIT_CRASH_AFTER_COMMIT,
     EXIT_CRASH_BEFORE_COMMIT,
     Fault,
@@ -184,6 +185,9 @@ class SandboxHandler(BaseHTTPRequestHandler):
         if fault.mode == "error_before_commit":
             store.record_request(key, attempt_id, body_hash, label)
             raise HttpError(503, "unavailable", "injected fault: nothing was committed")
+        if fault.mode == "decline":
+            store.record_request(key, attempt_id, body_hash, label)
+            raise HttpError(402, "card_declined", fault.message or DEFAULT_DECLINE)
         if fault.mode == "crash_before_commit":
             store.record_request(key, attempt_id, body_hash, label)
             self._crash(EXIT_CRASH_BEFORE_COMMIT, label)

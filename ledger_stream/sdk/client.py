@@ -72,8 +72,9 @@ class LedgerClient:
     def __init__(self, settings: Settings | None = None, *, bootstrap: str | None = None,
                  codec: AvroCodec | None = None) -> None:
         self.settings = settings or Settings()
-        if self.settings.kafka_client:  # the cluster's security settings, for every client
-            use_client_settings(self.settings.kafka_client)
+        security = self.settings.kafka_client_properties()
+        if security:  # the cluster's security settings (SASL, TLS), for every client
+            use_client_settings(security)
         self.bootstrap = bootstrap or resolve_bootstrap(self.settings)
         self._codec = codec or make_codec(self.settings.schema_registry_url)
         # No linger: an agent waits for each intent's acknowledgement, one at a time, so

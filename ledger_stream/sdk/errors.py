@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ledger_stream.domain.events import Reason, Receipt, ReceiptStatus
+from ledger_stream.history.detail import shown_detail
 
 
 class InvalidIntentError(ValueError):
@@ -64,13 +65,13 @@ def raise_for(receipt: Receipt) -> Receipt:
     if status in (ReceiptStatus.REJECTED, ReceiptStatus.HELD):
         error = _BY_REASON.get(receipt.reason, LedgerError)
         raise error(receipt, f"{receipt.key}: {status.value} ({receipt.reason.value}): "
-                             f"{receipt.detail}")
+                             f"{shown_detail(receipt.detail)}")
     if status is ReceiptStatus.NEEDS_RECONCILIATION:
         raise NeedsReconciliation(receipt, f"{receipt.key}: outcome unknown, waiting for an "
-                                           f"operator: {receipt.detail}")
+                                           f"operator: {shown_detail(receipt.detail)}")
     if status is ReceiptStatus.FAILED:
         raise EffectFailed(receipt, f"{receipt.key}: failed ({receipt.reason.value}): "
-                                    f"{receipt.detail}")
+                                    f"{shown_detail(receipt.detail)}")
     return receipt
 
 

@@ -29,7 +29,7 @@ EVENT_TYPES: dict[str, type[Any]] = {
     for cls in (
         ev.Intent, ev.AttemptClaim, ev.AttemptOutcome, ev.ReconcileResult,
         ev.OperatorResolution, ev.Dispatch, ev.Grant, ev.Held, ev.Reconcile, ev.Done,
-        ev.Receipt, ev.Alert, ev.DeadLetter, ev.Tick, ev.Containment,
+        ev.Receipt, ev.Alert, ev.DeadLetter, ev.Tick, ev.Containment, ev.AuditRecord,
     )
 }
 
@@ -72,7 +72,7 @@ class AvroCodec:
         return self.encode_record(name, to_record(event))
 
     def encode_record(self, name: str, record: dict[str, Any]) -> bytes:
-        version = self.schemas.current(name)
+        version = self.schemas.writer(name)
         buf = io.BytesIO()
         buf.write(self._framing.header(version))
         try:

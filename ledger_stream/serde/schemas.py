@@ -2,12 +2,20 @@
 
 A ``SchemaSet`` knows the current (reader) schema of every event and every writer schema it
 may meet on the wire, by CRC-64-AVRO fingerprint: the current ones plus older versions kept
-in ``schemas/history/`` so that events written by version N stay readable by N+1.
+in ``schemas/history/`` and the schemas of every release in ``schemas/released/<version>/``,
+so that events written by version N stay readable by N+1.
+
+Two environment variables serve a rolling upgrade (docs/operations.md, "Upgrading the
+ledger"): ``LEDGER_WRITE_SCHEMAS=<version>`` makes a process write every event in the
+schemas of that release (its readers still read both), so that processes of the previous
+release, which know only their own schemas' fingerprints, can read everything it writes;
+``LEDGER_SCHEMA_DIR`` loads the schemas from another folder than the packaged one.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -28,6 +36,7 @@ def _schema_dir() -> Path:
 
 
 SCHEMA_DIR = _schema_dir()
+RELEASED = "released"  # schemas/released/<version>/*.avsc: what each release writes
 
 
 @dataclass(frozen=True)
@@ -50,25 +59,45 @@ class SchemaVersion:
 
 class SchemaSet:
     def __init__(self, current: Iterable[dict[str, Any]],
-                 history: Iterable[dict[str, Any]] = ()) -> None:
+                 history: Iterable[dict[str, Any]] = (),
+                 writing: Iterable[dict[str, Any]] = ()) -> None:
+        """``writing``: the schemas to write events in instead of the current ones (a
+        release's, during a rolling upgrade); each is readable too."""
         self._current = {v.name: v for v in map(SchemaVersion.parse, current)}
         self._by_fingerprint = {v.fingerprint: v for v in self._current.values()}
-        for old in map(SchemaVersion.parse, history):
+        self._writing = {v.name: v for v in map(SchemaVersion.parse, writing)}
+        for old in [*map(SchemaVersion.parse, history), *self._writing.values()]:
             self._by_fingerprint.setdefault(old.fingerprint, old)
 
     @classmethod
-    def load(cls, directory: Path = SCHEMA_DIR) -> SchemaSet:
+    def load(cls, directory: Path = SCHEMA_DIR, write_release: str | None = None) -> SchemaSet:
+        """The schemas of ``directory``; with ``write_release``, writing in the schemas of
+        ``directory/released/<write_release>/`` (SerdeError if there is no such release)."""
         current = [_read(p) for p in sorted(directory.glob("*.avsc"))]
         history = [_read(p) for p in sorted((directory / "history").glob("*.avsc"))]
+        history += [_read(p) for p in sorted((directory / RELEASED).glob("*/*.avsc"))]
         if not current:
             raise SerdeError(f"no Avro schemas in {directory}")
-        return cls(current, history)
+        writing: list[dict[str, Any]] = []
+        if write_release:
+            release = directory / RELEASED / write_release
+            writing = [_read(p) for p in sorted(release.glob("*.avsc"))]
+            if not writing:
+                known = sorted(p.name for p in (directory / RELEASED).glob("*"))
+                raise SerdeError(f"no released schemas {write_release!r} in "
+                                 f"{directory / RELEASED} (known: {', '.join(known)})")
+        return cls(current, history, writing)
 
     def current(self, name: str) -> SchemaVersion:
         try:
             return self._current[name]
         except KeyError:
             raise SerdeError(f"no schema for event type {name!r}") from None
+
+    def writer(self, name: str) -> SchemaVersion:
+        """The schema events of type ``name`` are written in: the release's being written
+        (an event type it lacks in the current schema), else the current one."""
+        return self._writing.get(name) or self.current(name)
 
     def by_fingerprint(self, fp: bytes) -> SchemaVersion | None:
         return self._by_fingerprint.get(fp)
@@ -85,4 +114,8 @@ def _read(path: Path) -> dict[str, Any]:
 
 @cache
 def default_schemas() -> SchemaSet:
-    return SchemaSet.load()
+    """The process's schemas: ``LEDGER_SCHEMA_DIR`` (default: the packaged ones), written in
+    the release ``LEDGER_WRITE_SCHEMAS`` names (default: the current schemas)."""
+    directory = os.environ.get("LEDGER_SCHEMA_DIR")
+    return SchemaSet.load(Path(directory) if directory else SCHEMA_DIR,
+                          os.environ.get("LEDGER_WRITE_SCHEMAS") or None)

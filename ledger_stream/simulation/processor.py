@@ -4,6 +4,12 @@ partition clock, deadlines and at-least-once crash-and-replay.
 Outputs are visible as soon as they are decided (at-least-once); a crash rolls the state
 back to the last commit and decides the same records again, so the dispatch log can hold
 identical copies of earlier outputs, exactly as a real restart without transactions does.
+
+Each decision's outputs leave at the world time the record was first decided (``sent_ms``
+to ``decide``): a record decided again after a crash sends copies of outputs that were
+visible since then, so its deadlines count from the same time and the replay decides as the
+first run did. (The runtime reads its clock once per batch, and a batch's records carry
+broker times before it, so a batch decided again fires no timer its first run did not.)
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ class SimProcessor:
     committed: int = 0
     _snapshot: tuple[dict[str, KeyState], int] = field(default_factory=lambda: ({}, 0))
     claims_seen: set[str] = field(default_factory=set)
+    first_decided: dict[int, int] = field(default_factory=dict)  # log position -> world time
 
     def append(self, event: object, now: int) -> None:
         self.log.append(Logged(event, now))
@@ -46,26 +53,28 @@ class SimProcessor:
     def step(self, now: int) -> None:
         """Decide the next input record (and the deadlines its timestamp passes)."""
         logged = self.log[self.position]
+        sent = self.first_decided.setdefault(self.position, now)
         self.position += 1
         self.clock = max(self.clock, logged.ts)
-        self._fire_due(now)
+        self._fire_due(now, sent)
         if isinstance(logged.event, ev.Tick):
             return
         event = logged.event
         key = event.key  # type: ignore[attr-defined]
         if isinstance(event, ev.AttemptClaim):
             self.claims_seen.add(event.claim_id)
-        self._apply(key, event, now)
+        self._apply(key, event, now, sent)
 
-    def _fire_due(self, now: int) -> None:
+    def _fire_due(self, now: int, sent: int) -> None:
         due = sorted((d, k) for k, s in self.states.items()
                      if (d := due_ms(s, self.policy)) is not None and d <= self.clock)
         for at, key in due:
-            self._apply(key, ev.Timer(key, at), now)
+            self._apply(key, ev.Timer(key, at), now, sent)
 
-    def _apply(self, key: str, event: object, now: int) -> None:
+    def _apply(self, key: str, event: object, now: int, sent: int) -> None:
         state = self.states.get(key) or absent(key)
-        decision = decide(state, event, self.policy, self.clock)  # type: ignore[arg-type]
+        decision = decide(state, event, self.policy, self.clock,  # type: ignore[arg-type]
+                          sent_ms=sent)
         if decision.state is not state:
             self.states[key] = decision.state
         for out in decision.outputs:

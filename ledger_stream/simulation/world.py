@@ -36,6 +36,9 @@ ARMED = {"refuse": "call", "reject": "call", "drop": "call", "slow": "call",
          "before_call": "call", "after_call": "response", "before_outcome": "outcome",
          "after_outcome": "outcome_ack"}
 PAUSES = (500, 1_500, 3_000)  # how long a freeze, a stall or a network delay lasts
+# A processor stall may also outlast lease + skew + stall_after + reconcile timeout (6.1 s
+# under sim_policy): the deadlines of what it sends after it must still wait for answers.
+LAGS = (*PAUSES, 8_000)
 # How far one "time passes" step moves the clock: mostly a little, sometimes past a lease.
 STEPS = (1, 1, 1, 10, 10, 10, 50, 50, 50, 200, 200, 600, 1_500)
 SESSION_MS = 1_000
@@ -60,7 +63,7 @@ class SimConfig:
 
 
 def sim_policy() -> Policy:
-    return Policy(replay_window_ms=10**9, approval_secret=b"sim", retry_backoff_ms=50,
+    return Policy(replay_window_ms=10**9, retry_backoff_ms=50,
                   max_attempts=3, clock_skew_ms=100, stall_after_ms=2_000,
                   reconcile_timeout_ms=3_000)
 
@@ -409,7 +412,7 @@ def _processor_crash(world: World, _: object) -> None:
 
 def _processor_stall(world: World, _: object) -> None:
     world.budget["processor_stall"] -= 1
-    world.stalled_until = world.now + world.rng.choice(PAUSES)
+    world.stalled_until = world.now + world.rng.choice(LAGS)
 
 
 def _kill(world: World, inst: Instance) -> None:

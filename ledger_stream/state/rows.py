@@ -74,8 +74,12 @@ class RowDeadline:
     def terminal_at_ms(self) -> int:
         return self._int(_TERMINAL_AT)
 
+    @property
+    def sent_at_ms(self) -> int:
+        return self._int(_SENT_AT)
+
 
 _PHASE_OF = {phase.value: phase for phase in Phase}
 _PHASE, _ATTEMPT, _STALL_ALERTED = (FIELD_INDEX[n] for n in ("phase", "attempt", "stall_alerted"))
-_NOT_BEFORE, _PHASE_SINCE, _LEASE_UNTIL, _TERMINAL_AT = (FIELD_INDEX[n] for n in (
-    "not_before_ms", "phase_since_ms", "lease_until_ms", "terminal_at_ms"))
+_NOT_BEFORE, _PHASE_SINCE, _LEASE_UNTIL, _TERMINAL_AT, _SENT_AT = (FIELD_INDEX[n] for n in (
+    "not_before_ms", "phase_since_ms", "lease_until_ms", "terminal_at_ms", "sent_at_ms"))

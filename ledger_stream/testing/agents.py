@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from ledger_stream.config import Settings
+from ledger_stream.testing.approvers import TEST_APPROVER, approver_env, write_signing_key
 from ledger_stream.testing.processes import Proc, processor_group
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
 
-APPROVAL_SECRET = "approval-service-key"
-PROCESSOR_ENV = {"LEDGER_APPROVAL_REQUIRED_ACTIONS": '["refund"]',
-                 "LEDGER_APPROVAL_SECRET": APPROVAL_SECRET}
+# The processor trusts the test approver's public key only; the workers, which play the
+# approval service in the example, are given its private key file.
+PROCESSOR_ENV = {"LEDGER_APPROVAL_REQUIRED_ACTIONS": '["refund"]', **approver_env(TEST_APPROVER)}
 REPO_ROOT = Path(__file__).resolve().parents[2]  # where examples/ is, in a source checkout
 
 
@@ -81,7 +82,9 @@ class AgentWorld:
         self._n += 1
         s = self.stack.settings
         env = {**os.environ, "LEDGER_KAFKA_BOOTSTRAP": self.stack.bootstrap,
-               "LEDGER_TOPIC_PREFIX": s.topic_prefix, "LEDGER_APPROVAL_SECRET": APPROVAL_SECRET}
+               "LEDGER_TOPIC_PREFIX": s.topic_prefix,
+               "LEDGER_APPROVAL_SIGNING_KEY": str(write_signing_key(TEST_APPROVER,
+                                                                    self.stack.tmp))}
         if failpoint:
             env["LEDGER_FAILPOINT"] = failpoint
         cmd = [sys.executable, "-m", "examples.refund_agent.worker", "--db", self.db,

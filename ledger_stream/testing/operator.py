@@ -32,9 +32,10 @@ def latest_receipt(settings: Settings, key: str, until: set[ev.ReceiptStatus],
         time.sleep(0.2)
 
 
-def waiting_for_operator(settings: Settings, key: str) -> ev.Receipt:
+def waiting_for_operator(settings: Settings, key: str, error: str = "") -> ev.Receipt:
     """Drive ``key`` to needs_reconciliation at attempt 1 through the processor; its
-    receipt."""
+    receipt. ``error``: the outcome and an unqueryable lookup report it, as a connector
+    written before failures were summarised did (the target's text verbatim)."""
     assert settings.kafka_bootstrap
     producer = EventProducer(settings, settings.kafka_bootstrap, AvroCodec(), acks="all")
     args = {"to": "customer-1", "template": "refund-done"}
@@ -48,9 +49,10 @@ def waiting_for_operator(settings: Settings, key: str) -> ev.Receipt:
     producer.send("attempts", ev.AttemptClaim(uuid.uuid4().hex, key, 1, claim_id, "test",
                                               60_000, now))
     producer.send("attempts", ev.AttemptOutcome(uuid.uuid4().hex, key, 1, claim_id,
-                                                ev.OutcomeStatus.UNKNOWN, now))
+                                                ev.OutcomeStatus.UNKNOWN, now, error=error))
+    looked = ev.ReconcileStatus.UNQUERYABLE if error else ev.ReconcileStatus.NOT_FOUND
     producer.send("attempts", ev.ReconcileResult(uuid.uuid4().hex, key, 1, claim_id,
-                                                 ev.ReconcileStatus.NOT_FOUND, False, now))
+                                                 looked, False, now, error=error))
     producer.flush()
     producer.close()
     return latest_receipt(settings, key, {ev.ReceiptStatus.NEEDS_RECONCILIATION})

@@ -211,9 +211,12 @@ class SandboxProc:
             time.sleep(0.05)
 
     def set_fault(self, mode: str, times: int = 1, key: str | None = None,
-                  delay_s: float | None = None) -> list[dict[str, Any]]:
+                  delay_s: float | None = None,
+                  message: str | None = None) -> list[dict[str, Any]]:
         """Arm a fault; returns every armed fault. Raises AssertionError if rejected."""
         spec: dict[str, Any] = {"mode": mode, "times": times}
+        if message is not None:
+            spec["message"] = message
         if key is not None:
             spec["key"] = key
         if delay_s is not None:

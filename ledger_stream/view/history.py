@@ -1,5 +1,5 @@
 """The timeline half of the view: every record of every ledger topic (intents, attempts,
-dispatch, receipts, alerts, DLQ), kept by operation key in the view's store, so a key's
+dispatch, receipts, alerts, DLQ, audit), kept by operation key in the view's store, so a key's
 timeline or evidence is one range read, however long the topics are.
 
 Freshness works as for receipts: :meth:`HistoryView.fresh` asks Kafka for the end offset
@@ -18,7 +18,8 @@ from confluent_kafka.admin import AdminClient
 from prometheus_client import Counter, Gauge
 
 from ledger_stream.domain import events as ev
-from ledger_stream.history.reader import ROLES, located
+from ledger_stream.domain.containment import audit_keys_covering
+from ledger_stream.history.reader import ROLES, freezes_only, located
 from ledger_stream.history.timeline import Located
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.end_offsets import EndOffsets
@@ -142,17 +143,31 @@ class HistoryView(Follower):
         return caught_up, self._store.decision(tenant, decision_id)
 
     def records(self, key: str, codec: AvroCodec) -> list[Located]:
-        """Every record of ``key`` applied so far, by topic, in offset order; a record that
-        does not decode is kept with ``event`` None and the reason."""
+        """Every record of ``key`` applied so far, by topic, in offset order, then the audit
+        records of the freezes that cover it (``audit_keys_covering``) when it has any of
+        its own; a record that does not decode is kept with ``event`` None and the
+        reason."""
         self._check()
-        return [located(ROLES[r.topic], self.topics[r.topic], r.partition, r.offset,
-                        r.timestamp_ms, r.value, codec)
-                for r in self._store.records(key.encode("utf-8"))]
+        own = [located(ROLES[r.topic], self.topics[r.topic], r.partition, r.offset,
+                       r.timestamp_ms, r.value, codec)
+               for r in self._store.records(key.encode("utf-8"))]
+        if not own:
+            return []
+        audit = ROLES.index("audit")
+        covering = [r for scope in audit_keys_covering(key)
+                    for r in self._store.records(scope.encode("utf-8")) if r.topic == audit]
+        return own + freezes_only(
+            [located("audit", self.topics[audit], r.partition, r.offset, r.timestamp_ms,
+                     r.value, codec) for r in covering])
 
     def partitions_of(self, key: str) -> dict[TP, int]:
-        """The key's partition in every followed topic → the view's position there."""
-        raw = key.encode("utf-8")
-        wanted = [(topic, partition_for(raw, count)) for topic, count in self.counts.items()]
+        """The key's partition in every followed topic, and the audit topic's partitions of
+        the freezes covering it → the view's position there."""
+        wanted = [(topic, partition_for(key.encode("utf-8"), count))
+                  for topic, count in self.counts.items()]
+        audit = self.topics[ROLES.index("audit")]
+        wanted += [(audit, partition_for(scope.encode("utf-8"), self.counts[audit]))
+                   for scope in audit_keys_covering(key)]
         positions = self.all_positions()
         return {tp: positions[tp] for tp in wanted}
 

@@ -24,7 +24,9 @@
 Every route but ``/healthz`` and ``/metrics`` needs ``Authorization: Bearer <API key>``,
 one of the gateway's tenant keys: 401 without a known key, 403 for a key or decision of
 another tenant (refused before anything is read). A decision's ``tenant`` defaults to the
-key's. A view started with ``--no-auth`` (loopback only) answers without a key.
+key's. A view started with ``--no-auth`` (loopback only) answers without a key, to a
+request whose ``Host`` names this host (127.0.0.1, localhost, [::1]; 403 otherwise: a
+browser page's request after DNS rebinding names the page's host).
 
 The key is everything after ``/v1/operations/``, percent-encoded UTF-8. Errors are JSON
 ``{"error": ...}`` with 400 (a bad parameter), 401 (no known API key), 403 (another
@@ -46,11 +48,19 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, Histogram, generate_latest
 
-from ledger_stream.access import Forbidden, Reader, Unauthenticated, is_loopback, reader_of
+from ledger_stream.access import (
+    Forbidden,
+    Reader,
+    Unauthenticated,
+    is_loopback,
+    names_this_host,
+    reader_of,
+)
 from ledger_stream.domain.events import OperatorResolution, Receipt
 from ledger_stream.domain.keys import InvalidKeyError, checked_key
 from ledger_stream.gateway.auth import ApiKeys
 from ledger_stream.history import evidence, timeline
+from ledger_stream.history.detail import shown_detail
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import AvroCodec, DecodeError
@@ -96,6 +106,8 @@ def operation(view: ReceiptView, codec: AvroCodec, key: str, query: dict[str, li
         caught_up = view.wait_for(partition, after, wait_ms / 1000)
     receipt = _record(codec, view.latest(key.encode("utf-8")), Receipt,
                       "the key's latest receipt")
+    if receipt is not None:  # an old record's detail may quote a target: its length only
+        receipt["detail"] = shown_detail(receipt.get("detail") or "")
     return {"key": key, "partition": partition, "position": view.position(partition),
             "caught_up": caught_up, "receipt": receipt}
 
@@ -273,6 +285,9 @@ def make_server(view: ReceiptView, codec: AvroCodec, host: str, port: int,
                         self._json(HTTPStatus.FORBIDDEN, {"error": "metrics answer this "
                                    "host only (open them with --metrics-host)"})
                 else:
+                    if keys is None and not names_this_host(self.headers.get("Host")):
+                        raise Forbidden("a view without API keys answers requests for this "
+                                        "host only (Host: 127.0.0.1 or localhost)")
                     reader = reader_of(keys, self.headers.get("Authorization"))
                     self._json(HTTPStatus.OK, read(
                         view, timeline_view, codec, reader, found[0], found[1],

@@ -21,6 +21,7 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from ledger_stream.domain import events as ev
+from ledger_stream.domain.keys import InvalidKeyError
 from ledger_stream.langgraph import Effect, LedgerMiddleware
 
 
@@ -220,6 +221,18 @@ def test_an_effect_without_a_business_id_is_refused_when_declared():
         with pytest.raises(ValueError, match="business_id must name the argument"):
             Effect("refund", "payments", empty)
 
+
+
+def test_one_business_id_written_differently_is_one_key_and_a_float_is_refused():
+    """By the same rule as ledger_tool and the MCP server (business_id_part): 42, "42" and
+    an accent composed or decomposed are one key; 42.0 (a second key beside 42) is refused."""
+    effect = Effect("refund", "payments", "invoice")
+    assert {effect.key("acme", {"invoice": v}) for v in (42, "42", " 42 ")} == {"acme/refund/42"}
+    assert effect.key("acme", {"invoice": "caf\u00e9"}) == effect.key(
+        "acme", {"invoice": "cafe\u0301"})
+    for unusable in (42.0, True, {"id": 42}):
+        with pytest.raises(InvalidKeyError):
+            effect.key("acme", {"invoice": unusable})
 
 def test_parallel_calls_in_one_step_each_carry_the_approval_of_their_own_call(tmp_path):
     """The refund agent's model asks for two refunds in one message; create_agent runs the

@@ -17,7 +17,8 @@ from examples.refund_agent.graph import GRAPH, TENANT, VERSION, build_graph, ref
 from ledger_stream import Approval, LedgerClient, args_hash, sign_approval
 from ledger_stream.config import Settings
 from ledger_stream.langgraph import ReceiptFollower, ledger_tool
-from ledger_stream.testing.agents import APPROVAL_SECRET, PROCESSOR_ENV, AgentWorld, agent_world
+from ledger_stream.testing.agents import PROCESSOR_ENV, AgentWorld, agent_world
+from ledger_stream.testing.approvers import TEST_APPROVER
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
 
@@ -66,7 +67,7 @@ def test_receipt_follower_settles_a_thread_left_pending(ledger_topics: Settings,
         graph = build_graph(_short_wait_tool(client), saver)
         config = {"configurable": {"thread_id": "t-follow"}}
         graph.invoke({"invoice": "inv-f", "amount": 10.0, "messages": []}, config)
-        approval = sign_approval(APPROVAL_SECRET.encode(), key, "ap-1",
+        approval = sign_approval(TEST_APPROVER, key, "ap-1",
                                  args_hash(refund_args("inv-f", 10.0)), "", 2**42)
         graph.invoke(Command(resume=asdict(approval)), config)
         held = graph.get_state(config).values["ledger_receipts"][key]

@@ -20,7 +20,9 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 
 from ledger_stream import LedgerClient, operation_key
+from ledger_stream.domain.keys import InvalidKeyError
 from ledger_stream.langgraph import LedgerReceipts, MissingKeyError, ledger_tool
+from ledger_stream.langgraph.tool import business_key
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
 
@@ -58,6 +60,40 @@ def test_a_key_function_is_given_only_the_material_arguments() -> None:
             refund_tool(object(), key=empty)
     refund_tool(object(), key=lambda args: operation_key("acme", "refund", args["invoice"]))
     refund_tool(object(), key=("invoice",))
+
+
+
+def test_one_business_id_written_differently_by_the_model_is_one_key() -> None:
+    """42 and "42", surrounding whitespace, and an accent composed or decomposed: one key.
+    A float, a boolean or an object is refused before anything is submitted (42.0 beside 42
+    would be two keys for one refund)."""
+    derive = business_key("invoice", "acme", "refund")
+    for written in (42, "42", " 42 "):
+        assert derive({"invoice": written, "amount": 1}) == "acme/refund/42"
+    assert derive({"invoice": "caf\u00e9-1"}) == derive({"invoice": "cafe\u0301-1"})
+    for unusable in (42.0, True, {"id": 42}, ["42"], "a/b", "  "):
+        with pytest.raises(InvalidKeyError):
+            derive({"invoice": unusable})
+
+
+def test_a_key_function_cannot_leave_its_tenant_and_action_or_shape() -> None:
+    """Checked at each call, before anything is submitted: another tenant's or action's key,
+    or text that is not a key, fails the call."""
+    for made in ("evil/refund/inv-1", "acme/payout/inv-1", "acme/refund/", "acme/refund",
+                 "acme/refund/a\nb", 42):
+        derive = business_key(lambda args, made=made: made, "acme", "refund")
+        with pytest.raises(InvalidKeyError):
+            derive({"invoice": "inv-1"})
+
+
+def test_decoration_refuses_a_key_that_is_no_function_and_a_bad_tenant() -> None:
+    with pytest.raises(MissingKeyError, match="neither argument names nor a function"):
+        refund_tool(object(), key=42)
+    with pytest.raises(InvalidKeyError):
+        ledger_tool(object(), **{**SPEC, "tenant": "ac/me"}, key="invoice")  # type: ignore[arg-type]
+    # One required argument, however written, is a key function of the material arguments.
+    refund_tool(object(), key=lambda *args: operation_key("acme", "refund", args[0]["invoice"]))
+    refund_tool(object(), key=lambda args, extra=None: operation_key("acme", "refund", "x"))
 
 
 class S(TypedDict, total=False):

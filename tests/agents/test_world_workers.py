@@ -28,7 +28,8 @@ def test_a_worker_on_a_background_thread_is_killed_when_the_world_stops(tmp_path
     for folder in (tmp_path / "examples", package):
         (folder / "__init__.py").write_text("")
     (package / "worker.py").write_text(SLEEPER)
-    stack = SimpleNamespace(settings=SimpleNamespace(topic_prefix="t"), bootstrap="127.0.0.1:1")
+    stack = SimpleNamespace(settings=SimpleNamespace(topic_prefix="t"), bootstrap="127.0.0.1:1",
+                            tmp=tmp_path)
     pid_file = tmp_path / "worker.pid"
     world = AgentWorld(stack, None, str(pid_file), root=tmp_path)  # type: ignore[arg-type]
 
@@ -47,7 +48,8 @@ def test_a_worker_on_a_background_thread_is_killed_when_the_world_stops(tmp_path
 
 
 def test_no_worker_starts_once_the_world_stops(tmp_path: Path) -> None:
-    stack = SimpleNamespace(settings=SimpleNamespace(topic_prefix="t"), bootstrap="127.0.0.1:1")
+    stack = SimpleNamespace(settings=SimpleNamespace(topic_prefix="t"), bootstrap="127.0.0.1:1",
+                            tmp=tmp_path)
     world = AgentWorld(stack, None, str(tmp_path / "db"), root=tmp_path)  # type: ignore[arg-type]
     world.stop_running()
     late = Background(world.worker, "thread-1", "refund", timeout_s=100)

@@ -34,8 +34,9 @@ def test_smoke_run_reports_every_arm_and_ratio(kafka_bootstrap: str, tmp_path: P
                                                capsys: pytest.CaptureFixture[str],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "bench.json"
-    # As a user runs it: no approval secret in the environment (the suite sets one).
+    # As a user runs it: no approver key in the environment (the suite sets one).
     monkeypatch.delenv("LEDGER_APPROVAL_SECRET", raising=False)
+    monkeypatch.delenv("LEDGER_APPROVAL_PUBLIC_KEYS", raising=False)
     monkeypatch.delenv("LEDGER_DEV_MODE", raising=False)
 
     status = _bench(["--smoke", "--bootstrap", kafka_bootstrap, "--out", str(out)])

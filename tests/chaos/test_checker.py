@@ -15,15 +15,17 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import sign_approval
 from ledger_stream.domain.keys import args_hash, canonical_json
 from ledger_stream.falsify.evidence import LedgerTopics
+from ledger_stream.testing.approvers import seeded_approver, trusted
 
-SECRET = b"s"
+APPROVER = seeded_approver("chaos", "s")
+KEYS = trusted(APPROVER)
 REFUND = "acme/refund/r1"
 CREDIT = "acme/credit/c1"
 
 
 def intent(key: str, amount: int, approved: bool = True) -> ev.Intent:
     args = {"amount": amount}
-    approval = sign_approval(SECRET, key, "ap", args_hash(args), "", 10**13) \
+    approval = sign_approval(APPROVER, key, "ap", args_hash(args), "", 10**13) \
         if approved and "/refund/" in key else None
     target = "payments" if "/refund/" in key else "ledger-db"
     return ev.Intent(uuid.uuid4().hex, key, "acme", key.split("/")[1], target,
@@ -83,7 +85,7 @@ def test_a_clean_history_passes() -> None:
                                          receipt(c, ev.ReceiptStatus.SUCCEEDED),
                                          receipt(dup, ev.ReceiptStatus.SUCCEEDED)]),
                     truth([payment_call(REFUND, 5)], [(CREDIT, 7)]), journal(r, c, dup),
-                    SECRET, ())
+                    KEYS, ())
     assert verdict.ok, verdict.violations
     assert verdict.figures["keys_by_effect_count"] == {"1": 2}
 
@@ -92,17 +94,17 @@ def test_a_second_effect_without_an_alert_fails_and_with_one_is_the_window() -> 
     r = intent(REFUND, 5)
     calls = [payment_call(REFUND, 5), payment_call(REFUND, 5, "replayed")]
     done = [receipt(r, ev.ReceiptStatus.SUCCEEDED)]
-    assert kinds(check(topics([r], done), truth(calls), journal(r), SECRET, ())) \
+    assert kinds(check(topics([r], done), truth(calls), journal(r), KEYS, ())) \
         == ["duplicate_effect"]
     alerted = check(topics([r], done, [alert(REFUND, ev.AlertKind.DUPLICATE_EFFECT)]),
-                    truth(calls), journal(r), SECRET, ())
+                    truth(calls), journal(r), KEYS, ())
     assert alerted.ok and len(alerted.windows) == 1
     # Calls that stopped before the target's commit are not effects.
     failed_call = [payment_call(REFUND, 5, "fault:error_before_commit"), payment_call(REFUND, 5)]
-    assert check(topics([r], done), truth(failed_call), journal(r), SECRET, ()).ok
+    assert check(topics([r], done), truth(failed_call), journal(r), KEYS, ()).ok
     c = intent(CREDIT, 7)
     assert kinds(check(topics([c], [receipt(c, ev.ReceiptStatus.SUCCEEDED)]),
-                       truth(credits=[(CREDIT, 7), (CREDIT, 7)]), journal(c), SECRET, ())) \
+                       truth(credits=[(CREDIT, 7), (CREDIT, 7)]), journal(c), KEYS, ())) \
         == ["duplicate_effect"]
 
 
@@ -110,40 +112,40 @@ def test_lost_work_is_found() -> None:
     r, c = intent(REFUND, 5), intent(CREDIT, 7)
     # r acknowledged but never on the topic; c on the topic but still in progress.
     verdict = check(topics([c], [receipt(c, ev.ReceiptStatus.IN_PROGRESS)]), truth(),
-                    journal(r, c), SECRET, ())
+                    journal(r, c), KEYS, ())
     assert kinds(verdict) == ["lost_acknowledged", "unsettled"]
     # An intent with no receipt naming it, on a key that settled through another intent.
     again = intent(CREDIT, 7)
     verdict = check(topics([c, again], [receipt(c, ev.ReceiptStatus.SUCCEEDED)]),
-                    truth(credits=[(CREDIT, 7)]), journal(c), SECRET, ())
+                    truth(credits=[(CREDIT, 7)]), journal(c), KEYS, ())
     assert kinds(verdict) == ["unanswered"]
     # Waiting for an operator is settled.
     assert check(topics([c], [receipt(c, ev.ReceiptStatus.NEEDS_RECONCILIATION)],
                         [alert(CREDIT, ev.AlertKind.RECONCILIATION_REQUIRED, 30_000)]),
-                 truth(), journal(c), SECRET, [FaultAt(20_000, "target-kill", "postgres")]).ok
+                 truth(), journal(c), KEYS, [FaultAt(20_000, "target-kill", "postgres")]).ok
 
 
 def test_wrong_answers_and_wrong_effects_are_found() -> None:
     r = intent(REFUND, 5)
     assert kinds(check(topics([r], [receipt(r, ev.ReceiptStatus.SUCCEEDED)]), truth(),
-                       journal(r), SECRET, ())) == ["success_without_effect", "wrong_answer"]
+                       journal(r), KEYS, ())) == ["success_without_effect", "wrong_answer"]
     assert kinds(check(topics([r], [receipt(r, ev.ReceiptStatus.FAILED)]),
-                       truth([payment_call(REFUND, 5)]), journal(r), SECRET, ())) \
+                       truth([payment_call(REFUND, 5)]), journal(r), KEYS, ())) \
         == ["effect_of_failed_key"]
     conflict = intent(REFUND, 6)
     verdict = check(topics([r, conflict], [
         receipt(r, ev.ReceiptStatus.SUCCEEDED),
         receipt(conflict, ev.ReceiptStatus.REJECTED, ev.Reason.CONFLICT,
                 ev.ReceiptStatus.SUCCEEDED)], [alert(REFUND, ev.AlertKind.CONFLICTING_ARGUMENTS)]),
-        truth([payment_call(REFUND, 6)]), journal(r, conflict), SECRET, ())
+        truth([payment_call(REFUND, 6)]), journal(r, conflict), KEYS, ())
     assert kinds(verdict) == ["wrong_arguments"]  # the conflict's amount was paid
     unapproved = intent("acme/refund/r2", 5, approved=False)
     verdict = check(topics([unapproved], [receipt(unapproved, ev.ReceiptStatus.SUCCEEDED)],
                            [alert("acme/refund/r2", ev.AlertKind.APPROVAL_MISMATCH)]),
-                    truth([payment_call("acme/refund/r2", 5)]), journal(unapproved), SECRET, ())
+                    truth([payment_call("acme/refund/r2", 5)]), journal(unapproved), KEYS, ())
     assert kinds(verdict) == ["unapproved_effect", "wrong_answer"]
     assert kinds(check(topics([], []), truth([payment_call("acme/refund/x", 1)]), journal(),
-                       SECRET, ())) == ["effect_without_intent"]
+                       KEYS, ())) == ["effect_without_intent"]
 
 
 def test_alerts_must_match_the_inputs() -> None:
@@ -152,12 +154,12 @@ def test_alerts_must_match_the_inputs() -> None:
                 receipt(conflict, ev.ReceiptStatus.REJECTED, ev.Reason.CONFLICT,
                         ev.ReceiptStatus.SUCCEEDED)]
     paid = truth([payment_call(REFUND, 5)])
-    assert kinds(check(topics([r, conflict], receipts), paid, journal(r, conflict), SECRET,
+    assert kinds(check(topics([r, conflict], receipts), paid, journal(r, conflict), KEYS,
                        ())) == ["missing_alert"]
     stray = [alert(REFUND, ev.AlertKind.APPROVAL_MISMATCH),
              alert(REFUND, ev.AlertKind.DUPLICATE_EFFECT),
              alert(REFUND, ev.AlertKind.POISON_INPUT)]
-    verdict = check(topics([r], receipts[:1], stray), paid, journal(r), SECRET, ())
+    verdict = check(topics([r], receipts[:1], stray), paid, journal(r), KEYS, ())
     # A duplicate_effect alert with one effect is the ledger saying a second one may be on
     # its way (a stale success): counted, not failed.
     assert kinds(verdict) == ["unexplained_alert"] * 2
@@ -180,7 +182,7 @@ def test_an_operational_alert_needs_a_fault_that_can_cause_it_on_its_key() -> No
         paid = truth([payment_call(REFUND, 5)], [(CREDIT, 7)])
         if acted_ms is not None:  # when the sandbox's log shows the fault acting on REFUND
             paid = dataclasses.replace(paid, faulted_keys={REFUND: acted_ms})
-        return kinds(check(seen, paid, journal(r, c), SECRET, faults))
+        return kinds(check(seen, paid, journal(r, c), KEYS, faults))
 
     lost = ev.AlertKind.RECONCILIATION_REQUIRED
     assert verdict(lost, REFUND) == ["unexplained_alert"]  # no fault at all
@@ -220,7 +222,7 @@ def test_an_operational_alert_needs_a_fault_that_can_cause_it_on_its_key() -> No
         seen.claims.extend(claims)
         paid = dataclasses.replace(truth([payment_call(REFUND, 5)], [(CREDIT, 7)]),
                                    sandbox_crashes_ms=(at_ms,))
-        return kinds(check(seen, paid, journal(r, c), SECRET, ()))
+        return kinds(check(seen, paid, journal(r, c), KEYS, ()))
 
     assert crashed(26_500) == []
     assert crashed(31_000) == ["unexplained_alert"]  # after the alert
@@ -249,10 +251,10 @@ def test_a_key_waiting_for_an_operator_needs_its_alert() -> None:
     c = intent(CREDIT, 7)
     waiting = [receipt(c, ev.ReceiptStatus.NEEDS_RECONCILIATION)]
     cause = (FaultAt(20_000, "target-kill", "postgres"),)
-    assert kinds(check(topics([c], waiting), truth(), journal(c), SECRET, cause)) \
+    assert kinds(check(topics([c], waiting), truth(), journal(c), KEYS, cause)) \
         == ["missing_alert"]
     alerted = [alert(CREDIT, ev.AlertKind.RECONCILIATION_REQUIRED, 30_000)]
-    assert check(topics([c], waiting, alerted), truth(), journal(c), SECRET, cause).ok
+    assert check(topics([c], waiting, alerted), truth(), journal(c), KEYS, cause).ok
 
 
 def test_the_plan_deals_every_kind_and_is_a_function_of_the_seed() -> None:
@@ -274,25 +276,25 @@ def test_effects_at_the_wrong_target_calls_without_grant_and_wrong_answers_are_f
     # The credit paid at the payments target (and its own rows absent).
     verdict = check(topics([r, c], done), truth([payment_call(REFUND, 5),
                                                  payment_call(CREDIT, 7)]),
-                    journal(r, c), SECRET, ())
+                    journal(r, c), KEYS, ())
     assert "effect_at_wrong_target" in kinds(verdict)
     # A call whose claim no Grant names.
     verdict = check(topics([r], done[:1]), truth([payment_call(REFUND, 5, attempt="zz")]),
-                    journal(r), SECRET, ())
+                    journal(r), KEYS, ())
     assert kinds(verdict) == ["call_without_grant"]
     # A conflicting intent told "succeeded"; a success naming another payment.
     conflict = intent(REFUND, 6)
     told = [*done[:1], receipt(conflict, ev.ReceiptStatus.SUCCEEDED)]
     verdict = check(topics([r, conflict], told,
                            [alert(REFUND, ev.AlertKind.CONFLICTING_ARGUMENTS)]),
-                    truth([payment_call(REFUND, 5)]), journal(r, conflict), SECRET, ())
+                    truth([payment_call(REFUND, 5)]), journal(r, conflict), KEYS, ())
     assert kinds(verdict) == ["wrong_answer"]
     other = [receipt(r, ev.ReceiptStatus.SUCCEEDED, paid="pay-elsewhere")]
     assert kinds(check(topics([r], other), truth([payment_call(REFUND, 5)]), journal(r),
-                       SECRET, ())) == ["wrong_answer"]
+                       KEYS, ())) == ["wrong_answer"]
     # PostgreSQL's receipt row fences: two rows fail even with the ledger's alert.
     verdict = check(topics([c], done[1:], [alert(CREDIT, ev.AlertKind.DUPLICATE_EFFECT)]),
-                    truth(credits=[(CREDIT, 7), (CREDIT, 7)]), journal(c), SECRET, ())
+                    truth(credits=[(CREDIT, 7), (CREDIT, 7)]), journal(c), KEYS, ())
     assert kinds(verdict) == ["duplicate_effect"]
 
 
@@ -304,7 +306,7 @@ def test_an_intent_both_unapproved_and_conflicting_may_get_either_alert() -> Non
         receipts = [receipt(r, ev.ReceiptStatus.SUCCEEDED),
                     receipt(both, ev.ReceiptStatus.REJECTED, reason, ev.ReceiptStatus.SUCCEEDED)]
         verdict = check(topics([r, both], receipts, [alert(REFUND, kind)]),
-                        truth([payment_call(REFUND, 5)]), journal(r, both), SECRET, ())
+                        truth([payment_call(REFUND, 5)]), journal(r, both), KEYS, ())
         assert verdict.ok, verdict.violations
 
 

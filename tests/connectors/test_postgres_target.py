@@ -96,6 +96,28 @@ def test_sql_error_in_the_effect_is_failed_with_no_receipt_and_no_effect(
     assert target.lookup(req.key, timeout_s=5) is None
 
 
+@pytest.mark.parametrize("sqlstate, raised_as", [
+    ("40001", PostgresNotApplied),  # a serialization failure: its text was quoted before
+    ("P0001", PostgresRejected),
+])
+def test_the_servers_message_is_kept_only_as_its_length(
+        postgres_dsn: str, sqlstate: str, raised_as: type[Exception]) -> None:
+    """A trigger or function can raise any text under any SQLSTATE: a card number, say."""
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE FUNCTION decline() RETURNS int LANGUAGE plpgsql AS $$ BEGIN "
+                     "RAISE EXCEPTION 'card 4111 1111 1111 1111 declined' USING ERRCODE = "
+                     f"'{sqlstate}'; END $$")
+    target = make_target(postgres_dsn, "SELECT decline()")
+    with pytest.raises(raised_as) as raised:
+        target.apply(request(), timeout_s=5)
+    message = str(raised.value)
+    assert "4111" not in message and "declined" not in message
+    assert message == ("the effect transaction failed, rolled back: "
+                       f"{type(raised.value.__cause__).__name__} (message: "
+                       f"{len(str(raised.value.__cause__))} characters withheld) "
+                       f"[phase=transaction, sqlstate={sqlstate}]")
+
+
 def test_statement_timeout_before_commit_is_not_applied(postgres_dsn: str) -> None:
     target = make_target(postgres_dsn, "SELECT pg_sleep(%(amount)s)")
     req = request(args={"amount": 5})

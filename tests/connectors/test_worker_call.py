@@ -56,7 +56,8 @@ def test_a_call_whose_classification_raises_is_reported_unknown() -> None:
     w._done.get(timeout=5)()  # ...and the job has its completion
     [(job_id, status, _, error)] = core.called
     assert (job_id, status) == (7, ev.OutcomeStatus.UNKNOWN)
-    assert "bug in classify" in error
+    # The class only: a bug's message (or its cause's) may quote the target's answer.
+    assert error == "RuntimeError [message not shown: 15 characters]"
 
 
 def test_a_call_that_succeeds_is_reported_as_such() -> None:
@@ -67,3 +68,67 @@ def test_a_call_that_succeeds_is_reported_as_such() -> None:
     w._done.get(timeout=5)()
     [(job_id, status, external_id, _)] = core.called
     assert (job_id, status, external_id) == (8, ev.OutcomeStatus.SUCCEEDED, "mem-1")
+
+
+PAN = "4111 1111 1111 1111"
+
+
+class EchoingTarget(MemoryTarget):
+    """A Target whose errors carry the target's text, as client libraries' often do."""
+
+    def __init__(self, raise_: Exception) -> None:
+        super().__init__()
+        self.raise_ = raise_
+
+    def apply(self, request: EffectRequest, timeout_s: float) -> str:
+        try:
+            raise ValueError(f"server said: card {PAN} declined")
+        except ValueError as cause:
+            raise self.raise_ from cause
+
+    def lookup(self, key: str, timeout_s: float) -> str | None:
+        raise self.raise_
+
+
+@pytest.mark.parametrize("raised", [
+    RuntimeError(f"HTTP 402: card {PAN} declined"),  # a library's error let through
+    KeyError(PAN),
+])
+def test_an_error_that_quotes_the_target_is_recorded_and_logged_as_its_class_only(
+        raised: Exception, caplog: pytest.LogCaptureFixture) -> None:
+    core = Recorder()
+    w = worker(EchoingTarget(raised), core)
+    w._call(Call(9, EffectRequest("acme/pay/k3", 1, "c3", "pay", {}, "h"), 2.0, 0))
+    w._done.get(timeout=5)()
+    [(_, status, _, error)] = core.called
+    assert status is ev.OutcomeStatus.UNKNOWN
+    assert error == f"{type(raised).__name__} [message not shown: {len(str(raised))} characters]"
+    logged = "\n".join(f"{r.getMessage()} {vars(r)}" for r in caplog.records)
+    assert "4111" not in logged
+
+
+def test_a_target_error_is_recorded_as_its_summary() -> None:
+    from ledger_stream.connector.redaction import SUMMARY
+    from ledger_stream.connector.target import TargetError
+
+    core = Recorder()
+    w = worker(EchoingTarget(TargetError("HTTP 402 (refused) [x] " + "y" * 300)), core)
+    w._call(Call(10, EffectRequest("acme/pay/k4", 1, "c4", "pay", {}, "h"), 2.0, 0))
+    w._done.get(timeout=5)()
+    [(_, _, _, error)] = core.called
+    assert error.startswith("TargetError [HTTP 402 (refused) (x) yyy") and error.endswith("...]")
+    assert len(error) <= 200 and SUMMARY.fullmatch(error)
+
+
+def test_a_failed_lookup_is_reported_as_a_summary() -> None:
+    from ledger_stream.connector.commands import Lookup
+
+    answers: list[object] = []
+    w = worker(EchoingTarget(RuntimeError(f"card {PAN}")), Recorder())
+    w._core = type("Core", (), {"looked_up": staticmethod(
+        lambda job_id, answer, now_ms: answers.append(answer) or [])})()
+    w._target.name = "mem"
+    w._lookup(Lookup(11, "acme/pay/k5", 2.0))
+    w._done.get(timeout=5)()
+    [answer] = answers
+    assert answer.unavailable == "RuntimeError [message not shown: 24 characters]"

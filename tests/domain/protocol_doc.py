@@ -16,12 +16,15 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import sign_approval
 from ledger_stream.domain.containment import Freeze, Hold
 from ledger_stream.domain.state import KeyState
+from ledger_stream.testing.approvers import seeded_approver, trusted
 from tests.factories import KEY, claim, intent, now_of, outcome, reconciled, resolution
 
 OS, RS, RES = ev.OutcomeStatus, ev.ReconcileStatus, ev.Resolution
+APPROVER, FORGER = seeded_approver("approver-1", "k"), seeded_approver("approver-1", "forged")
 POLICY = Policy(replay_window_ms=100_000, retry_backoff_ms=500, max_attempts=3,
                 clock_skew_ms=1_000, approval_required_actions=frozenset({"payout"}),
-                approval_secret=b"k", stall_after_ms=60_000, reconcile_timeout_ms=120_000)
+                approval_keys=trusted(APPROVER), stall_after_ms=60_000,
+                reconcile_timeout_ms=120_000)
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,7 @@ def _timer(at_ms: int) -> Callable[[], ev.InputEvent]:
 
 def _payout(approval: bool) -> ev.InputEvent:
     base = intent(key="acme/payout/p1")
-    signed = sign_approval(b"k", base.key, "ap-1", base.args_hash, "", 99_999) if approval \
+    signed = sign_approval(APPROVER, base.key, "ap-1", base.args_hash, "", 99_999) if approval \
         else None
     return intent(key="acme/payout/p1", approval=signed)
 
@@ -136,7 +139,7 @@ ROWS = [
     Row("Intent, same args, approval required and missing", lambda: [_payout(True)],
         lambda: _payout(False)),
     Row("Intent, same args, forged approval", _succeeded,
-        lambda: intent(approval=sign_approval(b"forged", KEY, "a", intent().args_hash, "",
+        lambda: intent(approval=sign_approval(FORGER, KEY, "a", intent().args_hash, "",
                                               99_999))),
     Row("Intent, different args", _reserved, lambda: intent(args={"amount": 1})),
     Row("Intent, different args and another workflow version", _reserved,
@@ -202,6 +205,10 @@ ROWS = [
         lambda: reconciled(RS.FOUND, external_id="pay-1")),
     Row("ReconcileResult(not_found), stale attempt", _moved_on(True),
         lambda: reconciled(RS.NOT_FOUND, attempt=1, claim_id="r1", at_ms=17_000)),
+    Row("ReconcileResult(not_found) for attempt 1 while attempt 2 is reconciling",
+        lambda: [*_moved_on(True)(), outcome(OS.UNKNOWN, attempt=2, claim_id="c3",
+                                             at_ms=16_500)],
+        lambda: reconciled(RS.NOT_FOUND, attempt=1, claim_id="c2", at_ms=17_000)),
     Row("ReconcileResult(not_found), target deduplicates", _reconciling,
         lambda: reconciled(RS.NOT_FOUND, dedup=True)),
     Row("ReconcileResult(not_found), no deduplication", _reconciling,
@@ -333,6 +340,10 @@ FOOTER = """
   reports of an effect, which are never dropped (next rule). Definite outcomes
   (`not_applied`, `not_called`, `failed`) count only from the granted claim, also when its
   key already went to RECONCILING or NEEDS_OPERATOR (they settle what was being asked).
+  A key reconciles each attempt at most once, so a reconcile result's attempt number names
+  the Reconcile it answers: `not_found` or `unqueryable` for an earlier attempt, arriving
+  while a later one is being reconciled, is recorded in the key's history and the
+  reconciliation of the current attempt goes on.
 - A report that the target holds the key's effect (a `succeeded` outcome from any claim, a
   lookup that found it) settles a key still in flight, whatever attempt it names; turns a
   FAILED key into SUCCEEDED with `late_effect`; agrees with the effect that settled the
@@ -404,6 +415,17 @@ every replay. What a deadline does:
 - RESERVED, not claimed for `stall_after`: `stalled`, and the same Dispatch again (same id);
 - SUCCEEDED or FAILED, the replay window over: sealed (the arguments and payload leave the
   state and its changelog), keeping the outcome for late intents.
+
+The first three wait for an answer to the ledger's own output (the Grant, the Reconcile,
+the Dispatch), which nobody can write before that output has left the processor. A
+processor catching up a backlog decides at a partition clock far behind the time its
+outputs leave, so each of these deadlines counts from no earlier than that time: the
+runtime reads its wall clock as a batch starts and passes it to `decide` (`sent_ms`), and
+the key keeps it (`sent_at_ms`) with its state. A lagging processor's Grant, sent after
+its lease ended, is answered `not_called` and the key moves on; it is not reconciled, and
+no operator is asked. The deadline only ever moves later (a processor whose clock runs
+ahead of the brokers' delays it by the difference); the send time is in no output, so a
+decision repeated after a crash emits the same bytes.
 
 So no key stays in flight in silence. Leases are compared the same way: a Grant's
 `lease_until` is the claim's broker time plus the lease; the holder checks it against its

@@ -13,7 +13,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.deadlines import TIMER_CLAIM
 from ledger_stream.domain.state import KeyState, Phase
 from tests.domain.test_decide import of, run
-from tests.factories import KEY, claim, intent, outcome
+from tests.factories import KEY, claim, intent, outcome, reconciled
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -106,3 +106,144 @@ def test_a_stale_timer_changes_nothing():
 def test_every_in_flight_phase_but_the_operator_queue_has_a_deadline(phase_events):
     state, _ = run(phase_events, granted(), POLICY)
     assert state.phase.in_flight and due_ms(state, POLICY) is not None
+
+
+# --- a lagging processor: deadlines wait for the ledger's own outputs --------------------
+
+DEFAULTS = Policy()  # lease 30 s (the connector's default), skew 2 s, stall 5 min, 10 min
+LAG_MS = 1_000_000  # behind by more than lease + skew + stall + reconcile timeout (932 s)
+
+
+class Lagging:
+    """The runtime around the pure core, behind the log by LAG_MS: each record is decided
+    at its broker timestamp while its outputs leave LAG_MS later (``sent_ms``), and the
+    Timers whose deadline the clock passes are decided first, as ``Batch.add`` does."""
+
+    def __init__(self, policy: Policy = DEFAULTS) -> None:
+        self.policy, self.state = policy, KeyState(key=KEY)
+        self.outputs: list[ev.OutputEvent] = []
+
+    def read(self, event: ev.InputEvent | None, at: int) -> list[ev.OutputEvent]:
+        """Decide the record appended at ``at`` (None: a Tick), timers first."""
+        out: list[ev.OutputEvent] = []
+        due = due_ms(self.state, self.policy)
+        if due is not None and due <= at:
+            out += self._decide(ev.Timer(KEY, due), at)
+        if event is not None:
+            out += self._decide(event, at)
+        return out
+
+    def _decide(self, event: ev.InputEvent, at: int) -> list[ev.OutputEvent]:
+        decision = decide(self.state, event, self.policy, at, sent_ms=at + LAG_MS)
+        self.state = decision.state
+        self.outputs += decision.outputs
+        return list(decision.outputs)
+
+    def backlog(self, start: int, end: int) -> None:
+        """Other records of the partition, one every 10 s and one at ``end``, appended
+        before any answer to what the processor sends now."""
+        for at in (*range(start, end, 10_000), end):
+            self.read(None, at)
+
+
+def test_a_lagging_processor_waits_for_the_answer_to_a_late_grant():
+    """The claim answers a Dispatch that left LAG_MS after its intent; the Grant leaves
+    LAG_MS after the claim, too late to use: the holder answers ``not_called`` at once. The
+    log up to then (a backlog spanning more than 932 s) must expire nothing."""
+    p = Lagging()
+    p.read(intent(at_ms=0), 0)
+    claimed_at = LAG_MS + 100  # the connector saw the Dispatch when it left
+    (grant, _) = p.read(claim(1, "c1", claimed_at, lease_ms=30_000), claimed_at)
+    assert isinstance(grant, ev.Grant) and grant.lease_until_ms == claimed_at + 30_000
+    p.backlog(claimed_at, claimed_at + LAG_MS)
+    assert p.state.phase is Phase.DISPATCHED, p.state.status_detail
+    # The holder got its Grant LAG_MS late: not called, the next attempt, nobody paged.
+    answered = claimed_at + LAG_MS + 50
+    p.read(outcome(OS.NOT_CALLED, 1, "c1", answered), answered)
+    assert (p.state.phase, p.state.attempt) == (Phase.RESERVED, 2)
+    assert of(p.outputs, ev.Alert) == [] and of(p.outputs, ev.Reconcile) == []
+    assert ev.ReceiptStatus.NEEDS_RECONCILIATION not in {
+        r.status for r in of(p.outputs, ev.Receipt)}
+
+
+def test_a_lagging_processor_raises_no_stall_before_its_dispatch_could_be_claimed():
+    p = Lagging()
+    p.read(intent(at_ms=0), 0)
+    p.backlog(0, LAG_MS)  # the intent's Dispatch leaves only now
+    assert of(p.outputs, ev.Alert) == []
+    assert p.state.phase is Phase.RESERVED
+
+
+def test_a_lagging_processor_waits_for_the_result_of_a_late_reconcile():
+    """The holder's outcome is unknown: the Reconcile leaves LAG_MS after it; the result
+    comes from a lookup made when the Reconcile arrived."""
+    p = Lagging()
+    p.read(intent(at_ms=0), 0)
+    p.read(claim(1, "c1", LAG_MS + 100, lease_ms=30_000), LAG_MS + 100)
+    unknown_at = LAG_MS + 20_000  # the holder's call timed out within its lease
+    p.read(outcome(OS.UNKNOWN, 1, "c1", unknown_at), unknown_at)
+    assert p.state.phase is Phase.RECONCILING
+    p.backlog(unknown_at, unknown_at + LAG_MS)
+    assert p.state.phase is Phase.RECONCILING, p.state.status_detail
+    found_at = unknown_at + LAG_MS + 500
+    p.read(reconciled(ev.ReconcileStatus.FOUND, 1, "c1", found_at, external_id="pay-1"),
+           found_at)
+    assert p.state.phase is Phase.SUCCEEDED
+    assert of(p.outputs, ev.Alert) == []
+
+
+def test_a_lagging_processor_still_reconciles_a_holder_that_never_answers():
+    """Lag moves a deadline to the time its output left, no further: a dead holder is still
+    reconciled, and a reconciliation nobody answers still reaches an operator."""
+    p = Lagging()
+    p.read(intent(at_ms=0), 0)
+    p.read(claim(1, "c1", LAG_MS + 100, lease_ms=30_000), LAG_MS + 100)
+    granted_sent = LAG_MS + 100 + LAG_MS
+    assert due_ms(p.state, DEFAULTS) == granted_sent + 2_000 + 300_000
+    p.backlog(LAG_MS + 100, granted_sent + 302_000)
+    assert p.state.phase is Phase.RECONCILING
+    reconcile_sent = p.state.sent_at_ms
+    assert reconcile_sent == p.state.phase_since_ms + LAG_MS
+    p.backlog(granted_sent + 302_000, reconcile_sent + 600_000)
+    assert p.state.phase is Phase.NEEDS_OPERATOR
+    assert [a.kind for a in of(p.outputs, ev.Alert)] == [
+        ev.AlertKind.RECONCILIATION_REQUIRED]
+
+
+def test_a_processor_in_step_with_the_log_keeps_its_deadlines():
+    """Outputs that leave at (or before) the partition time change no deadline."""
+    state = granted()
+    again = decide(state, claim(1, "c1", 2_500), POLICY, 2_500, sent_ms=2_500).state
+    assert due_ms(again, POLICY) == due_ms(state, POLICY) == 12_000 + 1_000 + 60_000
+
+
+def test_the_send_time_is_in_no_output_and_only_arms_the_awaited_phases():
+    """A decision repeated after a crash, its outputs leaving at another time, yields the
+    same bytes; only a Dispatch, Grant or Reconcile the key waits on moves the deadline."""
+    from tests.domain.protocol_doc import ROWS
+    from tests.factories import now_of, reset_ids
+
+    for row in ROWS:
+        results = []
+        for sent in (0, 10**12):
+            reset_ids()
+            states: dict[str, KeyState] = {}
+            for event in row.setup():
+                key = event.key  # type: ignore[union-attr]
+                states[key] = decide(states.get(key) or KeyState(key=key), event, POLICY,
+                                     now_of(event), row.setup_hold).state
+            event = row.then()
+            key = getattr(event, "key", None)
+            key = key.decode() if isinstance(key, bytes) else key or KEY
+            decision = decide(states.get(key) or KeyState(key=key), event, POLICY,
+                              now_of(event), row.hold, sent)
+            results.append(decision)
+        plain, late = results
+        assert late.outputs == plain.outputs, row.event
+        awaited = {Phase.RESERVED: ev.Dispatch, Phase.DISPATCHED: ev.Grant,
+                   Phase.RECONCILING: ev.Reconcile}.get(late.state.phase)
+        sends = awaited is not None and any(isinstance(o, awaited) for o in late.outputs)
+        if sends and due_ms(late.state, POLICY) is not None:
+            assert due_ms(late.state, POLICY) >= 10**12, row.event
+        else:
+            assert due_ms(late.state, POLICY) == due_ms(plain.state, POLICY), row.event

@@ -10,11 +10,16 @@ from ledger_stream.domain import Policy, absent, decide
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import sign_approval
 from ledger_stream.domain.state import KeyState, Phase
+from ledger_stream.testing.approvers import seeded_approver, trusted
 from tests.factories import KEY, claim, intent, now_of, outcome, reconciled, resolution
 
 pytestmark = pytest.mark.timeout(30)
 
 OS, RS, RES = ev.OutcomeStatus, ev.ReconcileStatus, ev.Resolution
+# The approver the policies trust, and a forger's key under the same key id.
+APPROVER = seeded_approver("approver-1", "k")
+FORGER = seeded_approver("approver-1", "wrong")
+KEYS = trusted(APPROVER)
 POLICY = Policy(replay_window_ms=100_000, retry_backoff_ms=500, max_attempts=3,
                 clock_skew_ms=1_000)
 
@@ -82,14 +87,14 @@ def test_numbers_are_normalised_so_10_and_10_0_are_the_same_arguments():
 
 @pytest.mark.parametrize("problem", ["missing", "forged", "payload", "expired", "revision"])
 def test_bad_approval_is_rejected_and_alerted(problem):
-    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_secret=b"k")
+    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_keys=KEYS)
     base = intent(policy_revision="p1")
     approval = {
         "missing": None,
-        "forged": sign_approval(b"wrong", KEY, "a1", base.args_hash, "p1", 10_000),
-        "payload": sign_approval(b"k", KEY, "a1", "0" * 64, "p1", 10_000),
-        "expired": sign_approval(b"k", KEY, "a1", base.args_hash, "p1", 500),
-        "revision": sign_approval(b"k", KEY, "a1", base.args_hash, "p0", 10_000),
+        "forged": sign_approval(FORGER, KEY, "a1", base.args_hash, "p1", 10_000),
+        "payload": sign_approval(APPROVER, KEY, "a1", "0" * 64, "p1", 10_000),
+        "expired": sign_approval(APPROVER, KEY, "a1", base.args_hash, "p1", 500),
+        "revision": sign_approval(APPROVER, KEY, "a1", base.args_hash, "p0", 10_000),
     }[problem]
     state, out = run([intent(approval=approval, policy_revision="p1")], policy=policy)
     assert state.phase is Phase.ABSENT
@@ -100,9 +105,9 @@ def test_bad_approval_is_rejected_and_alerted(problem):
 
 
 def test_valid_approval_reserves():
-    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_secret=b"k")
+    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_keys=KEYS)
     base = intent()
-    approval = sign_approval(b"k", KEY, "a1", base.args_hash, "", 10_000)
+    approval = sign_approval(APPROVER, KEY, "a1", base.args_hash, "", 10_000)
     state, out = run([intent(approval=approval)], policy=policy)
     assert state.phase is Phase.RESERVED and of(out, ev.Dispatch)
 
@@ -294,6 +299,28 @@ def test_not_found_without_dedup_or_unqueryable_needs_an_operator(result):
     assert not of(out, ev.Dispatch)
 
 
+@pytest.mark.parametrize("stale", [
+    reconciled(RS.NOT_FOUND, 1, "c1", 30_000, dedup=True),
+    reconciled(RS.NOT_FOUND, 1, "c1", 30_000, dedup=False),
+    reconciled(RS.UNQUERYABLE, 1, "c1", 30_000, dedup=False)])
+def test_a_result_for_an_earlier_attempt_does_not_answer_the_current_reconciliation(stale):
+    """Attempt 1 was reconciled and found absent (the target deduplicates): attempt 2 went
+    out, and its outcome is unknown too. A second answer to attempt 1's Reconcile (another
+    connector, a replay) arrives while attempt 2 is reconciled: it is recorded, nothing
+    more, and attempt 2's own result still decides."""
+    state, _ = run([reconciled(RS.NOT_FOUND, 1, "c1", 20_000, dedup=True),
+                    claim(2, "c2", 21_000), outcome(OS.UNKNOWN, 2, "c2", 22_000)],
+                   reconciling())
+    assert (state.phase, state.attempt) == (Phase.RECONCILING, 2)
+    after, out = run([stale], state)
+    assert out == []
+    assert (after.phase, after.attempt, after.unknown_attempts) == (
+        Phase.RECONCILING, 2, state.unknown_attempts)
+    assert after.history[-1].what == f"reconcile:{stale.status.value}"
+    settled, _ = run([reconciled(RS.FOUND, 2, "c2", 31_000, external_id="pay-2")], after)
+    assert (settled.phase, settled.external_id) == (Phase.SUCCEEDED, "pay-2")
+
+
 def test_a_decision_about_an_attempt_cannot_answer_the_question_asked_after_it():
     """Attempts used up, two of three unknown: an operator says attempt 3 did not apply, so
     the key must be asked about again. A second decision sent about attempt 3 (racing the
@@ -431,9 +458,9 @@ def test_outputs_are_deterministic():
 
 
 def test_approval_expiry_is_judged_by_the_partition_clock_not_the_intents_stamp():
-    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_secret=b"k")
+    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_keys=KEYS)
     base = intent()
-    approval = sign_approval(b"k", KEY, "a1", base.args_hash, "", 10_000)
+    approval = sign_approval(APPROVER, KEY, "a1", base.args_hash, "", 10_000)
     backdated = intent(approval=approval, at_ms=1_000)  # claims to be early
     decision = decide(absent(KEY), backdated, policy, 20_000)  # the broker says otherwise
     assert decision.state.phase is Phase.ABSENT
@@ -464,11 +491,11 @@ def test_a_conflict_with_another_workflow_version_is_a_conflict_not_a_hold():
 
 
 def test_a_duplicate_with_a_forged_approval_is_rejected_and_alerted():
-    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_secret=b"k")
+    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_keys=KEYS)
     base = intent()
-    good = sign_approval(b"k", KEY, "a1", base.args_hash, "", 10_000)
+    good = sign_approval(APPROVER, KEY, "a1", base.args_hash, "", 10_000)
     state, _ = run([intent(approval=good)], policy=policy)
-    forged = sign_approval(b"wrong", KEY, "a1", base.args_hash, "", 10_000)
+    forged = sign_approval(FORGER, KEY, "a1", base.args_hash, "", 10_000)
     state2, out = run([intent(approval=forged)], state, policy)
     assert state2 == state
     assert of(out, ev.Receipt)[0].reason is ev.Reason.APPROVAL
@@ -476,9 +503,9 @@ def test_a_duplicate_with_a_forged_approval_is_rejected_and_alerted():
 
 
 def test_a_duplicate_after_its_approval_expired_still_gets_the_original_outcome():
-    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_secret=b"k")
+    policy = Policy(approval_required_actions=frozenset({"refund"}), approval_keys=KEYS)
     base = intent()
-    good = sign_approval(b"k", KEY, "a1", base.args_hash, "", 2_500)
+    good = sign_approval(APPROVER, KEY, "a1", base.args_hash, "", 2_500)
     state, _ = run([intent(approval=good), claim(),
                     outcome(OS.SUCCEEDED, external_id="pay-1")], policy=policy)
     _, out = run([intent(approval=good, at_ms=5_000)], state, policy)
@@ -584,8 +611,11 @@ def test_a_lookup_result_for_a_key_that_is_not_live_changes_nothing():
 def test_a_forged_signature_with_non_ascii_characters_is_refused_not_raised():
     """Found by the coverage-guided fuzzer: hmac.compare_digest raises TypeError on a str
     with non-ASCII characters, which crashed the processor on a hostile intent."""
-    from ledger_stream.domain.approval import approval_problem
+    from ledger_stream.domain.approval import ApprovalKeys, approval_problem
     from ledger_stream.domain.events import Approval
 
     forged = intent(approval=Approval("ap", "h", "", 10**13, "sig\u00e9\u2603"))
-    assert approval_problem(forged, b"secret", True, 1_000) == "approval signature invalid"
+    dev = ApprovalKeys(dev_secret=b"secret")
+    assert approval_problem(forged, dev, True, 1_000) == "approval signature invalid"
+    keyed = intent(approval=Approval("ap", "h", "", 10**13, "sig\u00e9\u2603", APPROVER.key_id))
+    assert approval_problem(keyed, KEYS, True, 1_000) == "approval signature invalid"

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from ledger_stream.domain.keys import args_hash, canonical_json
+from ledger_stream.domain.keys import InvalidKeyError, args_hash, business_id_part, canonical_json
 from ledger_stream.domain.validation import invalid_reason
 from tests.factories import intent
 
@@ -150,19 +150,36 @@ def test_non_json_values_say_which_type_and_string_keys_are_required():
     assert str(raised.value) == "material argument object keys must be strings"
 
 
-def test_the_approval_signature_is_an_hmac_over_the_documented_text():
-    """A known answer: the approval service and the ledger must agree byte for byte."""
+def test_the_approval_signature_is_ed25519_over_the_documented_text():
+    """A known answer: approvers and the ledger must agree byte for byte, and the signed
+    text names the key id."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from ledger_stream.domain.approval import sign_approval
+    from ledger_stream.testing.approvers import seeded_approver
+
+    signer = seeded_approver("ops-2026", "known answer")
+    approval = sign_approval(signer, "acme/payout/p1", "ap-1", "ab" * 32, "rev-3", 1234)
+    text = "\n".join(("ledger-approval-v2", "ops-2026", "acme/payout/p1", "ap-1", "ab" * 32,
+                      "rev-3", "1234")).encode("utf-8")
+    Ed25519PublicKey.from_public_bytes(signer.public_bytes()).verify(
+        bytes.fromhex(approval.signature), text)  # raises when it differs
+    assert (approval.approval_id, approval.payload_hash, approval.policy_revision,
+            approval.expires_at_ms, approval.key_id) == ("ap-1", "ab" * 32, "rev-3", 1234,
+                                                         "ops-2026")
+
+
+def test_the_development_approval_is_an_hmac_over_the_documented_text():
     import hashlib
     import hmac
 
-    from ledger_stream.domain.approval import sign_approval
+    from ledger_stream.domain.approval import sign_dev_approval
 
-    approval = sign_approval(b"secret", "acme/payout/p1", "ap-1", "ab" * 32, "rev-3", 1234)
+    approval = sign_dev_approval(b"secret", "acme/payout/p1", "ap-1", "ab" * 32, "rev-3", 1234)
     text = "\n".join(("ledger-approval-v1", "acme/payout/p1", "ap-1", "ab" * 32, "rev-3",
                       "1234")).encode("utf-8")
     assert approval.signature == hmac.new(b"secret", text, hashlib.sha256).hexdigest()
-    assert (approval.approval_id, approval.payload_hash, approval.policy_revision,
-            approval.expires_at_ms) == ("ap-1", "ab" * 32, "rev-3", 1234)
+    assert approval.key_id == ""
 
 
 @pytest.mark.parametrize("case,says", [
@@ -175,15 +192,17 @@ def test_the_approval_signature_is_an_hmac_over_the_documented_text():
 ])
 def test_each_approval_problem_is_named(case, says):
     from ledger_stream.domain.approval import approval_problem, sign_approval
+    from ledger_stream.testing.approvers import seeded_approver, trusted
 
+    signer = seeded_approver("approver-1", "k")
     base = intent(key="acme/payout/p1", policy_revision="rev-1")
     payload = "0" * 64 if case == "payload" else base.args_hash
     revision = "rev-0" if case in ("revision", "no revision asked") else "rev-1"
-    approval = sign_approval(b"k", base.key, "ap", payload, revision, 10_000)
+    approval = sign_approval(signer, base.key, "ap", payload, revision, 10_000)
     subject = intent(key="acme/payout/p1", approval=approval,
                      policy_revision="" if case == "no revision asked" else "rev-1")
     now = {"expired": 10_001, "at expiry": 10_000}.get(case, 9_999)
-    assert approval_problem(subject, b"k", True, now) == says
+    assert approval_problem(subject, trusted(signer), True, now) == says
 
 
 @pytest.mark.parametrize("at_ms,lease_ms,valid", [(1, 1, True), (0, 1, False),
@@ -200,3 +219,18 @@ def test_a_key_part_that_is_not_valid_unicode_is_refused():
 
     with pytest.raises(InvalidKeyError, match="not valid Unicode"):
         operation_key("acme", "refund", "inv-\ud800")  # a lone surrogate has no UTF-8
+
+
+def test_a_business_id_written_differently_is_one_key_part():
+    """The spellings a regenerated model answer may use for one id meet one key part."""
+    composed, decomposed = "inv-caf\u00e9", "inv-cafe\u0301"
+    assert composed != decomposed
+    assert business_id_part(composed) == business_id_part(decomposed) == composed
+    assert business_id_part(42) == business_id_part("42") == business_id_part(" 42\n") == "42"
+
+
+@pytest.mark.parametrize("value", [42.0, 1.5, True, None, {"id": 1}, ["inv-1"]])
+def test_a_business_id_that_is_not_text_or_an_integer_is_refused(value):
+    """42.0 would be a second key beside 42; a bool, an object or a list is no id."""
+    with pytest.raises(InvalidKeyError, match="a business id is text or an integer"):
+        business_id_part(value)

@@ -71,6 +71,7 @@ def test_invariants_hold_for_any_interleaving(events):
     success_ids: set[str] = set()
     duplicate_alerts = 0
     sealed = False
+    reconciled_attempts: list[int] = []
     for event in events:
         before = state
         decision = decide(state, event, POLICY, now_of(event))
@@ -110,6 +111,18 @@ def test_invariants_hold_for_any_interleaving(events):
             success_ids.add(event.external_id)  # type: ignore[union-attr]
         if len(success_ids) > 1:
             assert duplicate_alerts >= 1
+        # A key reconciles each attempt at most once, so the attempt number names the
+        # Reconcile a result answers; a result that finds nothing counts only for the
+        # attempt being reconciled.
+        if state.phase is Phase.RECONCILING and before.phase is not Phase.RECONCILING:
+            assert state.attempt not in reconciled_attempts, (state.attempt, events)
+            reconciled_attempts.append(state.attempt)
+        if isinstance(event, ev.ReconcileResult) \
+                and event.status is not ev.ReconcileStatus.FOUND \
+                and not (before.phase is Phase.RECONCILING
+                         and event.attempt == before.attempt):
+            assert not outs and state.attempt == before.attempt
+            assert state.phase in (before.phase, Phase.EXPIRED)  # sealed at its time
         # An expired key is never reserved or dispatched again.
         if sealed:
             assert state.phase is Phase.EXPIRED and not answers[ev.Dispatch]

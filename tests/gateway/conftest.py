@@ -20,7 +20,9 @@ from ledger_stream.testing.processes import Proc, processor_group
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
 
+# Operator keys (ops-ann of acme, ops-eve of globex): they submit too.
 ACME, GLOBEX = "acme-key-0123456789abcdef", "globex-key-0123456789abcdef"
+ACME_AGENT, ACME_UNNAMED = "acme-agent-0123456789abcdef", "acme-unnamed-0123456789abcdef"
 
 
 @pytest.fixture
@@ -40,7 +42,9 @@ def serve_gateway(settings: Settings, tmp_path: Path, *extra: str,
                   env: dict[str, str] | None = None) -> Iterator[str]:
     assert settings.kafka_bootstrap
     keys = tmp_path / "keys"
-    keys.write_text(f"# tenant=key\nacme={ACME}\nglobex={GLOBEX}\n")
+    keys.write_text(f"# tenant:role=key\nacme:operator:ops-ann={ACME}\n"
+                    f"globex:operator:ops-eve={GLOBEX}\nacme:agent={ACME_AGENT}\n"
+                    f"acme={ACME_UNNAMED}\n")
     (port,) = pick_free_ports(1)
     proc = Proc(["api", "--port", str(port), "--keys-file", str(keys), "--bootstrap",
                  settings.kafka_bootstrap, "--topic-prefix", settings.topic_prefix, *extra],

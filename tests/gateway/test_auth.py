@@ -17,18 +17,30 @@ def test_each_key_acts_for_its_tenant_only():
 @pytest.mark.parametrize("text,why", [
     ("acme=shared-key-0123456789,globex=shared-key-0123456789", "one API key is given"),
     ("acme=short", "shorter than 16"),
-    ("acme", "not TENANT=KEY"),
+    ("acme", "not TENANT:operator:NAME=KEY"),
     ("a/b=acme-key-0123456789", "tenant 'a/b'"),
     ("", "no API keys"),
-    ("acme:admin=acme-key-0123456789", "the only role a key may be limited to is 'agent'"),
+    ("acme:admin=acme-key-0123456789", "not 'acme:admin'"),
+    ("acme:operator=acme-key-0123456789", "names the operator"),
+    ("acme:operator:a b=acme-key-0123456789", "names the operator"),
+    ("acme:operator:ann=acme-key-0123456789,acme:agent=acme-key-0123456789", "one holder"),
+    ("acme:operator:ann=acme-key-0123456789,acme:operator:bob=acme-key-0123456789",
+     "two holders"),
 ])
 def test_a_bad_key_configuration_says_what_is_wrong(text, why):
     with pytest.raises(ApiKeyError, match=why):
         ApiKeys.parse(text)
 
 
-def test_a_key_given_as_an_agents_is_limited_and_the_others_are_not():
-    keys = ApiKeys.parse("acme=acme-key-0123456789\nacme:agent=acme-agent-0123456789")
+def test_only_a_key_naming_its_operator_reaches_the_operator_routes():
+    keys = ApiKeys.parse("acme:operator:ops-ann=acme-key-0123456789\n"
+                         "acme:agent=acme-agent-0123456789\nacme=acme-old-0123456789")
     assert keys.tenant_of("acme-agent-0123456789") == "acme"
     assert keys.is_agents("acme-agent-0123456789")
     assert not keys.is_agents("acme-key-0123456789")
+    # A key without a role names no one to audit: an agent's, and a startup warning.
+    assert keys.is_agents("acme-old-0123456789") and keys.unnamed == ("--keys item 3",)
+    holder = keys.holder_of("acme-key-0123456789")
+    assert holder is not None and (holder.tenant, holder.operator) == ("acme", "ops-ann")
+    assert holder.key_id.startswith("key:") and "acme-key" not in holder.key_id
+    assert keys.holder_of("acme-agent-0123456789").operator == ""  # type: ignore[union-attr]

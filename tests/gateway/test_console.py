@@ -68,7 +68,6 @@ def test_console_shows_alerts_a_timeline_and_records_a_decision(
 
         answers = iter(["lookup unavailable, customer confirmed no email", "INC-7"])
         page.on("dialog", lambda dialog: dialog.accept(next(answers)))
-        page.fill("#operator", "ops-ann")
         row = page.locator("#reconciliation tr").filter(has_text=waiting)
         row.locator('button[data-resolution="failed"]').click()
         expect(page.locator("#decision")).to_contain_text(

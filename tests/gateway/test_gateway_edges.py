@@ -48,7 +48,7 @@ def gateway() -> Any:
         client = AsyncLedgerClient(Settings(), bootstrap="127.0.0.1:1",
                                    codec=make_codec(registry))
         client.client._hub = RegisteringHub()
-        return TestClient(build_app(client, ApiKeys([("acme", ACME)])),
+        return TestClient(build_app(client, ApiKeys([("acme", ACME)], operators={ACME: "ops"})),
                           raise_server_exceptions=False)
 
     return make
@@ -99,16 +99,29 @@ def test_nan_or_infinity_in_a_body_is_a_422_not_a_500(gateway, raw: str) -> None
     assert post_raw(gateway(), raw.encode()).status_code == 422
 
 
-def test_operator_and_reason_texts_are_bounded(gateway) -> None:
+def test_reason_texts_are_bounded(gateway) -> None:
     tc = gateway()
     r = tc.post("/v1/reconciliation/acme/refund/inv-1", headers=AUTH, json={
-        "resolution": "applied", "attempt": 1, "operator": "o" * 201, "reason": "r"})
+        "resolution": "applied", "attempt": 1, "external_id": "x", "reason": "r" * 501})
     assert r.status_code == 422  # not a Kafka "message too large" reported as 503
-    r = tc.delete(f"/v1/freezes/refund?operator={'o' * 201}", headers=AUTH)
-    assert r.status_code == 422
+
+
+def test_a_request_naming_its_own_operator_is_refused(gateway) -> None:
+    # The operator is the API key's holder: a body or query naming another is refused
+    # (never silently ignored, so a script that thinks it names the operator learns why).
+    tc = gateway()
+    r = tc.post("/v1/reconciliation/acme/refund/inv-1", headers=AUTH, json={
+        "resolution": "failed", "attempt": 1, "operator": "mallory", "reason": "r"})
+    assert r.status_code == 422 and "holder of the API key" in r.text
+    r = tc.post("/v1/freezes", headers=AUTH, json={"action": "refund", "reason": "r",
+                                                   "operator": "mallory"})
+    assert r.status_code == 422 and "holder of the API key" in r.text
+    r = tc.delete("/v1/freezes/refund?operator=mallory", headers=AUTH)
+    assert r.status_code == 400 and "holder of the API key" in r.text
 
 
 AGENT_KEY = "acme-agent-key-0123456789"
+UNNAMED_KEY = "acme-unnamed-key-0123456789"
 
 
 def test_an_agents_key_submits_but_never_reaches_the_operator_routes(
@@ -129,18 +142,22 @@ def test_an_agents_key_submits_but_never_reaches_the_operator_routes(
     monkeypatch.setattr(app_module, "record_decision", refuse("decision"))
     client = AsyncLedgerClient(Settings(), bootstrap="127.0.0.1:1")
     client.client._hub = RegisteringHub()
-    keys = ApiKeys.parse(f"acme={ACME}\nacme:agent={AGENT_KEY}")
+    # A key that names no holder (TENANT=KEY) is an agent's too: no operator to audit.
+    keys = ApiKeys.parse(f"acme:operator:ops={ACME}\nacme:agent={AGENT_KEY}\n"
+                         f"acme={UNNAMED_KEY}")
+    assert keys.unnamed == ("--keys item 3",)
     tc = TestClient(build_app(client, keys), raise_server_exceptions=False)
-    agent = {"Authorization": f"Bearer {AGENT_KEY}"}
-    decision = {"resolution": "not_applied", "attempt": 1, "operator": "o", "reason": "r"}
-    freeze = {"action": "refund", "reason": "r", "operator": "o"}
-    assert tc.post("/v1/reconciliation/acme/refund/inv-1", json=decision,
-                   headers=agent).status_code == 403
-    assert tc.post("/v1/freezes", json=freeze, headers=agent).status_code == 403
-    assert tc.delete("/v1/freezes/refund?operator=o", headers=agent).status_code == 403
+    decision = {"resolution": "not_applied", "attempt": 1, "reason": "r"}
+    freeze = {"action": "refund", "reason": "r"}
+    for key in (AGENT_KEY, UNNAMED_KEY):
+        agent = {"Authorization": f"Bearer {key}"}
+        assert tc.post("/v1/reconciliation/acme/refund/inv-1", json=decision,
+                       headers=agent).status_code == 403
+        assert tc.post("/v1/freezes", json=freeze, headers=agent).status_code == 403
+        assert tc.delete("/v1/freezes/refund", headers=agent).status_code == 403
     assert reached == []
-    # The same routes with the tenant's full key get past authorization...
-    assert tc.delete("/v1/freezes/refund?operator=o", headers=AUTH).status_code == 400
+    # The same routes with an operator's key get past authorization...
+    assert tc.delete("/v1/freezes/refund", headers=AUTH).status_code == 400
     assert reached == ["containment"]
     # ...and the agent's key still submits (here: refused by Kafka's own size check).
     r = tc.post("/v1/intents", json=body(args={"memo": "x" * 1_100_000}), headers=agent)
@@ -161,7 +178,7 @@ def test_a_freeze_recorded_whose_application_cannot_be_read_is_not_a_failure(
     def send(*_: Any, **kw: Any) -> tuple[ev.Containment, dict[int, int]]:
         sent.append(kw["event_id"])
         return ev.Containment(kw["event_id"], 0, kw["action"], kw["tenant"], kw["frozen"],
-                              kw["mode"], kw["reason"], kw["operator"], 7), {0: 4, 1: 9}
+                              kw["mode"], kw["reason"], kw["actor"].who, 7), {0: 4, 1: 9}
 
     def not_applied(*_: Any) -> list[int]:
         raise KafkaSetupError("the group coordinator did not answer")
@@ -169,9 +186,31 @@ def test_a_freeze_recorded_whose_application_cannot_be_read_is_not_a_failure(
     monkeypatch.setattr(containment, "send", send)
     monkeypatch.setattr(containment, "not_applied", not_applied)
     r = gateway().post("/v1/freezes", headers={**AUTH, "Idempotency-Key": "inc-7"},
-                       json={"action": "refund", "reason": "INC-7", "operator": "ops"})
+                       json={"action": "refund", "reason": "INC-7"})
     assert r.status_code == 201, r.text
     body = r.json()
-    assert (body["in_force"], body["not_applied"], body["event_id"]) == (
-        None, [0, 1], "gw:acme:inc-7")
+    assert (body["in_force"], body["not_applied"], body["event_id"], body["operator"]) == (
+        None, [0, 1], "gw:acme:inc-7", "ops")
     assert sent == ["gw:acme:inc-7"]
+
+
+def test_a_command_whose_audit_record_was_not_written_is_a_503(
+        gateway, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The command was not sent (operate/audit.py): a retry may succeed, so 503, and a
+    # freeze's answer names the Idempotency-Key to retry it with.
+    from ledger_stream.gateway import app as app_module
+    from ledger_stream.operate import AuditNotWritten
+
+    def unaudited(*_: Any, **__: Any) -> Any:
+        raise AuditNotWritten("the audit record of this freeze could not be written")
+
+    monkeypatch.setattr(app_module.containment, "send", unaudited)
+    monkeypatch.setattr(app_module, "record_decision", unaudited)
+    tc = gateway()
+    r = tc.post("/v1/freezes", headers={**AUTH, "Idempotency-Key": "inc-9"},
+                json={"action": "refund", "reason": "INC-9"})
+    assert r.status_code == 503 and r.headers["Idempotency-Key"] == "inc-9"
+    assert "could not be written" in r.json()["detail"]
+    r = tc.post("/v1/reconciliation/acme/refund/inv-1", headers=AUTH,
+                json={"resolution": "failed", "attempt": 1, "reason": "r"})
+    assert r.status_code == 503 and "could not be written" in r.json()["detail"]

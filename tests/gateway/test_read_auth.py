@@ -64,7 +64,7 @@ class Seeded:
         producer.send("alerts", alert)
         producer.flush()
         code, body = curl("POST", f"{gateway}/v1/freezes?wait=0", ACME, {
-            "action": "refund", "reason": f"incident {self.secret}", "operator": "ops"})
+            "action": "refund", "reason": f"incident {self.secret}"})
         assert code == 201, body
 
 
@@ -112,12 +112,13 @@ def test_evidence_is_the_keys_redacted_document(
     assert code == 404
 
 
-def _raw(url: str) -> str:
+def _raw(url: str, headers: dict[str, str] | None = None) -> str:
     import urllib.error
     import urllib.request
 
     try:
-        with urllib.request.urlopen(url, timeout=30) as response:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}),
+                                    timeout=30) as response:
             return str(response.read().decode())
     except urllib.error.HTTPError as err:
         return f"{err.code} {err.read().decode()}"
@@ -146,6 +147,22 @@ def test_gateway_metrics_answer_this_host_unless_opened(
         assert 'ledger_gateway_requests_total{route="/v1/alerts",status="401"} 1.0' in local
         far = _raw(gateway.replace("127.0.0.1", outward) + "/metrics")
         assert far.startswith("403 ") != opened, far
+
+
+def test_gateway_metrics_trust_no_forwarded_address(ledger_topics: Settings,
+                                                   tmp_path: Path) -> None:
+    """Behind a proxy uvicorn takes the client's address from X-Forwarded-For (whose first
+    entry the client writes, with FORWARDED_ALLOW_IPS=*): a forwarded request is not this
+    host's, whatever address it names."""
+    outward = outward_address()
+    for gateway in serve_gateway(ledger_topics, tmp_path, "--host", "0.0.0.0",
+                                 env={"FORWARDED_ALLOW_IPS": "*"}):
+        assert "ledger_gateway_requests_total" in _raw(f"{gateway}/metrics")
+        spoofed = {"X-Forwarded-For": "127.0.0.1"}
+        far = _raw(gateway.replace("127.0.0.1", outward) + "/metrics", spoofed)
+        assert far.startswith("403 "), far
+        proxied = _raw(f"{gateway}/metrics", {"X-Forwarded-For": "127.0.0.1, 203.0.113.9"})
+        assert proxied.startswith("403 "), proxied
 
 
 def test_the_gateway_reads_a_keyed_view_with_its_callers_key(ledger_topics: Settings,

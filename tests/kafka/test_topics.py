@@ -92,15 +92,18 @@ def test_existing_topic_with_other_settings_is_reported_not_altered(
 
 
 @pytest.mark.timeout(10)
-def test_the_ledger_has_seven_topics_the_changelog_last() -> None:
+def test_the_ledger_has_eight_topics_the_changelog_last() -> None:
     specs = ledger_topics(Settings(topic_prefix="x", partitions=5))
     assert [spec.name for spec in specs] == [
         "x.intents", "x.attempts", "x.dispatch", "x.receipts", "x.alerts", "x.dlq",
-        "x.changelog"]
+        "x.audit", "x.changelog"]
+    audit = next(spec for spec in specs if spec.name == "x.audit")
+    assert audit.config["cleanup.policy"] == "delete"
+    assert int(audit.config["retention.ms"]) >= 90 * 86_400_000
     assert {spec.partitions for spec in specs} == {5}
     stamped = {spec.name for spec in specs
                if spec.config.get("message.timestamp.type") == "LogAppendTime"}
-    assert stamped == {"x.intents", "x.attempts"}
+    assert stamped == {"x.intents", "x.attempts", "x.audit"}
 
 
 @pytest.mark.timeout(10)

@@ -43,6 +43,10 @@ def test_a_registration_without_a_business_id_is_refused_with_the_way_out() -> N
     ("r=r@p[a", "cannot read the effects"),
     ("r=r@p[a]x", "cannot read the effects"),
     ("refund=refund@payments[i],refund_eu=refund@payments-eu[i]", "share the action"),
+    ("r=r@[x]", "is not NAME=ACTION@TARGET"),
+    ("=r@p[x]", "is not NAME=ACTION@TARGET"),
+    ("r=@p[x]", "is not NAME=ACTION@TARGET"),
+    ("r=r@p[x],[y]", "is not NAME=ACTION@TARGET"),
 ])
 def test_bad_registrations_are_refused_with_the_reason(bad: str, why: str) -> None:
     with pytest.raises(EffectSpecError, match=why.replace("[", r"\[").replace(".", r"\.")):
@@ -59,6 +63,17 @@ def test_the_key_is_the_named_fields_values_and_nothing_the_model_writes_about_t
         "acme/ship/o-7/2"
     assert ship.business_id("acme/ship/o-7/2") == {"order": "o-7", "line": "2"}
     assert ship.business_id("acme/ship/other-shape") == {}
+
+
+def test_one_business_id_written_differently_is_one_key() -> None:
+    """42 and "42", whitespace, and an accent composed or decomposed: one key (a regenerated
+    answer may write either)."""
+    refund = parse_effects("refund=refund@payments[invoice]")["refund"]
+    assert {refund.key("acme", {"invoice": v}) for v in (42, "42", " 42 ")} == {"acme/refund/42"}
+    assert refund.key("acme", {"invoice": "caf\u00e9-1"}) == \
+        refund.key("acme", {"invoice": "cafe\u0301-1"}) == "acme/refund/caf\u00e9-1"
+    note = parse_effects("note=add_note@crm[unsafe-model-id]")["note"]
+    assert note.key("acme", {}, "cafe\u0301-1") == "acme/add_note/caf\u00e9-1"
 
 
 @pytest.mark.parametrize("args", [{}, {"invoice": ""}, {"invoice": "  "}, {"invoice": None},

@@ -109,3 +109,50 @@ def test_no_auth_serves_loopback_without_a_key(ledger_settings: Settings,
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_the_gate_hands_no_websocket_to_the_app() -> None:
+    """A websocket carries no request the gate checks: it never reaches the MCP app (which
+    would then answer it unauthenticated, were a websocket route ever added), keyed or not;
+    the server refuses its handshake."""
+    reached: list[str] = []
+
+    async def app(scope: dict[str, object], receive: object, send: object) -> None:
+        reached.append(str(scope["type"]))
+
+    async def receive() -> dict[str, str]:
+        return {"type": "websocket.connect"}
+
+    async def send(message: object) -> None:
+        reached.append(f"sent {message}")
+
+    for keys in (ApiKeys.parse(f"acme={ACME}"), None):
+        gate = TenantKeyGate(app, keys, "acme")  # type: ignore[arg-type]
+        headers = [(b"authorization", f"Bearer {ACME}".encode())]
+        asyncio.run(gate({"type": "websocket", "path": "/mcp", "headers": headers},
+                         receive, send))  # type: ignore[arg-type]
+    assert reached == []
+
+
+def test_a_gate_without_keys_answers_only_requests_for_this_host() -> None:
+    """Without keys (--no-auth, any loopback --host) the gate lets through only requests
+    that name this host: a browser page reaching the server by DNS rebinding names its own
+    (the SDK's own check covers 127.0.0.1, localhost and ::1 only)."""
+    reached: list[str] = []
+    sent: list[dict[str, object]] = []
+
+    async def app(scope: dict[str, object], receive: object, send: object) -> None:
+        reached.append(str(scope["path"]))
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    gate = TenantKeyGate(app, None, "acme")  # type: ignore[arg-type]
+    for host in (b"attacker.example", b"attacker.example:8078", b"127.0.0.2.nip.io:8078"):
+        asyncio.run(gate({"type": "http", "path": "/mcp", "headers": [(b"host", host)]},
+                         None, send))  # type: ignore[arg-type]
+    assert reached == [] and [m["status"] for m in sent if "status" in m] == [403] * 3
+    for host in (b"127.0.0.2:8078", b"localhost:8078", b"[::1]:8078"):
+        asyncio.run(gate({"type": "http", "path": f"/mcp {host!r}",
+                          "headers": [(b"host", host)]}, None, send))  # type: ignore[arg-type]
+    assert len(reached) == 3

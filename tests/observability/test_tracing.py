@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import queue
 import threading
 import uuid
 from collections.abc import Iterator
@@ -17,11 +18,15 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from connectors.http import HttpTarget
 from ledger_stream import LedgerClient
+from ledger_stream.connector.commands import Call
+from ledger_stream.connector.memory import MemoryTarget
 from ledger_stream.connector.options import ConnectorOptions
 from ledger_stream.connector.runtime import ConnectorWorker
+from ledger_stream.connector.target import EffectRequest
 from ledger_stream.domain import events as ev
 from ledger_stream.testing.stack import Stack
 
@@ -107,3 +112,33 @@ def test_one_trace_from_the_agent_to_the_target_and_back(stack: Stack, payments:
     # The receipt came back with the call's context: the submit span links it.
     assert submit.attributes["ledger.receipt.status"] == "succeeded"
     assert [link.context.span_id for link in submit.links] == [apply.context.span_id]
+
+
+PAN = "4111 1111 1111 1111"
+
+
+class DecliningTarget(MemoryTarget):
+    """A target whose client library quotes the decline (a card number), and whose
+    ``classify`` has a bug: the call's exception leaves the call's span."""
+
+    def apply(self, request: EffectRequest, timeout_s: float) -> str:
+        raise ValueError(f"HTTP 402: card {PAN} declined")
+
+    def classify(self, error: Exception) -> ev.OutcomeStatus:
+        raise KeyError(f"no outcome for {error}")  # quotes it, as a bug's message may
+
+
+def test_an_exception_leaving_a_span_is_traced_as_its_class_only(spans):
+    """A span an exception leaves records its class, never its message or traceback: they
+    (or a cause's) may quote the target's answer (``connector/redaction.py``)."""
+    spans.clear()
+    worker = ConnectorWorker.__new__(ConnectorWorker)  # the call thread's parts, no Kafka
+    worker._target, worker._done = DecliningTarget(), queue.SimpleQueue()
+    worker._traces, worker._traces_lock = {}, threading.Lock()
+    worker._core = type("Core", (), {"called": staticmethod(lambda *_: [])})()
+    worker._call(Call(1, EffectRequest("acme/pay/k1", 1, "c1", "pay", {}, "h"), 2.0, 0))
+    (apply,) = [s for s in spans.get_finished_spans() if s.name == "ledger.apply memory"]
+    exported = json.loads(apply.to_json())
+    assert "4111" not in json.dumps(exported), exported
+    assert apply.status.status_code is StatusCode.ERROR
+    assert apply.status.description == "KeyError"

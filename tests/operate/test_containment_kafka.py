@@ -18,13 +18,15 @@ from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.exceptions import DeliveryFailed
 from ledger_stream.kafka.partitioner import partition_for
-from ledger_stream.operate import containment
+from ledger_stream.operate import Actor, containment
 from ledger_stream.processor.step import PARTITIONED
 from ledger_stream.serde import AvroCodec
 from ledger_stream.testing.processes import processor_group
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
 from tests.processor.support import read_raw
+
+OPS = Actor.from_cli("ops")
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -161,7 +163,7 @@ def test_a_command_whose_transaction_fails_is_in_no_partition_and_its_retry_is_s
     monkeypatch.setattr(containment, "Producer", CommitFails)
     with pytest.raises(DeliveryFailed, match="was aborted: no partition has it"):
         containment.send(s, s.kafka_bootstrap, AvroCodec(), action="refund", tenant="acme",
-                         frozen=True, reason="incident 9", operator="ops", event_id="f-9")
+                         frozen=True, reason="incident 9", actor=OPS, event_id="f-9")
     consumer = Consumer({"bootstrap.servers": s.kafka_bootstrap, "group.id": "t-watermarks",
                          "isolation.level": "read_uncommitted"})  # what was written
     try:
@@ -176,7 +178,7 @@ def test_a_command_whose_transaction_fails_is_in_no_partition_and_its_retry_is_s
     monkeypatch.undo()
     _, offsets = containment.send(s, s.kafka_bootstrap, AvroCodec(), action="refund",
                                   tenant="acme", frozen=True, reason="incident 9",
-                                  operator="ops", event_id="f-9")
+                                  actor=OPS, event_id="f-9")
     assert sorted(offsets) == list(range(s.partitions))
     (record,) = containment.log(s, s.kafka_bootstrap, AvroCodec())
     assert (record.event.event_id, record.scope) == ("f-9", "acme/refund")

@@ -17,7 +17,7 @@ from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import key_records
-from ledger_stream.operate import Decided, DecisionRefused, record_decision
+from ledger_stream.operate import Actor, Decided, DecisionRefused, record_decision
 from ledger_stream.operate import decisions as decisions_module
 from ledger_stream.sdk.errors import StaleTimelineError
 from ledger_stream.serde import AvroCodec
@@ -135,8 +135,8 @@ def test_racing_decisions_one_takes_effect_and_the_other_is_told(
             try:
                 answers[decision_id] = record_decision(
                     s, s.kafka_bootstrap or "", AvroCodec(), key=key, attempt=1,
-                    resolution=resolution, operator=f"ops-{decision_id}", reason="checked",
-                    decision_id=decision_id, external_id="mail-1", wait_s=30)
+                    resolution=resolution, actor=Actor.from_cli(f"ops-{decision_id}"),
+                    reason="checked", decision_id=decision_id, external_id="mail-1", wait_s=30)
             except DecisionRefused as exc:
                 answers[decision_id] = exc
 
@@ -161,8 +161,8 @@ def test_racing_decisions_one_takes_effect_and_the_other_is_told(
 
         again = record_decision(
             s, s.kafka_bootstrap, AvroCodec(), key=key, attempt=1,
-            resolution=won.decision.resolution, operator=f"ops-{winner}", reason="checked",
-            decision_id=winner, external_id="mail-1", wait_s=5)
+            resolution=won.decision.resolution, actor=Actor.from_cli(f"ops-{winner}"),
+            reason="checked", decision_id=winner, external_id="mail-1", wait_s=5)
         assert (again.verdict, again.replayed, again.receipt) == ("applied", True, final)
     finally:
         assert proc.stop() == 0, proc.tail()

@@ -141,3 +141,33 @@ def test_a_claim_asking_for_a_lease_beyond_a_day_is_poison_not_a_crash() -> None
     outputs = _decoded(batch)
     assert any(isinstance(o, ev.DeadLetter) for o in outputs)
     assert not any(isinstance(o, ev.Grant) for o in outputs)
+
+
+def test_a_batch_arms_deadlines_from_when_its_outputs_leave() -> None:
+    """A processor a minute behind the log (longer than lease + skew + stall + reconcile
+    timeout here): the Grant leaves a minute after its claim's timestamp, so the backlog
+    read after it expires nothing; the holder's late ``not_called`` moves the key on. The
+    deadline reaches the store and the changelog header as it was armed."""
+    lag = 60_000
+    store = MemoryPartitionStore(P)
+
+    def batch_at(sent_ms: int) -> Batch:
+        return Batch(make_step(POLICY), {P: store}, {P: COMMITTED},  # type: ignore[arg-type]
+                     (INTENTS, ATTEMPTS), sent_ms=sent_ms)
+
+    first = batch_at(1_000 + lag)
+    first.add(record_of(intent(key=KEY), INTENTS, 10, 1_000))
+    first.add(record_of(claim(key=KEY, lease_ms=100), ATTEMPTS, 20, 1_100))
+    overlay = first.overlays[P]
+    assert overlay.row_dues()[KEY] == ("ledger.due.v1", b"l%d" % (1_000 + lag))
+    store.write(overlay.store_batch(None))
+    backlog = batch_at(2 * lag)
+    for offset, at in enumerate(range(1_200, 1_000 + lag, 500), start=21):
+        backlog.add(_tick(offset, at))
+    assert backlog.outputs == []
+    store.write(backlog.overlays[P].store_batch(None))
+    answer = batch_at(2 * lag + 100)
+    late = ev.AttemptOutcome("o-1", KEY, 1, "c1", ev.OutcomeStatus.NOT_CALLED, 1)
+    answer.add(record_of(late, ATTEMPTS, 200, 1_000 + lag + 50))
+    kinds = [(type(o).__name__, getattr(o, "attempt", None)) for o in _decoded(answer)]
+    assert kinds == [("Receipt", None), ("Dispatch", 2)]

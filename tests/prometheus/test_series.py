@@ -26,6 +26,7 @@ from tests.prometheus.tools import shipped_rules
 pytestmark = pytest.mark.timeout(60)
 
 SELECTOR = re.compile(r"(ledger_[a-z_]+)(?:\{([^}]*)\})?\[")  # a range selector: a counter
+CREATED = re.compile(r"(ledger_[a-z_]+_created)(?:\{([^}]*)\})?")  # a counter's creation time
 MATCHER = re.compile(r'([a-z_]+)(=~|!=|=)"([^"]*)"')
 
 
@@ -72,7 +73,8 @@ def test_every_counter_a_rule_watches_has_its_series_at_start():
     metrics.start_series(("ledger.intents", "ledger.attempts"))
     connector_metrics.start_series("payments")
     for rule in shipped_rules():
-        for metric, matchers in SELECTOR.findall(str(rule["expr"])):
+        expr = str(rule["expr"])
+        for metric, matchers in SELECTOR.findall(expr) + CREATED.findall(expr):
             found = samples(metric)
             assert found, f"{rule['alert']}: no {metric} series at start"
             for label, op, value in MATCHER.findall(matchers):

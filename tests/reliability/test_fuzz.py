@@ -39,18 +39,20 @@ def test_a_step_that_forgets_an_approval_rule_is_caught() -> None:
 
 
 def test_a_forged_signature_accepted_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    import hmac
-
     from ledger_stream.domain import approval
 
-    class Lenient:  # the ledger's check, broken: every signature compares equal
-        new = staticmethod(hmac.new)
+    class Lenient:  # the ledger's check, broken: every signature verifies
+        def __init__(self, raw: bytes) -> None:
+            pass
 
-        @staticmethod
-        def compare_digest(a: str, b: str) -> bool:
-            return True
+        @classmethod
+        def from_public_bytes(cls, raw: bytes) -> Lenient:
+            return cls(raw)
 
-    monkeypatch.setattr(approval, "hmac", Lenient)
+        def verify(self, signature: bytes, text: bytes) -> None:
+            return None
+
+    monkeypatch.setattr(approval, "Ed25519PublicKey", Lenient)
     report = fuzz.run_fuzz(5_000, seed=4)
     assert report.violation_count > 0
     assert "no valid approval" in report.violations[0]

@@ -20,6 +20,7 @@ from ledger_stream import (
     sign_approval,
 )
 from ledger_stream.config import Settings
+from ledger_stream.testing.approvers import TEST_APPROVER
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
 
@@ -100,7 +101,7 @@ def test_async_client(ledger):
 def test_approval_is_bound_to_the_arguments(ledger_topics: Settings, tmp_path: Path,
                                             sandbox: SandboxProc, monkeypatch):
     monkeypatch.setenv("LEDGER_APPROVAL_REQUIRED_ACTIONS", '["payout"]')
-    monkeypatch.setenv("LEDGER_APPROVAL_SECRET", "approvals-key")
+    # The processor trusts TEST_APPROVER's public key (LEDGER_APPROVAL_PUBLIC_KEYS, conftest).
     stack = Stack(ledger_topics, tmp_path)
     stack.connector("http", "--name", "payments", "--base-url", sandbox.url,
                     "--deduplicates")
@@ -108,7 +109,7 @@ def test_approval_is_bound_to_the_arguments(ledger_topics: Settings, tmp_path: P
         with LedgerClient(ledger_topics) as client:
             k = operation_key("acme", "payout", uuid.uuid4().hex[:8])
             approved = client.intent(k, "payout", "payments", ARGS, workflow=WORKFLOW)
-            approval = sign_approval(b"approvals-key", k, "ap-1", approved.args_hash, "",
+            approval = sign_approval(TEST_APPROVER, k, "ap-1", approved.args_hash, "",
                                      approved.at_ms + 60_000)
             tampered = client.intent(k, "payout", "payments", {**ARGS, "amount": 9000},
                                      workflow=WORKFLOW, approval=approval)

@@ -27,13 +27,14 @@ from ledger_stream.domain.decide import decide
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState
 from ledger_stream.sdk.dry_run import DryRunViolation, dry_run
+from ledger_stream.testing.approvers import TEST_APPROVER, trusted
 from ledger_stream.upgrade import Kind, check_threads
 from ledger_stream.upgrade.check import LedgerProbe
 
 pytestmark = pytest.mark.timeout(60)
 
-SECRET = b"approval-service-key"
-POLICY = Policy(approval_secret=SECRET, approval_required_actions=frozenset({"refund"}))
+POLICY = Policy(approval_keys=trusted(TEST_APPROVER),
+                approval_required_actions=frozenset({"refund"}))
 
 
 class MemoryLedger:
@@ -82,11 +83,11 @@ class Recording:
 
 def approval_for(_thread: str, asked: Any) -> dict[str, Any]:
     material = refund_args(asked["args"]["invoice"], asked["args"]["amount"])
-    approval = sign_approval(SECRET, refund_key(material), "ap-1",
+    approval = sign_approval(TEST_APPROVER, refund_key(material), "ap-1",
                              args_hash(material), "", int(time.time() * 1000) + 600_000)
     return {"approval_id": approval.approval_id, "payload_hash": approval.payload_hash,
             "policy_revision": "", "expires_at_ms": approval.expires_at_ms,
-            "signature": approval.signature}
+            "signature": approval.signature, "key_id": approval.key_id}
 
 
 @pytest.fixture

@@ -21,7 +21,8 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.reader import read_topic
 from ledger_stream.serde import AvroCodec
-from ledger_stream.testing.agents import APPROVAL_SECRET, AgentWorld, agent_world
+from ledger_stream.testing.agents import AgentWorld, agent_world
+from ledger_stream.testing.approvers import TEST_APPROVER, trusted, write_signing_key
 from ledger_stream.testing.processes import processor_group
 from ledger_stream.upgrade import KafkaLedger, check_threads
 
@@ -62,11 +63,13 @@ def test_upgrade_check_against_the_ledger(world: AgentWorld, monkeypatch):
                                              "orphan": [pending_key]}}
 
     # The other two in this process (the same check, without a second interpreter's start).
-    monkeypatch.setenv("LEDGER_APPROVAL_SECRET", APPROVAL_SECRET)  # approve() signs with it
+    # approve() signs as the approval service, with the approver key; checks hold public keys.
+    monkeypatch.setenv("LEDGER_APPROVAL_SIGNING_KEY",
+                       str(write_signing_key(TEST_APPROVER, world.stack.tmp)))
     settings = world.stack.settings.model_copy(
         update={"consumer_group": processor_group(world.stack.settings)})
     ledger = KafkaLedger(settings, world.stack.bootstrap, AvroCodec())
-    policy = Policy(approval_secret=APPROVAL_SECRET.encode(),
+    policy = Policy(approval_keys=trusted(TEST_APPROVER),
                     approval_required_actions=frozenset({"refund"}))
     saver = SqliteSaver(sqlite3.connect(world.db, check_same_thread=False))
     with LedgerClient(settings) as client:

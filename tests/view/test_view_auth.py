@@ -170,3 +170,31 @@ def test_the_view_refuses_to_start_without_keys(capsys: pytest.CaptureFixture[st
     assert "answers only API keys" in capsys.readouterr().err
     assert cli(["view", "--no-auth", "--host", "0.0.0.0", "--bootstrap", "127.0.0.1:1"]) == 2
     assert "listens only on a loopback address" in capsys.readouterr().err
+
+
+def test_a_view_without_keys_answers_only_requests_for_this_host(view: ServedView,
+                                                                 seeded: Seeded) -> None:
+    """Without keys (--no-auth) the view trusts that only this host reaches it. A web page
+    in a browser on this host reaches it too once its own name resolves to 127.0.0.1 (DNS
+    rebinding), and then sends its own name as Host: refused, on every private route."""
+    server = make_server(view.view, AvroCodec(), "127.0.0.1", 0, view.timeline, keys=None)
+    serve_in_thread(server)
+    try:
+        port = server.server_port
+        for route in (r for r in ROUTES if not r.public):
+            url = f"http://127.0.0.1:{port}{path_of(route.path, seeded)}"
+            for host in (f"attacker.example:{port}", "attacker.example", "127.0.0.1.nip.io"):
+                request = urllib.request.Request(url, headers={"Host": host})
+                try:
+                    with urllib.request.urlopen(request, timeout=30) as response:
+                        status, body = response.status, response.read().decode()
+                except urllib.error.HTTPError as err:
+                    status, body = err.code, err.read().decode()
+                assert status == 403 and seeded.secret not in body, (route, host, body)
+            for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"):
+                request = urllib.request.Request(url, headers={"Host": host})
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    assert response.status == 200, (route, host)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -12,7 +12,6 @@ time. Every key must have exactly one payment, or the arm fails (BenchError).
 
 from __future__ import annotations
 
-import secrets
 import sqlite3
 import time
 import uuid
@@ -21,7 +20,7 @@ from pathlib import Path
 
 from ledger_stream.bench.context import ArmResult, BenchContext
 from ledger_stream.bench.exceptions import BenchError
-from ledger_stream.bench.processes import cpu_seconds, peak_rss_mb
+from ledger_stream.bench.processes import cpu_seconds, peak_rss_mb, throwaway_approver_env
 from ledger_stream.config import Settings
 from ledger_stream.kafka import topics
 
@@ -45,7 +44,7 @@ def measure(bootstrap: str, prefix: str, folder: Path, say: Say, *, dispatches: 
     sandbox = SandboxProc(folder / "sandbox.db", latency_ms=call_ms)
     (folder / "stack").mkdir(exist_ok=True)
     stack = Stack(s, folder / "stack",
-                  processor_env={"LEDGER_APPROVAL_SECRET": secrets.token_hex(32)})
+                  processor_env=throwaway_approver_env())
     env = dict(CONNECTOR_ENV)
     if in_flight:
         env["LEDGER_CONNECTOR_MAX_IN_FLIGHT"] = str(in_flight)

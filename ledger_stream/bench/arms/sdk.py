@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
-import secrets
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -31,7 +30,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from ledger_stream.bench import status_lookup
 from ledger_stream.bench.arms.connector import CONNECTOR_ENV
 from ledger_stream.bench.context import ArmResult, BenchContext
-from ledger_stream.bench.processes import peak_rss_mb
+from ledger_stream.bench.processes import peak_rss_mb, throwaway_approver_env
 from ledger_stream.config import Settings
 from ledger_stream.kafka import topics
 
@@ -104,7 +103,7 @@ def measure(bootstrap: str, prefix: str, folder: Path, say: Say, *, calls: int =
     sandbox = SandboxProc(folder / "sandbox.db", latency_ms=call_ms)
     (folder / "stack").mkdir(parents=True, exist_ok=True)
     stack = Stack(s, folder / "stack",
-                  processor_env={"LEDGER_APPROVAL_SECRET": secrets.token_hex(32),
+                  processor_env={**throwaway_approver_env(),
                                  "LEDGER_PROCESSING_GUARANTEE": guarantee})
     few = max(20, calls // 4)
     try:

@@ -23,7 +23,7 @@ from ledger_stream.kafka.local import node as broker
 from ledger_stream.kafka.local import ports as net
 from ledger_stream.kafka.local.filelock import exclusive
 from ledger_stream.kafka.local.readiness import wait_until_answering
-from ledger_stream.kafka.local.server_properties import NodeSpec, plan_nodes, render
+from ledger_stream.kafka.local.server_properties import LocalSasl, NodeSpec, plan_nodes, render
 from ledger_stream.kafka.local.state import ClusterState, read_state, write_state
 from ledger_stream.kafka.local.status import ClusterStatus, NodeStatus, StopResult
 from ledger_stream.kafka.local.toolchain import require_tool
@@ -39,12 +39,15 @@ class LocalCluster:
 
     Several objects (and processes) may address one folder: the folder's state file is the
     truth, so ``ledger-stream kafka down`` stops what ``kafka up`` started, and changes to
-    it are serialized by a lock file.
+    it are serialized by a lock file. ``sasl``: a cluster that authenticates every client
+    and enforces ACLs (:class:`LocalSasl`); None, the default, is plain and open.
     """
 
-    def __init__(self, cluster_dir: Path, progress: Callable[[str], None] = print) -> None:
+    def __init__(self, cluster_dir: Path, progress: Callable[[str], None] = print,
+                 sasl: LocalSasl | None = None) -> None:
         self.cluster_dir = cluster_dir
         self._progress = progress
+        self._sasl = sasl
 
     @classmethod
     def for_settings(
@@ -204,7 +207,7 @@ class LocalCluster:
     def _write_configs(self, specs: tuple[NodeSpec, ...]) -> Path:
         for spec in specs:
             spec.dir.mkdir(parents=True, exist_ok=True)
-            spec.properties_path.write_text(render(spec, specs))
+            spec.properties_path.write_text(render(spec, specs, self._sasl))
         log4j = self.cluster_dir / "log4j2.properties"
         package = resources.files("ledger_stream.kafka.local")
         log4j.write_text(package.joinpath("log4j2.properties").read_text())
@@ -223,7 +226,8 @@ class LocalCluster:
 
         ports = [spec.broker_port for spec in state.nodes]
         try:
-            waited = wait_until_answering(state.bootstrap, ports, timeout_s, check_processes)
+            waited = wait_until_answering(state.bootstrap, ports, timeout_s, check_processes,
+                                          self._sasl.client() if self._sasl else {})
         except TimeoutError as exc:
             first = state.nodes[0]
             raise BrokerStartError(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -24,11 +24,13 @@ def wait_until_answering(
     broker_ports: list[int],
     timeout_s: float,
     check_processes: Callable[[], None],
+    client: Mapping[str, str] | None = None,
 ) -> float:
     """Block until every broker accepts TCP and the cluster's metadata lists all of them.
 
     ``check_processes`` runs on every poll and raises when a broker process died, so a
-    crash is reported at once instead of at the timeout. Returns the seconds waited;
+    crash is reported at once instead of at the timeout. ``client``: the connection's
+    properties (SASL) for a cluster that authenticates. Returns the seconds waited;
     raises TimeoutError (the caller adds the log tail) when ``timeout_s`` passes.
     """
     started = time.monotonic()
@@ -36,7 +38,7 @@ def wait_until_answering(
     while not all(can_connect(port) for port in broker_ports):
         check_processes()
         _sleep_until_next_poll(deadline, "accept connections")
-    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": _quiet}
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": _quiet, **(client or {})}
     admin = AdminClient(conf)
     while True:
         check_processes()

@@ -1,14 +1,61 @@
 """The ``server.properties`` of each local node: KRaft, combined broker+controller roles,
-PLAINTEXT on loopback, and internal topics sized to the cluster so transactions work."""
+PLAINTEXT on loopback, and internal topics sized to the cluster so transactions work.
+
+With :class:`LocalSasl` (tests of the ledger's ACLs) every listener, the controllers'
+included, takes SASL/PLAIN over loopback from a fixed set of users, and KRaft's
+``StandardAuthorizer`` allows only what an ACL grants (the admin is the one super user)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ledger_stream.kafka.local.ports import HOST
 
 INTERNAL_PARTITIONS = 3
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+SASL_LISTENER = "SASL_PLAINTEXT"
+
+
+@dataclass(frozen=True)
+class LocalSasl:
+    """SASL/PLAIN users of a local cluster that enforces ACLs. ``admin`` is the brokers' own
+    user and the only super user; ``users`` (name -> password) are principals ``User:NAME``
+    that can do only what an ACL grants them."""
+
+    admin_password: str
+    users: Mapping[str, str] = field(default_factory=dict)
+    admin: str = "admin"
+
+    def client(self, user: str | None = None) -> dict[str, str]:
+        """librdkafka properties that connect as ``user`` (the admin when None)."""
+        name = user or self.admin
+        password = self.admin_password if user is None else self.users[user]
+        return {"security.protocol": SASL_LISTENER, "sasl.mechanism": "PLAIN",
+                "sasl.username": name, "sasl.password": password}
+
+    def properties(self) -> dict[str, Any]:
+        """What a node's ``server.properties`` adds or replaces to enforce this."""
+        accounts = {self.admin: self.admin_password, **self.users}
+        logins = " ".join(f'user_{name}="{password}"' for name, password in accounts.items())
+        jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f'username="{self.admin}" password="{self.admin_password}" {logins};')
+        return {
+            "inter.broker.listener.name": SASL_LISTENER,
+            "listener.security.protocol.map":
+                f"{SASL_LISTENER}:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+            f"listener.name.{SASL_LISTENER.lower()}.plain.sasl.jaas.config": jaas,
+            "listener.name.controller.plain.sasl.jaas.config": jaas,
+            "authorizer.class.name": STANDARD_AUTHORIZER,
+            "super.users": f"User:{self.admin}",
+            "allow.everyone.if.no.acl.found": "false",
+        }
 
 
 @dataclass(frozen=True)
@@ -46,11 +93,12 @@ def plan_nodes(cluster_dir: Path, ports: list[int]) -> tuple[NodeSpec, ...]:
     )
 
 
-def render(node: NodeSpec, cluster: tuple[NodeSpec, ...]) -> str:
+def render(node: NodeSpec, cluster: tuple[NodeSpec, ...], sasl: LocalSasl | None = None) -> str:
     """``server.properties`` text for ``node`` in ``cluster``.
 
     One node: every internal topic has replication factor 1 and min ISR 1 (the defaults of 3
-    make transactions hang). Three nodes: replication 3, min ISR 2.
+    make transactions hang). Three nodes: replication 3, min ISR 2. ``sasl``: SASL on every
+    listener and the StandardAuthorizer (None, the default: PLAINTEXT, no authorizer).
     """
     replication = min(len(cluster), 3)
     min_isr = 2 if replication >= 3 else 1
@@ -94,6 +142,11 @@ def render(node: NodeSpec, cluster: tuple[NodeSpec, ...]) -> str:
         "num.network.threads": 2,
         "num.io.threads": 4,
     }
+    if sasl is not None:
+        listener = f"{SASL_LISTENER}://{HOST}:{node.broker_port}"
+        settings.update(sasl.properties(), listeners=f"{listener},"
+                        f"CONTROLLER://{HOST}:{node.controller_port}",
+                        **{"advertised.listeners": listener})
     lines = [f"# Written by ledger-stream for node {node.node_id}; rewritten on every start."]
     lines += [f"{key}={value}" for key, value in settings.items()]
     return "\n".join(lines) + "\n"
