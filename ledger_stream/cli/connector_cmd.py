@@ -222,7 +222,10 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(f"cannot serve metrics on port {settings.connector_metrics_port}: "
                        f"{exc}") from exc
-    return worker.run(stop)
+    try:
+        return worker.run(stop)
+    except KafkaSetupError as exc:  # e.g. topics at another partition count (LayoutRefused)
+        raise CliError(str(exc)) from exc
 
 
 def _stop_on_signals() -> threading.Event:

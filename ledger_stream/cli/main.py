@@ -34,6 +34,7 @@ from ledger_stream.cli import (
     processor_cmd,
     receipts_cmd,
     reconcile_cmd,
+    repartition_cmd,
     sandbox_cmd,
     simulate_cmd,
     topics_cmd,
@@ -48,7 +49,7 @@ COMMANDS = (
     kafka_cmd, topics_cmd, acls_cmd, processor_cmd, connector_cmd, view_cmd, receipts_cmd,
     alerts_cmd, inspect_cmd, reconcile_cmd, freeze_cmd, approve_cmd,
     sandbox_cmd, demo_cmd, falsify_cmd, bench_cmd, simulate_cmd, fuzz_cmd, chaos_cmd, mcp_cmd,
-    api_cmd, watch_cmd, upgrade_cmd,
+    api_cmd, watch_cmd, upgrade_cmd, repartition_cmd,
 )
 
 

@@ -54,6 +54,7 @@ from ledger_stream.connector.target import Target
 from ledger_stream.domain import events as ev
 from ledger_stream.failpoints import failpoint
 from ledger_stream.kafka.clients import Producer
+from ledger_stream.kafka.layout import LayoutRefused, check_roles
 from ledger_stream.kafka.producer import producer_config
 from ledger_stream.kafka.reach import wait_for_kafka
 from ledger_stream.logs import log_fields
@@ -106,6 +107,8 @@ class ConnectorWorker:
                                   self._codec, settings.session_timeout_ms,
                                   self._assigned, self._revoked)
         self.exit_status = 0
+        self._layout_topics = [settings.topic(role) for role in
+                               ("changelog", "dispatch", "attempts", "receipts")]
 
     # --- the loop -------------------------------------------------------------------------
 
@@ -117,6 +120,11 @@ class ConnectorWorker:
                               attempt_s=self._kafka_timeout_s):
             self._close()
             return self.exit_status
+        try:  # its topics at the layout the state was built under (kafka/layout.py)
+            check_roles(self._bootstrap, self._layout_topics[0], self._layout_topics[1:])
+        except LayoutRefused:
+            self._close()
+            raise
         logger.info("connector started", extra=log_fields(
             target=self._target.name, instance=self._core.instance, group=self._group,
             max_in_flight=self._opts.max_in_flight, deduplicates=self._target.deduplicates))

@@ -55,6 +55,7 @@ class Assignment:
                  policy: Policy, topics: tuple[str, str], changelog_topic: str,
                  group: str, ends: Consumer, incremental: bool = False) -> None:
         self._open_store = open_store
+        self.home_count: int | None = None  # restore only rows homed here at this count
         self._restorer = restorer
         self._ends = ends  # asks for the changelog's high watermarks (restore.py)
         self._policy = policy
@@ -115,7 +116,8 @@ class Assignment:
         for attempt in range(1, RESTORE_ATTEMPTS + 1):
             try:
                 return restore_partitions(self._restorer, self._changelog, stores, committed,
-                                          self._group, self._policy, self._ends)
+                                          self._group, self._policy, self._ends,
+                                          home_count=self.home_count)
             except ProcessorError as exc:
                 if attempt == RESTORE_ATTEMPTS:
                     raise

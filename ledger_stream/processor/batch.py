@@ -15,7 +15,7 @@ from ledger_stream.domain.values import replace
 from ledger_stream.kafka.message import position
 from ledger_stream.processor.changelog import Positions
 from ledger_stream.processor.partition import PartitionOverlay
-from ledger_stream.processor.step import LedgerStep, Out
+from ledger_stream.processor.step import Forward, LedgerStep, Out
 from ledger_stream.state import PartitionStore
 
 
@@ -82,7 +82,13 @@ class Batch:
         for due, key in overlay.due_now():
             self.outputs.extend(step.timer(overlay, key, due, now, self.sent_ms))
         event = step.read(msg.value(), msg.key(), topic, partition, offset, now)
-        if isinstance(event, ev.Containment):
+        if isinstance(event, Forward):  # placed under the count before repartition
+            raw = msg.headers() or []
+            pairs = raw.items() if isinstance(raw, dict) else raw
+            headers = tuple((str(n), d) for n, d in pairs if isinstance(d, bytes))
+            self.outputs.append(Out(event.role, msg.key(), msg.value() or b"", headers,
+                                    event.partition))
+        elif isinstance(event, ev.Containment):
             self.outputs.extend(step.contain(overlay, event, now, (topic, offset),
                                              msg.key() or b"", self.sent_ms))
         elif not isinstance(event, ev.Tick):

@@ -66,7 +66,8 @@ class Checkpoint:
         send, topics = self.delivery.send, self._topics
         self.delivery.begin()
         for out in batch.outputs:
-            send(topics[out.topic], out.value, out.key, None, list(out.headers) or None)
+            send(topics[out.topic], out.value, out.key, out.partition,
+                 list(out.headers) or None)
         wall_ms = int(time.time() * 1000)
         for partition in batch.ticks:
             send(topics["attempts"], self._step.encode_tick(partition, self._instance, wall_ms),

@@ -74,6 +74,11 @@ CLOCK_LAG = Gauge(
     "Wall clock minus the partition clock (the newest broker timestamp decided), per "
     "owned partition: how far behind real time deadlines are judged", ["partition"],
 )
+LAYOUT_CHANGED = Gauge(
+    "ledger_partition_layout_changed",
+    "1 while this processor stopped deciding because the topics' partition count left the "
+    "layout its state was built under (`ledger-stream repartition --to N` moves the state)",
+)
 
 
 def start_series(input_topics: Iterable[str]) -> None:

@@ -1,5 +1,6 @@
-"""Checks before the processor reads anything: the topics exist, share one partition count,
-and the input topics' record timestamps come from a clock the processor may trust.
+"""Checks before the processor reads anything: the topics exist, share the partition count
+the state was built under (kafka/layout.py; a fresh deployment records it), and the input
+topics' record timestamps come from a clock the processor may trust.
 
 Decisions read the partition clock (the records' broker timestamps). With
 ``message.timestamp.type=LogAppendTime`` the broker stamps each record; with CreateTime the
@@ -27,6 +28,7 @@ from confluent_kafka.admin import (
 
 from ledger_stream.config import Settings
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
+from ledger_stream.kafka.layout import Layout, LayoutRefused, check_layout
 from ledger_stream.logs import log_fields
 from ledger_stream.processor.clients import group_config
 from ledger_stream.processor.exceptions import StartupRefused
@@ -83,9 +85,11 @@ def listed_topics(admin: AdminClient, names: list[str], timeout_s: float,
         time.sleep(0.5)
 
 
-def check_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0) -> int:
-    """The input topics' partition count. Raises StartupRefused naming the fix when a topic
-    is missing, the partition counts differ, or an input topic's clock is not bounded."""
+def check_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0) -> Layout:
+    """The layout the state was built under, which the topics are at. Raises
+    StartupRefused naming the fix when a topic is missing, the partition counts differ from
+    each other or from the recorded layout (recorded here when there is none yet), or an
+    input topic's clock is not bounded."""
     admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
     names = {role: settings.topic(role) for role in INPUTS + OUTPUTS}
     found, missing = listed_topics(admin, sorted(names.values()), timeout_s)
@@ -93,10 +97,11 @@ def check_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0) ->
         raise StartupRefused(f"missing topics {', '.join(missing)}: run `ledger-stream "
                              "topics create` with the same settings")
     counts = {names[r]: len(found[names[r]].partitions) for r in (*INPUTS, "changelog")}
-    if len(set(counts.values())) != 1:
-        raise StartupRefused(f"partition counts differ ({counts}): intents, attempts and "
-                             "changelog must share one count, or one key's events would "
-                             "be decided by two writers")
+    try:  # the counts agree with each other and with the layout the state was built under
+        layout = check_layout(bootstrap, names["changelog"], counts, record=True,
+                              timeout_s=timeout_s)
+    except LayoutRefused as exc:
+        raise StartupRefused(str(exc)) from exc
     for role in INPUTS:
         problem = timestamp_problem(names[role], _describe(admin, names[role], timeout_s),
                                     settings.clock_skew_bound_ms)
@@ -104,7 +109,7 @@ def check_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0) ->
             raise StartupRefused(problem)
     if settings.group_protocol == "consumer":
         configure_group(admin, settings.consumer_group, group_config(settings), timeout_s)
-    return next(iter(counts.values()))
+    return layout or Layout(next(iter(counts.values())))
 
 
 def configure_group(admin: AdminClient, group: str, config: Mapping[str, str],

@@ -42,6 +42,7 @@ from ledger_stream.domain.deadlines import allowances, due_ms
 from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.message import fetched
 from ledger_stream.kafka.offsets import end_offset
+from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.logs import log_fields
 from ledger_stream.processor import changelog
 from ledger_stream.processor.exceptions import ProcessorError
@@ -68,8 +69,9 @@ class _Applier:
     """Applies one partition's changelog records to its store, in chunks."""
 
     def __init__(self, store: PartitionStore, committed: changelog.Positions, group: str,
-                 policy: Policy, start: int) -> None:
+                 policy: Policy, start: int, home_count: int | None = None) -> None:
         self.store = store
+        self._home_count = home_count
         self.stats = RestoreStats()
         self._committed = committed
         self._group = group
@@ -124,6 +126,10 @@ class _Applier:
                 self._held_at = offset
             return
         assert value is not None  # a record without a value is foreign
+        if (self._home_count is not None and key[:1] != b"~"
+                and partition_for(key, self._home_count) != self.store.partition):
+            self.stats.skipped += 1  # a row left behind by repartition: its key moved
+            return
         self.stats.applied += 1
         if key == changelog.CLOCK_KEY:
             self._clock = max(self._clock or 0, int(value))
@@ -188,7 +194,8 @@ def apply_records(store: PartitionStore, records: Iterable[changelog.ChangelogRe
 
 def restore_partitions(consumer: Consumer, topic: str, stores: dict[int, PartitionStore],
                        committed: dict[int, changelog.Positions], group: str, policy: Policy,
-                       ends: Consumer, timeout_s: float = 600.0) -> RestoreStats:
+                       ends: Consumer, timeout_s: float = 600.0,
+                       home_count: int | None = None) -> RestoreStats:
     """Catch every store up from ``topic`` (the changelog), all partitions in one pass,
     with ``consumer``: a client of its own (assigned, never subscribed, read_committed).
 
@@ -215,7 +222,8 @@ def restore_partitions(consumer: Consumer, topic: str, stores: dict[int, Partiti
                                                 end=ends_of[partition]))
                 start = 0
             starts[partition] = start
-            appliers[partition] = _Applier(store, committed[partition], group, policy, start)
+            appliers[partition] = _Applier(store, committed[partition], group, policy, start,
+                                           home_count)
         for fetched_now in _read(consumer, topic, starts, ends_of, started + timeout_s,
                                  waited):
             for msg in fetched_now:  # the hot loop: one pass per changelog record

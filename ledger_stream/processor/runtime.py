@@ -40,6 +40,7 @@ from ledger_stream.processor.batch import Batch, in_time_order, rewind_to
 from ledger_stream.processor.checkpoint import Checkpoint
 from ledger_stream.processor.delivery import AtLeastOnceDelivery, Delivery, ExactlyOnceDelivery
 from ledger_stream.processor.exceptions import BatchAbandoned, ProcessorError
+from ledger_stream.processor.layout import LayoutWatch, adopt_layout
 from ledger_stream.processor.policy import policy_from
 from ledger_stream.processor.preflight import check_topics
 from ledger_stream.processor.step import LedgerStep
@@ -52,11 +53,13 @@ logger = logging.getLogger(__name__)
 
 POLL_S = 0.1
 BACKOFF_FIRST_S, BACKOFF_MAX_S = 0.5, 10.0
-OUTPUT_ROLES = ("dispatch", "receipts", "alerts", "dlq", "attempts", "changelog")
+OUTPUT_ROLES = ("dispatch", "receipts", "alerts", "dlq", "attempts", "changelog", "intents")
 
 
 class Processor:
     """The single writer per operation key for the partitions the group gives it."""
+
+    _layout: LayoutWatch | None = None  # set by __init__ (tests build one without it)
 
     def __init__(self, settings: Settings, codec: AvroCodec | None = None,
                  stop: threading.Event | None = None) -> None:
@@ -65,9 +68,11 @@ class Processor:
         self.settings = settings
         policy = policy_from(settings)  # first: a missing approval secret is refused at once
         bootstrap = resolve_bootstrap(settings)
-        partitions = check_topics(bootstrap, settings)
+        layout = check_topics(bootstrap, settings)
+        partitions = layout.partitions
         self._folder = StateFolder(settings.resolved_state_dir, settings.consumer_group)
         self._folder.lock()
+        adopt_layout(self._folder.root, layout)  # a store of another layout is rebuilt
         self.instance = settings.processor_instance_id or self._folder.instance_hash()
         group = settings.consumer_group
         self._inputs = (settings.topic("intents"), settings.topic("attempts"))
@@ -75,7 +80,7 @@ class Processor:
         self._step = LedgerStep(policy,
                                 codec or make_codec(settings.schema_registry_url),
                                 {self._inputs[0]: "intents", self._inputs[1]: "attempts"},
-                                partitions)
+                                partitions, layout.grown_from)
         self._consumer = Consumer(clients.consumer_config(settings, bootstrap))
         self._restorer = Consumer(clients.changelog_reader_config(bootstrap))
         self._ends = Consumer(clients.changelog_ends_config(bootstrap))
@@ -83,6 +88,7 @@ class Processor:
                                       self._inputs, settings.topic("changelog"), group,
                                       self._ends,
                                       incremental=settings.group_protocol == "consumer")
+        self._assignment.home_count = partitions if layout.grown_from else None
         exactly_once = settings.processing_guarantee == "exactly-once"
         producer = clients.producer_settings(
             bootstrap, clients.transactional_id(group, self.instance) if exactly_once else None)
@@ -102,6 +108,8 @@ class Processor:
         self._backoff_s = 0.0
         self._fetching_epoch = 0  # the assignment epoch the fetcher was last restarted at
         self._fetching: set[int] = set()  # the partitions owned then
+        self._layout = LayoutWatch(bootstrap, [*self._inputs, settings.topic("changelog")],
+                                   partitions)
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -131,6 +139,10 @@ class Processor:
         self._stop.set()
 
     def _iteration(self) -> None:
+        a = self._assignment
+        if self._layout and self._layout.changed(a.owned, a.epoch):
+            self._layout.hold(self._consumer)  # never decide a key whose partition moved
+            return
         self._restart_fetching()
         records, member, metadata = self._collect()
         ticks = self._ticks()
@@ -174,6 +186,8 @@ class Processor:
         except KafkaException as exc:
             raise ProcessorError(f"the consumer failed: {exc.args[0].str()}") from exc
         if a.epoch != epoch:
+            if self._layout and self._layout.changed(a.owned, a.epoch):
+                return [], None, None  # dropped uncommitted: they wait in Kafka
             if not a.incremental:
                 # Eager rebalancing revokes everything before assigning anew, so these
                 # records belong to a revoked assignment: drop them (new owners read from

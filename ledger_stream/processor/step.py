@@ -49,7 +49,17 @@ ATTEMPT_TYPES: tuple[type[Any], ...] = (
 )
 PARTITIONED = (ev.Tick, ev.Containment)  # written to an explicit partition, which they name
 
-Readable = ev.InputEvent | ev.Tick | ev.Containment
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """A record a producer placed under the partition count before ``repartition``: it goes,
+    unchanged, to its key's partition now (``role`` "intents" or "attempts"), to be decided
+    there by the owner of the key's state, instead of the DLQ."""
+
+    role: str
+    partition: int
+
+
+Readable = ev.InputEvent | ev.Tick | ev.Containment | Forward
 
 
 class StateView(Protocol):
@@ -73,6 +83,7 @@ class Out:
     key: bytes | None
     value: bytes
     headers: tuple[tuple[str, bytes], ...] = ()
+    partition: int | None = None  # None: the key's partition (the producer's partitioner)
 
 
 _TOPIC_OF: dict[type[Any], str] = {
@@ -87,10 +98,13 @@ CONTAINMENT_KEY_PREFIX = COMMAND_KEY_PREFIX.encode()
 
 class LedgerStep:
     def __init__(self, policy: Policy, codec: AvroCodec, topics: dict[str, str],
-                 partitions: int) -> None:
+                 partitions: int, grown_from: int | None = None) -> None:
         """``topics`` maps full input topic names to "intents" or "attempts";
-        ``partitions`` is their (shared) partition count."""
+        ``partitions`` is their (shared) partition count; ``grown_from`` the count before
+        the last ``repartition`` (records placed under it are forwarded, not poison)."""
         self.policy = policy
+        self._roles = topics
+        self._grown_from = grown_from
         self._codec = codec
         self._partitions = partitions
         self._expect = {
@@ -131,6 +145,8 @@ class LedgerStep:
         # Another partitioner would give one key a second, independent state here.
         home = partition_for(key, self._partitions)
         if home != partition:
+            if self._grown_from and partition_for(key, self._grown_from) == partition:
+                return Forward(self._roles.get(topic, "attempts"), home)
             return poison(f"record in partition {partition}, its key belongs to {home}")
         reason = invalid_reason(event, key_text)
         if reason is not None:

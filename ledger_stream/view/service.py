@@ -13,6 +13,7 @@ from ledger_stream.access import metrics_open, serving_keys
 from ledger_stream.config import Settings
 from ledger_stream.history.reader import ROLES
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
+from ledger_stream.kafka.layout import check_roles
 from ledger_stream.kafka.reach import wait_for_kafka
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import make_codec
@@ -40,6 +41,10 @@ def run_view(settings: Settings, no_auth: bool = False) -> None:
         signal.signal(signum, on_signal)
     if not wait_for_kafka(bootstrap, "view", stop, attempt_s=settings.kafka_timeout_s):
         return
+    followed = ["receipts", *(ROLES if settings.view_timeline else ())]
+    # Raises LayoutRefused (a KafkaSetupError) at another count than the state's.
+    check_roles(bootstrap, settings.topic("changelog"),
+                sorted({settings.topic(role) for role in followed}))
     store = ViewStore(settings.resolved_view_dir / settings.topic_prefix)
     codec = make_codec(settings.schema_registry_url)
     view: ReceiptView | None = None

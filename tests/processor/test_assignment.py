@@ -78,7 +78,7 @@ def restored(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
 
     def fake_restore(restorer: Any, changelog: str, stores: dict[int, Any],
                      committed: Any, group: str, policy: Policy,
-                     ends: Any) -> RestoreStats:
+                     ends: Any, home_count: int | None = None) -> RestoreStats:
         calls.append(sorted(stores))
         return RestoreStats()
 

@@ -39,7 +39,7 @@ from ledger_stream.domain.events import Containment, Intent, Origin, Tick
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState, absent
 from ledger_stream.processor.partition import PartitionOverlay
-from ledger_stream.processor.step import LedgerStep
+from ledger_stream.processor.step import Forward, LedgerStep
 from ledger_stream.serde import AvroCodec
 from ledger_stream.state import RocksDBPartitionStore, StoreBatch, encode_row
 
@@ -132,7 +132,7 @@ def measure(keys: int, batch: int, duplicate_share: float, conflict_share: float
             for due, timer_key in overlay.due_now():
                 timer(overlay, timer_key, due, now)
             event = read(value, key, TOPIC, 0, offset, now)
-            if not isinstance(event, Tick | Containment):
+            if not isinstance(event, Tick | Containment | Forward):
                 decide_one(overlay, event, now)
             if offset % CHECKPOINT == 0:
                 store.write(overlay.store_batch(offset))

@@ -1,0 +1,280 @@
+"""``ledger-stream repartition --to N``: grow the ledger's topics with every key's state.
+
+With every processor stopped, in steps that are each safe to run again (a crash anywhere
+leaves a state the next run finishes; the recorded layout, written last, is the marker):
+
+1. refuse unless a layout is recorded (kafka/layout.py), N is larger than it, no member is
+   in the processors' consumer group, and every input partition of the recorded layout is
+   decided (the group's committed offsets at the partition's end); say what is not. Topics
+   grown already (by hand, or by a run that crashed) cannot be decided at the old count any
+   more: what waits there is decided after the cut-over, forwarded to its key's partition
+   when it moved (a processor forwards what a producer placed under the previous count);
+2. refuse while a partition holds a containment row (freezes or held keys: they are
+   partition-scoped and not carried; unfreeze first);
+3. grow every ledger topic to N (``create_partitions``; topics already at N are left);
+4. rewrite, for every key whose partition moves (``murmur2(key) % N``), its latest committed
+   changelog row into the changelog partition of its new home, with its deadline basis, so
+   the new owner restores it and its deadlines; and each new partition's clock from the
+   partition its keys came from (deadlines are judged by it);
+5. record the layout ``N`` (grown from the recorded count). Processors restore from then on
+   only the rows homed in their partition at ``N`` (the moved keys' old rows stay behind in
+   the changelog, skipped), and rebuild a local store built under the old layout.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from ledger_stream.config import Settings
+from ledger_stream.kafka.client_config import CLIENT_CONFIG
+from ledger_stream.kafka.layout import Layout, read_layout, topic_counts, write_layout
+from ledger_stream.kafka.message import fetched
+from ledger_stream.kafka.partitioner import partition_for
+from ledger_stream.kafka.topics import LEDGER_TOPICS
+from ledger_stream.processor import changelog as cl
+
+SPECIAL = (cl.CLOCK_KEY, cl.CONTAINMENT_KEY.encode(), cl.TICK_KEY, b"~layout")
+
+
+class RepartitionRefused(Exception):
+    """The migration cannot run now; the message says what to do first."""
+
+
+@dataclass
+class RepartitionReport:
+    before: int
+    after: int
+    moved_keys: int = 0
+    kept_keys: int = 0
+    clocks: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Partition:
+    rows: dict[bytes, tuple[bytes, bytes | None]] = field(default_factory=dict)
+    clock: int = 0
+    containment: bool = False
+
+
+def repartition(bootstrap: str, settings: Settings, to: int, timeout_s: float = 30.0,
+                say: Callable[[str], None] = print) -> RepartitionReport:
+    """Move the ledger to ``to`` partitions (module docstring). RepartitionRefused when a
+    step's condition does not hold; nothing was changed then, or only what a re-run redoes."""
+    changelog, group = settings.topic("changelog"), settings.consumer_group
+    recorded = read_layout(bootstrap, changelog, timeout_s)
+    if recorded is None:
+        raise RepartitionRefused(f"no partition layout recorded in {changelog}: start a "
+                                 "processor once (it records the count it was built under)")
+    counts = topic_counts(bootstrap, [settings.topic(r) for r in LEDGER_TOPICS], timeout_s)
+    if recorded.partitions == to:
+        say(f"already at {to} partitions")
+        return RepartitionReport(to, to)
+    if to < recorded.partitions or any(n > to for n in counts.values()):
+        raise RepartitionRefused(f"only growing is supported: the state is at "
+                                 f"{recorded.partitions}, topics {counts}, asked {to}")
+    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
+    _require_no_members(admin, group, timeout_s)
+    committed = _committed(bootstrap, settings, recorded.partitions, timeout_s)
+    if all(n == recorded.partitions for n in counts.values()):
+        _require_decided(bootstrap, settings, committed, timeout_s)
+    else:
+        # Grown already (by hand, or by a run that crashed): the processors cannot run at
+        # the old count any more. What waits on the old partitions is decided after the
+        # cut-over at its key's partition, forwarded there when it moved (processor/step.py).
+        say("topics already grown: inputs still waiting are decided after the cut-over")
+    parts = _read_state(bootstrap, changelog, group, committed, timeout_s)
+    held = sorted(p for p, part in parts.items() if part.containment)
+    if held:
+        raise RepartitionRefused(f"partitions {held} hold a containment row (freezes or held "
+                                 "keys): unfreeze everything first (`ledger-stream "
+                                 "freeze list`), then run this again")
+    _grow(admin, {name: n for name, n in counts.items() if n < to}, to, timeout_s)
+    say(f"topics at {to} partitions")
+    report = _rewrite(bootstrap, changelog, group, parts, to, timeout_s)
+    report.before = recorded.partitions
+    write_layout(bootstrap, changelog, Layout(to, grown_from=recorded.partitions), timeout_s)
+    say(f"moved {report.moved_keys} keys ({report.kept_keys} stay); layout recorded: {to}")
+    return report
+
+
+def _require_no_members(admin: AdminClient, group: str, timeout_s: float) -> None:
+    try:
+        [described] = admin.describe_consumer_groups([group],
+                                                     request_timeout=timeout_s).values()
+        members = described.result(timeout_s).members
+    except KafkaException as exc:
+        raise RepartitionRefused(f"cannot describe the group {group}: {exc}") from exc
+    if members:
+        who = ", ".join(sorted(m.client_id or m.member_id for m in members))
+        raise RepartitionRefused(f"processors are running in group {group} ({who}): stop "
+                                 "every processor first")
+
+
+def _consumer(bootstrap: str, group: str, isolation: str = "read_committed") -> Consumer:
+    return Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG, "group.id": group,
+                     "enable.auto.commit": False, "isolation.level": isolation,
+                     "auto.offset.reset": "earliest"})
+
+
+def _committed(bootstrap: str, settings: Settings, partitions: int, timeout_s: float
+               ) -> dict[int, cl.Positions]:
+    """The processors' committed input offsets per partition (-1: none)."""
+    inputs = (settings.topic("intents"), settings.topic("attempts"))
+    reader = _consumer(bootstrap, settings.consumer_group)  # never subscribes: no member
+    try:
+        tps = [TopicPartition(t, p) for p in range(partitions) for t in inputs]
+        found = {(tp.topic, tp.partition): tp.offset
+                 for tp in reader.committed(tps, timeout=timeout_s)}
+    finally:
+        reader.close()
+    return {p: cl.Positions(max(found[(inputs[0], p)], -1), max(found[(inputs[1], p)], -1))
+            for p in range(partitions)}
+
+
+def _require_decided(bootstrap: str, settings: Settings,
+                     committed: dict[int, cl.Positions], timeout_s: float) -> None:
+    """Refuse naming every input partition with a record beyond the committed offsets."""
+    reader = _consumer(bootstrap, f"ledger-repartition-{uuid.uuid4().hex}")
+    waiting = []
+    try:
+        for role in ("intents", "attempts"):
+            topic = settings.topic(role)
+            for p, pos in committed.items():
+                start = pos.intents if role == "intents" else pos.attempts
+                if _records_after(reader, topic, p, start, timeout_s):
+                    waiting.append(f"{topic}[{p}]")
+    finally:
+        reader.close()
+    if waiting:
+        raise RepartitionRefused(
+            f"inputs not decided yet in {', '.join(waiting)}: start the processors (on the "
+            "topics as they are, before growing them) until their lag is 0, stop them, "
+            "then run this again")
+
+
+def _records_after(reader: Consumer, topic: str, partition: int, start: int,
+                   timeout_s: float) -> bool:
+    """Whether a committed record other than a Tick lies at or after ``start`` (-1: the
+    beginning)."""
+    low, high = reader.get_watermark_offsets(TopicPartition(topic, partition),
+                                             timeout=timeout_s)
+    start = max(start, low)
+    if start >= high:
+        return False
+    reader.assign([TopicPartition(topic, partition, start)])
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            for msg in fetched(reader, 100, 1.0):
+                # A Tick only moves the partition clock: the new owner ticks on its own.
+                if not msg.error() and msg.key() != cl.TICK_KEY:
+                    return True
+            [at] = reader.position([TopicPartition(topic, partition)])
+            if at.offset >= high:  # only transaction markers were left
+                return False
+    finally:
+        reader.unassign()
+    raise RepartitionRefused(f"{topic}[{partition}] could not be read to its end in "
+                             f"{timeout_s:g} s (an open transaction?): run this again")
+
+
+def _read_state(bootstrap: str, changelog: str, group: str,
+                committed: dict[int, cl.Positions], timeout_s: float) -> dict[int, _Partition]:
+    """Each old partition's latest committed row per key, clock and containment, as a
+    restore from scratch would apply them."""
+    reader = _consumer(bootstrap, f"ledger-repartition-{uuid.uuid4().hex}")
+    parts = {p: _Partition() for p in committed}
+    try:
+        for p, part in parts.items():
+            _, high = reader.get_watermark_offsets(TopicPartition(changelog, p),
+                                                   timeout=timeout_s)
+            if high == 0:
+                continue
+            reader.assign([TopicPartition(changelog, p, OFFSET_BEGINNING)])
+            quiet_until = time.monotonic() + timeout_s  # no record for this long: give up
+            while reader.position([TopicPartition(changelog, p)])[0].offset < high:
+                if time.monotonic() > quiet_until:
+                    raise RepartitionRefused(f"{changelog}[{p}] could not be read to its end "
+                                             f"in {timeout_s:g} s: run this again")
+                found = fetched(reader, 5000, 1.0)
+                if found:
+                    quiet_until = time.monotonic() + timeout_s
+                for msg in found:
+                    if msg.error():
+                        raise KafkaException(msg.error())
+                    _take(part, msg.key(), msg.value(), msg.headers(), group, committed[p])
+            reader.unassign()
+    finally:
+        reader.close()
+    return parts
+
+
+def _take(part: _Partition, key: bytes | None, value: bytes | None, headers: object,
+          group: str, committed: cl.Positions) -> None:
+    record = cl.parse(0, key, value, headers)  # type: ignore[arg-type]
+    if record.group != group or value is None or not record.positions.covered_by(committed):
+        return  # not this group's, or of a batch never committed: restore skips it too
+    if record.key == cl.CLOCK_KEY:
+        part.clock = max(part.clock, int(value))
+    elif record.key == cl.CONTAINMENT_KEY.encode():
+        part.containment = True
+    elif record.key not in SPECIAL:
+        part.rows[record.key] = (value, record.due)
+
+
+def _grow(admin: AdminClient, topics: dict[str, int], to: int, timeout_s: float) -> None:
+    if not topics:
+        return
+    futures = admin.create_partitions([NewPartitions(name, to) for name in topics],
+                                      operation_timeout=timeout_s, request_timeout=timeout_s)
+    for name, future in futures.items():
+        try:
+            future.result()
+        except KafkaException as exc:
+            raise RepartitionRefused(f"growing {name} failed: {exc.args[0].str()}") from exc
+
+
+def _rewrite(bootstrap: str, changelog: str, group: str, parts: dict[int, _Partition],
+             to: int, timeout_s: float) -> RepartitionReport:
+    """Write each moved key's row at its new home, and the clocks of the new homes."""
+    producer = Producer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
+                         "enable.idempotence": True, "acks": "all"})
+    errors: list[str] = []
+
+    def delivered(error: object, _msg: object) -> None:
+        if error is not None:
+            errors.append(str(error))
+
+    # (-1, -1): covered by any committed offsets, so the new owner applies them.
+    headers = cl.headers(group, cl.Positions())
+    report = RepartitionReport(0, to)
+    clocks: dict[int, int] = {}
+    for p, part in parts.items():
+        for key, (row, due) in part.rows.items():
+            home = partition_for(key, to)
+            if home == p:
+                report.kept_keys += 1
+                continue
+            report.moved_keys += 1
+            row_headers: list[tuple[str, str | bytes | None]] = [*headers]
+            if due is not None:
+                row_headers.append((cl.DUE, due))
+            producer.produce(changelog, row, key, home, headers=row_headers,
+                             on_delivery=delivered)
+            if part.clock:
+                clocks[home] = max(clocks.get(home, 0), part.clock)
+            producer.poll(0)
+    for home, clock in clocks.items():
+        producer.produce(changelog, cl.clock_value(clock), cl.CLOCK_KEY, home,
+                         headers=list(headers), on_delivery=delivered)
+    if producer.flush(timeout_s) or errors:
+        raise RepartitionRefused(f"writing the moved rows failed ({errors[:1] or 'no answer'})"
+                                 ": run this again")
+    report.clocks = clocks
+    return report

@@ -1,0 +1,128 @@
+"""``ledger-stream repartition --to N`` on a real broker: keys succeeded and keys waiting for
+a connector (a deadline armed) on 3 partitions, grown to 6 with the processor stopped; every
+key asked again is answered from its original state, nothing is dispatched twice, and the
+waiting keys' deadlines still fire at their new partitions."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from ledger_stream.config import Settings
+from ledger_stream.domain import events as ev
+from ledger_stream.kafka.layout import Layout, read_layout, topic_counts
+from ledger_stream.kafka.partitioner import partition_for
+from ledger_stream.testing.processes import Proc
+from ledger_stream.testing.sandbox import SandboxProc
+from ledger_stream.testing.stack import Stack
+from tests.processor.support import read_all, read_raw
+
+pytestmark = [pytest.mark.timeout(420)]
+
+DONE = [f"acme/refund/done-{i}" for i in range(10)]
+WAITING = [f"acme/refund/wait-{i}" for i in range(6)]
+STALL_MS = 45_000
+TO = 6
+
+
+def dispatches(settings: Settings) -> Counter[str]:
+    """Distinct dispatches (attempts) per key. The topic also carries grants, holds and
+    dones, and a stalled dispatch is offered again under its own id (connectors skip it)."""
+    found = read_raw(settings.kafka_bootstrap or "", settings.topic("dispatch"))
+    ids = {(e.key, e.dispatch_id, e.attempt) for r in found
+           if isinstance(e := r.event(), ev.Dispatch)}
+    return Counter(key for key, _, _ in ids)
+
+
+def run_repartition(settings: Settings, tmp: Path, to: int) -> Proc:
+    proc = Proc(["repartition", "--to", str(to), "--bootstrap", settings.kafka_bootstrap or "",
+                 "--topic-prefix", settings.topic_prefix, "--group",
+                 settings.consumer_group], tmp / f"repartition-{time.monotonic_ns()}.log")
+    proc.popen.wait(120)
+    return proc
+
+
+def test_repartition_moves_every_key_with_its_state_and_deadlines(
+        ledger_topics: Settings, tmp_path: Path) -> None:
+    from ledger_stream.testing.processes import processor_group
+
+    settings = ledger_topics.model_copy(
+        update={"consumer_group": processor_group(ledger_topics)})
+    moved = [k for k in DONE + WAITING
+             if partition_for(k, settings.partitions) != partition_for(k, TO)]
+    assert moved and set(moved) & set(WAITING), "the test needs keys that move"
+    sandbox = SandboxProc(tmp_path / "sandbox.db")
+    stack = Stack(settings, tmp_path, processor_env={"LEDGER_STALL_AFTER_MS": str(STALL_MS)})
+    try:
+        connector = stack.connector("http", "--name", "payments", "--base-url", sandbox.url)
+        first = {k: stack.submit_nowait(k, {"amount": 5}, "payments") for k in DONE}
+        first |= {k: stack.submit_nowait(k, {"amount": 5}, "nowhere") for k in WAITING}
+        stack.producer.flush()
+        answers = {k: stack.await_key(k, {ev.ReceiptStatus.SUCCEEDED}) for k in DONE}
+        for k in WAITING:
+            stack.await_answer(first[k])
+        assert stack.processor.stop(30) == 0
+        assert connector.stop(30) == 0
+
+        grown = run_repartition(settings, tmp_path, TO)
+        assert grown.popen.returncode == 0, grown.tail()
+        assert read_layout(settings.kafka_bootstrap or "", settings.topic("changelog")) \
+            == Layout(TO, grown_from=settings.partitions)
+        again = run_repartition(settings, tmp_path, TO)  # re-runnable: nothing left to do
+        assert again.popen.returncode == 0 and "already at 6" in again.tail(), again.tail()
+
+        restarted_ms = int(time.time() * 1000)
+        stack.restart_processor(kill=False)
+        stack.connector("http", "--name", "payments", "--base-url", sandbox.url)
+        second = {k: stack.submit_nowait(k, {"amount": 5}, first[k].target)
+                  for k in DONE + WAITING}
+        stack.producer.flush()
+        for k in DONE:
+            receipt = stack.await_answer(second[k])
+            assert receipt.key_status is ev.ReceiptStatus.SUCCEEDED, (k, receipt)
+            assert receipt.external_id == answers[k].external_id != "", k
+        for k in WAITING:
+            assert stack.await_answer(second[k]).key_status is ev.ReceiptStatus.ACCEPTED, k
+        deadline = time.monotonic() + STALL_MS / 1000 + 60
+        stalled: set[str] = set()
+        while set(WAITING) - stalled and time.monotonic() < deadline:
+            stalled = {a.key for a in read_all(settings, "alerts")
+                       if a.kind is ev.AlertKind.STALLED and a.at_ms >= restarted_ms}
+            time.sleep(2)
+        assert stalled >= set(WAITING), (stalled, stack.processor.tail())
+        assert set(dispatches(settings).values()) == {1}, dispatches(settings)
+        assert not read_raw(settings.kafka_bootstrap or "", settings.topic("dlq"))
+    finally:
+        stack.close()
+        sandbox.stop()
+
+
+def test_repartition_refuses_while_processors_run_or_inputs_wait(
+        ledger_topics: Settings, tmp_path: Path) -> None:
+    from ledger_stream.testing.processes import processor_group
+
+    settings = ledger_topics.model_copy(
+        update={"consumer_group": processor_group(ledger_topics)})
+    stack = Stack(settings, tmp_path)
+    try:
+        stack.await_answer(stack.submit("acme/refund/r-1", {"amount": 5}, "nowhere"))
+        running = run_repartition(settings, tmp_path, TO)
+        assert running.popen.returncode != 0
+        assert "stop every processor first" in running.tail(), running.tail()
+        assert stack.processor.stop(30) == 0
+        waiting = stack.submit("acme/refund/r-2", {"amount": 5}, "nowhere")
+        undecided = run_repartition(settings, tmp_path, TO)
+        assert undecided.popen.returncode != 0
+        home = partition_for(waiting.key, settings.partitions)
+        assert f"inputs not decided yet in {settings.topic('intents')}[{home}]" \
+            in undecided.tail(), undecided.tail()
+        assert read_layout(settings.kafka_bootstrap or "", settings.topic("changelog")) \
+            == Layout(settings.partitions), "a refused run changes nothing"
+        names = [settings.topic(role) for role in ("intents", "attempts", "changelog")]
+        assert set(topic_counts(settings.kafka_bootstrap or "", names).values()) \
+            == {settings.partitions}
+    finally:
+        stack.close()
