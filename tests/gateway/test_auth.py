@@ -26,6 +26,15 @@ def test_each_key_acts_for_its_tenant_only():
     ("acme:operator:ann=acme-key-0123456789,acme:agent=acme-key-0123456789", "one holder"),
     ("acme:operator:ann=acme-key-0123456789,acme:operator:bob=acme-key-0123456789",
      "two holders"),
+    # A key listed as an agent's (no role) and as an operator's is refused, in either
+    # order: it was silently an operator's, its "agent" line notwithstanding.
+    ("acme=acme-key-0123456789,acme:operator:ann=acme-key-0123456789", "one holder"),
+    ("acme:operator:ann=acme-key-0123456789,acme=acme-key-0123456789", "one holder"),
+    # The ledger keys its freezes' audit records ~freeze/TENANT/ACTION: a tenant "~freeze"
+    # would read every tenant's as its own keys' timelines. '*' is every tenant's scope.
+    ("~freeze:agent=acme-key-0123456789", "tenant '~freeze'"),
+    ("~containment=acme-key-0123456789", "tenant '~containment'"),
+    ("*:operator:ann=acme-key-0123456789", "tenant '\\*'"),
 ])
 def test_a_bad_key_configuration_says_what_is_wrong(text, why):
     with pytest.raises(ApiKeyError, match=why):
