@@ -56,7 +56,8 @@ class ApiKeys:
         """``pairs``: (tenant, key); ``operators``: key → the operator's name, for the keys
         the operator routes accept (every other key is an agent's); ``agents``: keys given
         as agents' (``TENANT:agent=KEY`` or ``TENANT=KEY``; a key also in ``operators`` is
-        refused: a key has one holder); ``unnamed``: where keys without a role were given (``TENANT=KEY``)."""
+        refused: a key has one holder); ``unnamed``: where keys without a role were given
+        (``TENANT=KEY``)."""
         operators = dict(operators or {})
         self.unnamed = unnamed
         self._by_digest: dict[bytes, Holder] = {}
