@@ -35,10 +35,20 @@ def test_each_key_acts_for_its_tenant_only():
     ("~freeze:agent=acme-key-0123456789", "tenant '~freeze'"),
     ("~containment=acme-key-0123456789", "tenant '~containment'"),
     ("*:operator:ann=acme-key-0123456789", "tenant '\\*'"),
+    # An agent's key names no one: a name after it is a mistake, not an agent called bob.
+    ("acme:agent:bob=acme-key-0123456789", "not 'acme:agent:bob'"),
+    ("=acme-key-0123456789", "not TENANT:operator:NAME=KEY"),
 ])
 def test_a_bad_key_configuration_says_what_is_wrong(text, why):
     with pytest.raises(ApiKeyError, match=why):
         ApiKeys.parse(text)
+
+
+def test_the_same_entry_twice_is_one_key():
+    keys = ApiKeys.parse("acme:operator:ann=acme-key-0123456789\n"
+                         "acme:operator:ann=acme-key-0123456789")
+    assert keys.holder_of("acme-key-0123456789").operator == "ann"  # type: ignore[union-attr]
+    assert not keys.is_agents("no-such-key-0123456789")
 
 
 def test_only_a_key_naming_its_operator_reaches_the_operator_routes():
