@@ -239,15 +239,12 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
                               wait, idempotency_key or "")
 
     @app.delete("/v1/freezes/{action}", response_model=FreezeOut)
-    async def unfreeze(action: str, who: Operator, request: Request, wait: Wait = 10.0,
+    async def unfreeze(action: str, who: Operator, wait: Wait = 10.0,
                        idempotency_key: IdempotencyKey = None) -> FreezeOut:
         """Unfreeze this tenant's freeze of an action, by the operator the API key names:
         its held dispatches are released (answered as the freeze is). ``Idempotency-Key``
         as for the freeze: a retried unfreeze cannot lift a freeze made after its first
         try."""
-        if {"operator", "by"} & set(request.query_params):
-            raise HTTPException(400, "the operator is the holder of the API key "
-                                "(TENANT:operator:NAME=KEY): leave 'operator' out")
         return await _contain(who, action, False, ev.FreezeMode.HOLD, "", wait,
                               idempotency_key or "")
 
@@ -309,7 +306,9 @@ def tenant_of_request(request: Request,
 def operator_of_request(request: Request,
                         authorization: Annotated[str | None, Header()] = None) -> Holder:
     """The holder of the request's API key when it is an operator's
-    (``TENANT:operator:NAME=KEY``); 401 without a known key, 403 for any other key."""
+    (``TENANT:operator:NAME=KEY``); 401 without a known key, 403 for any other key; 400
+    when the query names an operator (on every operator route: never silently ignored, so
+    a script that thinks it names the operator learns why)."""
     tenant_of_request(request, authorization)
     keys: ApiKeys = request.app.state.keys
     holder = keys.holder_of((authorization or "").partition(" ")[2].strip())
@@ -317,6 +316,9 @@ def operator_of_request(request: Request,
         raise HTTPException(403, "this API key is not an operator's: operator routes "
                             "(decisions, freezes) need a key given as "
                             "TENANT:operator:NAME=KEY")
+    if {"operator", "by"} & set(request.query_params):
+        raise HTTPException(400, "the operator is the holder of the API key "
+                            "(TENANT:operator:NAME=KEY): leave 'operator' out")
     return holder
 
 

@@ -32,6 +32,8 @@ class ApiKeyError(ValueError):
 AGENT = "agent"
 OPERATOR = "operator"
 OPERATOR_NAME = re.compile(r"[A-Za-z0-9._@+-]{1,64}")
+RESERVED_TENANT_START = "~"
+EVERY_TENANT = "*"
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,9 @@ class ApiKeys:
                  unnamed: tuple[str, ...] = ()) -> None:
         """``pairs``: (tenant, key); ``operators``: key → the operator's name, for the keys
         the operator routes accept (every other key is an agent's); ``agents``: keys given
-        as agents' explicitly (kept for callers of the older signature; a key in both is
-        refused); ``unnamed``: where keys without a role were given (``TENANT=KEY``)."""
+        as agents' (``TENANT:agent=KEY`` or ``TENANT=KEY``; a key also in ``operators`` is
+        refused: a key has one holder); ``unnamed``: where keys without a role were given
+        (``TENANT=KEY``)."""
         operators = dict(operators or {})
         self.unnamed = unnamed
         self._by_digest: dict[bytes, Holder] = {}
@@ -63,6 +66,13 @@ class ApiKeys:
                 operation_key(tenant, "check", "check")
             except InvalidKeyError as exc:
                 raise ApiKeyError(f"tenant {tenant!r}: {exc}") from None
+            if tenant.startswith(RESERVED_TENANT_START) or tenant == EVERY_TENANT:
+                # The ledger keys its own records ~freeze/TENANT/ACTION (the audit of a
+                # freeze), ~containment/... (freeze commands); '*' names every tenant in a
+                # freeze's scope. A tenant so named would read those as its own keys.
+                raise ApiKeyError(f"tenant {tenant!r}: a tenant's name neither begins with "
+                                  f"{RESERVED_TENANT_START!r} nor is {EVERY_TENANT!r} (the "
+                                  "ledger's own records are keyed so)")
             if len(key) < 16:
                 raise ApiKeyError(f"the key of tenant {tenant!r} is shorter than 16 characters")
             if key in agents and key in operators:
@@ -116,7 +126,8 @@ class ApiKeys:
                 operators[key] = name
             elif role == AGENT:
                 agents.add(key)
-            else:
+            else:  # an agent's: also listed as an operator's, it is refused (one holder)
+                agents.add(key)
                 unnamed.append(where)
             pairs.append((tenant, key))
         return cls(pairs, frozenset(agents), operators, tuple(unnamed))

@@ -104,6 +104,19 @@ def test_an_agents_key_and_another_tenants_key_are_refused(app_client: TestClien
     assert _approve(app_client, ACME, key="acmex/payout/p-1").status_code == 403
 
 
+def test_an_approval_whose_audit_record_was_not_written_is_not_handed_out(
+        app_client: TestClient, monkeypatch: pytest.MonkeyPatch):
+    from ledger_stream.operate.audit import AuditNotWritten
+
+    def unaudited(*_: object, **__: object) -> None:
+        raise AuditNotWritten("the audit record of this approval could not be written")
+
+    monkeypatch.setattr(approvals_module, "record_approval", unaudited)
+    r = _approve(app_client, ACME)
+    assert r.status_code == 503 and "could not be written" in r.json()["detail"]
+    assert "signature" not in r.text
+
+
 def test_without_a_signing_key_the_gateway_approves_nothing():
     client = AsyncLedgerClient(Settings(approval_signing_key=None), bootstrap="127.0.0.1:1")
     try:

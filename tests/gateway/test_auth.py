@@ -26,10 +26,29 @@ def test_each_key_acts_for_its_tenant_only():
     ("acme:operator:ann=acme-key-0123456789,acme:agent=acme-key-0123456789", "one holder"),
     ("acme:operator:ann=acme-key-0123456789,acme:operator:bob=acme-key-0123456789",
      "two holders"),
+    # A key listed as an agent's (no role) and as an operator's is refused, in either
+    # order: it was silently an operator's, its "agent" line notwithstanding.
+    ("acme=acme-key-0123456789,acme:operator:ann=acme-key-0123456789", "one holder"),
+    ("acme:operator:ann=acme-key-0123456789,acme=acme-key-0123456789", "one holder"),
+    # The ledger keys its freezes' audit records ~freeze/TENANT/ACTION: a tenant "~freeze"
+    # would read every tenant's as its own keys' timelines. '*' is every tenant's scope.
+    ("~freeze:agent=acme-key-0123456789", "tenant '~freeze'"),
+    ("~containment=acme-key-0123456789", "tenant '~containment'"),
+    ("*:operator:ann=acme-key-0123456789", "tenant '\\*'"),
+    # An agent's key names no one: a name after it is a mistake, not an agent called bob.
+    ("acme:agent:bob=acme-key-0123456789", "not 'acme:agent:bob'"),
+    ("=acme-key-0123456789", "not TENANT:operator:NAME=KEY"),
 ])
 def test_a_bad_key_configuration_says_what_is_wrong(text, why):
     with pytest.raises(ApiKeyError, match=why):
         ApiKeys.parse(text)
+
+
+def test_the_same_entry_twice_is_one_key():
+    keys = ApiKeys.parse("acme:operator:ann=acme-key-0123456789\n"
+                         "acme:operator:ann=acme-key-0123456789")
+    assert keys.holder_of("acme-key-0123456789").operator == "ann"  # type: ignore[union-attr]
+    assert not keys.is_agents("no-such-key-0123456789")
 
 
 def test_only_a_key_naming_its_operator_reaches_the_operator_routes():

@@ -118,6 +118,21 @@ def test_a_request_naming_its_own_operator_is_refused(gateway) -> None:
     assert r.status_code == 422 and "holder of the API key" in r.text
     r = tc.delete("/v1/freezes/refund?operator=mallory", headers=AUTH)
     assert r.status_code == 400 and "holder of the API key" in r.text
+    # Every operator route, query or body, "operator" or "by" (a query naming one on a
+    # decision or a freeze was silently ignored).
+    for query in ("operator=mallory", "by=mallory"):
+        for method, path, sent in (
+                ("POST", "/v1/reconciliation/acme/refund/inv-1", {
+                    "resolution": "failed", "attempt": 1, "reason": "r"}),
+                ("POST", "/v1/freezes", {"action": "refund", "reason": "r"}),
+                ("DELETE", "/v1/freezes/refund", None),
+                ("POST", "/v1/approvals", {"key": "acme/refund/inv-1",
+                                           "args_hash": "ab" * 32})):
+            r = tc.request(method, f"{path}?wait=0&{query}", headers=AUTH, json=sent)
+            assert r.status_code == 400 and "holder of the API key" in r.text, (path, query)
+    r = tc.post("/v1/freezes", headers=AUTH, json={"action": "refund", "reason": "r",
+                                                   "by": "mallory"})
+    assert r.status_code == 422 and "holder of the API key" in r.text
 
 
 AGENT_KEY = "acme-agent-key-0123456789"
