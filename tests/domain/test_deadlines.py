@@ -244,6 +244,28 @@ def test_the_send_time_is_in_no_output_and_only_arms_the_awaited_phases():
                    Phase.RECONCILING: ev.Reconcile}.get(late.state.phase)
         sends = awaited is not None and any(isinstance(o, awaited) for o in late.outputs)
         if sends and due_ms(late.state, POLICY) is not None:
-            assert due_ms(late.state, POLICY) >= 10**12, row.event
+            # Moved as far as the lag credit allows (a send time far ahead is capped).
+            assert due_ms(late.state, POLICY) >= now_of(event) + POLICY.lag_credit_ms, \
+                row.event
         else:
             assert due_ms(late.state, POLICY) == due_ms(plain.state, POLICY), row.event
+
+
+def test_a_processor_clock_far_ahead_delays_no_deadline_past_the_lag_credit():
+    """A processor whose wall clock runs a year ahead of the broker's (a bad NTP setup)
+    must not push a dead holder's reconciliation, or an unanswered reconciliation's
+    operator alert, a year out: the send time counts only up to ``lag_credit_ms`` past the
+    partition clock."""
+    year = 365 * 24 * 3_600_000
+    state = KeyState(key=KEY)
+    for event, at in ((intent(at_ms=0), 0), (claim(1, "c1", 100, lease_ms=30_000), 100)):
+        state = decide(state, event, DEFAULTS, at, sent_ms=at + year).state
+    assert state.phase is Phase.DISPATCHED
+    due = due_ms(state, DEFAULTS)
+    assert due is not None and due <= 100 + DEFAULTS.lag_credit_ms + 2_000 + 300_000
+    state = decide(state, ev.Timer(KEY, due), DEFAULTS, due, sent_ms=due + year).state
+    assert state.phase is Phase.RECONCILING
+    due = due_ms(state, DEFAULTS)
+    assert due is not None and due <= state.phase_since_ms + DEFAULTS.lag_credit_ms + 600_000
+    state = decide(state, ev.Timer(KEY, due), DEFAULTS, due, sent_ms=due + year).state
+    assert state.phase is Phase.NEEDS_OPERATOR
