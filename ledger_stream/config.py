@@ -143,6 +143,10 @@ class Settings(BaseSettings):
     reconcile_timeout_ms: int = Field(
         600_000, ge=1, description="a reconciliation with no result this long goes to an "
         "operator, with an alert")
+    lag_credit_ms: int = Field(
+        3_600_000, ge=0, description="the most a deadline waiting on the ledger's own output "
+        "is moved past the partition clock for when that output left (the processor's wall "
+        "clock): bounds what a processor clock ahead of the broker's delays a reconciliation")
     dev_mode: bool = Field(
         False, description="development mode: approvals may also be signed with the "
         "shared HMAC secret (LEDGER_APPROVAL_SECRET, or a built-in public one)")

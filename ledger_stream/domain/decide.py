@@ -93,9 +93,10 @@ def decide(state: KeyState, event: InputEvent, policy: Policy, now_ms: int,
 
     ``sent_ms``: when this decision's outputs leave the processor, by its own clock (0: not
     known). A Dispatch, Grant or Reconcile the key then waits on arms its deadline from no
-    earlier than this (``KeyState.sent_at_ms``). It changes no output: a decision repeated
-    after a crash, at another ``sent_ms``, yields the same bytes and a deadline no earlier
-    than the first copy's."""
+    earlier than this (``KeyState.sent_at_ms``), yet never more than ``policy.lag_credit_ms``
+    past ``now_ms``: a wall clock far ahead cannot hold off a reconciliation. It changes no
+    output: a decision repeated after a crash, at another ``sent_ms``, yields the same bytes
+    and a deadline no earlier than the first copy's."""
     if isinstance(event, PoisonInput):
         return _poison(state, event, now_ms)
     state = expire_if_due(state, now_ms, policy)
@@ -103,7 +104,7 @@ def decide(state: KeyState, event: InputEvent, policy: Policy, now_ms: int,
     if hold is not None:
         decision = withhold(state, decision, hold, now_ms)
     if sent_ms > 0:
-        decision = _sent(decision, sent_ms)
+        decision = _sent(decision, min(sent_ms, now_ms + policy.lag_credit_ms))
     return _answered_for(decision, event) if isinstance(event, Intent) else decision
 
 

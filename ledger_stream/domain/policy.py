@@ -26,6 +26,13 @@ class Policy:
     reconcile_timeout_ms: int = 10 * 60_000
     # After this many grants in a row that came too late to call, raise ``stalled`` once.
     lapse_alert_after: int = 3
+    # The most a deadline that waits on the ledger's own output (a Dispatch, Grant or
+    # Reconcile) is moved past the partition clock for the time that output left
+    # (``sent_at_ms``, the processor's wall clock): the lag forgiven. It bounds what a
+    # processor clock running ahead of the broker's can delay a dead holder's
+    # reconciliation or an unanswered one's operator alert; lag beyond it is an incident
+    # (the clock lag metric) and expires those deadlines as before.
+    lag_credit_ms: int = 60 * 60_000
 
     def requires_approval(self, action: str) -> bool:
         return action in self.approval_required_actions

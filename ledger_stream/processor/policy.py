@@ -80,4 +80,5 @@ def policy_from(settings: Settings) -> Policy:
         clock_skew_ms=settings.clock_skew_ms,
         stall_after_ms=settings.stall_after_ms,
         reconcile_timeout_ms=settings.reconcile_timeout_ms,
+        lag_credit_ms=settings.lag_credit_ms,
     )

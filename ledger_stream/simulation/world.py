@@ -37,7 +37,8 @@ ARMED = {"refuse": "call", "reject": "call", "drop": "call", "slow": "call",
          "after_outcome": "outcome_ack"}
 PAUSES = (500, 1_500, 3_000)  # how long a freeze, a stall or a network delay lasts
 # A processor stall may also outlast lease + skew + stall_after + reconcile timeout (6.1 s
-# under sim_policy): the deadlines of what it sends after it must still wait for answers.
+# under sim_policy): the deadlines of what it sends after it must still wait for answers,
+# up to the policy's lag credit (5 s here, so the longest stall also runs past it).
 LAGS = (*PAUSES, 8_000)
 # How far one "time passes" step moves the clock: mostly a little, sometimes past a lease.
 STEPS = (1, 1, 1, 10, 10, 10, 50, 50, 50, 200, 200, 600, 1_500)
@@ -65,7 +66,7 @@ class SimConfig:
 def sim_policy() -> Policy:
     return Policy(replay_window_ms=10**9, retry_backoff_ms=50,
                   max_attempts=3, clock_skew_ms=100, stall_after_ms=2_000,
-                  reconcile_timeout_ms=3_000)
+                  reconcile_timeout_ms=3_000, lag_credit_ms=5_000)
 
 
 def sim_options(fast_path: bool) -> ConnectorOptions:
