@@ -47,16 +47,31 @@ def effect_seen(state: KeyState, record: AttemptRecord, source: str, deduplicate
     granted_elsewhere = bool(state.granted_claim_id) and state.phase in (
         Phase.DISPATCHED, Phase.RECONCILING, Phase.NEEDS_OPERATOR
     ) and record.claim_id != state.granted_claim_id
-    if granted_elsewhere and not by_lookup and not deduplicates:
-        # A real call landed while another claim holds (or held, with an outcome nobody
-        # knows) the grant of a target that does not deduplicate: a second effect may exist
-        # or be on its way. (Found by the model: a frozen holder's late success while the
-        # next attempt was being reconciled settled the key with no alert.)
-        outputs += (alert_for(state.key, AlertKind.DUPLICATE_EFFECT, source,
-                           f"attempt {record.attempt} applied {ext!r} while attempt "
-                           f"{state.attempt} was granted to claim {state.granted_claim_id}",
-                           now),)
+    if granted_elsewhere and not deduplicates:
+        outputs += (_second_effect_possible(state, record, source, by_lookup),)
     return Decision(done, outputs)
+
+
+def _second_effect_possible(state: KeyState, record: AttemptRecord, source: str,
+                            by_lookup: bool) -> OutputEvent:
+    """The alert for an effect seen while another claim holds (or held, with an outcome
+    nobody knows) the current attempt's grant at a target that does not deduplicate."""
+    now, ext, holder = record.at_ms, record.external_id, state.granted_claim_id
+    if not by_lookup:
+        # A real call landed: a second effect exists or is on its way. (Found by the
+        # model: a frozen holder's late success while the next attempt was being
+        # reconciled settled the key with no alert.)
+        return alert_for(state.key, AlertKind.DUPLICATE_EFFECT, source,
+                         f"attempt {record.attempt} applied {ext!r} while attempt "
+                         f"{state.attempt} was granted to claim {holder}", now)
+    # A lookup by key for an earlier claim cannot say whose effect it found: the holder's
+    # own (one effect) or the earlier attempt's (and the holder may apply a second). The
+    # key settles, nothing is resent, and an operator is asked to look; it is not called
+    # a duplicate, which it may not be.
+    return alert_for(state.key, AlertKind.RECONCILIATION_REQUIRED, source,
+                     f"a lookup for attempt {record.attempt} found {ext!r} while attempt "
+                     f"{state.attempt} was granted to claim {holder} at a target that does "
+                     "not deduplicate: check whether that attempt applied too", now)
 
 
 def _same_effect(state: KeyState, record: AttemptRecord, deduplicates: bool,

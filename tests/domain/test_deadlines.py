@@ -271,15 +271,13 @@ def test_a_processor_clock_far_ahead_delays_no_deadline_past_the_lag_credit():
     assert state.phase is Phase.NEEDS_OPERATOR
 
 
-@pytest.mark.xfail(strict=True, reason="open: a lookup's FOUND for an earlier attempt settles "
-                   "the key in silence while the next attempt's grant is outstanding on a "
-                   "target that does not deduplicate; alerting on it is a false alarm when "
-                   "the lookup found the holder's own effect (simulate seed 15340)")
 def test_a_lookup_finding_an_earlier_attempt_while_the_next_is_granted_alerts():
     """A target that does not deduplicate: the operator said attempt 1 did not apply,
     attempt 2 is granted; a Reconcile for attempt 1 decided again after a replay is looked
-    up again and finds an effect. The key settles, but attempt 2 may have paid again (its
-    unknown outcome is then never asked about): a duplicate alert, never silence."""
+    up again and finds an effect. The lookup cannot say whose effect it found (attempt 2's
+    own, or attempt 1's with attempt 2 paying again): the key settles, nothing is resent,
+    and an operator is asked to look (never silence, never a duplicate alert that may be
+    false: simulate seed 15340 found the holder's own effect)."""
     state = KeyState(key=KEY)
     for event, at in ((intent(at_ms=0), 0), (claim(1, "c1", 100, lease_ms=30_000), 100),
                       (outcome(OS.UNKNOWN, 1, "c1", 200), 200),
@@ -294,4 +292,5 @@ def test_a_lookup_finding_an_earlier_attempt_while_the_next_is_granted_alerts():
                                      external_id="pay-A"), DEFAULTS, 40_600)
     assert found.state.phase is Phase.SUCCEEDED
     assert [a.kind for a in of(list(found.outputs), ev.Alert)] == [
-        ev.AlertKind.DUPLICATE_EFFECT]
+        ev.AlertKind.RECONCILIATION_REQUIRED]
+    assert not of(list(found.outputs), ev.Dispatch)
