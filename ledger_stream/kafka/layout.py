@@ -22,17 +22,11 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
+from ledger_stream.kafka.clients import Consumer, Producer
 from ledger_stream.kafka.exceptions import KafkaSetupError
 from ledger_stream.kafka.message import fetched
 
@@ -103,6 +97,7 @@ def read_layout(bootstrap: str, changelog: str, timeout_s: float = 30.0) -> Layo
     reader = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
                        "group.id": f"ledger-layout-{uuid.uuid4().hex}",
                        "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
+    deadline = time.monotonic() + timeout_s
     try:
         low, high = _bounds(reader, changelog, timeout_s)
         if high <= low:
@@ -111,7 +106,11 @@ def read_layout(bootstrap: str, changelog: str, timeout_s: float = 30.0) -> Layo
         found: bytes | None = None
         position = low
         while position < high:
-            for msg in fetched(reader, 5000, timeout_s):
+            if time.monotonic() > deadline:  # a leader gone: the position stops moving
+                raise KafkaException(KafkaError(
+                    KafkaError._TIMED_OUT, f"{changelog}[{LAYOUT_PARTITION}] not read to "
+                    f"offset {high} within {timeout_s:g} s (at {position})"))
+            for msg in fetched(reader, 5000, min(timeout_s, 1.0)):
                 if msg.error():
                     raise KafkaException(msg.error())
                 if msg.key() == LAYOUT_KEY and msg.value():
@@ -178,7 +177,7 @@ def check_layout(bootstrap: str, changelog: str, counts: Mapping[str, int],
     if not read:
         return None
     try:
-        recorded = read_layout(bootstrap, changelog, timeout_s)
+        recorded = _read_patiently(bootstrap, changelog, timeout_s)
     except (KafkaException, ValueError) as exc:
         raise LayoutRefused(f"reading the partition layout from {changelog} failed: {exc}"
                             ) from exc
@@ -192,6 +191,20 @@ def check_layout(bootstrap: str, changelog: str, counts: Mapping[str, int],
     if problem:
         raise LayoutRefused(problem)
     return recorded
+
+
+def _read_patiently(bootstrap: str, changelog: str, timeout_s: float) -> Layout | None:
+    """read_layout, asked again while Kafka does not answer (a partition's leader moving
+    after a broker died: a processor restarted then must wait, not refuse) until
+    ``timeout_s``. A record this code did not write (ValueError) is refused at once."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return read_layout(bootstrap, changelog, max(1.0, deadline - time.monotonic()))
+        except KafkaException:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(1.0)
 
 
 def topic_counts(bootstrap: str, names: list[str], timeout_s: float = 30.0,

@@ -28,11 +28,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from ledger_stream.config import Settings
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
+from ledger_stream.kafka.clients import Consumer, Producer
 from ledger_stream.kafka.layout import Layout, read_layout, topic_counts, write_layout
 from ledger_stream.kafka.message import fetched
 from ledger_stream.kafka.partitioner import partition_for

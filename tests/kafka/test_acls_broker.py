@@ -250,7 +250,8 @@ def test_a_submit_flows_end_to_end_with_each_part_as_its_own_principal(
                            "--base-url", sandbox.url, "--deduplicates",
                            "--bootstrap", str(granted.kafka_bootstrap), "--topic-prefix", "acl"],
                           tmp_path / "connector.log", env={**FAST, **principal_env("connector")}))
-        procs.append(Proc(["view", "--port", "0", "--state-dir", str(tmp_path / "view"),
+        procs.append(Proc(["view", "--port", "0", "--no-auth",
+                           "--state-dir", str(tmp_path / "view"),
                            *["--bootstrap", str(granted.kafka_bootstrap), "--topic-prefix",
                              "acl"]], tmp_path / "view.log", env=principal_env("view")))
         client = LedgerClient(Settings(
