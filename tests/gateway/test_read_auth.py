@@ -7,7 +7,6 @@ the gateway's ``/metrics``: this host only unless opened, serving the ledger's m
 from __future__ import annotations
 
 import re
-import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.sdk.client import AsyncLedgerClient
 from ledger_stream.serde import AvroCodec
 from ledger_stream.testing.view import ServedView
+from tests.addresses import outward_address
 from tests.gateway.conftest import ACME, GLOBEX, curl, serve_gateway
 
 pytestmark = pytest.mark.timeout(180)
@@ -123,17 +123,6 @@ def _raw(url: str, headers: dict[str, str] | None = None) -> str:
     except urllib.error.HTTPError as err:
         return f"{err.code} {err.read().decode()}"
 
-
-def outward_address() -> str:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("10.255.255.255", 9))  # no packet is sent: a route lookup
-        except OSError:
-            pytest.skip("this host has no address beyond loopback")
-        address: str = probe.getsockname()[0]
-    if address.startswith("127."):
-        pytest.skip("this host has no address beyond loopback")
-    return address
 
 
 @pytest.mark.parametrize("opened", [False, True])

@@ -14,22 +14,11 @@ import pytest
 from ledger_stream.config import Settings
 from ledger_stream.processor.metrics import serve_metrics
 from ledger_stream.testing.processes import start_processor
+from tests.addresses import outward_address
 from tests.processor.support import served_metrics_port
 
 pytestmark = pytest.mark.timeout(120)
 
-
-def outward_address() -> str:
-    """An address of this host that is not loopback (skip when it has none)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("10.255.255.255", 9))  # no packet is sent: a route lookup
-        except OSError:
-            pytest.skip("this host has no address beyond loopback")
-        address: str = probe.getsockname()[0]
-    if address.startswith("127."):
-        pytest.skip("this host has no address beyond loopback")
-    return address
 
 
 def reachable(host: str, port: int) -> bool:

@@ -8,7 +8,6 @@ only on loopback; /metrics answers this host only unless opened."""
 from __future__ import annotations
 
 import json
-import socket
 import urllib.error
 import urllib.request
 import uuid
@@ -31,6 +30,7 @@ from ledger_stream.serde import AvroCodec
 from ledger_stream.testing.view import ServedView
 from ledger_stream.view.server import DECISIONS, ROUTES, make_server, serve_in_thread
 from tests import factories
+from tests.addresses import outward_address
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -132,18 +132,6 @@ def test_the_sdk_sends_its_key_and_the_gateway_its_callers(
     with forwarding(GLOBEX), pytest.raises(ViewUnavailableError, match="403"):
         client.history(seeded.key, "timeline", 10)  # the caller's key, not the client's
 
-
-def outward_address() -> str:
-    """An address of this host that is not loopback (skip when it has none)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("10.255.255.255", 9))  # no packet is sent: a route lookup
-        except OSError:
-            pytest.skip("this host has no address beyond loopback")
-        address: str = probe.getsockname()[0]
-    if address.startswith("127."):
-        pytest.skip("this host has no address beyond loopback")
-    return address
 
 
 @pytest.mark.parametrize("opened", [False, True])
