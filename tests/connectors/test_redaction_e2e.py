@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from urllib.parse import quote
 import psycopg
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from ledger_stream.cli.main import main
 from ledger_stream.config import Settings
@@ -35,6 +34,7 @@ from ledger_stream.testing.operator import waiting_for_operator
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import TERMINAL, Stack
 from ledger_stream.testing.view import ServedView
+from tests.console_browser import console_page
 from tests.gateway.conftest import ACME, curl, intent, serve_gateway
 
 pytestmark = pytest.mark.timeout(300)
@@ -46,7 +46,6 @@ DECLINE_SQL = (
     "create function ledger_decline(amount int) returns int language plpgsql as $$ begin "
     f"raise exception 'card {PAN} declined (amount %)', amount using errcode = '40001'; "
     "end $$")
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def common(settings: Settings) -> list[str]:
@@ -91,15 +90,8 @@ def get(url: str) -> str:
 
 def console_pages(gateway: str, keys: dict[str, str], shots: Path) -> list[str]:
     """The console's HTML as Chromium renders it, once per key shown (after its state)."""
-    assert CHROMIUM, "Debian's chromium is needed (.ci/run installs it)"
     pages: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(f"{gateway}/console")
-        page.fill("#api-key", ACME)
-        page.dispatch_event("#api-key", "change")
+    with console_page(gateway, ACME) as page:
         for key, state in keys.items():
             page.fill("#key", key)
             page.click("#search-form button")
@@ -112,7 +104,6 @@ def console_pages(gateway: str, keys: dict[str, str], shots: Path) -> list[str]:
             shots.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(shots / f"redaction-{len(pages)}.png"), full_page=True)
             pages.append(page.content())
-        browser.close()
     return pages
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
@@ -35,9 +35,9 @@ from ledger_stream.testing.approvers import (
 )
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
+from tests.console_browser import CHROMIUM, console_page, shot
 from tests.factories import intent as make_intent
 from tests.gateway.conftest import ACME, GLOBEX, curl, serve_gateway
-from tests.gateway.test_console import CHROMIUM, shot
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -158,13 +158,7 @@ def test_the_console_approves_a_pending_intent_once(ledger_topics: Settings, tmp
         assert code == 200 and answer["operation"]["reason"] == "approval", answer
         code, pending = curl("GET", f"{gateway}/v1/approvals", ACME)
         assert code == 200 and [p["key"] for p in pending] == [key], pending
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                        args=["--no-sandbox"])
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(f"{gateway}/console")
-            page.fill("#api-key", ACME)
-            page.dispatch_event("#api-key", "change")
+        with console_page(gateway, ACME) as page:
             row = page.locator("#approvals tbody tr").filter(has_text=key)
             expect(row).to_contain_text("payout", timeout=20_000)
             shot(page, folder, "approvals-pending")
@@ -174,7 +168,6 @@ def test_the_console_approves_a_pending_intent_once(ledger_topics: Settings, tmp
                 f"approved {key}", timeout=20_000)
             approval = json.loads(page.locator("#approval-result").text_content() or "")
             shot(page, folder, "approvals-approved")
-            browser.close()
         assert approval["key_id"] == TEST_APPROVER.key_id
         code, answer = curl("POST", f"{gateway}/v1/intents", ACME, {**body,
                                                                     "approval": approval})

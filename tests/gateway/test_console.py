@@ -9,12 +9,11 @@ folder)."""
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import expect, sync_playwright
 
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.receipts import key_records
@@ -22,17 +21,10 @@ from ledger_stream.serde import AvroCodec
 from ledger_stream.testing.operator import latest_receipt, waiting_for_operator
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
+from tests.console_browser import CHROMIUM, console_page, shot
 from tests.gateway.conftest import ACME, curl, intent, new_key
 
 pytestmark = pytest.mark.timeout(180)
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def shot(page: Page, folder: Path, name: str) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(folder / f"console-{name}.png"), full_page=True)
-
 
 def test_console_shows_alerts_a_timeline_and_records_a_decision(
         gateway: str, stack: Stack, sandbox: SandboxProc, tmp_path: Path) -> None:
@@ -45,13 +37,7 @@ def test_console_shows_alerts_a_timeline_and_records_a_decision(
     waiting = f"acme/email/{uuid.uuid4().hex[:8]}?dup#x%2F"
     waiting_for_operator(stack.settings, waiting)  # through the processor
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(f"{gateway}/console")
-        page.fill("#api-key", ACME)
-        page.dispatch_event("#api-key", "change")
+    with console_page(gateway, ACME) as page:
         expect(page.locator("#alerts tbody")).to_contain_text(paid, timeout=20_000)
         expect(page.locator("#alerts tbody")).to_contain_text("conflicting_arguments")
         expect(page.locator("#reconciliation tbody")).to_contain_text(waiting)
@@ -92,7 +78,6 @@ def test_console_shows_alerts_a_timeline_and_records_a_decision(
         expect(page.locator("#freezes-empty")).to_be_visible(timeout=20_000)
         stack.await_key(held, {ev.ReceiptStatus.SUCCEEDED})
         assert len(sandbox.effects(held)) == 1
-        browser.close()
 
     codec = AvroCodec()
     (decision,) = [e for r in key_records(stack.bootstrap, stack.settings.topic("attempts"),
