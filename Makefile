@@ -116,7 +116,7 @@ demo: install jars
 falsify: install jars
 	$(BIN)/ledger-stream falsify --out falsify-report.json
 
-## The benchmark (DESIGN §9): every arm, default sizes, ~17 min on 2 cores; see docs/benchmarks.md.
+## The benchmark: every arm, default sizes, ~17 min on 2 cores; see docs/benchmarks.md.
 bench: install jars
 	$(BIN)/ledger-stream bench --out bench.json
 
