@@ -1,4 +1,5 @@
-"""``ledger-stream kafka up|status|down``: the local Apache Kafka of DESIGN §7.
+"""``ledger-stream kafka up|status|down``: the local Apache Kafka (docs/design.md, 'A real
+Kafka without Docker').
 
 ``up`` fetches the jars once, starts the broker(s) in the background and returns when they
 answer; ``down`` stops them by PID. With LEDGER_KAFKA_BOOTSTRAP (or ``--bootstrap``) set,

@@ -1,4 +1,5 @@
-"""``ledger-stream topics create``: the ledger topics of DESIGN §4, created idempotently."""
+"""``ledger-stream topics create``: the ledger topics (docs/design.md, 'Topics and events'),
+created idempotently."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """What the connector core asks its driver to do, and what it is told back.
 
-The core (``core.py``) is the protocol of DESIGN §6 without I/O: it never reads Kafka, calls
-a target or looks at a clock. Its driver (``runtime.py`` on Kafka and threads, or the
-simulation in ``ledger_stream/simulation``) turns these commands into effects and reports
+The core (``core.py``) is the connector protocol (docs/design.md) without I/O: it never reads
+Kafka, calls a target or looks at a clock. Its driver (``runtime.py`` on Kafka and threads, or
+the simulation in ``ledger_stream/simulation``) turns these commands into effects and reports
 their results, so the same protocol code runs in production and under simulated faults.
 """
 

@@ -1,4 +1,5 @@
-"""The connector's side of the protocol (DESIGN §6) as a state machine without I/O.
+"""The connector's side of the protocol (docs/design.md, 'The connector protocol') as a
+state machine without I/O.
 
 The driver feeds it what happened (a record read, an acknowledgement, a call's or lookup's
 result, a revocation, the time) and executes the commands it returns. Guarantees:

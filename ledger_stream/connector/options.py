@@ -9,7 +9,7 @@ from ledger_stream.domain.validation import MAX_LEASE_MS
 
 @dataclass(frozen=True, slots=True)
 class ConnectorOptions:
-    """How one connector instance runs the protocol of DESIGN §6.
+    """How one connector instance runs the connector protocol (docs/design.md).
 
     The lease asked for each attempt must cover the whole call, the time to record its
     outcome and the clock skew between this machine and the broker: the holder checks its

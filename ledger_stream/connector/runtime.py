@@ -1,5 +1,5 @@
-"""The connector process: the connector core (``core.py``, DESIGN §6) driven by Kafka and a
-pool of worker threads.
+"""The connector process: the connector core (``core.py``; docs/design.md, 'The connector
+protocol') driven by Kafka and a pool of worker threads.
 
 One thread reads ``ledger.dispatch`` and feeds the core; target calls and lookups run on up
 to ``max_in_flight`` worker threads, so a slow key (a backoff, a Held, a slow target) never

@@ -1,4 +1,4 @@
-"""The per-key decision table (DESIGN §5) as one pure function.
+"""The per-key decision table (docs/design.md, 'The decision table') as one pure function.
 
 ``decide(state, event, policy, now_ms) -> Decision(state, outputs)``: no I/O, no clock, no
 randomness. ``now_ms`` is the processor's partition clock (broker timestamps, monotone per

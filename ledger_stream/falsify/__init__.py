@@ -1,11 +1,11 @@
-"""The falsification matrix of issue 5 (``ledger-stream falsify``): try every known way to
+"""The falsification matrix (``ledger-stream falsify``): try every known way to
 make an agent's side effect happen twice, with real processes, real LangGraph checkpoints
 and real SIGKILLs, and judge each run on the target's own ledger.
 
 Each scenario runs with the ledger (one effect per operation key, distinct attempt ids,
 conflicts rejected with no effect) and, where meaningful, with the ledger bypassed, where
-it must produce the duplicate: that proves the scenario is real. The release gate of
-DESIGN §6 is computed from the results.
+it must produce the duplicate: that proves the scenario is real. The release gate
+(docs/design.md, 'Proof layers') is computed from the results.
 
 Needs a source checkout: the agent is ``examples/refund_agent`` (run from the repository
 root), with LangGraph (``ledger-stream[langgraph]``) and, for the PostgreSQL checkpoint

@@ -1,9 +1,9 @@
-"""The release gate of DESIGN §6, computed from the matrix's results.
+"""The release gate (docs/design.md, 'Proof layers'), computed from the matrix's results.
 
-The gate's keys are the five criteria of DESIGN §6, in its order. Only the runs with the
-ledger count for effects, uncorrelated requests, approval mismatches and ambiguous
-outcomes (a bypassed run exists to show the duplicate); every run, bypassed ones included,
-must pass, since a bypassed run that shows no duplicate means its scenario is not real.
+The gate's keys are its five criteria, in the order docs/design.md lists them. Only the runs
+with the ledger count for effects, uncorrelated requests, approval mismatches and ambiguous
+outcomes (a bypassed run exists to show the duplicate); every run, bypassed ones included, must
+pass, since a bypassed run that shows no duplicate means its scenario is not real.
 """
 
 from __future__ import annotations

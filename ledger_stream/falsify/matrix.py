@@ -1,4 +1,4 @@
-"""The falsification matrix of issue 5: every case, its expectation, and the quick subset.
+"""The falsification matrix: every case, its expectation, and the quick subset.
 
 A :class:`Case` is one scenario in one setting (checkpoint saver, durability, failpoint).
 Each case runs in a world of its own (fresh topics, processor, connector, sandbox), with

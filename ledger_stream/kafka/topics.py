@@ -1,4 +1,4 @@
-"""The ledger's topics (DESIGN §4) as data, and their idempotent creation.
+"""The ledger's topics (docs/design.md, 'Topics and events') as data, and their idempotent creation.
 
 All eight share one partition count, so one operation key's intents, attempts, dispatches,
 state and audit records meet in the same partition number. History topics are compacted,

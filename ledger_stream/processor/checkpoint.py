@@ -1,5 +1,5 @@
 """The checkpoint: how one batch becomes durable, in the order that makes a crash at any
-point safe (DESIGN §8). The steps, and the code below follows them:
+point safe (docs/design.md, 'Checkpoint order'). The steps, and the code below follows them:
 
 a. Decide every record of the batch against an in-memory overlay of its partition's store
    (:class:`~ledger_stream.processor.batch.Batch`). Nothing is written anywhere.

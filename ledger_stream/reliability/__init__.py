@@ -1,1 +1,1 @@
-"""Proving the ledger holds under hostile input and faults (issue 12): the fuzzer."""
+"""Proving the ledger holds under hostile input and faults: the fuzzer."""

@@ -19,9 +19,9 @@ class Effect:
     args_hash: str
     at_ms: int
     # It reached the commit point after its grant's lease ended: the one window no lease
-    # closes (DESIGN §6.5: a sender frozen between its lease check and the send, or a
-    # request held up on the way), where a second effect at a target that does not
-    # deduplicate cannot be prevented, only reported.
+    # closes (docs/design.md, 'Leases and the one window no lease closes': a sender frozen
+    # between its lease check and the send, or a request held up on the way), where a second
+    # effect at a target that does not deduplicate cannot be prevented, only reported.
     late: bool
 
 

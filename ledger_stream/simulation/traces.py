@@ -1,7 +1,7 @@
-"""Replaying a protocol trace (the model checker's counterexamples, DESIGN §10) on the real
-code: the trace's schedule and faults drive the simulated world, the real ``decide`` and
-``ConnectorCore`` decide what each process does, and the run must end with every invariant
-holding.
+"""Replaying a protocol trace (the model checker's counterexamples; docs/design.md, 'Proof
+layers') on the real code: the trace's schedule and faults drive the simulated world, the real
+``decide`` and ``ConnectorCore`` decide what each process does, and the run must end with every
+invariant holding.
 
 A trace line names who moves and what it did under the older protocol that failed. Here it
 means "let this process take its next step of that kind" — a claim, a call, a read, an

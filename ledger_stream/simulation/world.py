@@ -364,7 +364,7 @@ def _take(world: World, inst: Instance) -> None:
             world.kill(inst)  # granted, lease checked, nothing sent
         elif w.fault == "freeze_in_window":
             # The process pauses right after its last lease check, before the request
-            # leaves: DESIGN §6.5's one window no lease closes.
+            # leaves: the one window no lease closes (docs/design.md).
             w.fault, w.frozen_window = "", True
             pause = world.rng.choice(PAUSES + (6_000, 10_000))  # long enough to be overtaken
             inst.frozen_at, inst.frozen_until = world.now, world.now + pause

@@ -3,7 +3,8 @@
 An effect made under its operation key (its idempotency key is one: the ledger's own
 dispatch, or a caller that used the ledger's key) becomes a ``ReconcileResult(found)`` on the
 attempts topic with the target's id for it and the claim id ``watch:<target>``: what a
-lookup by key would say. The processor decides it like any lookup (DESIGN §5):
+lookup by key would say. The processor decides it like any lookup (docs/design.md,
+'Reconciliation by lookup'):
 
 - a key never reserved: ``effect_without_intent``;
 - a key settled with another effect: ``duplicate_effect`` (a second effect for one key);

@@ -1,6 +1,7 @@
-"""The connector core (DESIGN §6) step by step, without Kafka: what it asks its driver to do
-for each thing that happens. Regression tests for the review's connector defects 1, 2, 3
-and 7 at the protocol level (the Kafka runtime tests repeat them on the real broker)."""
+"""The connector core (docs/design.md, 'The connector protocol') step by step, without Kafka:
+what it asks its driver to do for each thing that happens. Regression tests for the review's
+connector defects 1, 2, 3 and 7 at the protocol level (the Kafka runtime tests repeat them on
+the real broker)."""
 
 from __future__ import annotations
 

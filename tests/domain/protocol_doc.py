@@ -320,7 +320,7 @@ Policy for the examples: replay window 100 s, retry backoff 0.5 s, at most 3 att
 clock-skew margin 1 s, stall margin 60 s, reconcile timeout 120 s, approval required for
 the action `payout`. Claims ask for a 10 s lease. In these examples each event is decided
 at its own stamp; the processor decides at its partition clock (below). The design behind
-it is DESIGN §5–6; see also `docs/operations.md`, `docs/processor.md`, `docs/testing.md`.
+it is `docs/design.md`; see also `docs/operations.md`, `docs/processor.md`, `docs/testing.md`.
 
 ## Decision table
 
@@ -457,7 +457,7 @@ its request left, or a request held up on the way, can reach the target after it
 ended. If meanwhile the key moved on (a lookup found nothing at a target that cannot be
 queried reliably, an operator said "not applied", attempt n+1 was granted and applied), a
 target that does not deduplicate applies the effect twice. No rule on the ledger's side can
-close this (DESIGN §6.5; `tests/protocol_traces/irreducible-frozen-holder.txt`): what the
+close this (`docs/design.md`; `tests/protocol_traces/irreducible-frozen-holder.txt`): what the
 ledger guarantees is that it is **reported**. The late call's success reaches the ledger as
 a report of another effect and raises `duplicate_effect` (and a success that lands while
 the next attempt is granted, is being reconciled or is with an operator raises it at once).

@@ -1,4 +1,4 @@
-"""The decision table of DESIGN §5, row by row, on the pure core."""
+"""The decision table (docs/design.md), row by row, on the pure core."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The counterexamples in shared/protocol-traces/, replayed on the decision core.
+"""The counterexamples in tests/protocol_traces/, replayed on the decision core.
 
 Each trace broke a simpler protocol; the processor's side of the rule that closes it is
 asserted here (the connector's side is covered by the connector tests).

@@ -1,4 +1,4 @@
-"""Hostile bodies against the gateway (issue 12, item 2), on the real gateway process and
+"""Hostile bodies against the gateway, on the real gateway process and
 broker: any JSON at POST /v1/intents, /v1/freezes and /v1/reconciliation/{key} is answered
 with a 2xx or a 4xx that says what was wrong, never a 5xx, and the gateway keeps serving."""
 

@@ -1,4 +1,5 @@
-"""The ledger topics of DESIGN §4: created with the right policies, idempotently."""
+"""The ledger topics (docs/design.md, 'Topics and events'): created with the right
+policies, idempotently."""
 
 from __future__ import annotations
 

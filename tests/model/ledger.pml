@@ -1,9 +1,9 @@
 /*
  * ledger-stream, ONE operation key: the decision table as implemented in
  * ledger_stream/domain/ (decide.py, transitions.py, effects.py, deadlines.py) and the connector
- * protocol as implemented in ledger_stream/connector/core.py (DESIGN.md sections 5-6).
+ * protocol as implemented in ledger_stream/connector/core.py (docs/design.md).
  *
- * Derived from the design review's reference model (../shared/model/ledger.pml), with its fixes
+ * Derived from the design review's reference model, with its fixes
  * C1-C6 built in and the rules the code added since: `not_called` (late grant, revocation),
  * uncounted lapses, a claimant that waits for its own claim's answer, effect reports that are
  * never dropped, unknown outcomes that end with an operator, deadlines, the fast path that

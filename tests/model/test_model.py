@@ -1,6 +1,6 @@
-"""The protocol model, checked by SPIN (DESIGN §10, layer 2).
+"""The protocol model, checked by SPIN (docs/design.md, 'Proof layers').
 
-``tests/model/ledger.pml`` is a Promela model of DESIGN §5-6 as implemented in
+``tests/model/ledger.pml`` is a Promela model of the protocol as implemented in
 ``ledger_stream/domain`` and ``ledger_stream/connector/core.py`` (README.md beside it maps each
 rule to its code). Each configuration in ``configs.txt`` is built and searched by ``check.sh``
 (in a temporary folder, never in the repository): at most one Grant per attempt, one call per

@@ -356,7 +356,7 @@ def test_two_processors_share_partitions_and_survive_one_being_killed(
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_three_processors_rebalancing_during_batches_decide_exactly_as_the_model(
         ledger_topics: Settings, tmp_path: Path, protocol: str):
-    """Issue 10, item 3: two members join, one leaves on SIGTERM and one is SIGKILLed while
+    """Two members join, one leaves on SIGTERM and one is SIGKILLed while
     intents stream in and small batches are in flight, under eager (classic) and incremental
     (consumer, KIP-848) rebalancing. Exactly once, the outputs on the topics are the pure
     core's, one copy each, and every key is dispatched with one attempt id."""

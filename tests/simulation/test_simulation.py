@@ -1,4 +1,4 @@
-"""The deterministic simulation of the whole protocol (DESIGN §10, layer 3).
+"""The deterministic simulation of the whole protocol (docs/design.md, 'Proof layers').
 
 Seeded schedules of agents, the processor (the real ``decide``), connectors (the real
 ``ConnectorCore``), a target model in each variant and faults of every kind; invariants on
@@ -81,8 +81,9 @@ def test_the_runs_reach_the_hard_cases():
 @pytest.mark.timeout(60)
 def test_the_one_window_gives_a_second_effect_and_it_is_always_reported():
     """A holder frozen between its lease check and its send, at a target that neither
-    deduplicates nor answers lookups: the run can end with two effects (DESIGN §6.5), and
-    then with a duplicate_effect alert once the late call's success is reported."""
+    deduplicates nor answers lookups: the run can end with two effects (the one window no
+    lease closes, docs/design.md), and then with a duplicate_effect alert once the late
+    call's success is reported."""
     config = SimConfig(deduplicates=False, queryable=False, faults=("freeze_in_window",),
                        fault_budget=2)
     doubled = 0

@@ -1,4 +1,4 @@
-"""Every protocol trace replayed on the real code (DESIGN §10, layer 2).
+"""Every protocol trace replayed on the real code (docs/design.md, 'Proof layers').
 
 The traces are counterexamples the model checker found in simpler versions of the protocol;
 replayed here, each drives the simulated world (the real ``decide`` and ``ConnectorCore``)

@@ -1,4 +1,5 @@
-"""Scenario 5: a SIGKILL at every failpoint of DESIGN §6, agent side and connector side.
+"""Scenario 5: a SIGKILL at every failpoint (docs/design.md, 'Proof layers'), agent side
+and connector side.
 
 Agent failpoints kill the worker during ``approve`` (the step that runs the tool); the thread
 is then resumed by a new worker. ``after_graph_update`` kills it in the model node that

@@ -7,15 +7,14 @@
 13. Version 2.0 of the agent renames the tools node and derives the refund's arguments
     differently (amount in minor units): the same key, another args hash. Expected:
     ``ledger-stream upgrade-check`` of v2, run before the deploy, flags the v1 thread whose
-    refund is in flight (exit 1: its intent would be an orphan; the renamed node's pending
-    task is dropped); v2
-    resuming a v1 thread does not run the renamed step at all (LangGraph drops a pending
-    task whose node the graph no longer has: no intent, no effect); v2 asking while v1's
-    refund is in flight is rejected as a conflict (other arguments are a conflict whatever
-    the version says, DESIGN §5, since commit 98f2ab6), and so is v2 asking after it
-    settled; the v1 graph deployed as version 2.0 (the same arguments) asking while v1's
-    refund is in flight is held (``version_mismatch``, no dispatch); one effect, with v1's
-    arguments.
+    refund is in flight (exit 1: its intent would be an orphan; the renamed node's pending task
+    is dropped); v2 resuming a v1 thread does not run the renamed step at all (LangGraph drops a
+    pending task whose node the graph no longer has: no intent, no effect); v2 asking while v1's
+    refund is in flight is rejected as a conflict (other arguments are a conflict whatever the
+    version says: docs/design.md, 'The decision table'; since commit 98f2ab6), and so is v2
+    asking after it settled; the v1 graph deployed as version 2.0 (the same arguments) asking
+    while v1's refund is in flight is held (``version_mismatch``, no dispatch); one effect, with
+    v1's arguments.
 """
 
 from __future__ import annotations

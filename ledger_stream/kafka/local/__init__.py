@@ -1,4 +1,4 @@
-"""A real Apache Kafka for development and tests, without Docker (DESIGN §7).
+"""A real Apache Kafka for development and tests, without Docker (docs/design.md).
 
 :func:`ensure_jars` fetches the broker's jars from Maven Central once; :class:`LocalCluster`
 formats, starts, watches and stops one or three KRaft nodes on loopback, by PID.
