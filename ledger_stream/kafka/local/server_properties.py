@@ -136,7 +136,7 @@ def render(node: NodeSpec, cluster: tuple[NodeSpec, ...], sasl: LocalSasl | None
         "group.consumer.min.heartbeat.interval.ms": 1000,
         # Kafka 4's group coordinator holds each offset commit up to 5 ms to write it with
         # others; an at-least-once processor waits for its commit every batch (sync commit
-        # p50 6.5 ms -> 1.2 ms, latency p50 48 -> 35 ms; docs/benchmarks.md).
+        # p50 6.5 ms -> 1.2 ms, latency p50 48 -> 35 ms; docs/results/2026-12-03-benchmarks.md).
         "group.coordinator.append.linger.ms": 0,
         "auto.create.topics.enable": "false",
         "num.network.threads": 2,
