@@ -202,12 +202,12 @@ def new_event_id() -> str:
 def not_applied(settings: Settings, bootstrap: str, offsets: dict[int, int],
                 wait_s: float) -> list[int]:
     """The partitions whose processor has not applied its copy (its consumer group,
-    ``settings.consumer_group``, has not committed past the copy's offset) within
+    ``settings.processor.consumer_group``, has not committed past the copy's offset) within
     ``wait_s`` seconds; [] once every partition's has. A committed offset is the end of a
     checkpoint: the decisions up to it, the freeze's included, are in force."""
     topic = settings.topic("attempts")
     consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
-                         "group.id": settings.consumer_group,  # read, never joined
+                         "group.id": settings.processor.consumer_group,  # read, never joined
                          "enable.auto.commit": False})
     deadline = time.monotonic() + wait_s
     try:
