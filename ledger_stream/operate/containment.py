@@ -37,7 +37,9 @@ from ledger_stream.domain.containment import (
     command_key,
     counted,
     invalid_containment,
+    refused_on_read,
     scope_of,
+    take,
 )
 from ledger_stream.domain.keys import InvalidKeyError, operation_key
 from ledger_stream.domain.values import replace
@@ -66,7 +68,7 @@ class FreezeRecord:
     offset: int
     timestamp_ms: int
     counts: bool = True  # it counts for repeats (domain/containment.py ``counted``)
-    poison: str = ""  # why the processors refuse it before deciding (processor/step.py read)
+    poison: str = ""  # why the processors refuse it before deciding (refused_on_read)
 
     @property
     def scope(self) -> str:
@@ -238,19 +240,8 @@ def log(settings: Settings, bootstrap: str, codec: AvroCodec,
         except DecodeError:
             continue
         found.append(FreezeRecord(event, record.offset, record.timestamp_ms,
-                                  counted(record.key), _poison(record.key, event)))
+                                  counted(record.key), refused_on_read(event, record.key, 0)))
     return found
-
-
-def _poison(key: bytes | None, event: ev.Containment) -> str:
-    """What the processor's ``read`` refuses in partition 0's copy before ``contain``."""
-    try:
-        (key or b"").decode("utf-8")
-    except UnicodeDecodeError:
-        return "message key is not UTF-8"
-    if event.partition != 0:
-        return f"Containment for partition {event.partition} read from 0"
-    return ""
 
 
 def active(records: list[FreezeRecord], skip: dict[int, str] | None = None
@@ -275,21 +266,24 @@ def active(records: list[FreezeRecord], skip: dict[int, str] | None = None
 def ignored(records: list[FreezeRecord]) -> dict[int, str]:
     """The offsets of the records the processors ignore, and why: ``repeat`` (a command
     applied before them, retried) or ``refused: ...`` (poison to them: dead-lettered with
-    a ``poison_input`` alert). The processors' own rules (processor/step.py ``read`` and
-    ``contain``), replayed over partition 0's copies."""
+    a ``poison_input`` alert). The processors' own rules (``refused_on_read`` and ``take`` in
+    domain/containment.py, which the processor's step runs), replayed over partition 0's
+    copies."""
     held = Containment()
     found: dict[int, str] = {}
     for record in records:
-        event = record.event
-        why = record.poison or invalid_containment(event)
+        invalid = invalid_containment(record.event)  # a record built without log()'s check
+        why = record.poison or (f"invalid Containment: {invalid}" if invalid else "")
         if why:
             found[record.offset] = f"refused: {why}"
-        elif held.repeats(event, record.counts):
+            continue
+        outcome = take(held, record.event, record.timestamp_ms, record.counts)
+        if outcome.repeat:
             found[record.offset] = "repeat"
-        elif why := held.refusal(event):
-            found[record.offset] = f"refused: {why}"
+        elif outcome.refused:
+            found[record.offset] = f"refused: {outcome.refused}"
         else:
-            held, _ = held.apply(event, record.timestamp_ms, record.counts)
+            held = outcome.containment
     return found
 
 
