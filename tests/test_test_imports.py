@@ -1,0 +1,67 @@
+"""No test module imports another test module: shared fakes and helpers live in modules
+that hold no tests (``factories``, ``support``, ``fakes``, ``contract``, ...), so running
+or moving one test file never runs or breaks another's tests.
+
+``STILL_IMPORTED`` lists the imports of test modules that remain, to be moved to a fixtures
+module: the list may only shrink (a new one fails, and so does a listed one that is gone)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+TESTS = Path(__file__).parent
+
+STILL_IMPORTED = {
+    ("tests/connectors/test_http_keepalive.py", "tests.connectors.test_http_target"),
+    ("tests/connectors/test_redaction_e2e.py", "tests.gateway.conftest"),
+    ("tests/domain/test_values.py", "tests.serde.test_codec"),
+    ("tests/gateway/test_approvals.py", "tests.gateway.conftest"),
+    ("tests/gateway/test_console.py", "tests.gateway.conftest"),
+    ("tests/gateway/test_docs.py", "tests.gateway.conftest"),
+    ("tests/gateway/test_gateway.py", "tests.gateway.conftest"),
+    ("tests/gateway/test_gateway_fuzz.py", "tests.gateway.conftest"),
+    ("tests/gateway/test_operator_audit.py", "tests.gateway.conftest"),
+    ("tests/gateway/test_read_auth.py", "tests.gateway.conftest"),
+    ("tests/mcp/test_mcp_http_auth.py", "tests.mcp.test_mcp_server"),
+    ("tests/operate/test_freeze_log.py", "tests.processor.test_containment"),
+    ("tests/processor/test_restore.py", "tests.state.test_rows"),
+    ("tests/processor/test_restore_kafka.py", "tests.processor.test_restore"),
+    ("tests/sdk/test_client_when_things_go_wrong.py", "tests.sdk.test_receipt_hub_thread"),
+    ("tests/serde/test_records.py", "tests.serde.test_codec"),
+    ("tests/upgrade/test_upgrade_hostile.py", "tests.upgrade.test_upgrade_check"),
+    ("tests/watch/test_sources.py", "tests.watch.test_watcher"),
+}
+
+
+def _is_test_module(name: str) -> bool:
+    last = name.rpartition(".")[2]
+    return last.startswith("test_") or last == "conftest"
+
+
+def imports_of_test_modules() -> set[tuple[str, str]]:
+    """(importing file, imported test module) for every import of a test module."""
+    found = set()
+    for path in sorted(TESTS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                if name.startswith("tests.") and _is_test_module(name):
+                    found.add((path.relative_to(TESTS.parent).as_posix(), name))
+    return found
+
+
+def test_no_test_module_imports_another_beyond_the_shrinking_list() -> None:
+    found = imports_of_test_modules()
+    assert found - STILL_IMPORTED == set(), "move the shared helper to a fixtures module"
+    assert STILL_IMPORTED - found == set(), "moved: drop it from STILL_IMPORTED"
+
+
+def test_the_check_sees_an_import_of_a_test_module() -> None:
+    assert _is_test_module("tests.domain.test_decide") and _is_test_module("tests.x.conftest")
+    assert not _is_test_module("tests.factories")
