@@ -15,7 +15,6 @@ TESTS = Path(__file__).parent
 STILL_IMPORTED = {
     ("tests/connectors/test_http_keepalive.py", "tests.connectors.test_http_target"),
     ("tests/connectors/test_redaction_e2e.py", "tests.gateway.conftest"),
-    ("tests/domain/test_values.py", "tests.serde.test_codec"),
     ("tests/gateway/test_approvals.py", "tests.gateway.conftest"),
     ("tests/gateway/test_console.py", "tests.gateway.conftest"),
     ("tests/gateway/test_docs.py", "tests.gateway.conftest"),
@@ -28,7 +27,6 @@ STILL_IMPORTED = {
     ("tests/processor/test_restore.py", "tests.state.test_rows"),
     ("tests/processor/test_restore_kafka.py", "tests.processor.test_restore"),
     ("tests/sdk/test_client_when_things_go_wrong.py", "tests.sdk.test_receipt_hub_thread"),
-    ("tests/serde/test_records.py", "tests.serde.test_codec"),
     ("tests/upgrade/test_upgrade_hostile.py", "tests.upgrade.test_upgrade_check"),
     ("tests/watch/test_sources.py", "tests.watch.test_watcher"),
 }
