@@ -12,24 +12,7 @@ from pathlib import Path
 
 TESTS = Path(__file__).parent
 
-STILL_IMPORTED = {
-    ("tests/connectors/test_http_keepalive.py", "tests.connectors.test_http_target"),
-    ("tests/connectors/test_redaction_e2e.py", "tests.gateway.conftest"),
-    ("tests/gateway/test_approvals.py", "tests.gateway.conftest"),
-    ("tests/gateway/test_console.py", "tests.gateway.conftest"),
-    ("tests/gateway/test_docs.py", "tests.gateway.conftest"),
-    ("tests/gateway/test_gateway.py", "tests.gateway.conftest"),
-    ("tests/gateway/test_gateway_fuzz.py", "tests.gateway.conftest"),
-    ("tests/gateway/test_operator_audit.py", "tests.gateway.conftest"),
-    ("tests/gateway/test_read_auth.py", "tests.gateway.conftest"),
-    ("tests/mcp/test_mcp_http_auth.py", "tests.mcp.test_mcp_server"),
-    ("tests/operate/test_freeze_log.py", "tests.processor.test_containment"),
-    ("tests/processor/test_restore.py", "tests.state.test_rows"),
-    ("tests/processor/test_restore_kafka.py", "tests.processor.test_restore"),
-    ("tests/sdk/test_client_when_things_go_wrong.py", "tests.sdk.test_receipt_hub_thread"),
-    ("tests/upgrade/test_upgrade_hostile.py", "tests.upgrade.test_upgrade_check"),
-    ("tests/watch/test_sources.py", "tests.watch.test_watcher"),
-}
+STILL_IMPORTED: set[tuple[str, str]] = set()
 
 
 def _is_test_module(name: str) -> bool:

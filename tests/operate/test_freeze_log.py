@@ -16,7 +16,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.values import replace
 from ledger_stream.operate.containment import FreezeRecord, active, ignored
 from ledger_stream.processor.partition import CONTAINMENT_KEY
-from tests.processor.test_containment import Log, OldCommand, P
+from tests.processor.containment_log import Log, OldCommand, P
 
 SCOPES = [("acme", "refund"), ("", "refund"), ("acme", "payout"), ("beta", "payout"),
           ("", "mail")]
