@@ -1,9 +1,6 @@
 """No test module imports another test module: shared fakes and helpers live in modules
 that hold no tests (``factories``, ``support``, ``fakes``, ``contract``, ...), so running
-or moving one test file never runs or breaks another's tests.
-
-``STILL_IMPORTED`` lists the imports of test modules that remain, to be moved to a fixtures
-module: the list may only shrink (a new one fails, and so does a listed one that is gone)."""
+or moving one test file never runs or breaks another's tests."""
 
 from __future__ import annotations
 
@@ -11,8 +8,6 @@ import ast
 from pathlib import Path
 
 TESTS = Path(__file__).parent
-
-STILL_IMPORTED: set[tuple[str, str]] = set()
 
 
 def _is_test_module(name: str) -> bool:
@@ -37,10 +32,8 @@ def imports_of_test_modules() -> set[tuple[str, str]]:
     return found
 
 
-def test_no_test_module_imports_another_beyond_the_shrinking_list() -> None:
-    found = imports_of_test_modules()
-    assert found - STILL_IMPORTED == set(), "move the shared helper to a fixtures module"
-    assert STILL_IMPORTED - found == set(), "moved: drop it from STILL_IMPORTED"
+def test_no_test_module_imports_another() -> None:
+    assert imports_of_test_modules() == set(), "move the shared helper to a fixtures module"
 
 
 def test_the_check_sees_an_import_of_a_test_module() -> None:

@@ -32,6 +32,7 @@ from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.containment import (
     COMMAND_KEY_PREFIX,
+    TEXT_LIMIT,
     Containment,
     audit_key,
     command_key,
@@ -53,7 +54,7 @@ from ledger_stream.operate.audit import Actor
 from ledger_stream.serde import AvroCodec, DecodeError
 
 TXN_TIMEOUT_MS = 10_000
-REASON_LIMIT = 500
+REASON_LIMIT = TEXT_LIMIT  # the processors' limit (invalid_containment), not a second one
 
 
 class ContainmentRefused(ValueError):
