@@ -71,12 +71,15 @@ _CONFIG = SettingsConfigDict(
 # instantiated: it tells the environment and file sources which names to read and how
 # (a dict or tuple field is JSON in the environment); the groups validate. No alias, no
 # default: an alias would drop the LEDGER_ prefix, and a default would hide a group's.
+class _Sources(BaseSettings):
+    model_config = _CONFIG
+
+
 _FlatSources: type[BaseSettings] = create_model(  # type: ignore[call-overload]
-    "_FlatSources", __base__=BaseSettings, __config__=None,
+    "_FlatSources", __base__=_Sources,
     **{flat: (GROUPS[group].model_fields[attr].annotation, None)
        for flat, (group, attr) in FLAT_ROUTES.items()},
 )
-_FlatSources.model_config.update(_CONFIG)
 
 
 def _grouped(flat: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
