@@ -98,7 +98,7 @@ def _run(args: argparse.Namespace) -> int:
     with client:
         server = build_server(LedgerTools(client, settings.mcp.tenant, effects),
                               session=session)
-        if settings.mcp_transport == "stdio":
+        if settings.mcp.transport == "stdio":
             # SIGTERM and Ctrl-C end the process at once: the server's stdin reader is a
             # thread blocked in a read that no exception reaches, so an exit raised by a
             # handler (main's SystemExit, Python's KeyboardInterrupt) waited for the host

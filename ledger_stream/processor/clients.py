@@ -38,7 +38,7 @@ def consumer_config(settings: Settings, bootstrap: str) -> dict[str, Any]:
 
 
 def _group_protocol(settings: Settings) -> dict[str, Any]:
-    if settings.group_protocol == "consumer":
+    if settings.processor.group_protocol == "consumer":
         # KIP-848: the broker assigns, incrementally; its range assignor gives one member
         # both intents-p and attempts-p once the group is stable (assignment.py holds a
         # partition that comes without its co-partition until it does). Timeouts are the

@@ -107,7 +107,7 @@ def check_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0) ->
                                     settings.processor.clock_skew_bound_ms)
         if problem:
             raise StartupRefused(problem)
-    if settings.group_protocol == "consumer":
+    if settings.processor.group_protocol == "consumer":
         configure_group(admin, settings.processor.consumer_group, group_config(settings), timeout_s)
     return layout or Layout(next(iter(counts.values())))
 

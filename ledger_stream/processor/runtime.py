@@ -87,9 +87,9 @@ class Processor:
         self._assignment = Assignment(self._folder.open, self._restorer, self._step.policy,
                                       self._inputs, settings.topic("changelog"), group,
                                       self._ends,
-                                      incremental=settings.group_protocol == "consumer")
+                                      incremental=settings.processor.group_protocol == "consumer")
         self._assignment.home_count = partitions if layout.grown_from else None
-        exactly_once = settings.processing_guarantee == "exactly-once"
+        exactly_once = settings.processor.processing_guarantee == "exactly-once"
         producer = clients.producer_settings(
             bootstrap, clients.transactional_id(group, self.instance) if exactly_once else None)
         try:
