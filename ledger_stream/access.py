@@ -101,13 +101,13 @@ def serving_keys(settings: Settings, *, no_auth: bool, host: str, surface: str,
     ``--keys-file`` or their ``LEDGER_API_KEYS*`` environment; None when it may serve
     without keys: ``no_auth`` or development mode, and ``host`` a loopback address.
     ServingRefused otherwise, saying what to give."""
-    text = settings.api_keys.get_secret_value() if settings.api_keys else ""
-    if text.strip() or settings.api_keys_file is not None:
+    text = settings.gateway.keys.get_secret_value() if settings.gateway.keys else ""
+    if text.strip() or settings.gateway.keys_file is not None:
         try:
-            return ApiKeys.parse(text, settings.api_keys_file)
+            return ApiKeys.parse(text, settings.gateway.keys_file)
         except ApiKeyError as exc:
             raise ServingRefused(str(exc)) from exc
-    if not (no_auth or settings.dev_mode):
+    if not (no_auth or settings.policy.dev_mode):
         raise ServingRefused(
             f"{surface} answers only API keys: give TENANT:operator:NAME=KEY or "
             f"TENANT:agent=KEY pairs (--keys-file, LEDGER_API_KEYS_FILE, --keys or "
@@ -121,7 +121,7 @@ def serving_keys(settings: Settings, *, no_auth: bool, host: str, surface: str,
 
 def metrics_open(settings: Settings) -> bool:
     """Whether metrics may be read from beyond this host (``metrics_host`` not loopback)."""
-    return not is_loopback(settings.metrics_host)
+    return not is_loopback(settings.process.metrics_host)
 
 
 def may_read_metrics(settings: Settings, peer: str | None) -> bool:

@@ -59,7 +59,7 @@ def _run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     if args.follow:
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    codec, shown = make_codec(settings.schema_registry_url), 0
+    codec, shown = make_codec(settings.connection.schema_registry_url), 0
     if not args.json:
         print("\t".join(COLUMNS), flush=True)
     try:

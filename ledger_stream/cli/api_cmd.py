@@ -55,8 +55,9 @@ def _run(args: argparse.Namespace) -> int:
                              api_keys_file=args.keys_file,
                              metrics_host=args.metrics_host)
     try:
-        keys = ApiKeys.parse(settings.api_keys.get_secret_value() if settings.api_keys else "",
-                             settings.api_keys_file)
+        gateway = settings.gateway
+        keys = ApiKeys.parse(gateway.keys.get_secret_value() if gateway.keys else "",
+                             settings.gateway.keys_file)
     except ApiKeyError as exc:
         raise CliError(str(exc)) from exc
     if keys.unnamed:
@@ -75,11 +76,11 @@ def _run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from exc
     logging.getLogger("ledger_stream.gateway").info("api serving", extra=log_fields(
         instance=f"{socket.gethostname()}-{os.getpid()}",
-        url=f"http://{settings.api_host}:{settings.api_port}", openapi="/openapi.json"))
+        url=f"http://{settings.gateway.host}:{settings.gateway.port}", openapi="/openapi.json"))
     try:
-        serve(app, settings.api_host, settings.api_port)
+        serve(app, settings.gateway.host, settings.gateway.port)
     except OSError as exc:
-        raise CliError(f"cannot serve on {settings.api_host}:{settings.api_port}: {exc}") \
+        raise CliError(f"cannot serve on {settings.gateway.host}:{settings.gateway.port}: {exc}") \
             from exc
     finally:
         client.client.close()

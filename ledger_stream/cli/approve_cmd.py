@@ -68,7 +68,7 @@ def _approve(args: argparse.Namespace) -> int:
 
     key = checked_key(args.key)
     settings = settings_from(args)
-    path = args.signing_key or settings.approval_signing_key
+    path = args.signing_key or settings.policy.signing_key
     if path is None:
         raise CliError("no signing key: give --signing-key FILE (or LEDGER_APPROVAL_SIGNING_KEY)"
                        "; make one with `ledger-stream approval-keys generate`")
@@ -112,7 +112,7 @@ def _audit(settings: Settings, operator: str | None, key: str, approval: ev.Appr
     actor = Actor(cli.who, ROLE_APPROVER, f"{cli.credential} approval-key:{signing_key_id}")
     try:
         record_approval(settings, resolve_bootstrap(settings),
-                        make_codec(settings.schema_registry_url), actor, key,
+                        make_codec(settings.connection.schema_registry_url), actor, key,
                         approval.approval_id, approval_detail(approval, signing_key_id))
     except (AuditNotWritten, KafkaSetupError) as exc:
         raise CliError(f"no approval printed: {exc}") from exc

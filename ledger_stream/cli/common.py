@@ -77,12 +77,13 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
     except ValidationError as exc:
         raise CliError(f"invalid setting: {exc}") from exc
     use_client_settings(settings.kafka_client_properties())  # every Kafka client of this command
-    logging.getLogger().setLevel(settings.log_level)  # the flag, else LEDGER_LOG_LEVEL or file
-    if settings.tracing != "off":
+    # the flag, else LEDGER_LOG_LEVEL or file
+    logging.getLogger().setLevel(settings.process.log_level)
+    if settings.process.tracing != "off":
         from ledger_stream import tracing
 
         try:
-            tracing.configure(settings.tracing)
+            tracing.configure(settings.process.tracing)
         except RuntimeError as exc:
             raise CliError(str(exc)) from exc
     return settings

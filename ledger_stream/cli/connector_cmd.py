@@ -151,7 +151,7 @@ def build_target(args: argparse.Namespace, settings: Settings,
                  stop: threading.Event | None = None) -> Target | None:
     """The target the flags describe, ready to use; None when ``stop`` was set while
     waiting for it (a PostgreSQL database that is down at start-up is waited for)."""
-    name = settings.connector_name
+    name = settings.connector.name
     if not name:
         raise CliError("--name (or LEDGER_CONNECTOR_NAME) is required")
     if args.kind == "http":
@@ -167,11 +167,11 @@ def build_target(args: argparse.Namespace, settings: Settings,
     if args.kind == "postgres":
         from connectors.postgres import PostgresTarget
 
-        if settings.connector_dsn is None:
+        if settings.connector.dsn is None:
             raise CliError("--dsn (or LEDGER_CONNECTOR_DSN) is required")
         from connectors.postgres import PostgresRejected
 
-        target = PostgresTarget(name=name, dsn=settings.connector_dsn.get_secret_value(),
+        target = PostgresTarget(name=name, dsn=settings.connector.dsn.get_secret_value(),
                                 effect_sql=args.effect_sql)
         try:
             ready = target.wait_for_schema(stop or threading.Event())
@@ -198,15 +198,15 @@ def _run(args: argparse.Namespace) -> int:
         connector_max_in_flight=args.max_in_flight, connector_fast_path=args.fast_path,
         connector_lookup_patience_s=args.lookup_patience, metrics_host=args.metrics_host)
     options = ConnectorOptions(
-        instance_id=settings.connector_instance_id, lease_ms=settings.connector_lease_ms,
-        call_timeout_s=settings.connector_call_timeout_s,
-        record_margin_s=settings.connector_record_margin_s,
-        clock_skew_ms=settings.clock_skew_ms,
-        lookup_delay_s=settings.connector_lookup_delay_s,
-        lookup_patience_s=settings.connector_lookup_patience_s,
-        max_in_flight=settings.connector_max_in_flight,
-        fast_path=settings.connector_fast_path,
-        fast_path_max_age_s=settings.connector_fast_path_max_age_s)
+        instance_id=settings.connector.instance_id, lease_ms=settings.connector.lease_ms,
+        call_timeout_s=settings.connector.call_timeout_s,
+        record_margin_s=settings.connector.record_margin_s,
+        clock_skew_ms=settings.processor.clock_skew_ms,
+        lookup_delay_s=settings.connector.lookup_delay_s,
+        lookup_patience_s=settings.connector.lookup_patience_s,
+        max_in_flight=settings.connector.max_in_flight,
+        fast_path=settings.connector.fast_path,
+        fast_path_max_age_s=settings.connector.fast_path_max_age_s)
     stop = _stop_on_signals()
     try:
         target = build_target(args, settings, stop)
@@ -217,10 +217,10 @@ def _run(args: argparse.Namespace) -> int:
     except (ValueError, KafkaSetupError) as exc:
         raise CliError(str(exc)) from exc
     try:
-        serve_metrics(settings.connector_metrics_port, f"connector {target.name}",
-                      settings.metrics_host)
+        serve_metrics(settings.connector.metrics_port, f"connector {target.name}",
+                      settings.process.metrics_host)
     except OSError as exc:
-        raise CliError(f"cannot serve metrics on port {settings.connector_metrics_port}: "
+        raise CliError(f"cannot serve metrics on port {settings.connector.metrics_port}: "
                        f"{exc}") from exc
     try:
         return worker.run(stop)

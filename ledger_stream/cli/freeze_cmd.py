@@ -98,7 +98,7 @@ def _freeze(args: argparse.Namespace) -> int:
     command = "freeze" if args.frozen else "unfreeze"
     try:
         event, offsets = containment.send(
-            settings, bootstrap, make_codec(settings.schema_registry_url),
+            settings, bootstrap, make_codec(settings.connection.schema_registry_url),
             action=args.action, tenant=args.tenant, frozen=args.frozen,
             mode=ev.FreezeMode(args.mode), reason=args.reason,
             actor=Actor.from_cli(args.operator), event_id=event_id)
@@ -126,7 +126,7 @@ def _freeze(args: argparse.Namespace) -> int:
         print(f"{scope}: {what} is recorded in {len(offsets)} partition(s), event "
               f"{event.event_id}, but the processors of partition(s) "
               f"{', '.join(map(str, late))} have not applied it within {args.wait:g} s "
-              f"(group {settings.consumer_group}): it takes effect when they read it."
+              f"(group {settings.processor.consumer_group}): it takes effect when they read it."
               f"{retried}")
         return 1
     applied = "in force" if args.wait else "recorded"
@@ -144,7 +144,7 @@ def _list(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     try:
         records = containment.log(settings, resolve_bootstrap(settings),
-                                  make_codec(settings.schema_registry_url))
+                                  make_codec(settings.connection.schema_registry_url))
     except KafkaSetupError as exc:
         raise CliError(str(exc)) from exc
     ignored = containment.ignored(records)

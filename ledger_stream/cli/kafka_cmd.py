@@ -120,13 +120,13 @@ def _as_json(status: ClusterStatus, started: bool, external: str | None = None) 
 
 def _up(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    if settings.kafka_bootstrap:
+    if settings.connection.bootstrap:
         if args.json:
             print(_as_json(LocalCluster.for_settings(settings).status(), False,
-                           settings.kafka_bootstrap))
+                           settings.connection.bootstrap))
             return 0
         print(
-            f"using the Kafka at {settings.kafka_bootstrap} "
+            f"using the Kafka at {settings.connection.bootstrap} "
             "(--bootstrap / LEDGER_KAFKA_BOOTSTRAP); nothing started"
         )
         return 0
@@ -140,13 +140,13 @@ def _up(args: argparse.Namespace) -> int:
             )
         print(_as_json(current, False) if args.json else
               f"local Kafka is already running at {current.bootstrap} ({_nodes(current)})\n"
-              f"stop it with `{_down_command(settings.home)}`")
+              f"stop it with `{_down_command(settings.process.home)}`")
         return 0
     try:
-        libs = ensure_jars(jar_cache(settings), settings.kafka_version, progress=_progress)
+        libs = ensure_jars(jar_cache(settings), settings.local.version, progress=_progress)
         started = cluster.start(
             libs,
-            settings.kafka_version,
+            settings.local.version,
             nodes=args.nodes or 1,
             base_port=args.port,
             timeout_s=args.timeout,
@@ -156,18 +156,18 @@ def _up(args: argparse.Namespace) -> int:
     if args.json:
         print(_as_json(started, True))
         return 0
-    print(f"Kafka {settings.kafka_version} ready at {started.bootstrap} ({_nodes(started)})")
-    print(f"stop it with `{_down_command(settings.home)}`")
+    print(f"Kafka {settings.local.version} ready at {started.bootstrap} ({_nodes(started)})")
+    print(f"stop it with `{_down_command(settings.process.home)}`")
     return 0
 
 
 def _fetch(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     try:
-        libs = ensure_jars(jar_cache(settings), settings.kafka_version, progress=_progress)
+        libs = ensure_jars(jar_cache(settings), settings.local.version, progress=_progress)
     except KafkaSetupError as exc:
         raise CliError(str(exc)) from exc
-    print(f"Kafka {settings.kafka_version} jars in {libs}")
+    print(f"Kafka {settings.local.version} jars in {libs}")
     return 0
 
 
@@ -177,8 +177,8 @@ def _status(args: argparse.Namespace) -> int:
     if args.json:
         print(_as_json(status, False))
         return 0 if status.running else 1
-    if settings.kafka_bootstrap:
-        print(f"commands use the Kafka at {settings.kafka_bootstrap} (LEDGER_KAFKA_BOOTSTRAP)")
+    if settings.connection.bootstrap:
+        print(f"commands use the Kafka at {settings.connection.bootstrap} (LEDGER_KAFKA_BOOTSTRAP)")
     if not status.nodes:
         print(
             f"local Kafka: none in {status.cluster_dir} (start one with `ledger-stream kafka up`)"

@@ -70,15 +70,15 @@ def _run(args: argparse.Namespace) -> int:
     from ledger_stream.mcp.effects import EffectSpecError, parse_effects
     from ledger_stream.sdk.client import LedgerClient
 
-    if not settings.mcp_tenant:
+    if not settings.mcp.tenant:
         raise CliError("--tenant (LEDGER_MCP_TENANT) is required: the server's operations "
                        "belong to one tenant")
     try:
-        operation_key(settings.mcp_tenant, "check", "check")
+        operation_key(settings.mcp.tenant, "check", "check")
     except InvalidKeyError as exc:
         raise CliError(f"--tenant: {exc}") from exc
     try:
-        effects = parse_effects(settings.mcp_effects or "")
+        effects = parse_effects(settings.mcp.effects or "")
     except EffectSpecError as exc:
         raise CliError(f"--effects (LEDGER_MCP_EFFECTS): {exc}") from exc
     keys = _http_keys(settings, args.no_auth)
@@ -88,17 +88,17 @@ def _run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from exc
     session = f"mcp-{uuid.uuid4().hex[:8]}"  # this run's instance id, in every intent
     logging.getLogger("ledger_stream.mcp").info("mcp server started", extra=log_fields(
-        instance=session, tenant=settings.mcp_tenant, effects=sorted(effects),
-        transport=settings.mcp_transport))
+        instance=session, tenant=settings.mcp.tenant, effects=sorted(effects),
+        transport=settings.mcp.transport))
     for effect in effects.values():
         if effect.model_id:
             logging.getLogger("ledger_stream.mcp").warning(
                 "effect keyed by the model's operation_id: a regenerated answer that writes "
                 "another id is a second effect", extra=log_fields(effect=effect.name))
     with client:
-        server = build_server(LedgerTools(client, settings.mcp_tenant, effects),
+        server = build_server(LedgerTools(client, settings.mcp.tenant, effects),
                               session=session)
-        if settings.mcp_transport == "stdio":
+        if settings.mcp.transport == "stdio":
             # SIGTERM and Ctrl-C end the process at once: the server's stdin reader is a
             # thread blocked in a read that no exception reaches, so an exit raised by a
             # handler (main's SystemExit, Python's KeyboardInterrupt) waited for the host
@@ -117,10 +117,10 @@ def _http_keys(settings: Settings, no_auth: bool) -> ApiKeys | None:
     """The keys the HTTP transport answers (None over stdio, or with --no-auth)."""
     from ledger_stream.access import ServingRefused, serving_keys
 
-    if settings.mcp_transport != "http":
+    if settings.mcp.transport != "http":
         return None
     try:
-        return serving_keys(settings, no_auth=no_auth, host=settings.mcp_host,
+        return serving_keys(settings, no_auth=no_auth, host=settings.mcp.host,
                             surface="the MCP server over HTTP")
     except ServingRefused as exc:
         raise CliError(str(exc)) from exc
@@ -130,11 +130,11 @@ def _serve_http(server: MCPServer, keys: ApiKeys | None, settings: Settings) -> 
     from ledger_stream.gateway.serve import serve
     from ledger_stream.mcp.http import TenantKeyGate
 
-    assert settings.mcp_tenant
-    app = TenantKeyGate(server.streamable_http_app(host=settings.mcp_host), keys,
-                        settings.mcp_tenant)
+    assert settings.mcp.tenant
+    app = TenantKeyGate(server.streamable_http_app(host=settings.mcp.host), keys,
+                        settings.mcp.tenant)
     try:
-        serve(app, settings.mcp_host, settings.mcp_port)
+        serve(app, settings.mcp.host, settings.mcp.port)
     except OSError as exc:
-        raise CliError(f"cannot serve MCP on {settings.mcp_host}:{settings.mcp_port}: {exc}") \
+        raise CliError(f"cannot serve MCP on {settings.mcp.host}:{settings.mcp.port}: {exc}") \
             from exc

@@ -75,9 +75,10 @@ def _run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port, metrics_host=args.metrics_host,
     )
     try:
-        serve_metrics(settings.metrics_port, "processor", settings.metrics_host)
+        serve_metrics(settings.processor.metrics_port, "processor", settings.process.metrics_host)
     except OSError as exc:
-        raise CliError(f"cannot serve metrics on port {settings.metrics_port}: {exc}") from exc
+        port = settings.processor.metrics_port
+        raise CliError(f"cannot serve metrics on port {port}: {exc}") from exc
     try:
         run_processor(settings, stop)
     except (KafkaSetupError, ProcessorError, ConfigError) as exc:

@@ -71,7 +71,7 @@ def _list(args: argparse.Namespace) -> int:
     from ledger_stream.serde import DecodeError, make_codec
 
     settings = settings_from(args)
-    codec = make_codec(settings.schema_registry_url)
+    codec = make_codec(settings.connection.schema_registry_url)
     latest: dict[str, ev.Receipt] = {}
     skipped = 0
     try:
@@ -120,7 +120,8 @@ def _resolve(args: argparse.Namespace) -> int:
         raise CliError(f"--wait must be 0 or more, got {args.wait}")
     try:
         done = record_decision(
-            settings, resolve_bootstrap(settings), make_codec(settings.schema_registry_url),
+            settings, resolve_bootstrap(settings),
+            make_codec(settings.connection.schema_registry_url),
             key=key, attempt=args.attempt, resolution=resolution,
             actor=Actor.from_cli(args.operator), reason=args.reason, decision_id=decision_id,
             external_id=args.applied or "", wait_s=args.wait)

@@ -171,7 +171,7 @@ def _run(args: argparse.Namespace) -> int:
     with open_checkpointer(args.checkpointer) as saver:
         try:
             ledger = KafkaLedger(settings, resolve_bootstrap(settings),
-                                 make_codec(settings.schema_registry_url), progress)
+                                 make_codec(settings.connection.schema_registry_url), progress)
             verdicts = check_threads(graph, saver, ledger, policy, threads=args.threads,
                                      resume=resume, lag_wait_s=args.lag_wait,
                                      progress=progress)

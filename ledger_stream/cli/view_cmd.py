@@ -54,7 +54,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         run_view(settings, no_auth=args.no_auth)
     except OSError as exc:
-        raise CliError(f"cannot serve the view on {settings.view_host}:{settings.view_port}: "
+        raise CliError(f"cannot serve the view on {settings.view.host}:{settings.view.port}: "
                        f"{exc}") from exc
     except (KafkaSetupError, StoreError, ViewStartError, ServingRefused) as exc:
         raise CliError(str(exc)) from exc

@@ -95,7 +95,8 @@ def _run(args: argparse.Namespace) -> int:
         bootstrap = resolve_bootstrap(settings)
     except KafkaSetupError as exc:
         raise CliError(str(exc)) from exc
-    producer = EventProducer(settings, bootstrap, make_codec(settings.schema_registry_url))
+    codec = make_codec(settings.connection.schema_registry_url)
+    producer = EventProducer(settings, bootstrap, codec)
     # A relay sends a mail twice if asked twice; the sandbox and the receipts table fence.
     watcher = Watcher(args.name or args.target, source, producer, args.key_template,
                       deduplicates=args.target != "smtp")

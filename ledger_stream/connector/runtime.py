@@ -80,8 +80,8 @@ class ConnectorWorker:
                  options: ConnectorOptions, codec: AvroCodec | None = None) -> None:
         self._target, self._bootstrap = target, bootstrap
         metrics.start_series(target.name)
-        self._kafka_timeout_s = settings.kafka_timeout_s
-        self._group = f"{settings.topic_prefix}.connector.{target.name}"
+        self._kafka_timeout_s = settings.connection.timeout_s
+        self._group = f"{settings.topics.prefix}.connector.{target.name}"
         instance = options.instance_id or f"{target.name}-{uuid.uuid4().hex[:8]}"
         self._core = ConnectorCore(target.name, target.deduplicates, target.queryable,
                                    replace(options, instance_id=instance),
@@ -104,7 +104,7 @@ class ConnectorWorker:
         self._traces_lock = threading.Lock()
         self._feed = DispatchFeed(bootstrap, settings.topic("dispatch"),
                                   self._group,
-                                  self._codec, settings.session_timeout_ms,
+                                  self._codec, settings.processor.session_timeout_ms,
                                   self._assigned, self._revoked)
         self.exit_status = 0
         self._layout_topics = [settings.topic(role) for role in

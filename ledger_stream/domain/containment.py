@@ -317,6 +317,52 @@ def release(state: KeyState, event: Release, now: int) -> Decision:
     return Decision(ready, (state_receipt(ready, now), dispatch_for(ready, now)))
 
 
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a partition does with one freeze or unfreeze command: ``repeat`` (applied here
+    already: nothing changes), ``refused`` (poison: nothing changes), or else the
+    containment after it and the keys an unfreeze releases, in the order held."""
+
+    containment: Containment
+    released: tuple[str, ...] = ()
+    repeat: bool = False
+    refused: str = ""
+
+
+def take(current: Containment, event: ContainmentEvent, now_ms: int, counts: bool = True
+         ) -> Outcome:
+    """The processors' rule for a command that passed :func:`refused_on_read`: a repeat
+    changes nothing, a freeze past FREEZE_LIMIT scopes is refused, anything else applies
+    (:meth:`Containment.apply`). The processor's step and the operator's ``freezes`` both
+    decide with it, so what an operator is shown in force is what the processors hold."""
+    if current.repeats(event, counts):
+        return Outcome(current, repeat=True)
+    refused = current.refusal(event)
+    if refused:
+        return Outcome(current, refused=refused)
+    after, released = current.apply(event, now_ms, counts)
+    return Outcome(after, tuple(released))
+
+
+def refused_on_read(event: ContainmentEvent, key: bytes | None, partition: int) -> str:
+    """Why a processor refuses a command record read from ``partition`` under ``key`` as
+    poison before deciding it, or "": a key that is not UTF-8, another partition's copy, an
+    invalid command (:func:`invalid_containment`), a key outside COMMAND_KEY_PREFIX (the
+    operator's ``freezes`` would not see it)."""
+    try:
+        (key or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        return "message key is not UTF-8"
+    if event.partition != partition:
+        return f"Containment for partition {event.partition} read from {partition}"
+    why = invalid_containment(event)
+    if why:
+        return f"invalid Containment: {why}"
+    if not (key or b"").startswith(COMMAND_KEY_PREFIX.encode()):
+        return f"Containment keyed outside {COMMAND_KEY_PREFIX}"
+    return ""
+
+
 def invalid_containment(event: ContainmentEvent) -> str:
     """Why the processor refuses ``event`` (a Containment) as poison, or "": the operator's
     command runs the same check before sending, so a freeze no processor would hold is

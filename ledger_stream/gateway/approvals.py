@@ -56,8 +56,8 @@ def router(client: LedgerClient) -> APIRouter:
     # Imported here: app.py mounts this router while building the app.
     from ledger_stream.gateway.app import Operator, Tenant, actor_of, off_loop, own
 
-    signer = load_signer(client.settings.approval_signing_key) \
-        if client.settings.approval_signing_key is not None else None
+    signer = load_signer(client.settings.policy.signing_key) \
+        if client.settings.policy.signing_key is not None else None
     routes = APIRouter()
 
     @routes.get("/v1/approvals", response_model=list[PendingApproval])

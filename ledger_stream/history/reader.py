@@ -21,7 +21,7 @@ def read_key(bootstrap: str, settings: Settings, key: str, codec: AvroCodec | No
     audit records of the freezes that cover it (``audit_keys_covering``), when it has any
     record of its own (a key the ledger never saw has no history: []). A record that does
     not decode is kept, with ``event`` None and the reason."""
-    codec = codec or make_codec(settings.schema_registry_url)
+    codec = codec or make_codec(settings.connection.schema_registry_url)
     own = [located(role, record.topic, record.partition, record.offset, record.timestamp_ms,
                    record.value, codec)
            for role in ROLES for record in key_records(bootstrap, settings.topic(role), key,

@@ -146,7 +146,7 @@ def acl_set(roles: Mapping[str, tuple[Grant, ...]], principals: Mapping[str, str
     if unknown:
         raise AclSetError(f"unknown role(s) {', '.join(unknown)}: the file defines "
                           f"{', '.join(sorted(roles))}")
-    names = {"prefix": settings.topic_prefix, "group": settings.consumer_group}
+    names = {"prefix": settings.topics.prefix, "group": settings.processor.consumer_group}
     acls: dict[Acl, None] = {}  # ordered, without repeats
     for role, principal in principals.items():
         for grant in roles[role]:

@@ -66,15 +66,15 @@ class TopicReport:
 
 
 def ledger_topics(settings: Settings) -> tuple[TopicSpec, ...]:
-    """The eight ledger topics named with ``settings.topic_prefix``."""
+    """The eight ledger topics named with ``settings.topics.prefix``."""
     shared: dict[str, str] = {}
-    if settings.replication_factor >= 3:
+    if settings.topics.replication_factor >= 3:
         shared["min.insync.replicas"] = "2"
     # A record may be compacted away once a newer one of its key exists and it is older
     # than the lag: the replay window plus a margin for a processor that fell behind (an
     # intent compacted before the processor read it would be lost without a trace, and a
     # later conflicting one could reserve its key).
-    lag = settings.replay_window_ms + settings.compaction_margin_ms
+    lag = settings.topics.replay_window_ms + settings.topics.compaction_margin_ms
     history = {"cleanup.policy": "compact", "min.compaction.lag.ms": str(lag)}
     latest = {"cleanup.policy": "compact"}
     records = {"cleanup.policy": "delete", "retention.ms": str(LONG_RETENTION_MS)}
@@ -91,8 +91,8 @@ def ledger_topics(settings: Settings) -> tuple[TopicSpec, ...]:
     return tuple(
         TopicSpec(
             settings.topic(name),
-            settings.partitions,
-            settings.replication_factor,
+            settings.topics.partitions,
+            settings.topics.replication_factor,
             {**configs[name], **shared},
         )
         for name in LEDGER_TOPICS

@@ -49,7 +49,7 @@ class ReceiptFollower:
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap,
             **CLIENT_CONFIG,
-            "group.id": group or f"{settings.topic_prefix}.graph-follower.{uuid.uuid4().hex}",
+            "group.id": group or f"{settings.topics.prefix}.graph-follower.{uuid.uuid4().hex}",
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
         })

@@ -32,12 +32,15 @@ from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.containment import (
     COMMAND_KEY_PREFIX,
+    TEXT_LIMIT,
     Containment,
     audit_key,
     command_key,
     counted,
     invalid_containment,
+    refused_on_read,
     scope_of,
+    take,
 )
 from ledger_stream.domain.keys import InvalidKeyError, operation_key
 from ledger_stream.domain.values import replace
@@ -51,7 +54,7 @@ from ledger_stream.operate.audit import Actor
 from ledger_stream.serde import AvroCodec, DecodeError
 
 TXN_TIMEOUT_MS = 10_000
-REASON_LIMIT = 500
+REASON_LIMIT = TEXT_LIMIT  # the processors' limit (invalid_containment), not a second one
 
 
 class ContainmentRefused(ValueError):
@@ -66,7 +69,7 @@ class FreezeRecord:
     offset: int
     timestamp_ms: int
     counts: bool = True  # it counts for repeats (domain/containment.py ``counted``)
-    poison: str = ""  # why the processors refuse it before deciding (processor/step.py read)
+    poison: str = ""  # why the processors refuse it before deciding (refused_on_read)
 
     @property
     def scope(self) -> str:
@@ -202,12 +205,12 @@ def new_event_id() -> str:
 def not_applied(settings: Settings, bootstrap: str, offsets: dict[int, int],
                 wait_s: float) -> list[int]:
     """The partitions whose processor has not applied its copy (its consumer group,
-    ``settings.consumer_group``, has not committed past the copy's offset) within
+    ``settings.processor.consumer_group``, has not committed past the copy's offset) within
     ``wait_s`` seconds; [] once every partition's has. A committed offset is the end of a
     checkpoint: the decisions up to it, the freeze's included, are in force."""
     topic = settings.topic("attempts")
     consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
-                         "group.id": settings.consumer_group,  # read, never joined
+                         "group.id": settings.processor.consumer_group,  # read, never joined
                          "enable.auto.commit": False})
     deadline = time.monotonic() + wait_s
     try:
@@ -238,19 +241,8 @@ def log(settings: Settings, bootstrap: str, codec: AvroCodec,
         except DecodeError:
             continue
         found.append(FreezeRecord(event, record.offset, record.timestamp_ms,
-                                  counted(record.key), _poison(record.key, event)))
+                                  counted(record.key), refused_on_read(event, record.key, 0)))
     return found
-
-
-def _poison(key: bytes | None, event: ev.Containment) -> str:
-    """What the processor's ``read`` refuses in partition 0's copy before ``contain``."""
-    try:
-        (key or b"").decode("utf-8")
-    except UnicodeDecodeError:
-        return "message key is not UTF-8"
-    if event.partition != 0:
-        return f"Containment for partition {event.partition} read from 0"
-    return ""
 
 
 def active(records: list[FreezeRecord], skip: dict[int, str] | None = None
@@ -275,21 +267,24 @@ def active(records: list[FreezeRecord], skip: dict[int, str] | None = None
 def ignored(records: list[FreezeRecord]) -> dict[int, str]:
     """The offsets of the records the processors ignore, and why: ``repeat`` (a command
     applied before them, retried) or ``refused: ...`` (poison to them: dead-lettered with
-    a ``poison_input`` alert). The processors' own rules (processor/step.py ``read`` and
-    ``contain``), replayed over partition 0's copies."""
+    a ``poison_input`` alert). The processors' own rules (``refused_on_read`` and ``take`` in
+    domain/containment.py, which the processor's step runs), replayed over partition 0's
+    copies."""
     held = Containment()
     found: dict[int, str] = {}
     for record in records:
-        event = record.event
-        why = record.poison or invalid_containment(event)
+        invalid = invalid_containment(record.event)  # a record built without log()'s check
+        why = record.poison or (f"invalid Containment: {invalid}" if invalid else "")
         if why:
             found[record.offset] = f"refused: {why}"
-        elif held.repeats(event, record.counts):
+            continue
+        outcome = take(held, record.event, record.timestamp_ms, record.counts)
+        if outcome.repeat:
             found[record.offset] = "repeat"
-        elif why := held.refusal(event):
-            found[record.offset] = f"refused: {why}"
+        elif outcome.refused:
+            found[record.offset] = f"refused: {outcome.refused}"
         else:
-            held, _ = held.apply(event, record.timestamp_ms, record.counts)
+            held = outcome.containment
     return found
 
 

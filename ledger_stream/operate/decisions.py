@@ -209,10 +209,10 @@ def _recorded(settings: Settings, bootstrap: str, codec: AvroCodec, tenant: str,
     lookup in the view when ``view_url`` names one with a timeline (as of every decision
     committed now), else a read of the whole attempts topic. LedgerUnavailable when neither
     can answer: an id that cannot be checked is not used."""
-    if settings.view_url:
+    if settings.view.url:
         try:
-            key = settings.view_key.get_secret_value() if settings.view_key else None
-            return ViewClient(settings.view_url, key=key).decision(tenant, decision_id,
+            key = settings.view.key.get_secret_value() if settings.view.key else None
+            return ViewClient(settings.view.url, key=key).decision(tenant, decision_id,
                                                                    wait_s=5.0)
         except NoTimelineError:
             pass  # a view of latest receipts only: read the topic

@@ -67,7 +67,7 @@ def repartition(bootstrap: str, settings: Settings, to: int, timeout_s: float = 
                 say: Callable[[str], None] = print) -> RepartitionReport:
     """Move the ledger to ``to`` partitions (module docstring). RepartitionRefused when a
     step's condition does not hold; nothing was changed then, or only what a re-run redoes."""
-    changelog, group = settings.topic("changelog"), settings.consumer_group
+    changelog, group = settings.topic("changelog"), settings.processor.consumer_group
     recorded = read_layout(bootstrap, changelog, timeout_s)
     if recorded is None:
         raise RepartitionRefused(f"no partition layout recorded in {changelog}: start a "
@@ -127,7 +127,7 @@ def _committed(bootstrap: str, settings: Settings, partitions: int, timeout_s: f
                ) -> dict[int, cl.Positions]:
     """The processors' committed input offsets per partition (-1: none)."""
     inputs = (settings.topic("intents"), settings.topic("attempts"))
-    reader = _consumer(bootstrap, settings.consumer_group)  # never subscribes: no member
+    reader = _consumer(bootstrap, settings.processor.consumer_group)  # never subscribes: no member
     try:
         tps = [TopicPartition(t, p) for p in range(partitions) for t in inputs]
         found = {(tp.topic, tp.partition): tp.offset

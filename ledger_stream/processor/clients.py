@@ -24,7 +24,7 @@ def consumer_config(settings: Settings, bootstrap: str) -> dict[str, Any]:
     return {
         **LIBRDKAFKA,  # first: nothing below may be replaced by a deployment's settings
         "bootstrap.servers": bootstrap,
-        "group.id": settings.consumer_group,
+        "group.id": settings.processor.consumer_group,
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
@@ -38,7 +38,7 @@ def consumer_config(settings: Settings, bootstrap: str) -> dict[str, Any]:
 
 
 def _group_protocol(settings: Settings) -> dict[str, Any]:
-    if settings.group_protocol == "consumer":
+    if settings.processor.group_protocol == "consumer":
         # KIP-848: the broker assigns, incrementally; its range assignor gives one member
         # both intents-p and attempts-p once the group is stable (assignment.py holds a
         # partition that comes without its co-partition until it does). Timeouts are the
@@ -48,20 +48,20 @@ def _group_protocol(settings: Settings) -> dict[str, Any]:
     # share a partition count), and revokes everything before reassigning.
     return {
         "partition.assignment.strategy": "range",
-        "session.timeout.ms": settings.session_timeout_ms,
+        "session.timeout.ms": settings.processor.session_timeout_ms,
         "heartbeat.interval.ms": heartbeat_ms(settings),
     }
 
 
 def heartbeat_ms(settings: Settings) -> int:
-    return max(1_000, settings.session_timeout_ms // 5)
+    return max(1_000, settings.processor.session_timeout_ms // 5)
 
 
 def group_config(settings: Settings) -> dict[str, str]:
     """The group's own configuration under the consumer protocol (KIP-848): its members'
     session timeout and heartbeat interval (the interval also bounds how soon a member
     hears of partitions to give up or take)."""
-    return {"consumer.session.timeout.ms": str(settings.session_timeout_ms),
+    return {"consumer.session.timeout.ms": str(settings.processor.session_timeout_ms),
             "consumer.heartbeat.interval.ms": str(heartbeat_ms(settings))}
 
 

@@ -27,22 +27,22 @@ def approval_keys(settings: Settings) -> ApprovalKeys:
     the ledger holds nothing that can sign an approval, so a host with its whole
     configuration cannot approve its own payment."""
     try:
-        public = public_keys_in(settings.approval_keys_dir) \
-            if settings.approval_keys_dir is not None else {}
-        public.update(public_keys_from_text(settings.approval_public_keys or ""))
-        keys = ApprovalKeys.of(public, frozenset(settings.approval_revoked_keys),
+        public = public_keys_in(settings.policy.keys_dir) \
+            if settings.policy.keys_dir is not None else {}
+        public.update(public_keys_from_text(settings.policy.public_keys or ""))
+        keys = ApprovalKeys.of(public, frozenset(settings.policy.revoked_keys),
                                dev_secret(settings, approver_keys=bool(public)))
     except InvalidApprovalKey as exc:
         raise ConfigError(str(exc)) from None
-    if not settings.dev_mode and not keys.public:
+    if not settings.policy.dev_mode and not keys.public:
         secret_only = " (LEDGER_APPROVAL_SECRET is honoured in development mode only: " \
             "whoever can check a shared secret can also sign with it)" \
-            if settings.approval_secret is not None \
-            and settings.approval_secret.get_secret_value() else ""
+            if settings.policy.secret is not None \
+            and settings.policy.secret.get_secret_value() else ""
         raise ConfigError(
             f"no approver public key: set {KEY_SETTINGS}; make a key with `ledger-stream "
             f"approval-keys generate`{secret_only}; or LEDGER_DEV_MODE=1 for development")
-    if settings.approval_signing_key is not None and not settings.dev_mode:
+    if settings.policy.signing_key is not None and not settings.policy.dev_mode:
         logger.warning("LEDGER_APPROVAL_SIGNING_KEY is set here, but checking approvals needs "
                        "public keys only: keep approvers' private keys off this host")
     return keys
@@ -52,9 +52,9 @@ def dev_secret(settings: Settings, approver_keys: bool = False) -> bytes | None:
     """The HMAC secret of key-less approvals: only in dev mode (LEDGER_APPROVAL_SECRET, or
     the public development secret when no approver key is given); None otherwise, whatever
     is configured."""
-    configured = settings.approval_secret.get_secret_value().encode() \
-        if settings.approval_secret is not None else b""
-    if not settings.dev_mode:
+    configured = settings.policy.secret.get_secret_value().encode() \
+        if settings.policy.secret is not None else b""
+    if not settings.policy.dev_mode:
         if configured:
             logger.warning("LEDGER_APPROVAL_SECRET is ignored outside development mode: "
                            "approvals need an approver key's signature")
@@ -72,13 +72,13 @@ def dev_secret(settings: Settings, approver_keys: bool = False) -> bytes | None:
 
 def policy_from(settings: Settings) -> Policy:
     return Policy(
-        replay_window_ms=settings.replay_window_ms,
+        replay_window_ms=settings.topics.replay_window_ms,
         approval_keys=approval_keys(settings),
-        approval_required_actions=frozenset(settings.approval_required_actions),
-        retry_backoff_ms=settings.retry_backoff_ms,
-        max_attempts=settings.max_attempts,
-        clock_skew_ms=settings.clock_skew_ms,
-        stall_after_ms=settings.stall_after_ms,
-        reconcile_timeout_ms=settings.reconcile_timeout_ms,
-        lag_credit_ms=settings.lag_credit_ms,
+        approval_required_actions=frozenset(settings.policy.required_actions),
+        retry_backoff_ms=settings.processor.retry_backoff_ms,
+        max_attempts=settings.processor.max_attempts,
+        clock_skew_ms=settings.processor.clock_skew_ms,
+        stall_after_ms=settings.processor.stall_after_ms,
+        reconcile_timeout_ms=settings.processor.reconcile_timeout_ms,
+        lag_credit_ms=settings.processor.lag_credit_ms,
     )

@@ -104,11 +104,11 @@ def check_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0) ->
         raise StartupRefused(str(exc)) from exc
     for role in INPUTS:
         problem = timestamp_problem(names[role], _describe(admin, names[role], timeout_s),
-                                    settings.clock_skew_bound_ms)
+                                    settings.processor.clock_skew_bound_ms)
         if problem:
             raise StartupRefused(problem)
-    if settings.group_protocol == "consumer":
-        configure_group(admin, settings.consumer_group, group_config(settings), timeout_s)
+    if settings.processor.group_protocol == "consumer":
+        configure_group(admin, settings.processor.consumer_group, group_config(settings), timeout_s)
     return layout or Layout(next(iter(counts.values())))
 
 

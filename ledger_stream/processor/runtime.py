@@ -70,15 +70,15 @@ class Processor:
         bootstrap = resolve_bootstrap(settings)
         layout = check_topics(bootstrap, settings)
         partitions = layout.partitions
-        self._folder = StateFolder(settings.resolved_state_dir, settings.consumer_group)
+        self._folder = StateFolder(settings.resolved_state_dir, settings.processor.consumer_group)
         self._folder.lock()
         adopt_layout(self._folder.root, layout)  # a store of another layout is rebuilt
-        self.instance = settings.processor_instance_id or self._folder.instance_hash()
-        group = settings.consumer_group
+        self.instance = settings.processor.instance_id or self._folder.instance_hash()
+        group = settings.processor.consumer_group
         self._inputs = (settings.topic("intents"), settings.topic("attempts"))
         metrics.start_series(self._inputs)  # at 0: alert rules then see the first increase
         self._step = LedgerStep(policy,
-                                codec or make_codec(settings.schema_registry_url),
+                                codec or make_codec(settings.connection.schema_registry_url),
                                 {self._inputs[0]: "intents", self._inputs[1]: "attempts"},
                                 partitions, layout.grown_from)
         self._consumer = Consumer(clients.consumer_config(settings, bootstrap))
@@ -87,9 +87,9 @@ class Processor:
         self._assignment = Assignment(self._folder.open, self._restorer, self._step.policy,
                                       self._inputs, settings.topic("changelog"), group,
                                       self._ends,
-                                      incremental=settings.group_protocol == "consumer")
+                                      incremental=settings.processor.group_protocol == "consumer")
         self._assignment.home_count = partitions if layout.grown_from else None
-        exactly_once = settings.processing_guarantee == "exactly-once"
+        exactly_once = settings.processor.processing_guarantee == "exactly-once"
         producer = clients.producer_settings(
             bootstrap, clients.transactional_id(group, self.instance) if exactly_once else None)
         try:
@@ -103,7 +103,7 @@ class Processor:
         self._topic_names = sorted({*topics.values(), *self._inputs})
         self._checkpoint = Checkpoint(delivery, self._consumer, self._step, topics, group,
                                       self.instance, self._assignment.incremental)
-        self._ticker = Ticker(settings.tick_interval_ms)
+        self._ticker = Ticker(settings.processor.tick_interval_ms)
         self._stop = stop or threading.Event()
         self._backoff_s = 0.0
         self._fetching_epoch = 0  # the assignment epoch the fetcher was last restarted at
@@ -123,8 +123,8 @@ class Processor:
         self._consumer.subscribe(list(self._inputs), on_assign=a.on_assign,
                                  on_revoke=a.on_revoke, on_lost=a.on_lost)
         logger.info("processor started", extra=log_fields(
-            group=self.settings.consumer_group, instance=self.instance,
-            guarantee=self.settings.processing_guarantee,
+            group=self.settings.processor.consumer_group, instance=self.instance,
+            guarantee=self.settings.processor.processing_guarantee,
             state_dir=str(self._folder.root)))
         try:
             while not self._stop.is_set():
@@ -181,8 +181,8 @@ class Processor:
             # may come between two records.
             epoch, a.released = a.epoch, set()
             records = [first]
-            if self.settings.max_batch > 1:
-                records += self._consumer.consume(self.settings.max_batch - 1, timeout=0)
+            if self.settings.processor.max_batch > 1:
+                records += self._consumer.consume(self.settings.processor.max_batch - 1, timeout=0)
         except KafkaException as exc:
             raise ProcessorError(f"the consumer failed: {exc.args[0].str()}") from exc
         if a.epoch != epoch:
@@ -350,7 +350,7 @@ class Processor:
         a = self._assignment
         epoch, paused = a.epoch, self._consumer.assignment()
         self._consumer.pause(paused)
-        deadline = time.monotonic() + self.settings.session_timeout_ms / 1000
+        deadline = time.monotonic() + self.settings.processor.session_timeout_ms / 1000
         dropped = False
         while a.epoch == epoch and time.monotonic() < deadline and not self._stop.is_set():
             try:  # serves the rebalance; paused partitions return nothing new
@@ -399,7 +399,7 @@ def run_processor(settings: Settings, stop: threading.Event | None = None) -> No
     stop = stop or threading.Event()
     policy_from(settings)  # a missing approval secret is refused before any connection
     if not wait_for_kafka(resolve_bootstrap(settings), "processor", stop,
-                          attempt_s=settings.kafka_timeout_s):
+                          attempt_s=settings.connection.timeout_s):
         return
     try:
         processor = Processor(settings, stop=stop)

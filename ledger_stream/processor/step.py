@@ -24,13 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ledger_stream.domain import events as ev
-from ledger_stream.domain.containment import (
-    COMMAND_KEY_PREFIX,
-    Containment,
-    counted,
-    invalid_containment,
-    scope_of,
-)
+from ledger_stream.domain.containment import Containment, counted, refused_on_read, scope_of
+from ledger_stream.domain.containment import take as contain_command
 from ledger_stream.domain.decide import Decision, decide
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState, Phase, absent
@@ -93,7 +88,6 @@ _TOPIC_OF: dict[type[Any], str] = {
 }
 
 
-CONTAINMENT_KEY_PREFIX = COMMAND_KEY_PREFIX.encode()
 
 
 class LedgerStep:
@@ -132,15 +126,13 @@ class LedgerStep:
         except DecodeError as exc:
             return poison(f"undecodable: {exc}")
         if isinstance(event, PARTITIONED):
-            if event.partition != partition:
+            if isinstance(event, ev.Containment):
+                why = refused_on_read(event, key, partition)
+                if why:
+                    return poison(why)
+            elif event.partition != partition:
                 return poison(f"{type(event).__name__} for partition {event.partition} "
                               f"read from {partition}")
-            if isinstance(event, ev.Containment):
-                why = invalid_containment(event)
-                if why:
-                    return poison(f"invalid Containment: {why}")
-                if not key.startswith(CONTAINMENT_KEY_PREFIX):  # `freezes` would not see it
-                    return poison(f"Containment keyed outside {COMMAND_KEY_PREFIX}")
             return event
         # Another partitioner would give one key a second, independent state here.
         home = partition_for(key, self._partitions)
@@ -210,19 +202,19 @@ class LedgerStep:
         current = view.containment()
         scope = scope_of(event.tenant, event.action)
         counts = counted(record_key)
-        if current.repeats(event, counts):  # a retried command, applied here already
+        outcome = contain_command(current, event, now_ms, counts)
+        if outcome.repeat:  # a retried command, applied here already
             logger.info("freeze or unfreeze repeated, ignored", extra=log_fields(
                 action=event.action, tenant=event.tenant or "*", event_id=event.event_id,
                 partition=event.partition, frozen=event.frozen))
             metrics.CONTAINMENT.labels("repeat").inc()
             return []
-        refused = current.refusal(event)
-        if refused:
-            poison = ev.PoisonInput(where[0], event.partition, where[1], refused,
+        if outcome.refused:
+            poison = ev.PoisonInput(where[0], event.partition, where[1], outcome.refused,
                                     max(now_ms, 1), record_key)
             return self.decide(view, poison, now_ms)
-        containment, released = current.apply(event, now_ms, counts)
-        view.put_containment(containment)
+        released = outcome.released
+        view.put_containment(outcome.containment)
         logger.info("freeze" if event.frozen else "unfreeze", extra=log_fields(
             action=event.action, tenant=event.tenant or "*", mode=event.mode.value,
             operator=event.operator, event_id=event.event_id, partition=event.partition,

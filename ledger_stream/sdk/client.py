@@ -76,7 +76,7 @@ class LedgerClient:
         if security:  # the cluster's security settings (SASL, TLS), for every client
             use_client_settings(security)
         self.bootstrap = bootstrap or resolve_bootstrap(self.settings)
-        self._codec = codec or make_codec(self.settings.schema_registry_url)
+        self._codec = codec or make_codec(self.settings.connection.schema_registry_url)
         # No linger: an agent waits for each intent's acknowledgement, one at a time, so
         # librdkafka's default 5 ms wait for a batch to fill was 5 ms added to every submit;
         # concurrent submits still share the requests that are in flight.
@@ -86,8 +86,8 @@ class LedgerClient:
         self._partitions: int | None = None
         self._lock = threading.Lock()
         self._hub: ReceiptHub | None = None
-        self._view = ViewClient(self.settings.view_url, key=_secret(self.settings.view_key)) \
-            if self.settings.view_url else None
+        self._view = ViewClient(self.settings.view.url, key=_secret(self.settings.view.key)) \
+            if self.settings.view.url else None
         self._admin_client: AdminClient | None = None
         self._ends: EndOffsets | None = None
         self._closed = False
@@ -273,7 +273,7 @@ class LedgerClient:
     def _partition_count_locked(self) -> int:
         if self._partitions is None:
             meta = self._admin().list_topics(self._receipts_topic,
-                                             timeout=self.settings.kafka_timeout_s)
+                                             timeout=self.settings.connection.timeout_s)
             topic = meta.topics[self._receipts_topic]
             if topic.error is not None or not topic.partitions:
                 # Not cached: the topic may exist on the next call.

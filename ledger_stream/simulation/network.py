@@ -9,14 +9,32 @@ its caller gave up; a response may be lost after the commit.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ledger_stream.domain import events as ev
-from ledger_stream.simulation.fleet import Wire
+from ledger_stream.simulation.fleet import Fleet, Instance, Wire
+from ledger_stream.simulation.processor import SimProcessor
+from ledger_stream.simulation.target import SimTarget
 
-if TYPE_CHECKING:
-    from ledger_stream.simulation.world import World
+
+class World(Protocol):
+    """What the wire needs of the simulated world (simulation/world.py's ``World``, which
+    imports this module: named here as a protocol, so the two do not import each other)."""
+
+    now: int
+    rng: random.Random
+    fleet: Fleet
+    processor: SimProcessor
+    target: SimTarget
+    sends: list[tuple[str, str, int, bool, int | None]]
+
+    def fault_for(self, operation: str) -> str: ...
+
+    def kill(self, inst: Instance) -> None: ...
+
+    def lease_of(self, claim_id: str) -> int | None: ...
 
 Step = tuple[str, Callable[..., None], object]
 

@@ -74,7 +74,7 @@ class KafkaLedger:
     def undecided(self) -> int:
         topic = self._settings.topic("intents")
         consumer = Consumer({"bootstrap.servers": self._bootstrap, **CLIENT_CONFIG,
-                             "group.id": self._settings.consumer_group,  # never joined
+                             "group.id": self._settings.processor.consumer_group,  # never joined
                              "enable.auto.commit": False})
         try:
             meta = consumer.list_topics(topic, timeout=10).topics[topic]

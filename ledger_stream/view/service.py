@@ -29,7 +29,7 @@ def run_view(settings: Settings, no_auth: bool = False) -> None:
     """Serve the receipts view until SIGTERM or SIGINT, to the gateway's tenant API keys
     (``no_auth``: to anyone on this host). Raises ServingRefused, StoreError or
     KafkaException (one line) when it cannot start."""
-    keys = serving_keys(settings, no_auth=no_auth, host=settings.view_host,
+    keys = serving_keys(settings, no_auth=no_auth, host=settings.view.host,
                         surface="the view")
     bootstrap = resolve_bootstrap(settings)
     stop = threading.Event()
@@ -39,22 +39,22 @@ def run_view(settings: Settings, no_auth: bool = False) -> None:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, on_signal)
-    if not wait_for_kafka(bootstrap, "view", stop, attempt_s=settings.kafka_timeout_s):
+    if not wait_for_kafka(bootstrap, "view", stop, attempt_s=settings.connection.timeout_s):
         return
-    followed = ["receipts", *(ROLES if settings.view_timeline else ())]
+    followed = ["receipts", *(ROLES if settings.view.timeline else ())]
     # Raises LayoutRefused (a KafkaSetupError) at another count than the state's.
     check_roles(bootstrap, settings.topic("changelog"),
                 sorted({settings.topic(role) for role in followed}))
-    store = ViewStore(settings.resolved_view_dir / settings.topic_prefix)
-    codec = make_codec(settings.schema_registry_url)
+    store = ViewStore(settings.resolved_view_dir / settings.topics.prefix)
+    codec = make_codec(settings.connection.schema_registry_url)
     view: ReceiptView | None = None
     timeline: HistoryView | None = None
     try:
         view = ReceiptView(bootstrap, settings.topic("receipts"), store, close_store=False)
-        if settings.view_timeline:
+        if settings.view.timeline:
             timeline = HistoryView(bootstrap, {role: settings.topic(role) for role in ROLES},
                                    store, codec)
-        server = make_server(view, codec, settings.view_host, settings.view_port, timeline,
+        server = make_server(view, codec, settings.view.host, settings.view.port, timeline,
                              keys=keys, metrics_open=metrics_open(settings))
     except BaseException:
         for follower in (view, timeline):
@@ -68,7 +68,7 @@ def run_view(settings: Settings, no_auth: bool = False) -> None:
     serve_in_thread(server)
     logger.info("view serving", extra=log_fields(
         instance=f"{socket.gethostname()}-{os.getpid()}",
-        url=f"http://{settings.view_host}:{server.server_port}", topic=view.topic,
+        url=f"http://{settings.view.host}:{server.server_port}", topic=view.topic,
         partitions=view.partitions, timeline=timeline is not None, api_keys=keys is not None,
         state_dir=str(store.path)))
     try:

@@ -21,7 +21,7 @@ import connectors.http as http_target
 from connectors.http import HttpTarget
 from ledger_stream.connector.target import EffectRequest
 from ledger_stream.domain.events import OutcomeStatus
-from tests.connectors.test_http_target import RawServer
+from tests.connectors.raw_server import RawServer
 
 pytestmark = pytest.mark.timeout(30)
 

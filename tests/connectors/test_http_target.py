@@ -24,6 +24,7 @@ from ledger_stream.cli.connector_cmd import build_target
 from ledger_stream.cli.main import build_parser
 from ledger_stream.connector.target import EffectRequest, LookupUnavailable
 from ledger_stream.domain.events import OutcomeStatus
+from tests.connectors.raw_server import RawServer
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -83,31 +84,6 @@ class Api:
         self._server.server_close()
 
 
-class RawServer:
-    """A TCP server that gives each connection to ``serve(conn, stop)`` in a thread."""
-
-    def __init__(self, serve: Callable[[socket.socket, threading.Event], None]) -> None:
-        self.stop = threading.Event()
-        self.requests: list[bytes] = []
-        self._serve = serve
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self._listener.settimeout(0.1)
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn, self.stop), daemon=True).start()
-
-    def close(self) -> None:
-        self.stop.set()
-        self._listener.close()
 
 
 def read_request(conn: socket.socket) -> bytes:

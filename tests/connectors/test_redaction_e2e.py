@@ -35,7 +35,7 @@ from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import TERMINAL, Stack
 from ledger_stream.testing.view import ServedView
 from tests.console_browser import console_page
-from tests.gateway.conftest import ACME, curl, intent, serve_gateway
+from tests.gateway.support import ACME, curl, intent, serve_gateway
 
 pytestmark = pytest.mark.timeout(300)
 

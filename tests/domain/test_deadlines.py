@@ -12,7 +12,7 @@ from ledger_stream.domain import Policy, decide, due_ms
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.deadlines import TIMER_CLAIM
 from ledger_stream.domain.state import KeyState, Phase
-from tests.domain.test_decide import of, run
+from tests.domain.decisions import of, run
 from tests.factories import KEY, claim, intent, outcome, reconciled
 
 pytestmark = pytest.mark.timeout(30)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import pytest
 
 from ledger_stream.domain import Policy, absent, decide
@@ -11,6 +9,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import sign_approval
 from ledger_stream.domain.state import KeyState, Phase
 from ledger_stream.testing.approvers import seeded_approver, trusted
+from tests.domain.decisions import POLICY, of, run
 from tests.factories import KEY, claim, intent, now_of, outcome, reconciled, resolution
 
 pytestmark = pytest.mark.timeout(30)
@@ -20,25 +19,6 @@ OS, RS, RES = ev.OutcomeStatus, ev.ReconcileStatus, ev.Resolution
 APPROVER = seeded_approver("approver-1", "k")
 FORGER = seeded_approver("approver-1", "wrong")
 KEYS = trusted(APPROVER)
-POLICY = Policy(replay_window_ms=100_000, retry_backoff_ms=500, max_attempts=3,
-                clock_skew_ms=1_000)
-
-
-def run(events: Iterable[ev.InputEvent], state: KeyState | None = None,
-        policy: Policy = POLICY) -> tuple[KeyState, list[ev.OutputEvent]]:
-    state = state or absent(KEY)
-    outputs: list[ev.OutputEvent] = []
-    for event in events:
-        decision = decide(state, event, policy, now_of(event))
-        state = decision.state
-        outputs.extend(decision.outputs)
-    return state, outputs
-
-
-def of(outputs: Iterable[ev.OutputEvent], cls: type) -> list:
-    return [o for o in outputs if isinstance(o, cls)]
-
-
 def granted() -> tuple[KeyState, list[ev.OutputEvent]]:
     return run([intent(), claim()])
 

@@ -11,7 +11,7 @@ import pytest
 from ledger_stream.domain import Policy
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.state import Phase
-from tests.domain.test_decide import of, run
+from tests.domain.decisions import of, run
 from tests.factories import claim, intent, outcome, reconciled, resolution
 
 pytestmark = pytest.mark.timeout(30)

@@ -13,7 +13,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.containment import Containment
 from ledger_stream.domain.state import AttemptRecord, KeyState, Phase
 from ledger_stream.domain.values import replace
-from tests.serde.test_codec import one_of_each
+from tests.serde.events import one_of_each
 
 STATE = KeyState(key="acme/refund/r-1", phase=Phase.DISPATCHED, attempt=2,
                  history=(AttemptRecord(1, "c-1", "granted", 5),), args_json='{"a":1}')

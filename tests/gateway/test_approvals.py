@@ -37,7 +37,7 @@ from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
 from tests.console_browser import CHROMIUM, console_page, shot
 from tests.factories import intent as make_intent
-from tests.gateway.conftest import ACME, GLOBEX, curl, serve_gateway
+from tests.gateway.support import ACME, GLOBEX, curl, serve_gateway
 
 pytestmark = pytest.mark.timeout(180)
 

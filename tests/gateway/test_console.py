@@ -22,7 +22,7 @@ from ledger_stream.testing.operator import latest_receipt, waiting_for_operator
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
 from tests.console_browser import CHROMIUM, console_page, shot
-from tests.gateway.conftest import ACME, curl, intent, new_key
+from tests.gateway.support import ACME, curl, intent, new_key
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Request, Route, expect, sync_playwright
 
-from tests.gateway.conftest import ACME
+from tests.gateway.support import ACME
 
 pytestmark = pytest.mark.timeout(180)
 

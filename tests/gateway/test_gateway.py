@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from ledger_stream.testing.sandbox import SandboxProc
-from tests.gateway.conftest import ACME, GLOBEX, curl, intent, new_key
+from tests.gateway.support import ACME, GLOBEX, curl, intent, new_key
 
 pytestmark = pytest.mark.timeout(180)
 

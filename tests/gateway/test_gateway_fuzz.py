@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tests.gateway.conftest import ACME, intent, new_key
+from tests.gateway.support import ACME, intent, new_key
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -16,7 +16,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import key_records
 from ledger_stream.serde import AvroCodec
-from tests.gateway.conftest import ACME, ACME_AGENT, ACME_UNNAMED, GLOBEX, curl, intent
+from tests.gateway.support import ACME, ACME_AGENT, ACME_UNNAMED, GLOBEX, curl, intent
 
 pytestmark = pytest.mark.timeout(180)
 ACME_ID = "key:" + hashlib.sha256(ACME.encode()).hexdigest()[:12]

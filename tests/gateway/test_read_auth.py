@@ -22,7 +22,7 @@ from ledger_stream.sdk.client import AsyncLedgerClient
 from ledger_stream.serde import AvroCodec
 from ledger_stream.testing.view import ServedView
 from tests.addresses import outward_address
-from tests.gateway.conftest import ACME, GLOBEX, curl, serve_gateway
+from tests.gateway.support import ACME, GLOBEX, curl, serve_gateway
 
 pytestmark = pytest.mark.timeout(180)
 

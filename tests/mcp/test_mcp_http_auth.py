@@ -23,7 +23,7 @@ from ledger_stream.mcp.effects import parse_effects
 from ledger_stream.mcp.http import TenantKeyGate
 from ledger_stream.mcp.server import LedgerTools, build_server
 from ledger_stream.sdk.client import LedgerClient
-from tests.mcp.test_mcp_server import EFFECTS, _http_server, keyed
+from tests.mcp.support import EFFECTS, _http_server, keyed
 
 pytestmark = pytest.mark.timeout(180)
 

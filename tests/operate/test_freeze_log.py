@@ -16,7 +16,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.values import replace
 from ledger_stream.operate.containment import FreezeRecord, active, ignored
 from ledger_stream.processor.partition import CONTAINMENT_KEY
-from tests.processor.test_containment import Log, OldCommand, P
+from tests.processor.containment_log import Log, OldCommand, P
 
 SCOPES = [("acme", "refund"), ("", "refund"), ("acme", "payout"), ("beta", "payout"),
           ("", "mail")]
@@ -98,12 +98,14 @@ def test_the_command_producer_takes_a_deployments_longer_message_timeout() -> No
 
 
 def test_a_copy_the_processors_refuse_before_deciding_is_never_listed() -> None:
-    from ledger_stream.operate.containment import _poison
+    from ledger_stream.domain.containment import refused_on_read
 
     ok = _event("f", 0, True)
-    assert _poison(b"~containment/f/" + b"0" * 32, replace(ok, partition=0)) == ""
-    assert _poison(b"~containment/\xff", replace(ok, partition=0)) == \
+    assert refused_on_read(replace(ok, partition=0), b"~containment/f/" + b"0" * 32, 0) == ""
+    assert refused_on_read(replace(ok, partition=0), b"~containment/\xff", 0) == \
         "message key is not UTF-8"
-    assert "partition 1" in _poison(b"~containment/f", replace(ok, partition=1))
+    assert "partition 1" in refused_on_read(replace(ok, partition=1), b"~containment/f", 0)
+    assert refused_on_read(replace(ok, partition=0), b"elsewhere/f", 0) == \
+        "Containment keyed outside ~containment/"
     records = [FreezeRecord(replace(ok, partition=0), 0, 0, poison="message key is not UTF-8")]
     assert active(records) == [] and ignored(records) == {0: "refused: message key is not UTF-8"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from ledger_stream.config import Settings
 from ledger_stream.processor.runtime import Processor
 from ledger_stream.processor.ticks import Ticker
 from ledger_stream.testing.records import FakeMessage
@@ -46,7 +47,7 @@ def test_a_poll_reaches_the_batch_in_time_order():
     p = Processor.__new__(Processor)
     p._consumer = FetchedConsumer(fetched)  # type: ignore[assignment]
     p._assignment = SimpleNamespace(epoch=1, released=set())  # type: ignore[assignment]
-    p.settings = SimpleNamespace(max_batch=100)  # type: ignore[assignment]
+    p.settings = Settings(max_batch=100)
     p._ticker = Ticker(10**9)
     records, member, _ = p._collect()
     assert [(m.topic(), m.partition(), m.offset()) for m in records] == [
@@ -100,7 +101,7 @@ def test_a_consumer_error_without_a_position_beside_a_rebalance_is_reported_not_
     p = Processor.__new__(Processor)
     p._consumer = _LosingConsumer(a)  # type: ignore[assignment]
     p._assignment = a  # type: ignore[assignment]
-    p.settings = SimpleNamespace(max_batch=100)  # type: ignore[assignment]
+    p.settings = Settings(max_batch=100)
     p._ticker = Ticker(10**9)
     records, _, _ = p._collect()  # the error is logged (not fatal), nothing to decide
     assert records == []

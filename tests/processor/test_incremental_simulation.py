@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
+from ledger_stream.config import Settings
 from ledger_stream.domain.policy import Policy
 from ledger_stream.processor import assignment as assignment_module
 from ledger_stream.processor import runtime
@@ -225,7 +226,8 @@ def build(seed: int, *, late_start: float = 0.3, cb_rate: float = 0.08,
     sim = Sim(rng, a, late_start=late_start, cb_rate=cb_rate, lone_topic=lone_topic)
     broker = Broker(sim, rng, abandon_rate)
     p = Processor.__new__(Processor)
-    p.settings = SimpleNamespace(max_batch=4, session_timeout_ms=20)  # type: ignore[assignment]
+    # model_copy: a session far below the floor Settings accepts, so the test runs fast
+    p.settings = Settings(max_batch=4).model_copy(update={"session_timeout_ms": 20})
     p._consumer = sim  # type: ignore[assignment]
     p._assignment = a
     p._inputs = TOPICS

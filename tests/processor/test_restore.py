@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 
-from ledger_stream.domain import decide
 from ledger_stream.domain.deadlines import allowance, deadline_basis, due_ms
 from ledger_stream.domain.policy import Policy
-from ledger_stream.domain.state import KeyState, absent
+from ledger_stream.domain.state import KeyState
 from ledger_stream.processor.changelog import (
     CLOCK_KEY,
     DUE,
@@ -30,23 +29,14 @@ from ledger_stream.state import (
     RocksDBPartitionStore,
     StoreBatch,
     decode_row,
-    encode_row,
 )
-from tests.factories import claim, intent
-from tests.state.test_rows import policies, states
+from tests.processor.restore_support import GROUP, POLICY, _states
+from tests.state.samples import policies, states
 
 pytestmark = pytest.mark.timeout(30)
 
-POLICY = Policy()
-GROUP = "ledger-processor"
 
 
-def _states() -> tuple[bytes, bytes]:
-    """Key A reserved, then granted: two rows of one key."""
-    event = intent(key="acme/pay/A", at_ms=1_000)
-    reserved = decide(absent(event.key), event, POLICY, 1_000).state
-    granted = decide(reserved, claim(key=event.key, at_ms=2_000), POLICY, 2_000).state
-    return encode_row(reserved), encode_row(granted)
 
 
 def _record(offset: int, key: bytes, value: bytes, at: Positions,

@@ -20,7 +20,7 @@ from ledger_stream.processor import clients
 from ledger_stream.processor.changelog import Positions, headers
 from ledger_stream.processor.restore import restore_partitions
 from ledger_stream.state import MemoryPartitionStore, StoreBatch
-from tests.processor.test_restore import GROUP, _states
+from tests.processor.restore_support import GROUP, _states
 
 pytestmark = pytest.mark.timeout(120)
 

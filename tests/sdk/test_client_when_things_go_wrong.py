@@ -28,7 +28,7 @@ from ledger_stream.sdk.errors import InvalidIntentError, LedgerUnavailable
 from ledger_stream.sdk.receipt_hub import ReceiptHub
 from ledger_stream.serde import AvroCodec
 from ledger_stream.serde.exceptions import SchemaRegistryUnavailable
-from tests.sdk.test_receipt_hub_thread import FakeConsumer, message, receipt
+from tests.sdk.fake_consumer import FakeConsumer, message, receipt
 
 pytestmark = pytest.mark.timeout(30)
 TOPIC, KEY = "ledger.receipts", "acme/refund/inv-1"

@@ -7,78 +7,26 @@ ended the thread, so every later submit of the client timed out."""
 from __future__ import annotations
 
 import asyncio
-import queue
 import threading
 import time
-import uuid
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from ledger_stream.domain import events as ev
 from ledger_stream.sdk import receipt_hub
 from ledger_stream.sdk.receipt_hub import ReceiptHub
 from ledger_stream.serde import AvroCodec
+from tests.sdk.fake_consumer import KEY, FakeConsumer, message, receipt
 
 TOPIC = "t.receipts"
-KEY = "acme/refund/inv-1"
 
 
-class FakeConsumer:
-    """A receipts topic of one partition whose leader is unknown (so learning the leaders
-    never succeeds); records are handed over through ``records``."""
-
-    instances: list[FakeConsumer] = []
-
-    def __init__(self, config: dict[str, Any]) -> None:
-        self.records: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.assigned: list[tuple[float, list[Any]]] = []
-        self.fail_assign = 0  # how many incremental_assign calls raise first
-        self.learning = threading.Event()  # set at the first list_topics call
-        self.high = -1001  # the cached high watermark (librdkafka's "unknown" until set)
-        FakeConsumer.instances.append(self)
-
-    def get_watermark_offsets(self, tp: Any, cached: bool = False) -> tuple[int, int]:
-        assert cached, "the receipts thread must not make a request per drain"
-        return 0, self.high
-
-    def list_topics(self, topic: str, timeout: float) -> Any:
-        self.learning.set()
-        partition = SimpleNamespace(leader=-1)
-        return SimpleNamespace(topics={topic: SimpleNamespace(error=None,
-                                                              partitions={0: partition})})
-
-    def incremental_assign(self, tps: list[Any]) -> None:
-        if self.fail_assign:
-            self.fail_assign -= 1
-            raise KafkaException(KafkaError(KafkaError._STATE, "fake"))
-        self.assigned.append((time.monotonic(), tps))
-
-    def poll(self, timeout: float) -> Any:
-        try:
-            return self.records.get(timeout=timeout)
-        except queue.Empty:
-            return None
-
-    def consume(self, n: int, timeout: float) -> list[Any]:
-        return []
-
-    def close(self) -> None:
-        pass
 
 
-def message(key: str, value: bytes, offset: int = 0) -> Any:
-    return SimpleNamespace(error=lambda: None, key=lambda: key.encode(), value=lambda: value,
-                           headers=lambda: None, partition=lambda: 0, offset=lambda: offset)
 
 
-def receipt(intent_id: str) -> ev.Receipt:
-    return ev.Receipt(receipt_id=uuid.uuid4().hex, key=KEY, intent_event_id=intent_id,
-                      status=ev.ReceiptStatus.SUCCEEDED, reason=ev.Reason.NONE,
-                      args_hash="h", attempts=1, at_ms=1,
-                      key_status=ev.ReceiptStatus.SUCCEEDED)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 from ledger_stream.domain import events as ev
 from ledger_stream.serde.records import from_record, to_record
 from tests.factories import KEY, intent
-from tests.serde.test_codec import one_of_each
+from tests.serde.events import one_of_each
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -23,7 +23,7 @@ from ledger_stream.upgrade import Kind, check_threads
 from ledger_stream.upgrade.check import LedgerBehind
 from tests.upgrade import graphs
 from tests.upgrade.graphs import S, chain, effect, saver, step
-from tests.upgrade.test_upgrade_check import POLICY, Killed, MemoryLedger, Recording
+from tests.upgrade.support import POLICY, Killed, MemoryLedger, Recording
 
 pytestmark = pytest.mark.timeout(60)
 CONFIG = {"configurable": {"thread_id": "t1"}}
@@ -218,7 +218,7 @@ def test_an_async_node_runs_in_the_check(tmp_path):
 
 def test_a_version_the_ledger_would_hold_is_unsafe(tmp_path):
     from examples.refund_agent.variants import VARIANTS, Effects
-    from tests.upgrade.test_upgrade_check import write_threads
+    from tests.upgrade.support import write_threads
 
     sv = saver(tmp_path / "agent.sqlite")
     ledger = write_threads(sv, graphs.CLIENT)

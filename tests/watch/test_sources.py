@@ -23,7 +23,7 @@ from ledger_stream.domain.keys import args_hash
 from ledger_stream.watch import Watcher
 from ledger_stream.watch.sources import LATE_IDS, POSTGRES_BATCH, MaildirEffects, PostgresEffects
 from tests.smtp_harness import SmtpServerProc
-from tests.watch.test_watcher import Recorder
+from tests.watch.recorder import Recorder
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -4,30 +4,16 @@ once, again after a failed delivery."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.exceptions import DeliveryFailed
 from ledger_stream.watch import SeenEffect, Watcher, key_for
+from tests.watch.recorder import Recorder
 
 pytestmark = pytest.mark.timeout(30)
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, Any]] = []
-        self.fail_next_flush = False
-
-    def send(self, role: str, event: Any) -> None:
-        self.sent.append((role, event))
-
-    def flush(self) -> None:
-        if self.fail_next_flush:
-            self.fail_next_flush = False
-            self.sent.clear()
-            raise DeliveryFailed("not acknowledged")
 
 
 def test_the_key_is_the_idempotency_key_or_the_template_filled_from_the_body() -> None:

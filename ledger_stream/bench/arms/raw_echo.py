@@ -39,7 +39,6 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer
 from ledger_stream.bench.context import ArmResult, BenchContext
 from ledger_stream.bench.processes import Child
 from ledger_stream.bench.topics import create_plain_topics, end_offsets, read_span
-from ledger_stream.config import Settings
 from ledger_stream.domain.decide import decide
 from ledger_stream.domain.events import Intent
 from ledger_stream.domain.keys import sha256_hex
@@ -52,13 +51,14 @@ from ledger_stream.kafka.producer import producer_config
 from ledger_stream.processor import changelog
 from ledger_stream.processor.changelog import Positions
 from ledger_stream.serde import AvroCodec
+from ledger_stream.settings import ProcessorSettings
 from ledger_stream.state.base import StoreBatch, TimerEntry
 from ledger_stream.state.rocksdb import RocksDBPartitionStore
 from ledger_stream.state.rows import decode_values, encode_values
 
 BATCH = 500
 CHECKPOINT_S = 1.0  # the echoes' checkpoint: flush, then commit, every second
-MAX_BATCH = Settings.model_fields["max_batch"].default  # io-floor: as the processor
+MAX_BATCH = ProcessorSettings.model_fields["max_batch"].default  # io-floor: as the processor
 
 
 class _Floor:

@@ -1,0 +1,29 @@
+"""The receipts view (``ledger-stream view``) and the clients that ask it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+
+from ledger_stream.settings.group import SettingsGroup, flat_config
+
+
+class ViewSettings(SettingsGroup):
+    """Where the view listens and keeps its store, and how clients reach it (flat names
+    ``view_*``)."""
+
+    model_config = flat_config("view_")
+
+    url: str | None = Field(
+        None, description="receipts view the SDK's status asks (e.g. http://127.0.0.1:8077); "
+        "unset: status reads the key's partition")
+    key: SecretStr | None = Field(
+        None, description="API key the clients of the view send (a key of the tenant whose "
+        "operations they read); the gateway forwards its caller's key instead")
+    host: str = Field("127.0.0.1", description="address the view listens on")
+    port: int = Field(8077, ge=0, le=65535, description="the view's HTTP port (0: any)")
+    state_dir: Path | None = Field(None, description="view store (default: HOME/view)")
+    timeline: bool = Field(
+        True, description="the view also keeps every key's timeline (every record of every "
+        "ledger topic, by key) for inspect, evidence and the gateway")

@@ -1,0 +1,24 @@
+"""Generated key states and policies, shared by the state row and restore tests (a fixtures
+module: it holds no tests)."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from ledger_stream.domain.policy import Policy
+from ledger_stream.domain.state import KeyState, Phase
+
+times = st.integers(min_value=0, max_value=2**45)
+
+
+small = st.integers(min_value=0, max_value=9)
+
+
+states = st.builds(
+    KeyState, key=st.text(min_size=1, max_size=8), phase=st.sampled_from(list(Phase)),
+    attempt=small, stall_alerted=small, not_before_ms=times, phase_since_ms=times,
+    lease_until_ms=times, terminal_at_ms=times, sent_at_ms=times)
+
+
+policies = st.builds(Policy, replay_window_ms=times, stall_after_ms=times,
+                     reconcile_timeout_ms=times, clock_skew_ms=st.integers(0, 10**6))
