@@ -77,7 +77,7 @@ test: prereqs install jars lint
 model: install
 	$(BIN)/python -m pytest tests/model -q
 
-## The deterministic simulation (ledger_stream/simulation/): N seeded schedules from SEED, on
+## The deterministic simulation (ledger_lab/simulation/): N seeded schedules from SEED, on
 ## every core; a failing seed prints its shortened trace (replay it with --replay SEED).
 SEED ?= 0
 N    ?= 100000
@@ -98,7 +98,7 @@ fuzz: install
 	$(BIN)/ledger-stream fuzz --cases 1000000 --seed $(SEED)
 	$(BIN)/ledger-stream fuzz --engine atheris --cases 200000 --seed $(SEED)
 
-## The long chaos soak (ledger_stream/chaos/): 10 minutes of load on a 3-node cluster with
+## The long chaos soak (ledger_lab/chaos/): 10 minutes of load on a 3-node cluster with
 ## 120 faults of every kind, then the checker; about 14 minutes in all. docs/reliability.md.
 chaos: install jars
 	$(BIN)/ledger-stream chaos --duration 600 --rate 20 --faults 120 --seed $(SEED) \

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ledger_lab.local_kafka.cluster import LocalCluster
 from ledger_stream.config import Settings
 from ledger_stream.kafka.exceptions import NoKafkaError
-from ledger_stream.kafka.local.cluster import LocalCluster
 
 
 def resolve_bootstrap(settings: Settings) -> str:

@@ -23,10 +23,10 @@ from connectors.postgres import (
     PostgresRejected,
     PostgresTarget,
 )
+from ledger_lab.harness.postgres import PostgresServer
+from ledger_lab.local_kafka.ports import pick_free_ports
 from ledger_stream.connector.target import LookupUnavailable, Target
 from ledger_stream.domain.events import OutcomeStatus
-from ledger_stream.kafka.local.ports import pick_free_ports
-from ledger_stream.testing.postgres import PostgresServer
 from tests.connectors.contract import DeduplicatingTargetContract, request
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.postgres]

@@ -6,11 +6,11 @@ from collections.abc import Iterable
 
 import pytest
 
+from ledger_lab.harness.approvers import seeded_approver, trusted
 from ledger_stream.domain import Policy, absent, decide
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import sign_approval
 from ledger_stream.domain.state import KeyState, Phase
-from ledger_stream.testing.approvers import seeded_approver, trusted
 from tests.factories import KEY, claim, intent, now_of, outcome, reconciled, resolution
 
 pytestmark = pytest.mark.timeout(30)

@@ -20,11 +20,11 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import Stack
+from ledger_lab.local_kafka.ports import pick_free_ports
 from ledger_stream.cli.main import main as cli
 from ledger_stream.config import Settings
-from ledger_stream.kafka.local.ports import pick_free_ports
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import Stack
 
 REPO = Path(__file__).resolve().parents[2]
 EFFECTS = "refund=refund@payments[invoice],mail=send_email@smtp[to_hash]"

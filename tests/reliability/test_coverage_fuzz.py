@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from ledger_stream.domain import events as ev
-from ledger_stream.domain.keys import args_hash, canonical_json
-from ledger_stream.reliability import fuzz
-from ledger_stream.reliability.coverage_fuzz import (
+from ledger_lab.fuzz import fuzz
+from ledger_lab.fuzz.coverage import (
     Harness,
     PromiseBroken,
     frame,
     planted_step,
     write_corpus,
 )
+from ledger_stream.domain import events as ev
+from ledger_stream.domain.keys import args_hash, canonical_json
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from ledger_lab.harness.approvers import TEST_APPROVER
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import sign_approval, sign_dev_approval
 from ledger_stream.serde import (
@@ -19,7 +20,6 @@ from ledger_stream.serde import (
 )
 from ledger_stream.serde.records import to_record
 from ledger_stream.serde.schemas import SCHEMA_DIR
-from ledger_stream.testing.approvers import TEST_APPROVER
 from tests.factories import KEY, claim, intent, outcome, reconciled, resolution
 from tests.serde.fake_registry import FakeRegistry
 

@@ -20,6 +20,7 @@ from langgraph.types import Command
 
 from examples.refund_agent.graph import refund_args, refund_key
 from examples.refund_agent.variants import VARIANTS, Effects
+from ledger_lab.harness.approvers import TEST_APPROVER, trusted
 from ledger_stream import LedgerClient, args_hash, sign_approval
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
@@ -27,7 +28,6 @@ from ledger_stream.domain.decide import decide
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState
 from ledger_stream.sdk.dry_run import DryRunViolation, dry_run
-from ledger_stream.testing.approvers import TEST_APPROVER, trusted
 from ledger_stream.upgrade import Kind, check_threads
 from ledger_stream.upgrade.check import LedgerProbe
 
