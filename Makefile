@@ -34,8 +34,11 @@ prereqs:
 jars: install
 	$(BIN)/ledger-stream kafka fetch
 
+## ruff, and the import contracts of pyproject [tool.importlinter] (the product never
+## imports the lab).
 lint: install
-	$(BIN)/ruff check ledger_stream connectors tests
+	$(BIN)/ruff check ledger_stream ledger_lab connectors tests
+	$(BIN)/lint-imports
 
 typecheck: install
 	$(BIN)/mypy
@@ -43,7 +46,8 @@ typecheck: install
 ## The edit loop, about a minute: lint, types, the decision core's tests and the simulation's
 ## (2,000 seeds instead of 100,000; `make simulate` runs more). No broker, no system tools.
 check: install
-	$(BIN)/ruff check ledger_stream connectors tests
+	$(BIN)/ruff check ledger_stream ledger_lab connectors tests
+	$(BIN)/lint-imports
 	$(BIN)/mypy
 	LEDGER_SIM_TEST_RUNS=2000 $(BIN)/python -m pytest -p no:cacheprovider -q \
 		-o addopts="" tests/domain tests/simulation
