@@ -14,7 +14,7 @@ from ledger_lab.harness.processes import Proc
 from ledger_lab.harness.sandbox import SandboxProc
 from ledger_lab.harness.stack import TERMINAL, Stack
 from ledger_stream.domain import events as ev
-from tests.connectors.contract import DeduplicatingTargetContract
+from ledger_stream.testing.targets import DeduplicatingTargetContract
 
 pytestmark = pytest.mark.timeout(180)
 
