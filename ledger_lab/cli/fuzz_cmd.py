@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ledger_lab.fuzz.fuzz import FuzzReport, run_fuzz
+    from ledger_lab.fuzz.seeded import FuzzReport, run_fuzz
 
     if args.cases < 1:
         raise CliError("--cases must be at least 1")

@@ -1,5 +1,5 @@
 """Coverage-guided fuzzing (atheris, libFuzzer's engine) of the same input path and the same
-promises as fuzz.py: the seeded generator there reaches the shapes we thought of; this one
+promises as seeded.py: the seeded generator there reaches the shapes we thought of; this one
 follows the code's own branches from a corpus of valid records of every input type.
 
 One input is one record: byte 0 picks the topic (bit 0), a null key (bit 1) and, in its other
@@ -22,7 +22,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from ledger_lab.fuzz import fuzz
+from ledger_lab.fuzz import seeded as fuzz
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.processor.batch import Batch
 from ledger_stream.processor.changelog import Positions
@@ -35,7 +35,7 @@ SEEDS = 400  # corpus records written when the corpus folder is empty
 
 
 class PromiseBroken(AssertionError):
-    """A record broke one of the promises fuzz.py checks."""
+    """A record broke one of the promises seeded.py checks."""
 
 
 def frame(topic: str, key: bytes | None, value: bytes, other_partition: bool = False) -> bytes:

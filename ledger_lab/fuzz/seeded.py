@@ -268,7 +268,7 @@ def judge(step: LedgerStep, batch: Batch, codec: AvroCodec, topic: str, key: byt
           report: FuzzReport) -> str:
     """One record (topic, key, value, partition) through the codec and step a, checked
     against every promise; what broke one ("" when nothing). Shared by the seeded
-    generator and the coverage-guided engine (coverage_fuzz.py)."""
+    generator and the coverage-guided engine (coverage.py)."""
     if value is not None:
         try:
             codec.decode(value)

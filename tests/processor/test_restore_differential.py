@@ -16,7 +16,7 @@ import random
 
 import pytest
 
-from ledger_lab.fuzz import fuzz
+from ledger_lab.fuzz import seeded as fuzz
 from ledger_lab.harness.records import FakeMessage
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.partitioner import partition_for

@@ -1,4 +1,4 @@
-"""The coverage-guided engine's harness (coverage_fuzz.py): its input layout, its corpus of
+"""The coverage-guided engine's harness (ledger_lab/fuzz/coverage.py): its input layout, its corpus of
 valid records, and that a record breaking a promise raises. The engine itself runs in
 `make fuzz` (`ledger-stream fuzz --engine atheris`): instrumenting the code takes about a
 minute, too long for the suite (docs/reliability.md has its runs)."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger_lab.fuzz import fuzz
+from ledger_lab.fuzz import seeded as fuzz
 from ledger_lab.fuzz.coverage import (
     Harness,
     PromiseBroken,

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from ledger_lab.fuzz import fuzz
+from ledger_lab.fuzz import seeded as fuzz
 from ledger_stream.cli.main import main
 from ledger_stream.processor.step import LedgerStep
 from ledger_stream.serde import AvroCodec
