@@ -1,5 +1,8 @@
-"""The contract every PartitionStore keeps, as one abstract test case; each backend's test
-module subclasses it with its own ``make_store`` (the memory and the RocksDB store)."""
+"""The contract every PartitionStore keeps, as pytest test cases: the memory and the RocksDB
+store pass it, and so must any other backend. Subclass ``PartitionStoreContract`` in a
+``Test*`` class and define ``make_store(partition)``; a durable backend subclasses
+``DurableStoreContract`` and also defines ``reopen(store)`` (the same partition's store
+opened again, as after a restart)."""
 
 from __future__ import annotations
 
