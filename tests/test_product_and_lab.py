@@ -94,3 +94,64 @@ def test_the_lab_declares_the_local_cluster_finder(tmp_path):
 
 def _never_called(settings: object) -> SimpleNamespace:
     raise AssertionError("a configured address must win")
+
+
+PRODUCT = ("ledger_stream", "connectors")
+MAX_PRODUCT_LINES = 450
+
+
+def test_no_product_file_is_over_450_lines():
+    long = {str(path.relative_to(REPO)): lines
+            for package in PRODUCT for path in (REPO / package).rglob("*.py")
+            if (lines := len(path.read_text().splitlines())) > MAX_PRODUCT_LINES}
+    assert long == {}
+
+
+def test_no_import_cycle_between_the_product_modules():
+    grimp = pytest.importorskip("grimp")  # import-linter's graph (a dev dependency)
+    graph = grimp.build_graph(*PRODUCT)
+    cycles = [sorted(group) for group in _strongly_connected(graph) if len(group) > 1]
+    assert cycles == []
+
+
+def _strongly_connected(graph) -> list[set[str]]:
+    """Tarjan's strongly connected components of the module import graph (iterative)."""
+    modules = sorted(graph.modules)
+    edges = {m: sorted(graph.find_modules_directly_imported_by(m) & graph.modules)
+             for m in modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[set[str]] = []
+    for root in modules:
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            node, child = work.pop()
+            if child == 0:
+                index[node] = low[node] = len(index)
+                stack.append(node)
+                on_stack.add(node)
+            if child < len(edges[node]):
+                work.append((node, child + 1))
+                nxt = edges[node][child]
+                if nxt not in index:
+                    work.append((nxt, 0))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            for nxt in edges[node]:
+                if nxt in on_stack:
+                    low[node] = min(low[node], low[nxt])
+            if low[node] == index[node]:
+                group = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.add(member)
+                    if member == node:
+                        break
+                groups.append(group)
+    return groups
