@@ -1,5 +1,5 @@
-"""The coverage-guided engine's harness (ledger_lab/fuzz/coverage.py): its input layout, its corpus of
-valid records, and that a record breaking a promise raises. The engine itself runs in
+"""The coverage-guided engine's harness (ledger_lab/fuzz/coverage.py): its input layout, its
+corpus of valid records, and that a record breaking a promise raises. The engine itself runs in
 `make fuzz` (`ledger-stream fuzz --engine atheris`): instrumenting the code takes about a
 minute, too long for the suite (docs/reliability.md has its runs)."""
 
