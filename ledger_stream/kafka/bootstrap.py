@@ -18,7 +18,7 @@ from ledger_stream.kafka.exceptions import NoKafkaError
 
 CLUSTER_FINDERS = "ledger_stream.kafka_clusters"
 
-ClusterFinder = Callable[[Settings], "str | None"]
+ClusterFinder = Callable[[Settings], str | None]
 
 
 def resolve_bootstrap(settings: Settings) -> str:
