@@ -34,8 +34,11 @@ prereqs:
 jars: install
 	$(BIN)/ledger-stream kafka fetch
 
+## ruff, and the import contracts of pyproject [tool.importlinter] (the product never
+## imports the lab).
 lint: install
-	$(BIN)/ruff check ledger_stream connectors tests
+	$(BIN)/ruff check ledger_stream ledger_lab connectors tests
+	$(BIN)/lint-imports
 
 typecheck: install
 	$(BIN)/mypy
@@ -43,7 +46,8 @@ typecheck: install
 ## The edit loop, about a minute: lint, types, the decision core's tests and the simulation's
 ## (2,000 seeds instead of 100,000; `make simulate` runs more). No broker, no system tools.
 check: install
-	$(BIN)/ruff check ledger_stream connectors tests
+	$(BIN)/ruff check ledger_stream ledger_lab connectors tests
+	$(BIN)/lint-imports
 	$(BIN)/mypy
 	LEDGER_SIM_TEST_RUNS=2000 $(BIN)/python -m pytest -p no:cacheprovider -q \
 		-o addopts="" tests/domain tests/simulation
@@ -77,7 +81,7 @@ test: prereqs install jars lint
 model: install
 	$(BIN)/python -m pytest tests/model -q
 
-## The deterministic simulation (ledger_stream/simulation/): N seeded schedules from SEED, on
+## The deterministic simulation (ledger_lab/simulation/): N seeded schedules from SEED, on
 ## every core; a failing seed prints its shortened trace (replay it with --replay SEED).
 SEED ?= 0
 N    ?= 100000
@@ -98,7 +102,7 @@ fuzz: install
 	$(BIN)/ledger-stream fuzz --cases 1000000 --seed $(SEED)
 	$(BIN)/ledger-stream fuzz --engine atheris --cases 200000 --seed $(SEED)
 
-## The long chaos soak (ledger_stream/chaos/): 10 minutes of load on a 3-node cluster with
+## The long chaos soak (ledger_lab/chaos/): 10 minutes of load on a 3-node cluster with
 ## 120 faults of every kind, then the checker; about 14 minutes in all. docs/reliability.md.
 chaos: install jars
 	$(BIN)/ledger-stream chaos --duration 600 --rate 20 --faults 120 --seed $(SEED) \

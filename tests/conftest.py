@@ -20,13 +20,13 @@ from confluent_kafka.admin import AdminClient
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from ledger_lab.harness.approvers import approver_env
+from ledger_lab.harness.postgres import PostgresServer
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import Stack
+from ledger_lab.local_kafka import LocalCluster, ensure_jars, jar_cache
 from ledger_stream.config import Settings
 from ledger_stream.kafka import topics
-from ledger_stream.kafka.local import LocalCluster, ensure_jars, jar_cache
-from ledger_stream.testing.approvers import approver_env
-from ledger_stream.testing.postgres import PostgresServer
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import Stack
 from tests.model import background as model_background
 from tests.simulation import background
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ledger_stream.testing.processes import stop_process
+from ledger_lab.harness.processes import stop_process
 
 _REPO = Path(__file__).resolve().parents[1]
 _READY = re.compile(rb"smtp listening on ([\d.]+):(\d+)")

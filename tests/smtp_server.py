@@ -27,7 +27,7 @@ from typing import Any
 
 from aiosmtpd.controller import Controller
 
-from ledger_stream.kafka.local.ports import pick_free_ports
+from ledger_lab.local_kafka.ports import pick_free_ports
 
 HOST = "127.0.0.1"
 REFUSED_DOMAIN = "refused.test"

@@ -1,8 +1,12 @@
 """Entry point of the ``ledger-stream`` command.
 
 Each subcommand lives in its own module with a ``register(subparsers)`` function that adds
-its parser and sets ``handler``. Flags fall back to ``LEDGER_*`` environment variables (shown
-in ``--help``) through :class:`ledger_stream.config.Settings`.
+its parser and sets ``handler``. The product's commands are listed here; other installed
+packages add theirs through the entry point group ``ledger_stream.commands`` (each entry
+names such a module): the lab (``ledger_lab``: kafka, sandbox, demo, falsify, bench,
+simulate, fuzz, chaos) is one, and the product never imports it. Flags fall back to
+``LEDGER_*`` environment variables (shown in ``--help``) through
+:class:`ledger_stream.config.Settings`.
 """
 
 from __future__ import annotations
@@ -14,29 +18,21 @@ import threading
 from collections.abc import Sequence
 from importlib import metadata
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 from ledger_stream.cli import (
     acls_cmd,
     alerts_cmd,
     api_cmd,
     approve_cmd,
-    bench_cmd,
-    chaos_cmd,
     connector_cmd,
-    demo_cmd,
-    falsify_cmd,
     freeze_cmd,
-    fuzz_cmd,
     inspect_cmd,
-    kafka_cmd,
     mcp_cmd,
     processor_cmd,
     receipts_cmd,
     reconcile_cmd,
     repartition_cmd,
-    sandbox_cmd,
-    simulate_cmd,
     topics_cmd,
     upgrade_cmd,
     view_cmd,
@@ -45,12 +41,20 @@ from ledger_stream.cli import (
 from ledger_stream.cli.common import CliError, printable
 from ledger_stream.logs import configure_logging
 
-COMMANDS = (
-    kafka_cmd, topics_cmd, acls_cmd, processor_cmd, connector_cmd, view_cmd, receipts_cmd,
-    alerts_cmd, inspect_cmd, reconcile_cmd, freeze_cmd, approve_cmd,
-    sandbox_cmd, demo_cmd, falsify_cmd, bench_cmd, simulate_cmd, fuzz_cmd, chaos_cmd, mcp_cmd,
+
+class Command(Protocol):
+    """A command module: adds its parser (which sets ``handler``) to the subparsers."""
+
+    def register(self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+        ...
+
+
+COMMANDS: tuple[Command, ...] = (
+    topics_cmd, acls_cmd, processor_cmd, connector_cmd, view_cmd, receipts_cmd,
+    alerts_cmd, inspect_cmd, reconcile_cmd, freeze_cmd, approve_cmd, mcp_cmd,
     api_cmd, watch_cmd, upgrade_cmd, repartition_cmd,
 )
+COMMAND_PLUGINS = "ledger_stream.commands"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,9 +64,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in COMMANDS:
+    for command in (*COMMANDS, *plugin_commands()):
         command.register(subparsers)
     return parser
+
+
+def plugin_commands() -> list[Command]:
+    """The command modules installed packages declare (entry points of ``COMMAND_PLUGINS``),
+    sorted by name. One that fails to import is named on stderr and left out, so the
+    product's own commands keep working."""
+    commands = []
+    for entry in sorted(metadata.entry_points(group=COMMAND_PLUGINS), key=lambda e: e.name):
+        try:
+            commands.append(entry.load())
+        except Exception as exc:  # a broken plugin must not take the product's CLI down
+            print(f"ledger-stream: command {entry.name!r} ({entry.value}) not loaded: "
+                  f"{type(exc).__name__}: {exc}", file=sys.stderr)
+    return commands
 
 
 def package_version() -> str:
@@ -74,7 +92,12 @@ def package_version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    return run(build_parser(), argv)
+
+
+def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` with ``parser`` and run the chosen command's handler: the exit status
+    (2 on a CliError, 130 on Ctrl-C; SIGTERM ends it through its ``finally`` blocks)."""
     args = parser.parse_args(argv)
     try:  # the flag's level; the command's settings may then apply LEDGER_LOG_LEVEL or a file
         configure_logging(getattr(args, "log_level", None))

@@ -2,7 +2,7 @@
 
 The core (``core.py``) is the connector protocol (docs/design.md) without I/O: it never reads
 Kafka, calls a target or looks at a clock. Its driver (``runtime.py`` on Kafka and threads, or
-the simulation in ``ledger_stream/simulation``) turns these commands into effects and reports
+the simulation in ``ledger_lab/simulation``) turns these commands into effects and reports
 their results, so the same protocol code runs in production and under simulated faults.
 """
 

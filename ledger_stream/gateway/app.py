@@ -11,22 +11,20 @@ the thread pool.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 from confluent_kafka import KafkaException
-from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi import FastAPI, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from ledger_stream.domain import events as ev
-from ledger_stream.domain.keys import InvalidKeyError, checked_key, tenant_of
 from ledger_stream.gateway import reads
 from ledger_stream.gateway.auth import ApiKeys, Holder
+from ledger_stream.gateway.callers import Operator, Tenant, actor_of, off_loop, own
 from ledger_stream.gateway.docs import add_offline_docs
 from ledger_stream.gateway.metrics import add_metrics
 from ledger_stream.gateway.models import (
@@ -41,13 +39,11 @@ from ledger_stream.gateway.models import (
 )
 from ledger_stream.kafka.exceptions import KafkaSetupError, kafka_error_text
 from ledger_stream.operate import (
-    Actor,
     AuditNotWritten,
     DecisionRefused,
     containment,
     record_decision,
 )
-from ledger_stream.operate.audit import ROLE_OPERATOR
 from ledger_stream.sdk.client import AsyncLedgerClient
 from ledger_stream.sdk.errors import (
     InvalidIntentError,
@@ -60,7 +56,6 @@ from ledger_stream.serde import SerdeError
 from ledger_stream.serde.exceptions import SchemaRegistryUnavailable
 from ledger_stream.serde.records import to_record
 
-T = TypeVar("T")
 # Seconds a freeze or unfreeze waits for every partition's processor to apply it.
 Wait = Annotated[float, Query(ge=0, le=30)]
 # A freeze or unfreeze request's id, chosen by the client so that it can retry safely.
@@ -289,59 +284,3 @@ def _freeze_out(record: containment.FreezeRecord) -> FreezeOut:
     return FreezeOut(scope=record.scope, action=e.action, tenant=e.tenant, frozen=e.frozen,
                      mode=e.mode.value, reason=e.reason, operator=e.operator,
                      event_id=e.event_id, at_ms=record.timestamp_ms)
-
-
-def tenant_of_request(request: Request,
-                      authorization: Annotated[str | None, Header()] = None) -> str:
-    """The tenant the request's API key acts for; 401 without a known key."""
-    scheme, _, token = (authorization or "").partition(" ")
-    keys: ApiKeys = request.app.state.keys
-    found = keys.tenant_of(token.strip()) if scheme.lower() == "bearer" else None
-    if found is None:
-        raise HTTPException(401, "send Authorization: Bearer <API key>",
-                            headers={"WWW-Authenticate": "Bearer"})
-    return found
-
-
-def operator_of_request(request: Request,
-                        authorization: Annotated[str | None, Header()] = None) -> Holder:
-    """The holder of the request's API key when it is an operator's
-    (``TENANT:operator:NAME=KEY``); 401 without a known key, 403 for any other key; 400
-    when the query names an operator (on every operator route: never silently ignored, so
-    a script that thinks it names the operator learns why)."""
-    tenant_of_request(request, authorization)
-    keys: ApiKeys = request.app.state.keys
-    holder = keys.holder_of((authorization or "").partition(" ")[2].strip())
-    if holder is None or not holder.is_operator:
-        raise HTTPException(403, "this API key is not an operator's: operator routes "
-                            "(decisions, freezes) need a key given as "
-                            "TENANT:operator:NAME=KEY")
-    if {"operator", "by"} & set(request.query_params):
-        raise HTTPException(400, "the operator is the holder of the API key "
-                            "(TENANT:operator:NAME=KEY): leave 'operator' out")
-    return holder
-
-
-def actor_of(holder: Holder) -> Actor:
-    """The audited identity of an operator key's holder: its name and the key's id."""
-    return Actor(holder.operator, ROLE_OPERATOR, holder.key_id)
-
-
-Tenant = Annotated[str, Depends(tenant_of_request)]
-Operator = Annotated[Holder, Depends(operator_of_request)]
-
-
-def own(tenant: str, key: str) -> None:
-    """400 unless ``key`` is an operation key; 403 unless it is ``tenant``'s."""
-    try:
-        checked_key(key)
-    except InvalidKeyError as exc:
-        raise HTTPException(400, f"{key!r}: {exc}") from None
-    if tenant_of(key) != tenant:
-        raise HTTPException(403, f"{key} belongs to another tenant than this API key's")
-
-
-async def off_loop(fn: Callable[..., T], *args: Any) -> T:
-    """A blocking read in the thread pool, its answer awaited."""
-    result: Awaitable[T] = asyncio.to_thread(fn, *args)
-    return await result

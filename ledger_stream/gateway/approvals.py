@@ -8,8 +8,8 @@ gateway lists what waits but approves nothing (503 naming the setting). Answers 
 hashes and ids, never the arguments.
 """
 
-# No ``from __future__ import annotations``: FastAPI reads the routes' annotations, which
-# name the app's dependencies imported inside ``router``.
+# No ``from __future__ import annotations``: FastAPI reads the routes' annotations, defined
+# inside ``router``, when they are declared.
 import logging
 from typing import TypeVar
 
@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import ApprovalSigner
+from ledger_stream.gateway.callers import Operator, Tenant, actor_of, off_loop, own
 from ledger_stream.gateway.models import ApprovalIn, Strict
 from ledger_stream.kafka.reader import tail_topic
 from ledger_stream.logs import log_fields
@@ -53,8 +54,6 @@ class ApproveIn(Strict):
 def router(client: LedgerClient) -> APIRouter:
     """The routes, authenticated as the app's other routes are (its Tenant and Operator
     dependencies). InvalidApprovalKey when the configured signing key cannot be loaded."""
-    # Imported here: app.py mounts this router while building the app.
-    from ledger_stream.gateway.app import Operator, Tenant, actor_of, off_loop, own
 
     signer = load_signer(client.settings.policy.signing_key) \
         if client.settings.policy.signing_key is not None else None

@@ -214,7 +214,7 @@ class Processor:
         this member kept on from their committed offsets. librdkafka pauses every partition of
         the assignment while the application handles the callbacks and resumes those it keeps,
         but a resume does not wake the fetcher: kept partitions waited up to a second for
-        their next fetch (measured with ``python -m ledger_stream.bench.rebalance_pause``). A
+        their next fetch (measured with ``python -m ledger_lab.bench.rebalance_pause``). A
         seek does wake it. Partitions new to this member need none: starting their fetch
         wakes it. Must run between batches, before the next poll (the first step of each
         iteration): everything polled was then decided and committed, or abandoned and

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger_stream.config import Settings
-from ledger_stream.falsify import (
+from ledger_lab.falsify import (
     CASES,
     GATE_KEYS,
     MIDDLEWARE_CASES,
@@ -24,7 +23,8 @@ from ledger_stream.falsify import (
     select,
     table,
 )
-from ledger_stream.falsify.scenarios.failpoints import FAILPOINTS
+from ledger_lab.falsify.scenarios.failpoints import FAILPOINTS
+from ledger_stream.config import Settings
 
 QUICK = select(quick=True)
 # The same scenarios run by the create_agent agent on LedgerMiddleware (a few of them here;

@@ -1,7 +1,8 @@
 """What a careless model, a slow ledger and odd tools do to LedgerMiddleware (found by a
 hostile review): each case ends in one effect per business intent, or in a tool error the
 model can read, never in a crashed run, a silent bypass or a second effect. The ledger here
-runs the project's own ``decide`` (tests/decide_ledger.py), so dispatches are the real ones."""
+runs the project's own ``decide`` (``ledger_stream.testing.InMemoryLedger``), so
+dispatches are the real ones."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.containment import Freeze, Hold
 from ledger_stream.langgraph import Effect, LedgerMiddleware
-from tests.decide_ledger import DecideLedger, SilentLedger
+from ledger_stream.testing.ledger import DecideLedger, SilentLedger
 
 
 class ScriptModel(BaseChatModel):

@@ -14,13 +14,13 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from examples.refund_agent.graph import GRAPH, TENANT, VERSION, build_graph, refund_args, refund_key
+from ledger_lab.harness.agents import PROCESSOR_ENV, AgentWorld, agent_world
+from ledger_lab.harness.approvers import TEST_APPROVER
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import Stack
 from ledger_stream import Approval, LedgerClient, args_hash, sign_approval
 from ledger_stream.config import Settings
 from ledger_stream.langgraph import ReceiptFollower, ledger_tool
-from ledger_stream.testing.agents import PROCESSOR_ENV, AgentWorld, agent_world
-from ledger_stream.testing.approvers import TEST_APPROVER
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import Stack
 
 pytestmark = pytest.mark.timeout(240)
 

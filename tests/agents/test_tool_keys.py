@@ -19,12 +19,12 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import Stack
 from ledger_stream import LedgerClient, operation_key
 from ledger_stream.domain.keys import InvalidKeyError
 from ledger_stream.langgraph import LedgerReceipts, MissingKeyError, ledger_tool
 from ledger_stream.langgraph.tool import business_key
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import Stack
 
 pytestmark = pytest.mark.timeout(240)
 SPEC: dict[str, Any] = {"action": "refund", "target": "payments", "tenant": "acme",

@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from ledger_stream.falsify.run import Background
-from ledger_stream.testing.agents import AgentWorld
-from ledger_stream.testing.processes import alive
+from ledger_lab.falsify.run import Background
+from ledger_lab.harness.agents import AgentWorld
+from ledger_lab.harness.processes import alive
 
 SLEEPER = """
 import os, pathlib, sys, time

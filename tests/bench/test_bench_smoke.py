@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ledger_stream.bench.options import ARM_NAMES
-from ledger_stream.bench.report import TARGETS, THROUGHPUT_RATIOS
-from ledger_stream.cli import bench_cmd
+from ledger_lab.bench.options import ARM_NAMES
+from ledger_lab.bench.report import TARGETS, THROUGHPUT_RATIOS
+from ledger_lab.cli import bench_cmd
 
 EXPECTED_ARMS = {"bytes-echo", "avro-echo", "io-floor", "ledger-alo", "ledger-eos", "pg-naive",
                  "pg-tuned", "latency", "growth", "restore", "scale-out", "sdk", "connector"}

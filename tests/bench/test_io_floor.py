@@ -7,14 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ledger_stream.bench.arms.raw_echo import _Floor, floor_topics
-from ledger_stream.bench.workload import WorkloadSpec, iter_intents
+from ledger_lab.bench.arms.raw_echo import _Floor, floor_topics
+from ledger_lab.bench.workload import WorkloadSpec, iter_intents
+from ledger_lab.harness.records import FakeMessage
 from ledger_stream.domain.decide import decide
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState, absent
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.serde import AvroCodec
-from ledger_stream.testing.records import FakeMessage
 
 PARTITIONS = 12
 TOPIC_OF = dict(zip(("Dispatch", "Receipt", "Alert", "changelog"), floor_topics("out"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ledger_stream.bench.arms.latency import latency_figures
-from ledger_stream.bench.exceptions import BenchError
+from ledger_lab.bench.arms.latency import latency_figures
+from ledger_lab.bench.exceptions import BenchError
 
 
 def test_the_warm_up_is_left_out_of_the_percentiles_and_kept_in_the_whole_p99() -> None:

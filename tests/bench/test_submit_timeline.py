@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ledger_stream.bench.submit_timeline import DONE, main, place
+from ledger_lab.bench.submit_timeline import DONE, main, place
 
 
 def test_bad_flags_are_refused_with_a_reason(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from ledger_stream.chaos.checker import FaultAt, Journaled, TargetTruth, check, target_truth
-from ledger_stream.chaos.plan import FAULT_KINDS, PlanError, plan_faults
+from ledger_lab.chaos.checker import FaultAt, Journaled, TargetTruth, check, target_truth
+from ledger_lab.chaos.plan import FAULT_KINDS, PlanError, plan_faults
+from ledger_lab.falsify.evidence import LedgerTopics
+from ledger_lab.harness.approvers import seeded_approver, trusted
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import sign_approval
 from ledger_stream.domain.keys import args_hash, canonical_json
-from ledger_stream.falsify.evidence import LedgerTopics
-from ledger_stream.testing.approvers import seeded_approver, trusted
 
 APPROVER = seeded_approver("chaos", "s")
 KEYS = trusted(APPROVER)

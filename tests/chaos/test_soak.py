@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-from ledger_stream.chaos.checker import FaultAt
-from ledger_stream.chaos.options import ChaosOptions
-from ledger_stream.chaos.plan import FAULT_KINDS
-from ledger_stream.chaos.report import summary
-from ledger_stream.chaos.soak import check_world, run_soak
-from ledger_stream.chaos.world import World
+from ledger_lab.chaos.checker import FaultAt
+from ledger_lab.chaos.options import ChaosOptions
+from ledger_lab.chaos.plan import FAULT_KINDS
+from ledger_lab.chaos.report import summary
+from ledger_lab.chaos.soak import check_world, run_soak
+from ledger_lab.chaos.world import World
 
 pytestmark = [pytest.mark.timeout(420), pytest.mark.postgres, pytest.mark.own_cluster]
 

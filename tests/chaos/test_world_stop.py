@@ -8,9 +8,9 @@ import sys
 import time
 from pathlib import Path
 
-from ledger_stream.chaos.options import ChaosOptions
-from ledger_stream.chaos.world import Member, World
-from ledger_stream.testing.processes import alive
+from ledger_lab.chaos.options import ChaosOptions
+from ledger_lab.chaos.world import Member, World
+from ledger_lab.harness.processes import alive
 
 
 def test_a_member_still_starting_when_the_world_stops_is_stopped_too(tmp_path: Path) -> None:

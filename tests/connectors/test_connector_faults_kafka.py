@@ -19,11 +19,11 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import Stack
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.kafka.reader import read_topic
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import Stack
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-import connectors.http as http_target
+import connectors.http_exchange as http_exchange
 from connectors.http import HttpTarget
 from ledger_stream.connector.target import EffectRequest
 from ledger_stream.domain.events import OutcomeStatus
@@ -179,7 +179,7 @@ def test_a_connection_the_server_closed_while_idle_is_not_used(servers):
 
 
 def test_a_connection_idle_too_long_is_closed_not_used(servers, monkeypatch):
-    monkeypatch.setattr(http_target, "KEEP_IDLE_S", 0.1)
+    monkeypatch.setattr(http_exchange, "KEEP_IDLE_S", 0.1)
     api = serve(servers)
     target = HttpTarget("t", api.url)
     target.apply(effect("acme/refund/1"), timeout_s=2.0)
@@ -202,13 +202,13 @@ def test_a_connection_cut_at_the_deadline_is_never_used_again(servers):
 
 
 def test_a_response_not_read_to_its_end_is_not_kept(servers, monkeypatch):
-    monkeypatch.setattr(http_target, "MAX_RESPONSE_BYTES", 64)
+    monkeypatch.setattr(http_exchange, "MAX_RESPONSE_BYTES", 64)
     api = serve(servers, big_body=200)
     target = HttpTarget("t", api.url)
     with pytest.raises(Exception) as raised:
         target.apply(effect("acme/refund/1"), timeout_s=2.0)
     assert target.classify(raised.value) is OutcomeStatus.UNKNOWN  # a cut body: no receipt
-    monkeypatch.setattr(http_target, "MAX_RESPONSE_BYTES", 1 << 20)
+    monkeypatch.setattr(http_exchange, "MAX_RESPONSE_BYTES", 1 << 20)
     assert target.apply(effect("acme/refund/2"), timeout_s=2.0) == "pay-acme/refund/2"
     assert api.connections == 2
 
@@ -266,10 +266,10 @@ def test_the_servers_keep_alive_timeout_shortens_the_wait(servers):
 
 
 @pytest.mark.parametrize(("header", "seconds"), [
-    (None, http_target.KEEP_IDLE_S), ("timeout=5, max=100", http_target.KEEP_IDLE_S),
-    ("timeout=1", 0.5), ("max=3, timeout=0", 0.0), ("timeout=x", http_target.KEEP_IDLE_S)])
+    (None, http_exchange.KEEP_IDLE_S), ("timeout=5, max=100", http_exchange.KEEP_IDLE_S),
+    ("timeout=1", 0.5), ("max=3, timeout=0", 0.0), ("timeout=x", http_exchange.KEEP_IDLE_S)])
 def test_keep_seconds(header, seconds):
-    assert http_target._keep_seconds(header) == seconds
+    assert http_exchange._keep_seconds(header) == seconds
 
 
 class _Decrypted:
@@ -293,10 +293,10 @@ class _Conn:
 def test_bytes_held_by_the_tls_layer_count_as_something_to_read():
     a, b = socket.socketpair()
     with a, b:
-        assert not http_target._dropped(_Conn(a))  # type: ignore[arg-type]
-        assert http_target._dropped(_Conn(_Decrypted(a)))  # type: ignore[arg-type]
+        assert not http_exchange._dropped(_Conn(a))  # type: ignore[arg-type]
+        assert http_exchange._dropped(_Conn(_Decrypted(a)))  # type: ignore[arg-type]
         b.sendall(b"x")
-        assert http_target._dropped(_Conn(a))  # type: ignore[arg-type]
+        assert http_exchange._dropped(_Conn(a))  # type: ignore[arg-type]
 
 
 def test_a_descriptor_above_1024_is_still_checked_not_given_up():
@@ -307,9 +307,9 @@ def test_a_descriptor_above_1024_is_still_checked_not_given_up():
     high = os.dup2(a.fileno(), 1500)
     try:
         with socket.socket(fileno=high) as sock, a, b:
-            assert not http_target._dropped(_Conn(sock))  # type: ignore[arg-type]
+            assert not http_exchange._dropped(_Conn(sock))  # type: ignore[arg-type]
             b.close()
-            assert http_target._dropped(_Conn(sock))  # type: ignore[arg-type]
+            assert http_exchange._dropped(_Conn(sock))  # type: ignore[arg-type]
     finally:
         if soft < 1600:
             resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -10,11 +10,11 @@ import uuid
 import pytest
 
 from connectors.http import HttpTarget
+from ledger_lab.harness.processes import Proc
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import TERMINAL, Stack
 from ledger_stream.domain import events as ev
-from ledger_stream.testing.processes import Proc
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import TERMINAL, Stack
-from tests.connectors.contract import DeduplicatingTargetContract
+from ledger_stream.testing.targets import DeduplicatingTargetContract
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -3,7 +3,7 @@
 import pytest
 
 from ledger_stream.connector.memory import MemoryTarget
-from tests.connectors.contract import DeduplicatingTargetContract, TargetContract
+from ledger_stream.testing.targets import DeduplicatingTargetContract, TargetContract
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -11,9 +11,9 @@ import uuid
 import psycopg
 import pytest
 
+from ledger_lab.harness.processes import Proc
+from ledger_lab.harness.stack import TERMINAL, Stack
 from ledger_stream.domain import events as ev
-from ledger_stream.testing.processes import Proc
-from ledger_stream.testing.stack import TERMINAL, Stack
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -23,11 +23,11 @@ from connectors.postgres import (
     PostgresRejected,
     PostgresTarget,
 )
+from ledger_lab.harness.postgres import PostgresServer
+from ledger_lab.local_kafka.ports import pick_free_ports
 from ledger_stream.connector.target import LookupUnavailable, Target
 from ledger_stream.domain.events import OutcomeStatus
-from ledger_stream.kafka.local.ports import pick_free_ports
-from ledger_stream.testing.postgres import PostgresServer
-from tests.connectors.contract import DeduplicatingTargetContract, request
+from ledger_stream.testing.targets import DeduplicatingTargetContract, request
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.postgres]
 

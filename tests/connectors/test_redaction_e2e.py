@@ -27,13 +27,13 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from playwright.sync_api import expect
 
+from ledger_lab.harness.operator import waiting_for_operator
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import TERMINAL, Stack
+from ledger_lab.harness.view import ServedView
 from ledger_stream.cli.main import main
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
-from ledger_stream.testing.operator import waiting_for_operator
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import TERMINAL, Stack
-from ledger_stream.testing.view import ServedView
 from tests.console_browser import console_page
 from tests.gateway.support import ACME, curl, intent, serve_gateway
 

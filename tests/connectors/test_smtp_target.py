@@ -15,10 +15,10 @@ from connectors.smtp import (
     SmtpTarget,
     message_id,
 )
+from ledger_lab.local_kafka.ports import pick_free_ports
 from ledger_stream.connector.target import Target
 from ledger_stream.domain.events import OutcomeStatus
-from ledger_stream.kafka.local.ports import pick_free_ports
-from tests.connectors.contract import TargetContract, request
+from ledger_stream.testing.targets import TargetContract, request
 from tests.smtp_harness import SmtpServerProc
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.smtp]

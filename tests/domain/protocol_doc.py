@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ledger_lab.harness.approvers import seeded_approver, trusted
 from ledger_stream.domain import Policy, absent, decide
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import sign_approval
 from ledger_stream.domain.containment import Freeze, Hold
 from ledger_stream.domain.state import KeyState
-from ledger_stream.testing.approvers import seeded_approver, trusted
 from tests.factories import KEY, claim, intent, now_of, outcome, reconciled, resolution
 
 OS, RS, RES = ev.OutcomeStatus, ev.ReconcileStatus, ev.Resolution

@@ -9,6 +9,7 @@ import hmac
 
 import pytest
 
+from ledger_lab.harness.approvers import seeded_approver, trusted
 from ledger_stream.domain import Policy, absent, decide
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import (
@@ -19,7 +20,6 @@ from ledger_stream.domain.approval import (
     sign_dev_approval,
 )
 from ledger_stream.domain.state import Phase
-from ledger_stream.testing.approvers import seeded_approver, trusted
 from tests.factories import KEY, intent
 
 OLD, NEW = seeded_approver("ops-2025", "old"), seeded_approver("ops-2026", "new")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from ledger_lab.harness.approvers import seeded_approver, trusted
 from ledger_stream.domain import Policy, absent, decide
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import sign_approval
 from ledger_stream.domain.state import KeyState, Phase
-from ledger_stream.testing.approvers import seeded_approver, trusted
 from tests.domain.decisions import POLICY, of, run
 from tests.factories import KEY, claim, intent, now_of, outcome, reconciled, resolution
 

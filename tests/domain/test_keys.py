@@ -155,8 +155,8 @@ def test_the_approval_signature_is_ed25519_over_the_documented_text():
     text names the key id."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from ledger_lab.harness.approvers import seeded_approver
     from ledger_stream.domain.approval import sign_approval
-    from ledger_stream.testing.approvers import seeded_approver
 
     signer = seeded_approver("ops-2026", "known answer")
     approval = sign_approval(signer, "acme/payout/p1", "ap-1", "ab" * 32, "rev-3", 1234)
@@ -191,8 +191,8 @@ def test_the_development_approval_is_an_hmac_over_the_documented_text():
     ("valid", None),
 ])
 def test_each_approval_problem_is_named(case, says):
+    from ledger_lab.harness.approvers import seeded_approver, trusted
     from ledger_stream.domain.approval import approval_problem, sign_approval
-    from ledger_stream.testing.approvers import seeded_approver, trusted
 
     signer = seeded_approver("approver-1", "k")
     base = intent(key="acme/payout/p1", policy_revision="rev-1")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import Stack
 from ledger_stream.config import Settings
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import Stack
 from tests.gateway.support import (
     serve_gateway,
 )

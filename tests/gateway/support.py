@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ledger_lab.harness.processes import Proc, processor_group
+from ledger_lab.local_kafka.ports import pick_free_ports
 from ledger_stream.config import Settings
-from ledger_stream.kafka.local.ports import pick_free_ports
-from ledger_stream.testing.processes import Proc, processor_group
 
 # Operator keys (ops-ann of acme, ops-eve of globex): they submit too.
 ACME, GLOBEX = "acme-key-0123456789abcdef", "globex-key-0123456789abcdef"

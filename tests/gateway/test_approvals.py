@@ -17,6 +17,14 @@ import pytest
 from fastapi.testclient import TestClient
 from playwright.sync_api import expect
 
+from ledger_lab.harness.approvers import (
+    TEST_APPROVER,
+    seeded_approver,
+    trusted,
+    write_signing_key,
+)
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import Stack
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import approval_problem
@@ -27,14 +35,6 @@ from ledger_stream.operate.approvals import approval_json, approve
 from ledger_stream.operate.audit import Actor
 from ledger_stream.sdk.client import AsyncLedgerClient
 from ledger_stream.serde import AvroCodec
-from ledger_stream.testing.approvers import (
-    TEST_APPROVER,
-    seeded_approver,
-    trusted,
-    write_signing_key,
-)
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import Stack
 from tests.console_browser import CHROMIUM, console_page, shot
 from tests.factories import intent as make_intent
 from tests.gateway.support import ACME, GLOBEX, curl, serve_gateway

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
+from ledger_lab.harness.operator import latest_receipt, waiting_for_operator
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import Stack
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.receipts import key_records
 from ledger_stream.serde import AvroCodec
-from ledger_stream.testing.operator import latest_receipt, waiting_for_operator
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import Stack
 from tests.console_browser import CHROMIUM, console_page, shot
 from tests.gateway.support import ACME, curl, intent, new_key
 

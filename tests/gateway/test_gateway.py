@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from ledger_stream.testing.sandbox import SandboxProc
+from ledger_lab.harness.sandbox import SandboxProc
 from tests.gateway.support import ACME, GLOBEX, curl, intent, new_key
 
 pytestmark = pytest.mark.timeout(180)

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from fastapi.routing import APIRoute
 
+from ledger_lab.harness.view import ServedView
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.gateway import ApiKeys, build_app
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.sdk.client import AsyncLedgerClient
 from ledger_stream.serde import AvroCodec
-from ledger_stream.testing.view import ServedView
 from tests.addresses import outward_address
 from tests.gateway.support import ACME, GLOBEX, curl, serve_gateway
 

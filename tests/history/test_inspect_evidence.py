@@ -14,13 +14,13 @@ from urllib.parse import quote
 
 import pytest
 
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import Stack
+from ledger_lab.harness.view import ServedView
 from ledger_stream.cli.main import main
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.history import Located, timeline
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import Stack
-from ledger_stream.testing.view import ServedView
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger_lab.local_kafka.server_properties import LocalSasl, plan_nodes, render
 from ledger_stream.cli.main import main
 from ledger_stream.config import Settings
 from ledger_stream.kafka.acls import (
@@ -17,7 +18,6 @@ from ledger_stream.kafka.acls import (
     load_roles,
     parse_principals,
 )
-from ledger_stream.kafka.local.server_properties import LocalSasl, plan_nodes, render
 from ledger_stream.kafka.topics import LEDGER_TOPICS
 
 ROOT = Path(__file__).resolve().parents[2]

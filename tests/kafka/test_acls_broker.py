@@ -16,6 +16,11 @@ import pytest
 from confluent_kafka import KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ledger_lab.harness.processes import Proc, processor_group, start_processor
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import FAST
+from ledger_lab.local_kafka import LocalCluster, ensure_jars, jar_cache
+from ledger_lab.local_kafka.server_properties import LocalSasl
 from ledger_stream import LedgerClient, ReceiptStatus, Workflow, operation_key
 from ledger_stream.cli.main import main
 from ledger_stream.config import Settings
@@ -24,12 +29,7 @@ from ledger_stream.kafka import topics
 from ledger_stream.kafka.acls import DEFAULT_FILE, acl_set, apply_acls, load_roles
 from ledger_stream.kafka.client_config import use_client_settings
 from ledger_stream.kafka.clients import Consumer, Producer
-from ledger_stream.kafka.local import LocalCluster, ensure_jars, jar_cache
-from ledger_stream.kafka.local.server_properties import LocalSasl
 from ledger_stream.serde import AvroCodec
-from ledger_stream.testing.processes import Proc, processor_group, start_processor
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import FAST
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.own_cluster]
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from ledger_lab.local_kafka import LocalCluster, jar_cache
+from ledger_lab.local_kafka.ports import pick_free_ports, port_is_free
 from ledger_stream.config import Settings
-from ledger_stream.kafka.local import LocalCluster, jar_cache
-from ledger_stream.kafka.local.ports import pick_free_ports, port_is_free
 from ledger_stream.kafka.topics import LEDGER_TOPICS
 
 

@@ -169,8 +169,8 @@ def test_every_call_that_serves_callbacks_is_wrapped(kind: str) -> None:
 
 ROOT = Path(__file__).resolve().parents[2]
 # Plain clients on purpose: the bench arms that measure the bare client against the ledger.
-PLAIN_ALLOWED = {"ledger_stream/kafka/clients.py", "ledger_stream/bench/arms/latency.py",
-                 "ledger_stream/bench/arms/raw_echo.py", "ledger_stream/bench/arms/sdk.py"}
+PLAIN_ALLOWED = {"ledger_stream/kafka/clients.py", "ledger_lab/bench/arms/latency.py",
+                 "ledger_lab/bench/arms/raw_echo.py", "ledger_lab/bench/arms/sdk.py"}
 
 
 def plain_client_constructions(source: str) -> list[int]:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from ledger_lab.local_kafka import discovery
 from ledger_stream.cli.main import main
-from ledger_stream.kafka.local import discovery
 
 
 def process(proc: Path, pid: int, *arguments: str) -> None:

@@ -11,6 +11,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
+from ledger_lab.local_kafka import LocalCluster, ensure_jars, jar_cache, ports
+from ledger_lab.local_kafka.jars import MARKER
+from ledger_lab.local_kafka.toolchain import require_tool
 from ledger_stream.cli.main import main
 from ledger_stream.config import Settings
 from ledger_stream.kafka.exceptions import (
@@ -19,9 +22,6 @@ from ledger_stream.kafka.exceptions import (
     PortInUseError,
     ToolMissingError,
 )
-from ledger_stream.kafka.local import LocalCluster, ensure_jars, jar_cache, ports
-from ledger_stream.kafka.local.jars import MARKER
-from ledger_stream.kafka.local.toolchain import require_tool
 from ledger_stream.kafka.topics import create_topics, require_matching
 
 KEY = b"acme/refund/invoice-881"

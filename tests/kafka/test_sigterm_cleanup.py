@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger_stream.testing.processes import alive
+from ledger_lab.harness.processes import alive
 
 
 def _children(pid: int) -> set[int]:

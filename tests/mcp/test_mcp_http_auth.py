@@ -15,10 +15,10 @@ import httpx2 as httpx
 import pytest
 from mcp import Client
 
+from ledger_lab.local_kafka.ports import pick_free_ports
 from ledger_stream.cli.main import main as cli
 from ledger_stream.config import Settings
 from ledger_stream.gateway.auth import ApiKeys
-from ledger_stream.kafka.local.ports import pick_free_ports
 from ledger_stream.mcp.effects import parse_effects
 from ledger_stream.mcp.http import TenantKeyGate
 from ledger_stream.mcp.server import LedgerTools, build_server

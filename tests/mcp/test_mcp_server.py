@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import Stack
+from ledger_lab.local_kafka.ports import pick_free_ports
 from ledger_stream.cli.main import main as cli
 from ledger_stream.config import Settings
-from ledger_stream.kafka.local.ports import pick_free_ports
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import Stack
 from tests.mcp.support import EFFECTS, REPO, _http_server, keyed, server_args
 
 pytestmark = pytest.mark.timeout(180)

@@ -71,7 +71,7 @@ def test_the_tenant_comes_from_the_server_not_the_caller() -> None:
 
 
 def test_an_operation_in_flight_stays_unresolved_after_another_callers_conflict() -> None:
-    from tests.decide_ledger import DecideLedger
+    from ledger_stream.testing.ledger import DecideLedger
 
     t = tools(DecideLedger())
     first = t.submit("refund", {"invoice": "inv-1", "amount": 10}, 1, "host-a")

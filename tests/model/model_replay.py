@@ -1,6 +1,6 @@
 """Replaying this model's counterexamples on the real code, step for step.
 
-The suite's trace replay (``ledger_stream/simulation/traces.py``, run by
+The suite's trace replay (``ledger_lab/simulation/traces.py``, run by
 ``tests/simulation/test_traces.py`` over every file in ``tests/protocol_traces/``) understands
 the reference model's line shapes and skips lines in parentheses. This model prints a few steps
 that replay cannot take as such parenthesised lines (a deadline timer, a time-out, a dropped
@@ -18,14 +18,14 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from ledger_lab.simulation import network
+from ledger_lab.simulation import traces as base
+from ledger_lab.simulation.invariants import violations
+from ledger_lab.simulation.processor import SimProcessor
+from ledger_lab.simulation.world import World
 from ledger_stream.connector.commands import Lookup
 from ledger_stream.domain import due_ms
 from ledger_stream.domain import events as ev
-from ledger_stream.simulation import network
-from ledger_stream.simulation import traces as base
-from ledger_stream.simulation.invariants import violations
-from ledger_stream.simulation.processor import SimProcessor
-from ledger_stream.simulation.world import World
 
 
 def _deadline(world: World, _attempt: str) -> bool:

@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from connectors.http import HttpTarget
+from ledger_lab.harness.stack import Stack
 from ledger_stream import LedgerClient
 from ledger_stream.connector.commands import Call
 from ledger_stream.connector.memory import MemoryTarget
@@ -28,7 +29,6 @@ from ledger_stream.connector.options import ConnectorOptions
 from ledger_stream.connector.runtime import ConnectorWorker
 from ledger_stream.connector.target import EffectRequest
 from ledger_stream.domain import events as ev
-from ledger_stream.testing.stack import Stack
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import Stack
 from ledger_stream import LedgerClient, Workflow, operation_key
 from ledger_stream.cli.main import main
 from ledger_stream.config import Settings
@@ -23,8 +25,6 @@ from ledger_stream.kafka.receipts import key_records
 from ledger_stream.operate.approvals import load_signer, write_keypair
 from ledger_stream.processor.policy import DEV_APPROVAL_SECRET
 from ledger_stream.serde import AvroCodec
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import Stack
 from tests.processor.support import read_topic
 
 pytestmark = pytest.mark.timeout(240)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from ledger_lab.harness.view import ServedView
 from ledger_stream.cli.main import main
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
@@ -21,7 +22,6 @@ from ledger_stream.kafka.receipts import key_records
 from ledger_stream.kafka.topics import create_topics
 from ledger_stream.operate import Actor, audit
 from ledger_stream.serde import AvroCodec
-from ledger_stream.testing.view import ServedView
 
 pytestmark = pytest.mark.timeout(120)
 

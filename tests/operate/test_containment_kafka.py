@@ -13,6 +13,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from ledger_lab.harness.processes import processor_group
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import Stack
 from ledger_stream.cli.main import main
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
@@ -21,9 +24,6 @@ from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.operate import Actor, containment
 from ledger_stream.processor.step import PARTITIONED
 from ledger_stream.serde import AvroCodec
-from ledger_stream.testing.processes import processor_group
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import Stack
 from tests.processor.support import read_raw
 
 OPS = Actor.from_cli("ops")

@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+from ledger_lab.harness.operator import latest_receipt, waiting_for_operator
+from ledger_lab.harness.processes import start_processor
+from ledger_lab.harness.view import ServedView
 from ledger_stream.cli.main import main
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
@@ -22,9 +25,6 @@ from ledger_stream.operate import Actor, Decided, DecisionRefused, record_decisi
 from ledger_stream.operate import decisions as decisions_module
 from ledger_stream.sdk.errors import StaleTimelineError
 from ledger_stream.serde import AvroCodec
-from ledger_stream.testing.operator import latest_receipt, waiting_for_operator
-from ledger_stream.testing.processes import start_processor
-from ledger_stream.testing.view import ServedView
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from ledger_lab.harness.processes import Proc
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import Stack
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.layout import Layout, read_layout, topic_counts
 from ledger_stream.kafka.partitioner import partition_for
-from ledger_stream.testing.processes import Proc
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import Stack
 from tests.processor.support import read_all, read_raw
 
 pytestmark = [pytest.mark.timeout(420)]
@@ -47,7 +47,7 @@ def run_repartition(settings: Settings, tmp: Path, to: int) -> Proc:
 
 def test_repartition_moves_every_key_with_its_state_and_deadlines(
         ledger_topics: Settings, tmp_path: Path) -> None:
-    from ledger_stream.testing.processes import processor_group
+    from ledger_lab.harness.processes import processor_group
 
     settings = ledger_topics.model_copy(
         update={"consumer_group": processor_group(ledger_topics)})
@@ -102,7 +102,7 @@ def test_repartition_moves_every_key_with_its_state_and_deadlines(
 
 def test_repartition_refuses_while_processors_run_or_inputs_wait(
         ledger_topics: Settings, tmp_path: Path) -> None:
-    from ledger_stream.testing.processes import processor_group
+    from ledger_lab.harness.processes import processor_group
 
     settings = ledger_topics.model_copy(
         update={"consumer_group": processor_group(ledger_topics)})

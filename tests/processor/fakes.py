@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ledger_lab.harness.records import FakeMessage
 from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.processor.step import LedgerStep
 from ledger_stream.serde import AvroCodec
-from ledger_stream.testing.records import FakeMessage
 
 INTENTS, ATTEMPTS = "t.intents", "t.attempts"
 PARTITIONS = 3

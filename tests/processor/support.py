@@ -16,6 +16,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from ledger_lab.harness.processes import Proc
 from ledger_stream.config import Settings
 from ledger_stream.domain import absent, decide
 from ledger_stream.domain import events as ev
@@ -24,7 +25,6 @@ from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.kafka.reader import read_topic
 from ledger_stream.processor.policy import policy_from
 from ledger_stream.serde import AvroCodec, DecodeError
-from ledger_stream.testing.processes import Proc
 from tests.factories import now_of
 
 CODEC = AvroCodec()

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from ledger_lab.harness.processes import start_processor
 from ledger_stream.config import Settings
 from ledger_stream.domain.deadlines import deadline_basis
 from ledger_stream.kafka.layout import LAYOUT_KEY
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.processor.changelog import CLOCK_KEY, CONTAINMENT_KEY, DUE, parse_due
 from ledger_stream.state import decode_row
-from ledger_stream.testing.processes import start_processor
 from tests.factories import claim, intent
 from tests.processor.support import Raw, read_raw, receipts_for
 

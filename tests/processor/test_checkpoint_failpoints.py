@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from ledger_lab.harness.processes import start_processor
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.producer import EventProducer
-from ledger_stream.testing.processes import start_processor
 from tests.factories import intent
 from tests.processor.support import (
     assert_outputs_match_the_model,

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from ledger_lab.harness.records import FakeMessage
 from ledger_stream.config import Settings
 from ledger_stream.processor.runtime import Processor
 from ledger_stream.processor.ticks import Ticker
-from ledger_stream.testing.records import FakeMessage
 
 INTENTS, ATTEMPTS = "ledger.intents", "ledger.attempts"
 

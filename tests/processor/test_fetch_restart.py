@@ -1,7 +1,7 @@
 """After the callbacks of an incremental rebalance, the processor restarts reading the
 partitions it kept from their committed offsets: librdkafka resumes them without waking its
 fetcher (up to a second of no records), and a seek wakes it. A recording consumer, no
-broker; the pause itself is measured by ``python -m ledger_stream.bench.rebalance_pause``,
+broker; the pause itself is measured by ``python -m ledger_lab.bench.rebalance_pause``,
 and tests/processor/test_incremental_simulation.py checks that no record is decided twice
 or skipped."""
 

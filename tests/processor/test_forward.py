@@ -5,13 +5,13 @@ poison."""
 
 from __future__ import annotations
 
+from ledger_lab.harness.records import FakeMessage
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.processor.batch import Batch
 from ledger_stream.processor.step import Forward, LedgerStep, Out
 from ledger_stream.state import MemoryPartitionStore
-from ledger_stream.testing.records import FakeMessage
 from tests.factories import intent
 from tests.processor.fakes import ATTEMPTS, CODEC, INTENTS
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
+from ledger_lab.harness.records import FakeMessage
 from ledger_stream.config import Settings
 from ledger_stream.domain.policy import Policy
 from ledger_stream.processor import assignment as assignment_module
@@ -31,7 +32,6 @@ from ledger_stream.processor.runtime import Processor
 from ledger_stream.processor.ticks import Ticker
 from ledger_stream.serde.exceptions import SchemaRegistryUnavailable
 from ledger_stream.state import MemoryPartitionStore
-from ledger_stream.testing.records import FakeMessage
 from tests.processor.fakes import ATTEMPTS, INTENTS, PARTITIONS, make_step
 
 TOPICS = (INTENTS, ATTEMPTS)

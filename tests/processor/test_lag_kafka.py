@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from ledger_lab.harness.processes import start_processor
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.reader import read_topic
-from ledger_stream.testing.processes import start_processor
 from tests.factories import claim, intent, outcome
 from tests.processor.support import CODEC, read_all, receipts_for
 

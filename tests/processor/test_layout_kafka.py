@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 
+from ledger_lab.harness.processes import Proc, start_processor
+from ledger_lab.harness.stack import Stack
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.layout import Layout, check_layout, read_layout
 from ledger_stream.kafka.partitioner import partition_for
-from ledger_stream.testing.processes import Proc, start_processor
-from ledger_stream.testing.stack import Stack
 from tests.processor.support import read_raw
 
 pytestmark = [pytest.mark.timeout(240)]

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from ledger_lab.harness.processes import start_processor
 from ledger_stream.config import Settings
 from ledger_stream.processor.metrics import serve_metrics
-from ledger_stream.testing.processes import start_processor
 from tests.addresses import outward_address
 from tests.processor.support import served_metrics_port
 

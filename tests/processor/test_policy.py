@@ -11,11 +11,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from pydantic import SecretStr
 
+from ledger_lab.harness.approvers import seeded_approver
 from ledger_stream.cli.main import main
 from ledger_stream.config import Settings
 from ledger_stream.operate.approvals import public_key_text, write_keypair
 from ledger_stream.processor.policy import DEV_APPROVAL_SECRET, ConfigError, approval_keys
-from ledger_stream.testing.approvers import seeded_approver
 
 pytestmark = pytest.mark.timeout(30)
 APPROVER = seeded_approver("ops-1", "policy test")

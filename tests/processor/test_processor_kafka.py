@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
+from ledger_lab.harness.processes import Proc, processor_group, start_processor
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.deadlines import TIMER_CLAIM
@@ -22,7 +23,6 @@ from ledger_stream.kafka.reader import read_topic
 from ledger_stream.kafka.topics import create_topics, ledger_topics, require_matching
 from ledger_stream.serde import make_codec
 from ledger_stream.state import decode_row
-from ledger_stream.testing.processes import Proc, processor_group, start_processor
 from tests.factories import claim, intent, outcome
 from tests.processor.support import (
     CODEC,

@@ -16,16 +16,16 @@ import random
 
 import pytest
 
+from ledger_lab.fuzz import seeded as fuzz
+from ledger_lab.harness.records import FakeMessage
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.processor import changelog, restore
 from ledger_stream.processor.batch import Batch
 from ledger_stream.processor.changelog import ChangelogRecord, Positions
 from ledger_stream.processor.step import LedgerStep
-from ledger_stream.reliability import fuzz
 from ledger_stream.serde import AvroCodec
 from ledger_stream.state import MemoryPartitionStore, TimerEntry
-from ledger_stream.testing.records import FakeMessage
 
 pytestmark = pytest.mark.timeout(120)
 

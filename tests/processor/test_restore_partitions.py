@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
+from ledger_lab.harness.records import FakeMessage
 from ledger_stream.domain import decide
 from ledger_stream.domain.deadlines import deadline_basis
 from ledger_stream.domain.policy import Policy
@@ -25,7 +26,6 @@ from ledger_stream.processor.changelog import (
 from ledger_stream.processor.exceptions import ProcessorError
 from ledger_stream.processor.restore import apply_records, restore_partitions
 from ledger_stream.state import MemoryPartitionStore, encode_row
-from ledger_stream.testing.records import FakeMessage
 from tests.factories import claim, intent
 
 pytestmark = pytest.mark.timeout(30)

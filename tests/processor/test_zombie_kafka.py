@@ -26,14 +26,14 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ledger_lab.harness.processes import Proc, start_processor
+from ledger_lab.local_kafka import LocalCluster, ensure_jars, jar_cache
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import args_hash, canonical_json
 from ledger_stream.domain.outputs import key_status
-from ledger_stream.kafka.local import LocalCluster, ensure_jars, jar_cache
 from ledger_stream.kafka.producer import EventProducer, producer_config
 from ledger_stream.kafka.topics import ledger_topics
-from ledger_stream.testing.processes import Proc, start_processor
 from tests.processor.support import CODEC, log_lines, model_states, read_raw, wait_for
 
 pytestmark = pytest.mark.timeout(600)  # above the waits it adds up (so theirs report first)

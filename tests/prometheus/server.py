@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from ledger_stream.testing.processes import stop_process
+from ledger_lab.harness.processes import stop_process
 from tests.processor.support import free_port
 from tests.prometheus.tools import RULES, binary
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from ledger_lab.harness.processes import start_processor
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.reader import read_topic
-from ledger_stream.testing.processes import start_processor
 from tests.factories import claim, intent, outcome
 from tests.processor.support import receipts_for, served_metrics_port, wait_for
 from tests.prometheus.server import PrometheusServer

@@ -1,5 +1,5 @@
-"""The coverage-guided engine's harness (coverage_fuzz.py): its input layout, its corpus of
-valid records, and that a record breaking a promise raises. The engine itself runs in
+"""The coverage-guided engine's harness (ledger_lab/fuzz/coverage.py): its input layout, its
+corpus of valid records, and that a record breaking a promise raises. The engine itself runs in
 `make fuzz` (`ledger-stream fuzz --engine atheris`): instrumenting the code takes about a
 minute, too long for the suite (docs/reliability.md has its runs)."""
 
@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from ledger_stream.domain import events as ev
-from ledger_stream.domain.keys import args_hash, canonical_json
-from ledger_stream.reliability import fuzz
-from ledger_stream.reliability.coverage_fuzz import (
+from ledger_lab.fuzz import seeded as fuzz
+from ledger_lab.fuzz.coverage import (
     Harness,
     PromiseBroken,
     frame,
     planted_step,
     write_corpus,
 )
+from ledger_stream.domain import events as ev
+from ledger_stream.domain.keys import args_hash, canonical_json
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import TERMINAL, Stack
 from ledger_stream.domain import events as ev
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import TERMINAL, Stack
 
 pytestmark = pytest.mark.timeout(240)
 TMPFS_SIZE = "24m"

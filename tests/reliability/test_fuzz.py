@@ -1,4 +1,4 @@
-"""The fuzzer of the processor's input path (ledger_stream/reliability/fuzz.py): a short run
+"""The fuzzer of the processor's input path (ledger_lab/fuzz/seeded.py): a short run
 holds every promise, and the fuzzer finds the bugs planted to check it can."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import pytest
 
+from ledger_lab.fuzz import seeded as fuzz
 from ledger_stream.cli.main import main
 from ledger_stream.processor.step import LedgerStep
-from ledger_stream.reliability import fuzz
 from ledger_stream.serde import AvroCodec
 
 pytestmark = pytest.mark.timeout(120)

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from ledger_lab.falsify.evidence import LedgerTopics
+from ledger_lab.harness import cgroup
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import TERMINAL, Stack
 from ledger_stream.domain import events as ev
-from ledger_stream.falsify.evidence import LedgerTopics
-from ledger_stream.testing import cgroup
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import TERMINAL, Stack
 
 pytestmark = pytest.mark.timeout(360)
 MIB = 1 << 20

@@ -15,13 +15,13 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import Stack
+from ledger_lab.local_kafka import LocalCluster, ensure_jars, jar_cache
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka import topics
-from ledger_stream.kafka.local import LocalCluster, ensure_jars, jar_cache
 from ledger_stream.kafka.replicas import below_min_isr
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import Stack
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.own_cluster]
 

@@ -24,13 +24,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
+from ledger_lab.falsify.evidence import read_topics
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import Stack
+from ledger_lab.local_kafka.ephemeral import kafka_for
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
-from ledger_stream.falsify.evidence import read_topics
 from ledger_stream.kafka import topics
-from ledger_stream.kafka.local.ephemeral import kafka_for
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import Stack
 from tests.processor.support import read_raw, wait_for
 
 pytestmark = [pytest.mark.timeout(360), pytest.mark.own_cluster]

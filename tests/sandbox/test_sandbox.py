@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from ledger_lab.harness.sandbox import CLI_COMMAND, SandboxProc
 from ledger_stream.domain.keys import args_hash
-from ledger_stream.testing.sandbox import CLI_COMMAND, SandboxProc
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -201,7 +201,7 @@ def test_faults_given_at_start_up(tmp_path: Path):
 
 
 def test_help_shows_the_environment_fallbacks_and_bad_faults_exit_2():
-    command = [sys.executable, "-m", "ledger_stream.sandbox"]
+    command = [sys.executable, "-m", "ledger_lab.sandbox"]
     shown = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=30)
     assert shown.returncode == 0
     assert "LEDGER_SANDBOX_PORT" in shown.stdout and "LEDGER_SANDBOX_DB" in shown.stdout

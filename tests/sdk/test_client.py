@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from ledger_lab.harness.approvers import TEST_APPROVER
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import Stack
 from ledger_stream import (
     ApprovalError,
     AsyncLedgerClient,
@@ -20,9 +23,6 @@ from ledger_stream import (
     sign_approval,
 )
 from ledger_stream.config import Settings
-from ledger_stream.testing.approvers import TEST_APPROVER
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import Stack
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -3,9 +3,9 @@ fixtures module: it holds no tests)."""
 
 from __future__ import annotations
 
+from ledger_lab.harness.approvers import TEST_APPROVER
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import sign_approval
-from ledger_stream.testing.approvers import TEST_APPROVER
 from tests.factories import KEY, claim, intent, outcome, reconciled, resolution
 
 

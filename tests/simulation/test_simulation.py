@@ -12,12 +12,12 @@ import os
 
 import pytest
 
+from ledger_lab.simulation import runner
+from ledger_lab.simulation.invariants import violations
+from ledger_lab.simulation.runner import config_for, run_many, run_one
+from ledger_lab.simulation.world import FAULTS, SimConfig, World
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.state import Phase
-from ledger_stream.simulation import runner
-from ledger_stream.simulation.invariants import violations
-from ledger_stream.simulation.runner import config_for, run_many, run_one
-from ledger_stream.simulation.world import FAULTS, SimConfig, World
 from tests.simulation import background
 
 # `make test` runs 100,000 (in a child process started at collection, background.py);

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger_stream.simulation.invariants import violations
-from ledger_stream.simulation.traces import replay_file
+from ledger_lab.simulation.invariants import violations
+from ledger_lab.simulation.traces import replay_file
 
 pytestmark = pytest.mark.timeout(60)
 

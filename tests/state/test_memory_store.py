@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ledger_stream.state import MemoryPartitionStore, PartitionStore
-from tests.state.contract import PartitionStoreContract
+from ledger_stream.testing.stores import PartitionStoreContract
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -17,7 +17,7 @@ from ledger_stream.state import (
     StateFolderLocked,
     StoreError,
 )
-from tests.state.contract import DurableStoreContract
+from ledger_stream.testing.stores import DurableStoreContract
 
 pytestmark = pytest.mark.timeout(60)
 

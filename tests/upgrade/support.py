@@ -12,13 +12,13 @@ from langgraph.types import Command
 
 from examples.refund_agent.graph import refund_args, refund_key
 from examples.refund_agent.variants import VARIANTS, Effects
+from ledger_lab.harness.approvers import TEST_APPROVER, trusted
 from ledger_stream import LedgerClient, args_hash, sign_approval
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.decide import decide
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState
 from ledger_stream.sdk.dry_run import dry_run
-from ledger_stream.testing.approvers import TEST_APPROVER, trusted
 
 POLICY = Policy(approval_keys=trusted(TEST_APPROVER),
                 approval_required_actions=frozenset({"refund"}))

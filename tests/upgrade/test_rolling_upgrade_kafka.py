@@ -27,14 +27,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ledger_lab.harness.processes import Proc, start_processor
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import FAST
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.sdk.client import LedgerClient
 from ledger_stream.serde import AvroCodec, SchemaSet
 from ledger_stream.serde.schemas import RELEASED, SCHEMA_DIR
-from ledger_stream.testing.processes import Proc, start_processor
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import FAST
 from tests.processor.support import log_lines, read_raw, wait_for
 
 ADDED = {"name": "rollout_note", "type": "string", "default": "",

@@ -15,15 +15,15 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from examples.refund_agent.graph import refund_args
 from examples.refund_agent.upgrades import approve
 from examples.refund_agent.variants import VARIANTS, Effects
+from ledger_lab.harness.agents import AgentWorld, agent_world
+from ledger_lab.harness.approvers import TEST_APPROVER, trusted, write_signing_key
+from ledger_lab.harness.processes import processor_group
 from ledger_stream import LedgerClient, args_hash
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.reader import read_topic
 from ledger_stream.serde import AvroCodec
-from ledger_stream.testing.agents import AgentWorld, agent_world
-from ledger_stream.testing.approvers import TEST_APPROVER, trusted, write_signing_key
-from ledger_stream.testing.processes import processor_group
 from ledger_stream.upgrade import KafkaLedger, check_threads
 
 pytestmark = pytest.mark.timeout(240)

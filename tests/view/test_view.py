@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from ledger_lab.harness.view import ServedView
 from ledger_stream import LedgerClient, operation_key
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
@@ -24,7 +25,6 @@ from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.sdk import StaleStatusError, ViewUnavailableError
 from ledger_stream.sdk.view_client import ViewClient
 from ledger_stream.serde import AvroCodec
-from ledger_stream.testing.view import ServedView
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -18,6 +18,7 @@ from urllib.parse import quote
 import pytest
 from pydantic import SecretStr
 
+from ledger_lab.harness.view import ServedView
 from ledger_stream import LedgerClient
 from ledger_stream.cli.main import main as cli
 from ledger_stream.config import Settings
@@ -27,7 +28,6 @@ from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.sdk import ViewUnavailableError
 from ledger_stream.sdk.view_client import ViewClient, forwarding
 from ledger_stream.serde import AvroCodec
-from ledger_stream.testing.view import ServedView
 from ledger_stream.view.server import DECISIONS, ROUTES, make_server, serve_in_thread
 from tests import factories
 from tests.addresses import outward_address

@@ -15,13 +15,13 @@ from urllib.parse import quote
 
 import pytest
 
+from ledger_lab.harness.processes import Proc
+from ledger_lab.local_kafka.ports import pick_free_ports
 from ledger_stream import LedgerClient
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
-from ledger_stream.kafka.local.ports import pick_free_ports
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.serde import AvroCodec
-from ledger_stream.testing.processes import Proc
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -15,11 +15,11 @@ import uuid
 
 import pytest
 
+from ledger_lab.harness.processes import Proc
+from ledger_lab.harness.sandbox import SandboxProc
+from ledger_lab.harness.stack import Stack
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.reader import read_topic
-from ledger_stream.testing.processes import Proc
-from ledger_stream.testing.sandbox import SandboxProc
-from ledger_stream.testing.stack import Stack
 
 pytestmark = pytest.mark.timeout(180)
 
