@@ -35,6 +35,7 @@ from ledger_stream.cli import (
     receipts_cmd,
     reconcile_cmd,
     repartition_cmd,
+    replay_cmd,
     sandbox_cmd,
     simulate_cmd,
     topics_cmd,
@@ -49,7 +50,7 @@ COMMANDS = (
     kafka_cmd, topics_cmd, acls_cmd, processor_cmd, connector_cmd, view_cmd, receipts_cmd,
     alerts_cmd, inspect_cmd, reconcile_cmd, freeze_cmd, approve_cmd,
     sandbox_cmd, demo_cmd, falsify_cmd, bench_cmd, simulate_cmd, fuzz_cmd, chaos_cmd, mcp_cmd,
-    api_cmd, watch_cmd, upgrade_cmd, repartition_cmd,
+    api_cmd, watch_cmd, upgrade_cmd, repartition_cmd, replay_cmd,
 )
 
 
