@@ -39,6 +39,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--at", metavar="TIME", type=_when,
                         help="plan a replay started at this ISO 8601 time, for approvals' "
                         "and keys' expiry (default: now)")
+    parser.add_argument("--limit", type=_positive, metavar="N",
+                        help="plan the newest N checkpoints only (default: every one)")
     parser.add_argument("--group", metavar="NAME", help="the processor's consumer group, "
                         "whose lag the plan waits out (env: LEDGER_CONSUMER_GROUP)")
     parser.add_argument("--lag-wait", type=float, default=30.0, metavar="S",
@@ -47,6 +49,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--json", action="store_true", help="JSON instead of a table")
     add_common_flags(parser)
     parser.set_defaults(handler=_run)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"not a positive whole number: {text!r}")
+    return value
 
 
 def _when(text: str) -> int:
@@ -98,7 +110,8 @@ def _run(args: argparse.Namespace) -> int:
             ledger = KafkaLedger(settings, resolve_bootstrap(settings),
                                  make_codec(settings.schema_registry_url), progress)
             plans = plan_thread(graph, saver, ledger, policy, args.thread, at_ms=at_ms,
-                                resume=resume, lag_wait_s=args.lag_wait, progress=progress)
+                                resume=resume, limit=args.limit,
+                                lag_wait_s=args.lag_wait, progress=progress)
         except (LookupError, LedgerBehind, KafkaSetupError) as exc:
             raise CliError(str(exc)) from exc
         except KafkaException as exc:

@@ -13,14 +13,16 @@ process's ledger clients are held back.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
+from ledger_stream.domain import events as ev
 from ledger_stream.domain.policy import Policy
+from ledger_stream.domain.state import KeyState
 from ledger_stream.replay.history import copy_until, root_history
 from ledger_stream.replay.plan import CheckpointPlan, judge_replay
 from ledger_stream.sdk.dry_run import dry_run
@@ -31,19 +33,21 @@ from ledger_stream.upgrade.threads import pending_nodes
 
 def plan_thread(graph: Any, saver: BaseCheckpointSaver[Any], ledger: Ledger, policy: Policy,
                 thread_id: str, *, at_ms: Callable[[], int], resume: Resume | None = None,
-                lag_wait_s: float = 30.0,
+                limit: int | None = None, lag_wait_s: float = 30.0,
                 progress: Callable[[str], None] = lambda _line: None) -> list[CheckpointPlan]:
-    """The plan of a replay from each of the thread's root checkpoints, newest first, as
-    the ledger would answer at ``at_ms()``. LookupError when the thread has no checkpoint;
-    LedgerBehind when the processor has intents it has not decided (the key states read
-    would miss them) and does not catch up within ``lag_wait_s``."""
-    history = root_history(saver, thread_id)
+    """The plan of a replay from each of the thread's root checkpoints (the newest
+    ``limit`` when given), newest first, as the ledger would answer at ``at_ms()``.
+    LookupError when the thread has no checkpoint; LedgerBehind when the processor has
+    intents it has not decided (the key states read would miss them) and does not catch
+    up within ``lag_wait_s``."""
+    history = root_history(saver, thread_id)[:limit]
     if not history:
         raise LookupError(f"thread {thread_id!r} has no checkpoint")
     _caught_up(ledger, lag_wait_s, progress)
+    states = StatesRead(ledger)
     plans = []
     for n, found in enumerate(history, 1):
-        plans.append(plan_checkpoint(graph, saver, found, LedgerProbe(ledger, policy, at_ms),
+        plans.append(plan_checkpoint(graph, saver, found, LedgerProbe(states, policy, at_ms),
                                      resume))
         progress(f"[{n}/{len(history)}] {plans[-1].checkpoint_id}: {plans[-1].verdict}")
     return plans
@@ -88,3 +92,24 @@ async def _replay(copy: Any, config: dict[str, Any], thread_id: str,
             return stopped
         await copy.ainvoke(Command(resume=answers), thread)
     return ()
+
+
+class StatesRead:
+    """The ledger, each key's state read once for the whole plan: the processor has
+    decided every recorded intent and the plan produces none, so a key's state does not
+    change under it (and one changelog read per key, not per checkpoint)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        self._states: dict[str, KeyState] = {}
+
+    def key_state(self, key: str) -> KeyState:
+        if key not in self._states:
+            self._states[key] = self._ledger.key_state(key)
+        return self._states[key]
+
+    def thread_intents(self, thread_ids: Collection[str]) -> dict[str, list[ev.Intent]]:
+        return self._ledger.thread_intents(thread_ids)
+
+    def undecided(self) -> int:
+        return self._ledger.undecided()
