@@ -117,9 +117,10 @@ def _answer(one: Asked) -> Step:
     if state.phase is Phase.ABSENT:
         return Step(Kind.NEW_EFFECT, **where, detail=(
             f"a key the ledger does not hold: args {asks} would be dispatched"))
+    status = receipt.status.value
+    phase = "" if state.phase.value == status else f", key {state.phase.value}"
     return Step(Kind.SAFE, **where, detail=(
-        f"the same args {asks}: the original receipt ({receipt.status.value}, "
-        f"{state.phase.value})"))
+        f"the same args {asks}: the original receipt ({status}{phase})"))
 
 
 def exit_status(plans: Sequence[CheckpointPlan]) -> int:

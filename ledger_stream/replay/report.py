@@ -23,9 +23,10 @@ def _checkpoint(p: CheckpointPlan) -> dict[str, Any]:
 
 def as_table(thread_id: str, plans: Sequence[CheckpointPlan]) -> str:
     lines = [f"thread {thread_id}: a replay from each checkpoint, newest first",
-             "checkpoint\tstep\tnext\tverdict\tfinding\tkey or node\tdetail"]
+             "checkpoint\tstep\tsource\tnext\tverdict\tfinding\tkey or node\tdetail"]
     for p in plans:
-        where = f"{p.checkpoint_id}\t{p.step}\t{','.join(p.next) or '-'}\t{p.verdict.value}"
+        where = (f"{p.checkpoint_id}\t{p.step}\t{p.source or '-'}\t{','.join(p.next) or '-'}"
+                 f"\t{p.verdict.value}")
         if not p.findings:
             lines.append(f"{where}\t-\t-\tasks the ledger nothing")
         for f in p.findings:

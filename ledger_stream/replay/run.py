@@ -65,13 +65,16 @@ def plan_checkpoint(graph: Any, saver: BaseCheckpointSaver[Any], found: Checkpoi
     step = int(meta.get("step", -1)) if isinstance(meta.get("step", -1), int) else -1
     waiting: tuple[str, ...] = ()
     error = ""
+    next_nodes = pending_nodes(found)
     try:
+        # What LangGraph itself would run next (``__start__`` for an input checkpoint).
+        next_nodes = tuple(copy.get_state(config).next) or next_nodes
         with dry_run(probe):
             waiting = asyncio.run(_replay(copy, config, thread_id, resume))
     except Exception as exc:  # the graph's own failure is a finding, not a crash
         error = f"{type(exc).__name__}: {str(exc)[:300]}"
     return judge_replay(checkpoint_id, step, str(meta.get("source", "")),
-                        pending_nodes(found), probe.asked, waiting, error)
+                        next_nodes, probe.asked, waiting, error)
 
 
 async def _replay(copy: Any, config: dict[str, Any], thread_id: str,

@@ -95,7 +95,6 @@ def test_which_checkpoint_a_replay_is_safe_from(world: AgentWorld):
     assert "other arguments" in fork["findings"][0]["detail"]
     assert original["verdict"] == "safe"
     code, table, log = plan(world, "paid", table=True)
-    print(table)  # TEMP
     assert code == 1 and f"\trejected\trejected\t{PAID}\tother arguments" in table, log
 
     # Killed after its approval, before its intent: the ledger never saw the key.
