@@ -35,6 +35,11 @@ def _graph(variant: str) -> Any:
     return chosen.build(Effects(LedgerClient(Settings()), None, chosen.version), None)
 
 
+def refund_v1() -> Any:
+    """1.0, the deployed agent itself: what ``ledger-stream replay-plan`` replays with."""
+    return _graph("refund")
+
+
 def refund_v1_1() -> Any:
     return _graph("refund-v1.1")
 

@@ -33,6 +33,7 @@ from ledger_stream.cli import (
     receipts_cmd,
     reconcile_cmd,
     repartition_cmd,
+    replay_cmd,
     topics_cmd,
     upgrade_cmd,
     view_cmd,
@@ -52,7 +53,7 @@ class Command(Protocol):
 COMMANDS: tuple[Command, ...] = (
     topics_cmd, acls_cmd, processor_cmd, connector_cmd, view_cmd, receipts_cmd,
     alerts_cmd, inspect_cmd, reconcile_cmd, freeze_cmd, approve_cmd, mcp_cmd,
-    api_cmd, watch_cmd, upgrade_cmd, repartition_cmd,
+    api_cmd, watch_cmd, upgrade_cmd, repartition_cmd, replay_cmd,
 )
 COMMAND_PLUGINS = "ledger_stream.commands"
 

@@ -1,0 +1,130 @@
+"""What a replay from one checkpoint would ask of the ledger, judged from the dry run's
+intents and the ledger's own answers to them. Pure: no Kafka, no graph, no clock.
+
+Each intent the replay made was answered by the decision core (``decide``) on the key's
+state as the ledger holds it, at the time the replay is planned for, so a finding is the
+ledger's answer, not a guess:
+
+- ``safe``: a key the ledger holds with the same arguments: it answers the original
+  receipt, nothing is done again;
+- ``new_effect``: a key the ledger does not hold: the replay would make a new effect;
+- ``rejected``: the same key with other arguments (a conflict), an expired key, or an
+  approval that does not verify: the replay's step would get a rejected receipt;
+- ``stale_approval``: the approval the replay carries has expired at that time, or is
+  bound to other arguments (or another policy revision): rejected;
+- ``held``: held as an incompatible version while the key's effect is in flight;
+- ``error``: the graph raised while replaying;
+- ``waiting``: the replay stopped at an ``interrupt()`` it had no answer for: what comes
+  after it was not planned.
+
+A key asked twice keeps its worst answer. A checkpoint's verdict is its worst finding, in
+the order of ``VERDICTS``; a checkpoint whose replay asks nothing is ``safe``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from ledger_stream.domain import events as ev
+from ledger_stream.domain.state import Phase
+from ledger_stream.upgrade.verdict import Asked
+
+
+class Kind(StrEnum):
+    SAFE = "safe"
+    NEW_EFFECT = "new_effect"
+    WAITING = "waiting"
+    HELD = "held"
+    STALE_APPROVAL = "stale_approval"
+    REJECTED = "rejected"
+    ERROR = "error"
+
+
+# Worst last: a checkpoint's verdict, and a key asked twice, keep the worst.
+VERDICTS = (Kind.SAFE, Kind.NEW_EFFECT, Kind.WAITING, Kind.HELD, Kind.STALE_APPROVAL,
+            Kind.REJECTED, Kind.ERROR)
+# Approval problems (approval.py) that time or a changed argument explain.
+STALE = ("approval expired", "approval payload hash differs",
+         "approval policy revision differs")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One finding of a replay: ``key`` the operation key when it is about one."""
+
+    kind: Kind
+    key: str = ""
+    node: str = ""
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class CheckpointPlan:
+    """A replay from one checkpoint of the thread (``step`` and ``source`` from its
+    metadata; ``next`` the nodes the replay starts with)."""
+
+    checkpoint_id: str
+    step: int
+    source: str
+    next: tuple[str, ...]
+    findings: tuple[Step, ...] = field(default_factory=tuple)
+
+    @property
+    def verdict(self) -> Kind:
+        return max((f.kind for f in self.findings), key=VERDICTS.index, default=Kind.SAFE)
+
+
+def judge_replay(checkpoint_id: str, step: int, source: str, next_nodes: Sequence[str],
+                 asked: Sequence[Asked], waiting_in: Sequence[str] = (),
+                 error: str = "") -> CheckpointPlan:
+    """The plan of a replay from one checkpoint: ``asked`` the dry run's intents with the
+    ledger's answers, in order; ``waiting_in`` where it stopped for an answer; ``error``
+    what the graph raised, if it did."""
+    worst: dict[str, Step] = {}
+    for one in asked:
+        found = _answer(one)
+        held = worst.get(one.intent.key)
+        if held is None or VERDICTS.index(found.kind) > VERDICTS.index(held.kind):
+            worst[one.intent.key] = found
+    findings = list(worst.values())
+    findings += [Step(Kind.WAITING, node=node, detail="stopped at an interrupt with no "
+                      "answer (--resume gives one): what follows was not planned")
+                 for node in waiting_in]
+    if error:
+        findings.append(Step(Kind.ERROR, detail=error))
+    return CheckpointPlan(checkpoint_id, step, source, tuple(next_nodes), tuple(findings))
+
+
+def _answer(one: Asked) -> Step:
+    intent, state, receipt = one.intent, one.state, one.receipt
+    where = dict(key=intent.key, node=intent.workflow.node)
+    asks = intent.args_hash[:12]
+    if receipt.status is ev.ReceiptStatus.REJECTED:
+        if receipt.reason is ev.Reason.CONFLICT:
+            return Step(Kind.REJECTED, **where, detail=(
+                f"other arguments: the ledger holds {state.args_hash[:12]} "
+                f"({state.phase.value}), the replay asks {asks}"))
+        if receipt.reason is ev.Reason.APPROVAL and receipt.detail.startswith(STALE):
+            return Step(Kind.STALE_APPROVAL, **where, detail=receipt.detail)
+        return Step(Kind.REJECTED, **where, detail=f"the ledger would reject it: "
+                    f"{receipt.reason.value}" + (f" ({receipt.detail})" if receipt.detail
+                                                 else ""))
+    if receipt.status is ev.ReceiptStatus.HELD and receipt.reason is ev.Reason.VERSION:
+        return Step(Kind.HELD, **where, detail=(
+            f"held: {state.graph}@{state.version} is {state.phase.value}"))
+    if state.phase is Phase.ABSENT:
+        return Step(Kind.NEW_EFFECT, **where, detail=(
+            f"a key the ledger does not hold: args {asks} would be dispatched"))
+    status = receipt.status.value
+    phase = "" if state.phase.value == status else f", key {state.phase.value}"
+    return Step(Kind.SAFE, **where, detail=(
+        f"the same args {asks}: the original receipt ({status}{phase})"))
+
+
+def exit_status(plans: Sequence[CheckpointPlan]) -> int:
+    """0 when a replay from every checkpoint is safe (each key it asks for is answered
+    with its original receipt, or it asks none); 1 otherwise (a new effect, a rejection,
+    a stale approval, a hold, an error, or an interrupt with no answer)."""
+    return 0 if all(p.verdict is Kind.SAFE for p in plans) else 1
