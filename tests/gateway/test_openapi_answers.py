@@ -2,8 +2,9 @@
 table: it is in the document (or is one of the pages that serve the docs and the console),
 in one of the route groups ``ledger-stream api --help`` names, with the security it needs;
 each status the document lists is produced below against the real gateway (a real broker
-and processor, or a Kafka that cannot be reached for the 503s) with the body its documented
-model describes, and no status is listed that no request produces. The document validates
+and processor; for the 503s a Kafka that cannot be reached, and topics without the audit
+topic) with the body its documented model describes, and no status is listed that no
+request produces. The document validates
 as OpenAPI 3.1."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import httpx
 import jsonschema
 import pytest
+from confluent_kafka.admin import AdminClient
 from fastapi import FastAPI
 from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
@@ -29,6 +31,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.outputs import decision_mark
 from ledger_stream.gateway import ApiKeys, build_app
 from ledger_stream.gateway.groups import GROUPS
+from ledger_stream.kafka import topics
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.sdk.client import AsyncLedgerClient
 from ledger_stream.testing.approvers import TEST_APPROVER, write_signing_key
@@ -69,21 +72,40 @@ def app_on(settings: Settings, bootstrap: str) -> tuple[FastAPI, AsyncLedgerClie
 
 
 @pytest.fixture
-def gateways(stack: Stack, tmp_path: Path) -> Iterator[dict[str, TestClient]]:
+def unaudited(stack: Stack) -> Iterator[Settings]:
+    """Ledger topics of their own on the test's broker, but for the audit topic."""
+    settings = stack.settings.model_copy(update={"topic_prefix": f"t-{uuid.uuid4().hex[:8]}"})
+    topics.require_matching(topics.create_topics(stack.bootstrap, settings))
+    admin = AdminClient({"bootstrap.servers": stack.bootstrap})
+    names = [spec.name for spec in topics.ledger_topics(settings)]
+    admin.delete_topics([settings.topic("audit")], operation_timeout=30)[
+        settings.topic("audit")].result()
+    yield settings
+    others = [name for name in names if name != settings.topic("audit")]
+    for future in admin.delete_topics(others, operation_timeout=30).values():
+        future.result()
+
+
+@pytest.fixture
+def gateways(stack: Stack, unaudited: Settings,
+             tmp_path: Path) -> Iterator[dict[str, TestClient]]:
     """The app on the test's broker and processor (as a peer on this host, which may read
-    /metrics), and the app with a Kafka that cannot be reached."""
+    /metrics), the app with a Kafka that cannot be reached, and the app on topics without
+    the audit topic."""
     signing = write_signing_key(TEST_APPROVER, tmp_path)
     live_settings = stack.settings.model_copy(update={
         "approval_signing_key": signing, "consumer_group": processor_group(stack.settings)})
-    live, live_client = app_on(live_settings, stack.bootstrap)
-    down, down_client = app_on(Settings(approval_signing_key=signing), "127.0.0.1:1")
+    apps = {"live": app_on(live_settings, stack.bootstrap),
+            "down": app_on(Settings(approval_signing_key=signing), "127.0.0.1:1"),
+            "unaudited": app_on(unaudited.model_copy(update={"approval_signing_key": signing}),
+                                stack.bootstrap)}
     try:
-        yield {"live": TestClient(live, raise_server_exceptions=False,
-                                  client=("127.0.0.1", 50000)),
-               "down": TestClient(down, raise_server_exceptions=False)}
+        yield {name: TestClient(app, raise_server_exceptions=False,
+                                client=("127.0.0.1", 50000) if name == "live" else
+                                ("testclient", 50000)) for name, (app, _) in apps.items()}
     finally:
-        live_client.client.close()
-        down_client.client.close()
+        for _, client in apps.values():
+            client.client.close()
 
 
 def send(clients: dict[str, TestClient], call: Call) -> httpx.Response:
@@ -192,6 +214,23 @@ def probes(settings: Settings) -> dict[tuple[str, str], dict[int, Call]]:
     }
 
 
+def audit_probes(unaudited: Settings) -> dict[tuple[str, str], Call]:
+    """The operator commands, on topics without the audit topic: each is a 503 and sends
+    nothing (its audit record comes first)."""
+    waiting = f"acme/refund/{uuid.uuid4().hex[:8]}"
+    return {
+        ("post", "/v1/reconciliation/{key}"): Call(
+            "POST", f"/v1/reconciliation/{waiting}?wait=0", gateway="unaudited",
+            before=waiting_receipt(unaudited, waiting),
+            body={"resolution": "failed", "attempt": 1, "reason": "checked"}),
+        ("post", "/v1/freezes"): Call("POST", "/v1/freezes?wait=0", gateway="unaudited",
+                                      body={"action": "refund", "reason": "INC-7"}),
+        ("delete", "/v1/freezes/{action}"): Call("DELETE", "/v1/freezes/refund?wait=0",
+                                                 gateway="unaudited"),
+        ("post", "/v1/approvals"): Call("POST", "/v1/approvals", gateway="unaudited",
+                                        body={"key": "acme/payout/p-1", "args_hash": HASH})}
+
+
 def documented(schema: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     return {(method, path): operation for path, item in schema["paths"].items()
             for method, operation in item.items()}
@@ -199,8 +238,12 @@ def documented(schema: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
 
 def check_body(schema: dict[str, Any], operation: dict[str, Any], status: int,
                answer: httpx.Response) -> None:
-    """``answer``'s body is what the document's model for ``status`` describes."""
-    content = operation["responses"][str(status)].get("content", {})
+    """``answer``'s body is what the document's model for ``status`` describes, and it
+    carries the headers the document names."""
+    documented_answer = operation["responses"][str(status)]
+    named = {name.lower() for name in documented_answer.get("headers", {})}
+    assert named <= set(answer.headers.keys()), answer.headers  # httpx: lower case
+    content = documented_answer.get("content", {})
     if "application/json" not in content:
         media = answer.headers["content-type"].split(";")[0]
         assert media in {name.split(";")[0] for name in content}, answer.headers
@@ -233,7 +276,7 @@ def test_the_route_table_is_documented_in_groups_the_help_names(
 
 
 def test_every_documented_status_is_produced_and_every_produced_one_documented(
-        gateways: dict[str, TestClient], stack: Stack) -> None:
+        gateways: dict[str, TestClient], stack: Stack, unaudited: Settings) -> None:
     live = gateways["live"]
     schema = live.get("/openapi.json").json()
     validate(schema)
@@ -251,9 +294,15 @@ def test_every_documented_status_is_produced_and_every_produced_one_documented(
 
     down = [(op, status, call) for op, calls in table.items()
             for status, call in calls.items() if call.gateway == "down"]
-    with ThreadPoolExecutor(len(down)) as pool:  # each waits out librdkafka's timeout
-        answers = dict(zip([(op, status) for op, status, _ in down],
-                           pool.map(lambda d: send(gateways, d[2]), down), strict=True))
+    down += [(op, "audit", call) for op, call in audit_probes(unaudited).items()]
+    with ThreadPoolExecutor(len(down)) as pool:  # each waits out a Kafka timeout
+        answers: dict[tuple[Any, Any], httpx.Response] = dict(zip(
+            [(op, status) for op, status, _ in down],
+            pool.map(lambda d: send(gateways, d[2]), down), strict=True))
+    for op in audit_probes(unaudited):
+        answer = answers[(op, "audit")]
+        assert answer.status_code == 503 and "audit record" in answer.json()["detail"], op
+        check_body(schema, operations[op], 503, answer)
     for op, calls in table.items():
         for status, call in calls.items():  # in the table's order: a 202 before its 200
             answer = answers.get((op, status)) or send(gateways, call)
