@@ -17,13 +17,15 @@ from ledger_stream.cli.main import build_parser, main, package_version
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 
-def test_version_flag_prints_the_package_version_without_a_command():
-    expected = tomllib.loads(PYPROJECT.read_text())["project"]["version"]
-    command = Path(sys.executable).parent / "ledger-stream"  # the installed entry point
-    done = subprocess.run([str(command), "--version"], capture_output=True, text=True,
-                          timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == f"ledger-stream {expected}"
+def test_every_installed_entry_point_prints_the_package_version():
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    assert project["scripts"]
+    for name in project["scripts"]:
+        command = Path(sys.executable).parent / name  # as pip installed it
+        done = subprocess.run([str(command), "--version"], capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == f"ledger-stream {project['version']}"
 
 
 def command_paths(parser: argparse.ArgumentParser,
