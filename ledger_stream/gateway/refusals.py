@@ -77,11 +77,13 @@ KEY_READS = refusals(400, 401, 403, 404, 503, s400="a malformed operation key",
                      s404="no record of the key in the ledger (for /v1/operations: no "
                      "receipt yet)", s503="the ledger or the view cannot be reached, or the "
                      "view is behind: retry")
-FREEZE_COMMANDS = refusals(400, 401, 403, 422, 503, s403=NOT_OPERATOR, s400="an action the "
-                           "ledger does not take, or an operator named in the query")
+FREEZE_COMMANDS = refusals(400, 401, 403, 422, 503, s403="an agent's key: freezes need a key "
+                           "given as TENANT:operator:NAME=KEY", s400="an action the ledger "
+                           "does not take, or an operator named in the query")
 FREEZE_COMMANDS[503] = {"model": ErrorBody, "headers": RETRY_HEADER, "description": (
-    "the audit record cannot be written or Kafka cannot be reached: nothing was sent; retry "
-    "with the Idempotency-Key header the answer names")}
+    "the audit record cannot be written (the command is not sent) or Kafka cannot be "
+    "reached: retry with the Idempotency-Key header the answer names (a command the "
+    "processors applied already is not applied again)")}
 
 
 def drop_implicit_422(schema: dict[str, Any]) -> dict[str, Any]:
