@@ -37,7 +37,7 @@ from ledger_stream.sdk.client import AsyncLedgerClient
 from ledger_stream.testing.approvers import TEST_APPROVER, write_signing_key
 from ledger_stream.testing.processes import processor_group
 from ledger_stream.testing.stack import Stack
-from tests.gateway.conftest import ACME, ACME_AGENT, GLOBEX, intent
+from tests.gateway.support import ACME, ACME_AGENT, GLOBEX, intent
 
 pytestmark = pytest.mark.timeout(300)
 
