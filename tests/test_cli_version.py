@@ -1,19 +1,50 @@
-"""``ledger-stream --version``: the installed command names the version pyproject.toml gives."""
+"""``ledger-stream --version``: the installed command names the version pyproject.toml gives,
+and every command and subcommand of the CLI's parser table accepts the flag."""
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
+
+from ledger_stream.cli.main import build_parser, main, package_version
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 
-def test_version_flag_prints_the_package_version_without_a_command():
-    expected = tomllib.loads(PYPROJECT.read_text())["project"]["version"]
-    command = Path(sys.executable).parent / "ledger-stream"  # the installed entry point
-    done = subprocess.run([str(command), "--version"], capture_output=True, text=True,
-                          timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == f"ledger-stream {expected}"
+def test_every_installed_entry_point_prints_the_package_version():
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    assert project["scripts"]
+    for name in project["scripts"]:
+        command = Path(sys.executable).parent / name  # as pip installed it
+        done = subprocess.run([str(command), "--version"], capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == f"{name} {project['version']}"
+
+
+def command_paths(parser: argparse.ArgumentParser,
+                  path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Every command the CLI's own parser table holds, as the words that name it."""
+    yield path
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from command_paths(sub, (*path, name))
+
+
+def test_every_command_and_subcommand_answers_version(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    paths = list(command_paths(build_parser()))
+    assert ("kafka", "up") in paths and ("api",) in paths and len(paths) > 30
+    for path in paths:
+        with pytest.raises(SystemExit) as done:
+            main([*path, "--version"])
+        printed = capsys.readouterr()
+        assert done.value.code == 0, (path, printed.err)
+        assert printed.out.strip() == f"ledger-stream {package_version()}", path

@@ -20,7 +20,7 @@ from ledger_lab.cli import (
     sandbox_cmd,
     simulate_cmd,
 )
-from ledger_stream.cli.main import Command, package_version, run
+from ledger_stream.cli.main import Command, add_version_flags, package_version, run
 
 LAB_COMMANDS: tuple[Command, ...] = (
     kafka_cmd, sandbox_cmd, demo_cmd, falsify_cmd, bench_cmd, simulate_cmd, fuzz_cmd,
@@ -34,10 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="The lab around ledger-stream: local Kafka, sandbox, demo, benchmarks, "
         "falsification, simulation, fuzzing and chaos.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in LAB_COMMANDS:
         command.register(subparsers)
+    add_version_flags(parser, f"ledger-lab {package_version()}")
     return parser
 
 

@@ -13,21 +13,22 @@ from ledger_stream.cli.common import (
     add_metrics_host_flag,
     settings_from,
 )
+from ledger_stream.gateway.groups import help_lines
 from ledger_stream.logs import log_fields
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "api", help="the HTTP gateway: submit intents, read operations, alerts, timelines",
-        description="Serve the ledger over HTTP (OpenAPI at /openapi.json, docs at /docs): "
-        "POST /v1/intents, GET /v1/operations/{key}, GET /v1/timeline/{key}, "
-        "GET /v1/evidence/{key}, GET /v1/alerts, GET /v1/reconciliation, "
-        "POST /v1/reconciliation/{key}, GET/POST /v1/approvals (approving needs "
-        "LEDGER_APPROVAL_SIGNING_KEY), GET /metrics. Every request but /healthz, /metrics "
-        "and /console needs 'Authorization: Bearer <API key>'; each key acts for one tenant "
-        "and never reads or writes another tenant's keys; /metrics answers this host only "
-        "unless --metrics-host opens it. There is no TLS: serve on "
-        "loopback or behind a TLS-terminating proxy.")
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Serve the ledger over HTTP (OpenAPI at /openapi.json, docs at /docs,\n"
+        "the operator console at /console). Its route groups (the OpenAPI tags):\n\n"
+        f"{help_lines()}\n\n"
+        "Every route but /healthz, /metrics and /console needs 'Authorization: Bearer\n"
+        "<API key>'; each key acts for one tenant and never reads or writes another\n"
+        "tenant's keys, and decisions, freezes and approvals need an operator's key.\n"
+        "/metrics answers this host only unless --metrics-host opens it. There is no\n"
+        "TLS: serve on loopback or behind a TLS-terminating proxy.")
     parser.add_argument("--host", help="listen address (env: LEDGER_API_HOST; default "
                         "127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (env: LEDGER_API_PORT; default 8079)")

@@ -63,10 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ledger-stream",
         description="Effectively-once side effects for AI agents, on Kafka.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in (*COMMANDS, *plugin_commands()):
         command.register(subparsers)
+    add_version_flags(parser, f"ledger-stream {package_version()}")
     return parser
 
 
@@ -82,6 +82,18 @@ def plugin_commands() -> list[Command]:
             print(f"ledger-stream: command {entry.name!r} ({entry.value}) not loaded: "
                   f"{type(exc).__name__}: {exc}", file=sys.stderr)
     return commands
+
+
+def add_version_flags(parser: argparse.ArgumentParser, version: str) -> None:
+    """``--version`` on ``parser`` and on every subcommand's parser below it, so that
+    ``ledger-stream kafka up --version`` answers as ``ledger-stream --version`` does (a
+    command registered later gets it too: the walk follows the parsers, not a list)."""
+    parser.add_argument("--version", action="version", version=version,
+                        help="print the installed version and exit")
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in {id(p): p for p in action.choices.values()}.values():  # aliases once
+                add_version_flags(sub, version)
 
 
 def package_version() -> str:

@@ -20,12 +20,14 @@ from confluent_kafka import KafkaException
 from fastapi import FastAPI, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.routing import iter_route_contexts
 
 from ledger_stream.domain import events as ev
 from ledger_stream.gateway import reads
 from ledger_stream.gateway.auth import ApiKeys, Holder
 from ledger_stream.gateway.callers import Operator, Tenant, actor_of, off_loop, own
 from ledger_stream.gateway.docs import add_offline_docs
+from ledger_stream.gateway.groups import NAMES, openapi_tags
 from ledger_stream.gateway.metrics import add_metrics
 from ledger_stream.gateway.models import (
     AlertOut,
@@ -36,6 +38,14 @@ from ledger_stream.gateway.models import (
     ResolutionIn,
     ResolutionOut,
     Submitted,
+)
+from ledger_stream.gateway.refusals import (
+    FREEZE_COMMANDS,
+    KEY_READS,
+    NOT_OPERATOR,
+    OPERATOR_KEY,
+    PUBLIC,
+    refusals,
 )
 from ledger_stream.kafka.exceptions import KafkaSetupError, kafka_error_text
 from ledger_stream.operate import (
@@ -68,7 +78,8 @@ KINDS = tuple(k.value for k in ev.AlertKind)
 def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
     app = FastAPI(title="ledger-stream", version="1",
                   description="Effectively-once side effects for AI agents, over HTTP.",
-                  docs_url=None, redoc_url=None)  # add_offline_docs: no CDN
+                  docs_url=None, redoc_url=None,  # add_offline_docs: no CDN
+                  openapi_tags=openapi_tags())
     add_offline_docs(app)
     app.state.keys = keys
     sync = client.client
@@ -96,12 +107,17 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
         API key (kept in the browser tab's session storage)."""
         return HTMLResponse(CONSOLE.read_text(encoding="utf-8"))
 
-    @app.get("/healthz", include_in_schema=False)
+    @app.get("/healthz", tags=["service"], openapi_extra=PUBLIC)
     async def healthz() -> dict[str, str]:
+        """``{"status": "ok"}`` while the gateway serves (it reads nothing from Kafka)."""
         return {"status": "ok"}
 
-    @app.post("/v1/intents", response_model=Submitted, responses={
-        202: {"model": Submitted, "description": "recorded, not answered within the wait"}})
+    @app.post("/v1/intents", response_model=Submitted, tags=["intents"], responses={
+        202: {"model": Submitted, "description": "recorded, not answered within the wait"},
+        **refusals(400, 401, 403, 422, 503, s400="an intent the ledger cannot take: the "
+                   "detail says why (a malformed key, an action other than the key's, too "
+                   "large)", s503="Kafka or the schema registry cannot be reached: retry "
+                   "(the same intent is safe to send again)")})
     async def submit(body: IntentIn, who: Tenant) -> Any:
         own(who, body.key)
         try:
@@ -129,7 +145,7 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
                          answered=True, operation=Operation.of(body.key, receipt,
                                                                own=intent.event_id))
 
-    @app.get("/v1/timeline/{key:path}")
+    @app.get("/v1/timeline/{key:path}", tags=["operations"], responses=KEY_READS)
     async def key_timeline(key: str, who: Tenant) -> list[dict[str, Any]]:
         """One row per record of the key in every ledger topic: from the view's timeline
         when the gateway has a view (LEDGER_VIEW_URL), caught up to what was committed when
@@ -143,7 +159,7 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
             raise HTTPException(404, f"no record of {key} in the ledger")
         return [row.as_dict() for row in rows]
 
-    @app.get("/v1/evidence/{key:path}")
+    @app.get("/v1/evidence/{key:path}", tags=["operations"], responses=KEY_READS)
     async def key_evidence(key: str, who: Tenant) -> dict[str, Any]:
         """Everything known about the key as one redacted document (as ``ledger-stream
         inspect --evidence``): from the view's timeline when the gateway has a view, else
@@ -157,7 +173,8 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
             raise HTTPException(404, f"no record of {key} in the ledger")
         return found
 
-    @app.get("/v1/operations/{key:path}", response_model=Operation)
+    @app.get("/v1/operations/{key:path}", response_model=Operation, tags=["operations"],
+             responses=KEY_READS)
     async def operation(key: str, who: Tenant) -> Operation:
         own(who, key)
         try:
@@ -168,7 +185,8 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
             raise HTTPException(404, f"no receipt for {key}")
         return Operation.of(key, receipt)
 
-    @app.get("/v1/alerts", response_model=list[AlertOut])
+    @app.get("/v1/alerts", response_model=list[AlertOut], tags=["alerts"],
+             responses=refusals(400, 401, 422, 503, s400="an unknown alert kind"))
     async def alerts(who: Tenant, kind: Annotated[list[str] | None, Query()] = None,
                      limit: Annotated[int, Query(ge=1, le=10_000)] = 100) -> list[AlertOut]:
         unknown = sorted(set(kind or ()) - set(KINDS))
@@ -177,14 +195,20 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
                                 f"known: {', '.join(KINDS)}")
         return await off_loop(reads.alerts, sync, who, set(kind or ()), limit)
 
-    @app.get("/v1/reconciliation", response_model=list[Operation])
+    @app.get("/v1/reconciliation", response_model=list[Operation], tags=["reconciliation"],
+             responses=refusals(401, 503))
     async def reconciliation(who: Tenant) -> list[Operation]:
         return [Operation.of(r.key, r) for r in await off_loop(reads.waiting, sync, who)]
 
-    @app.post("/v1/reconciliation/{key:path}", response_model=ResolutionOut, responses={
+    @app.post("/v1/reconciliation/{key:path}", response_model=ResolutionOut,
+              tags=["reconciliation"], openapi_extra=OPERATOR_KEY, responses={
         202: {"model": ResolutionOut, "description": "recorded, not applied within the wait"},
-        409: {"description": "refused: the key moved on, the id was used with other "
-              "contents, or another decision took effect first"}})
+        **refusals(400, 401, 403, 409, 422, 503, s403=NOT_OPERATOR, s400="a malformed "
+                   "operation key, or an operator named in the query", s409="refused: "
+                   "the key is not waiting for an operator or moved on, the id was used "
+                   "with other contents, or another decision took effect first",
+                   s503="the audit record cannot be written (the decision is not sent), "
+                   "or Kafka cannot be reached: retry with the same decision_id")})
     async def resolve(key: str, body: ResolutionIn, who: Operator, wait: Wait = 10.0) -> Any:
         """Record a decision by the operator the API key names (audited first), then wait
         (up to ``wait`` seconds) for the ledger's receipt naming the decision that took
@@ -212,7 +236,8 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
             return answer
         return JSONResponse(answer.model_dump(), 202)
 
-    @app.get("/v1/freezes", response_model=list[FreezeOut])
+    @app.get("/v1/freezes", response_model=list[FreezeOut], tags=["freezes"],
+             responses=refusals(401, 503))
     async def freezes(who: Tenant) -> list[FreezeOut]:
         """The freezes in force over this tenant's keys: its own and those of every
         tenant."""
@@ -220,7 +245,8 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
         return [_freeze_out(r) for r in containment.active(records)
                 if r.event.tenant in ("", who)]
 
-    @app.post("/v1/freezes", response_model=FreezeOut, status_code=201)
+    @app.post("/v1/freezes", response_model=FreezeOut, status_code=201, tags=["freezes"],
+              openapi_extra=OPERATOR_KEY, responses=FREEZE_COMMANDS)
     async def freeze(body: FreezeIn, who: Operator, wait: Wait = 10.0,
                      idempotency_key: IdempotencyKey = None) -> FreezeOut:
         """Freeze an action for this tenant (a freeze of every tenant is the CLI's).
@@ -233,7 +259,8 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
         return await _contain(who, body.action, True, ev.FreezeMode(body.mode), body.reason,
                               wait, idempotency_key or "")
 
-    @app.delete("/v1/freezes/{action}", response_model=FreezeOut)
+    @app.delete("/v1/freezes/{action}", response_model=FreezeOut, tags=["freezes"],
+                openapi_extra=OPERATOR_KEY, responses=FREEZE_COMMANDS)
     async def unfreeze(action: str, who: Operator, wait: Wait = 10.0,
                        idempotency_key: IdempotencyKey = None) -> FreezeOut:
         """Unfreeze this tenant's freeze of an action, by the operator the API key names:
@@ -276,7 +303,17 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
     from ledger_stream.gateway import approvals  # its routes use this module's dependencies
 
     app.include_router(approvals.router(sync))
+    _every_route_in_a_group(app)
     return app
+
+
+def _every_route_in_a_group(app: FastAPI) -> None:
+    """Every documented route is in one of the groups ``api --help`` names."""
+    for route in iter_route_contexts(app.routes):  # the included routers' routes too
+        tags = set(getattr(route, "tags", None) or ())
+        if getattr(route, "include_in_schema", False) and (len(tags) != 1 or tags - NAMES):
+            raise AssertionError(f"route {getattr(route, 'path', route)} has tags "
+                                 f"{sorted(tags)}: give it one of gateway/groups.py")
 
 
 def _freeze_out(record: containment.FreezeRecord) -> FreezeOut:

@@ -20,6 +20,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import ApprovalSigner
 from ledger_stream.gateway.callers import Operator, Tenant, actor_of, off_loop, own
 from ledger_stream.gateway.models import ApprovalIn, Strict
+from ledger_stream.gateway.refusals import NOT_OPERATOR, OPERATOR_KEY, refusals
 from ledger_stream.kafka.reader import tail_topic
 from ledger_stream.logs import log_fields
 from ledger_stream.operate.approvals import approval_json, approve, load_signer
@@ -59,14 +60,21 @@ def router(client: LedgerClient) -> APIRouter:
         if client.settings.policy.signing_key is not None else None
     routes = APIRouter()
 
-    @routes.get("/v1/approvals", response_model=list[PendingApproval])
+    @routes.get("/v1/approvals", response_model=list[PendingApproval], tags=["approvals"],
+                responses=refusals(401, 503))
     async def pending(who: Tenant) -> list[PendingApproval]:
         """The tenant's keys whose latest intent was rejected for a missing approval and
         that hold no effect, oldest first. Reads the receipts and intents topics to their
         end: for an operator's look, not a hot path."""
         return await off_loop(pending_approvals, client, who)
 
-    @routes.post("/v1/approvals", response_model=ApprovalIn, status_code=201)
+    @routes.post("/v1/approvals", response_model=ApprovalIn, status_code=201,
+                 tags=["approvals"], openapi_extra=OPERATOR_KEY, responses=refusals(
+                     400, 401, 403, 422, 503, s403=NOT_OPERATOR, s400="a malformed "
+                     "operation key, an operator named in the query, or a line break in "
+                     "the policy revision", s503="this gateway has no approver key "
+                     "(LEDGER_APPROVAL_SIGNING_KEY), or the audit record cannot be "
+                     "written: no approval is handed out"))
     async def issue(body: ApproveIn, who: Operator) -> ApprovalIn:
         """Sign an approval of ``args_hash`` for ``key`` with the gateway's approver key:
         the answer is the ``approval`` the agent attaches to its intent. Its audit record

@@ -7,7 +7,8 @@ wheel (Swagger UI 5, which renders OpenAPI 3.1), mounted under ``/docs/assets``,
 pages load nothing from another host.
 
 The OpenAPI document declares the ``Authorization: Bearer <API key>`` scheme on every route
-that reads that header, so Swagger UI's Authorize button sends the key.
+that reads that header (an operator route names the ``operator`` role), so Swagger UI's
+Authorize button sends the key; and only the 422 answers a route can give.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
+from ledger_stream.gateway.refusals import SCHEME, drop_implicit_422
+
 ASSETS = Path(fastapi_offline.__file__).with_name("static")
 ASSETS_URL = "/docs/assets"
-SCHEME = "apiKey"  # the name under components.securitySchemes
 
 
 def add_offline_docs(app: FastAPI) -> None:
@@ -53,7 +55,7 @@ def add_offline_docs(app: FastAPI) -> None:
 
     def openapi_with_scheme() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = declare_bearer(plain_openapi())
+            app.openapi_schema = drop_implicit_422(declare_bearer(plain_openapi()))
         return app.openapi_schema
 
     app.openapi = openapi_with_scheme  # type: ignore[method-assign]
@@ -61,19 +63,21 @@ def add_offline_docs(app: FastAPI) -> None:
 
 def declare_bearer(schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` with the bearer scheme, required by each operation that reads the
-    Authorization header. That header's own parameter is dropped: OpenAPI ignores a header
+    Authorization header (with no role unless the route names one: ``refusals.OPERATOR_KEY``).
+    That header's own parameter is dropped: OpenAPI ignores a header
     parameter named so, and Swagger UI would show it as a field beside Authorize."""
     schema.setdefault("components", {}).setdefault("securitySchemes", {})[SCHEME] = {
         "type": "http", "scheme": "bearer",
         "description": "an API key of the gateway (LEDGER_API_KEYS): a tenant's agent or "
-                       "operator key"}
+                       "operator key; a route that names the role operator takes an "
+                       "operator's key (TENANT:operator:NAME=KEY) only"}
     for path in schema.get("paths", {}).values():
         for operation in path.values():
             parameters = operation.get("parameters", [])
             kept = [p for p in parameters if not _is_authorization(p)]
             if len(kept) == len(parameters):
                 continue
-            operation["security"] = [{SCHEME: []}]
+            operation.setdefault("security", [{SCHEME: []}])
             if kept:
                 operation["parameters"] = kept
             else:

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ledger_stream.access import bearer, may_read_metrics
 from ledger_stream.config import Settings
+from ledger_stream.gateway.refusals import PUBLIC, ErrorBody
 from ledger_stream.sdk.view_client import forwarding
 
 REQUESTS = Counter("ledger_gateway_requests_total",
@@ -58,7 +59,12 @@ def add_metrics(app: FastAPI, settings: Settings) -> None:
     """``GET /metrics`` and the request middleware on ``app``."""
     app.add_middleware(RequestScope)
 
-    @app.get("/metrics", include_in_schema=False)
+    @app.get("/metrics", tags=["service"], openapi_extra=PUBLIC, response_class=Response,
+             responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
+                              "description": "the Prometheus text format"},
+                        403: {"model": ErrorBody, "description": "a peer other than this "
+                              "host (or a forwarded request) while metrics are not opened "
+                              "(--metrics-host)"}})
     async def metrics(request: Request) -> Response:
         # Behind a proxy uvicorn takes the client's address from X-Forwarded-For, whose
         # entries the client can write: a forwarded request is never this host's.
