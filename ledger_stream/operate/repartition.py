@@ -9,8 +9,11 @@ leaves a state the next run finishes; the recorded layout, written last, is the 
    grown already (by hand, or by a run that crashed) cannot be decided at the old count any
    more: what waits there is decided after the cut-over, forwarded to its key's partition
    when it moved (a processor forwards what a producer placed under the previous count);
-2. refuse while a partition holds a containment row (freezes or held keys: they are
-   partition-scoped and not carried; unfreeze first);
+2. refuse while a partition holds an active freeze or a held key (each partition keeps its
+   own, in its containment row; they are not carried: the message names the unfreezes to
+   run first). A containment row with neither (every freeze lifted) is carried: each new
+   partition gets the row of the partition its keys came from, so a freeze or unfreeze
+   command retried after the migration is still recognised as a repeat everywhere;
 3. grow every ledger topic to N (``create_partitions``; topics already at N are left);
 4. rewrite, for every key whose partition moves (``murmur2(key) % N``), its latest committed
    changelog row into the changelog partition of its new home, with its deadline basis, so
@@ -23,6 +26,7 @@ leaves a state the next run finishes; the recorded layout, written last, is the 
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -32,6 +36,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from ledger_stream.config import Settings
+from ledger_stream.domain.containment import Containment
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.clients import Consumer, Producer
 from ledger_stream.kafka.layout import Layout, read_layout, topic_counts, write_layout
@@ -60,7 +65,7 @@ class RepartitionReport:
 class _Partition:
     rows: dict[bytes, tuple[bytes, bytes | None]] = field(default_factory=dict)
     clock: int = 0
-    containment: bool = False
+    containment: bytes | None = None  # the latest containment row, as stored
 
 
 def repartition(bootstrap: str, settings: Settings, to: int, timeout_s: float = 30.0,
@@ -90,11 +95,9 @@ def repartition(bootstrap: str, settings: Settings, to: int, timeout_s: float = 
         # cut-over at its key's partition, forwarded there when it moved (processor/step.py).
         say("topics already grown: inputs still waiting are decided after the cut-over")
     parts = _read_state(bootstrap, changelog, group, committed, timeout_s)
-    held = sorted(p for p, part in parts.items() if part.containment)
-    if held:
-        raise RepartitionRefused(f"partitions {held} hold a containment row (freezes or held "
-                                 "keys): unfreeze everything first (`ledger-stream "
-                                 "freeze list`), then run this again")
+    contained = _containment_refusal(parts)
+    if contained:
+        raise RepartitionRefused(contained)
     _grow(admin, {name: n for name, n in counts.items() if n < to}, to, timeout_s)
     say(f"topics at {to} partitions")
     report = _rewrite(bootstrap, changelog, group, parts, to, timeout_s)
@@ -224,9 +227,41 @@ def _take(part: _Partition, key: bytes | None, value: bytes | None, headers: obj
     if record.key == cl.CLOCK_KEY:
         part.clock = max(part.clock, int(value))
     elif record.key == cl.CONTAINMENT_KEY.encode():
-        part.containment = True
+        part.containment = value
     elif record.key not in SPECIAL:
         part.rows[record.key] = (value, record.due)
+
+
+def _containment_refusal(parts: dict[int, _Partition]) -> str | None:
+    """Why the partitions' containment cannot be carried (active freezes or held keys,
+    naming the unfreezes that lift them), or None."""
+    where: list[int] = []
+    scopes: set[str] = set()
+    held = 0
+    for p, part in sorted(parts.items()):
+        if part.containment is None:
+            continue
+        try:
+            found = Containment.from_row(json.loads(part.containment))
+        except (ValueError, TypeError) as exc:
+            return f"the containment row of partition {p} cannot be read ({exc})"
+        if found.freezes or found.held:
+            where.append(p)
+            scopes |= {f.scope for f in found.freezes} | {scope for scope, _ in found.held}
+            held += len(found.held)
+    if not where:
+        return None
+    commands = ", ".join(_unfreeze_command(scope) for scope in sorted(scopes))
+    return (f"partitions {where} hold freezes or held keys (frozen: {', '.join(sorted(scopes))}"
+            f"; {held} keys held); each partition keeps its own and they are not carried to "
+            f"the new layout. Run {commands}; start the processors until their lag is 0 (they "
+            "release the held keys), stop them, then run this again")
+
+
+def _unfreeze_command(scope: str) -> str:
+    tenant, action = scope.split("/", 1)
+    return f"`ledger-stream unfreeze {action}" + ("" if tenant == "*" else
+                                                  f" --tenant {tenant}") + "`"
 
 
 def _grow(admin: AdminClient, topics: dict[str, int], to: int, timeout_s: float) -> None:
@@ -274,6 +309,14 @@ def _rewrite(bootstrap: str, changelog: str, group: str, parts: dict[int, _Parti
     for home, clock in clocks.items():
         producer.produce(changelog, cl.clock_value(clock), cl.CLOCK_KEY, home,
                          headers=list(headers), on_delivery=delivered)
+    # Every partition applied the same freeze and unfreeze commands (each is written to all
+    # of them): a new partition remembers them as its source does.
+    old = len(parts)
+    for home in range(old, to):
+        row = parts[home % old].containment
+        if row is not None:
+            producer.produce(changelog, row, cl.CONTAINMENT_KEY.encode(), home,
+                             headers=list(headers), on_delivery=delivered)
     if producer.flush(timeout_s) or errors:
         raise RepartitionRefused(f"writing the moved rows failed ({errors[:1] or 'no answer'})"
                                  ": run this again")
