@@ -83,8 +83,9 @@ def await_sealed(stack: Stack, keys: list[str], timeout_s: float = 60.0) -> None
 
 def resolve_applied(stack: Stack, key: str, attempt: int, external_id: str) -> Proc:
     return Proc(["reconcile", "resolve", key, "--applied", external_id, "--attempt",
-                 str(attempt), "--reason", "found in the target's ledger", "--bootstrap", stack.bootstrap, "--topic-prefix",
-                 stack.settings.topic_prefix], stack.tmp / f"resolve-{key.rsplit('/')[-1]}.log")
+                 str(attempt), "--reason", "found in the target's ledger", "--bootstrap",
+                 stack.bootstrap, "--topic-prefix", stack.settings.topic_prefix],
+                stack.tmp / f"resolve-{key.rsplit('/')[-1]}.log")
 
 
 def test_grow_12_to_24_with_keys_in_every_phase(ledger_topics: Settings,
