@@ -20,7 +20,7 @@ from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.testing.processes import Proc, processor_group
 from ledger_stream.testing.sandbox import SandboxProc
 from ledger_stream.testing.stack import Stack
-from tests.operate.test_repartition_kafka import dispatches, run_repartition
+from tests.operate.test_repartition_kafka import deciding_intents, run_repartition
 from tests.processor.support import read_all, read_raw
 
 pytestmark = [pytest.mark.timeout(420)]
@@ -186,7 +186,7 @@ def test_grow_12_to_24_with_keys_in_every_phase(ledger_topics: Settings,
         for key in DONE + WAITING + OPERATOR + SEALED:
             assert calls.count(key) == 1, (key, calls.count(key))
             assert len(sandbox.effects(key)) == 1, key
-        assert set(dispatches(settings).values()) == {1}, dispatches(settings)
+        assert set(deciding_intents(settings).values()) == {1}, deciding_intents(settings)
         assert not read_raw(bootstrap, settings.topic("dlq"))
     finally:
         stack.close()
