@@ -255,6 +255,23 @@ def _grow(admin: AdminClient, topics: dict[str, int], to: int, timeout_s: float)
             raise RepartitionRefused(f"growing {name} failed: {exc.args[0].str()}") from exc
 
 
+def _await_partitions(producer: Producer, topic: str, to: int, timeout_s: float) -> None:
+    """Until ``producer`` knows ``topic`` at ``to`` partitions: partitions created a moment
+    ago may be missing from a new client's metadata ("Unknown partition" on produce)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            found = producer.list_topics(topic, timeout=min(5.0, timeout_s)).topics.get(topic)
+        except KafkaException:
+            found = None
+        if found is not None and found.error is None and len(found.partitions) >= to:
+            return
+        if time.monotonic() > deadline:
+            raise RepartitionRefused(f"{topic} did not show {to} partitions within "
+                                     f"{timeout_s:g} s: run this again")
+        time.sleep(0.2)
+
+
 def _rewrite(bootstrap: str, changelog: str, group: str, parts: dict[int, _Partition],
              to: int, timeout_s: float, containment: tuple[dict[int, bytes], int]
              ) -> RepartitionReport:
@@ -268,6 +285,7 @@ def _rewrite(bootstrap: str, changelog: str, group: str, parts: dict[int, _Parti
         if error is not None:
             errors.append(str(error))
 
+    _await_partitions(producer, changelog, to, timeout_s)
     # (-1, -1): covered by any committed offsets, so the new owner applies them.
     headers = cl.headers(group, cl.Positions())
     report = RepartitionReport(0, to)
