@@ -20,6 +20,7 @@ from ledger_stream.kafka.layout import Layout, read_layout, topic_counts
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.processor.changelog import TICK_KEY
 from ledger_stream.serde import AvroCodec
+from tests.operate.repartition_support import deciding_intents, run_repartition
 from tests.processor.support import read_all, read_raw
 
 pytestmark = [pytest.mark.timeout(420)]
@@ -37,24 +38,6 @@ def dispatches(settings: Settings) -> Counter[str]:
     ids = {(e.key, e.dispatch_id, e.attempt) for r in found
            if isinstance(e := r.event(), ev.Dispatch)}
     return Counter(key for key, _, _ in ids)
-
-
-def deciding_intents(settings: Settings) -> Counter[str]:
-    """How many intents each key's dispatches were decided for: 1 unless a repeated intent
-    was taken for a new key. (A grant that reached the connector too late to call leads
-    to a next attempt of the same intent, uncalled: so the dispatches alone can be more.)"""
-    found = read_raw(settings.kafka_bootstrap or "", settings.topic("dispatch"))
-    ids = {(e.key, e.intent_event_id) for r in found
-           if isinstance(e := r.event(), ev.Dispatch)}
-    return Counter(key for key, _ in ids)
-
-
-def run_repartition(settings: Settings, tmp: Path, to: int) -> Proc:
-    proc = Proc(["repartition", "--to", str(to), "--bootstrap", settings.kafka_bootstrap or "",
-                 "--topic-prefix", settings.topic_prefix, "--group",
-                 settings.consumer_group], tmp / f"repartition-{time.monotonic_ns()}.log")
-    proc.popen.wait(120)
-    return proc
 
 
 def test_repartition_moves_every_key_with_its_state_and_deadlines(

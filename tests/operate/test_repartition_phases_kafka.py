@@ -20,7 +20,7 @@ from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.layout import Layout, read_layout
 from ledger_stream.kafka.partitioner import partition_for
-from tests.operate.test_repartition_kafka import deciding_intents, run_repartition
+from tests.operate.repartition_support import deciding_intents, run_repartition
 from tests.processor.support import read_all, read_raw
 
 pytestmark = [pytest.mark.timeout(420)]

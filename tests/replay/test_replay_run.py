@@ -15,11 +15,10 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from ledger_stream.replay import Kind
 from ledger_stream.replay.run import plan_thread
-from tests.upgrade.test_upgrade_check import (  # noqa: F401 - client is a fixture
+from tests.upgrade.support import (
     POLICY,
     MemoryLedger,
     approval_for,
-    client,
     graph,
     write_threads,
 )

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from typing import Any
 
+import pytest
 from langgraph.types import Command
 
 from examples.refund_agent.graph import refund_args, refund_key
 from examples.refund_agent.variants import VARIANTS, Effects
 from ledger_lab.harness.approvers import TEST_APPROVER, trusted
 from ledger_stream import LedgerClient, args_hash, sign_approval
+from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.decide import decide
 from ledger_stream.domain.policy import Policy
@@ -97,3 +99,11 @@ def write_threads(saver: Any, client: LedgerClient) -> MemoryLedger:
         with dry_run(Recording(ledger, kill=thread == "pending")), contextlib.suppress(Killed):
             v1.invoke(answer, config, durability="sync")
     return ledger
+
+
+@pytest.fixture
+def client() -> Iterator[LedgerClient]:
+    """A client whose Kafka is never reached: the dry runs refuse to produce."""
+    c = LedgerClient(Settings(kafka_bootstrap="127.0.0.1:9"))
+    yield c
+    c.close()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ from langgraph.types import Command
 
 from examples.refund_agent.graph import refund_args
 from ledger_stream import LedgerClient, args_hash
-from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.sdk.dry_run import DryRunViolation, dry_run
 from ledger_stream.upgrade import Kind, check_threads
@@ -34,13 +32,6 @@ from tests.upgrade.support import (
 )
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def client() -> Iterator[LedgerClient]:
-    c = LedgerClient(Settings(kafka_bootstrap="127.0.0.1:9"))  # never reached: dry runs
-    yield c
-    c.close()
 
 
 
