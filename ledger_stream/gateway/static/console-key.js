@@ -73,3 +73,12 @@ function pick(i) {
   if (mark) mark.classList.add("picked");
   if (tr) { tr.classList.add("picked"); tr.scrollIntoView({block: "nearest"}); }
 }
+
+// The picture spreads its marks over the width it has: drawn again when that changes.
+let drawnWidth = 0;
+window.addEventListener("resize", () => {
+  const width = $("picture").clientWidth;
+  if (!state.shownRows || width === drawnWidth) return;
+  drawnWidth = width;
+  keyPicture.draw($("picture"), JSON.parse(state.shownRows), pick);
+});
