@@ -114,8 +114,8 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
     # another host.
     app.mount("/console/assets", StaticFiles(directory=STATIC), name="console-assets")
 
-    # The console's own question, kept out of the API's documented groups.
-    @app.get("/v1/whoami", response_model=KeyHolder, include_in_schema=False)
+    @app.get("/v1/whoami", response_model=KeyHolder, tags=["keys"],
+             responses=refusals(401))
     async def whoami(request: Request, who: Tenant,
                      authorization: Annotated[str | None, Header()] = None) -> KeyHolder:
         """Who the request's API key acts for: its tenant, and the operator's name for an
