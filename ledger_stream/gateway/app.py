@@ -1,6 +1,6 @@
 """The gateway's routes (FastAPI; OpenAPI at ``/openapi.json``, docs at ``/docs``).
 
-Every route but ``/healthz``, ``/metrics`` and the console page needs ``Authorization:
+Every route but ``/healthz``, ``/metrics`` and the console (its files) needs ``Authorization:
 Bearer <API key>``; the key acts for one tenant and a request about another tenant's key is
 refused (403) before anything is read or written; lists (alerts, the reconciliation queue,
 freezes) hold only the key's tenant's. Lookups in the view send the caller's key.
@@ -21,6 +21,7 @@ from fastapi import FastAPI, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.routing import iter_route_contexts
+from fastapi.staticfiles import StaticFiles
 
 from ledger_stream.domain import events as ev
 from ledger_stream.gateway import reads
@@ -34,6 +35,7 @@ from ledger_stream.gateway.models import (
     FreezeIn,
     FreezeOut,
     IntentIn,
+    KeyHolder,
     Operation,
     ResolutionIn,
     ResolutionOut,
@@ -71,7 +73,8 @@ Wait = Annotated[float, Query(ge=0, le=30)]
 # A freeze or unfreeze request's id, chosen by the client so that it can retry safely.
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_length=1,
                                               max_length=200, pattern=r"^[\x21-\x7e]+$")]
-CONSOLE = Path(__file__).with_name("static") / "console.html"
+STATIC = Path(__file__).with_name("static")
+CONSOLE = STATIC / "console.html"
 KINDS = tuple(k.value for k in ev.AlertKind)
 
 
@@ -106,6 +109,22 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
         """The operator console: a page that calls the routes below with the operator's
         API key (kept in the browser tab's session storage)."""
         return HTMLResponse(CONSOLE.read_text(encoding="utf-8"))
+
+    # The console's script and styles, from the package: the page loads nothing from
+    # another host.
+    app.mount("/console/assets", StaticFiles(directory=STATIC), name="console-assets")
+
+    @app.get("/v1/whoami", response_model=KeyHolder, tags=["keys"],
+             responses=refusals(401))
+    async def whoami(request: Request, who: Tenant,
+                     authorization: Annotated[str | None, Header()] = None) -> KeyHolder:
+        """Who the request's API key acts for: its tenant, and the operator's name for an
+        operator's key (empty for an agent's). The console asks first, to say which key
+        is in use and offer operator actions only to an operator."""
+        keys: ApiKeys = request.app.state.keys
+        holder = keys.holder_of((authorization or "").partition(" ")[2].strip())
+        return KeyHolder(tenant=who, operator=holder.operator if holder else "",
+                         key_id=holder.key_id if holder else "")
 
     @app.get("/healthz", tags=["service"], openapi_extra=PUBLIC)
     async def healthz() -> dict[str, str]:

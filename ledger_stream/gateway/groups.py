@@ -23,6 +23,7 @@ GROUPS = (
     RouteGroup("reconciliation", "keys waiting for an operator; decide one (operator)"),
     RouteGroup("freezes", "freezes in force; freeze, unfreeze an action (operator)"),
     RouteGroup("approvals", "intents waiting for approval; sign one (operator)"),
+    RouteGroup("keys", "who the API key acts for: tenant, operator (any key)"),
     RouteGroup("service", "liveness and Prometheus metrics (no API key)"),
 )
 NAMES = frozenset(group.name for group in GROUPS)

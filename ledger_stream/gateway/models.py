@@ -129,6 +129,12 @@ class Submitted(BaseModel):
     operation: Operation
 
 
+class KeyHolder(BaseModel):
+    tenant: str
+    operator: str = Field(description="the operator's name; empty for an agent's key")
+    key_id: str = Field(description="names the key without revealing it")
+
+
 class AlertOut(BaseModel):
     alert_id: str
     key: str

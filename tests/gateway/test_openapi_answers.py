@@ -204,6 +204,8 @@ def probes(settings: Settings) -> dict[tuple[str, str], dict[int, Call]]:
             403: Call("DELETE", "/v1/freezes/payout", key=ACME_AGENT),
             422: Call("DELETE", "/v1/freezes/payout?wait=99"),
             503: Call("DELETE", "/v1/freezes/payout?wait=0", gateway="down")},
+        ("get", "/v1/whoami"): {
+            200: Call("GET", "/v1/whoami"), 401: Call("GET", "/v1/whoami", key=None)},
         ("get", "/v1/approvals"): {
             200: Call("GET", "/v1/approvals"), 401: Call("GET", "/v1/approvals", key=None),
             503: Call("GET", "/v1/approvals", gateway="down")},

