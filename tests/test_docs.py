@@ -146,3 +146,16 @@ def test_the_link_check_sees_a_missing_file_and_a_missing_heading(tmp_path: Path
         "page.md: (other.md#nothing) names no heading of other.md",
         "page.md: (img/x.png) names no file",
     ]
+
+
+def test_the_design_states_the_processors_rebalance_protocol_as_configured():
+    # The processor's default is the classic eager protocol (every rebalance revokes every
+    # partition); only group_protocol=consumer moves partitions one by one.
+    from ledger_stream.settings import ProcessorSettings
+
+    text = (ROOT / "docs" / "design.md").read_text()
+    restore = text.split("## Restore", 1)[1].split("\n## ", 1)[0]
+    default = ProcessorSettings.model_fields["group_protocol"].default
+    assert default == "classic"
+    assert "`classic`" in restore and "`consumer`" in restore
+    assert "Rebalancing is cooperative" not in restore

@@ -54,11 +54,38 @@ def test_the_lab_commands_come_from_entry_points_not_from_the_product():
 
 
 def test_a_broken_plugin_is_named_and_the_product_commands_still_work(monkeypatch, capsys):
-    broken = metadata.EntryPoint("broken", "no_such_package.cmd", cli.COMMAND_PLUGINS)
+    # Its package is installed but the module fails to import (a package not installed at
+    # all is a product-only install: see the next test).
+    broken = metadata.EntryPoint("broken", "ledger_stream.no_such_cmd", cli.COMMAND_PLUGINS)
     monkeypatch.setattr(cli.metadata, "entry_points", lambda group: [broken])
     parser = cli.build_parser()
-    assert "'broken' (no_such_package.cmd) not loaded" in capsys.readouterr().err
+    assert "'broken' (ledger_stream.no_such_cmd) not loaded" in capsys.readouterr().err
     assert parser.parse_args(["topics", "create"]).command == "topics"
+
+
+# The container image (deploy/Dockerfile) installs the product without ledger_lab, while
+# the distribution's metadata still declares the lab's entry points.
+WITHOUT_THE_LAB = """
+import sys
+sys.modules["ledger_lab"] = None  # as if not installed: importing it fails
+from ledger_stream.cli.main import build_parser
+from ledger_stream.config import Settings
+from ledger_stream.kafka.bootstrap import resolve_bootstrap
+from ledger_stream.kafka.exceptions import NoKafkaError
+assert "kafka" not in build_parser().format_help()
+try:
+    resolve_bootstrap(Settings(kafka_bootstrap=""))
+except NoKafkaError as exc:
+    print(exc)
+"""
+
+
+def test_without_the_lab_installed_the_product_runs_quietly():
+    done = subprocess.run([sys.executable, "-c", WITHOUT_THE_LAB], capture_output=True,
+                          text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""  # no "command 'bench' not loaded" line per lab command
+    assert "run `ledger-stream kafka up` or set LEDGER_KAFKA_BOOTSTRAP" in done.stdout
 
 
 def test_the_product_never_imports_the_lab():

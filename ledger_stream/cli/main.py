@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from importlib import metadata
+from importlib.util import find_spec
 from types import FrameType
 from typing import Any, Protocol
 
@@ -73,15 +74,24 @@ def build_parser() -> argparse.ArgumentParser:
 def plugin_commands() -> list[Command]:
     """The command modules installed packages declare (entry points of ``COMMAND_PLUGINS``),
     sorted by name. One that fails to import is named on stderr and left out, so the
-    product's own commands keep working."""
+    product's own commands keep working; one whose package is not installed at all (the
+    product installed without the lab, as the container image is) is left out quietly."""
     commands = []
     for entry in sorted(metadata.entry_points(group=COMMAND_PLUGINS), key=lambda e: e.name):
+        if not package_installed(entry):
+            continue
         try:
             commands.append(entry.load())
         except Exception as exc:  # a broken plugin must not take the product's CLI down
             print(f"ledger-stream: command {entry.name!r} ({entry.value}) not loaded: "
                   f"{type(exc).__name__}: {exc}", file=sys.stderr)
     return commands
+
+
+def package_installed(entry: metadata.EntryPoint) -> bool:
+    """Whether the top-level package ``entry`` names can be imported: the distribution
+    declares the lab's entry points even where only the product's packages were copied."""
+    return find_spec(entry.module.partition(".")[0]) is not None
 
 
 def add_version_flags(parser: argparse.ArgumentParser, version: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from importlib import metadata
+from importlib.util import find_spec
 
 from ledger_stream.config import Settings
 from ledger_stream.kafka.exceptions import NoKafkaError
@@ -37,6 +38,8 @@ def resolve_bootstrap(settings: Settings) -> str:
 
 
 def cluster_finders() -> Iterator[ClusterFinder]:
-    """The installed development cluster finders, sorted by entry point name."""
+    """The installed development cluster finders, sorted by entry point name. A finder
+    whose package is not installed (the product without the lab) is none."""
     for entry in sorted(metadata.entry_points(group=CLUSTER_FINDERS), key=lambda e: e.name):
-        yield entry.load()
+        if find_spec(entry.module.partition(".")[0]) is not None:
+            yield entry.load()

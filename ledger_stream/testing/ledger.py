@@ -18,8 +18,9 @@ from ledger_stream.domain.containment import Hold
 from ledger_stream.domain.decide import DEFAULT_POLICY, decide
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState, absent
+from ledger_stream.domain.validation import invalid_reason
 from ledger_stream.sdk.client import LedgerClient
-from ledger_stream.sdk.errors import raise_for
+from ledger_stream.sdk.errors import InvalidIntentError, raise_for
 from ledger_stream.serde import AvroCodec
 
 
@@ -30,9 +31,11 @@ def _wall_clock_ms() -> int:
 class InMemoryLedger:
     """``intent``, ``submit`` and ``status`` of ``LedgerClient``, decided in memory.
 
-    ``hold``: the freeze every decision runs under (containment), if any; ``policy``: the
-    processor's policy (default: the processor's default); ``now_ms``: the partition clock
-    (default: the wall clock; pass a function for deterministic tests).
+    ``hold``: the freezes in force (containment), if any: as in the processor, a freeze
+    holds only the intents of the (tenant, action) it covers; a Hold without a freeze (an
+    ``approval`` one alone) applies to every intent. ``policy``: the processor's policy
+    (default: the processor's default); ``now_ms``: the partition clock (default: the wall
+    clock; pass a function for deterministic tests).
     """
 
     def __init__(self, hold: Hold | None = None, policy: Policy = DEFAULT_POLICY,
@@ -54,10 +57,14 @@ class InMemoryLedger:
                raise_errors: bool = True) -> ev.Receipt:
         """Decide ``intent`` against its key's state; the receipt answering it. As
         ``LedgerClient.submit``: with ``raise_errors`` a "no" (rejected, held, failed) raises
-        its error (``ledger_stream.sdk``)."""
+        its error (``ledger_stream.sdk``); an intent the processor would dead-letter (built
+        by hand, or changed after ``intent``) raises InvalidIntentError and is not recorded."""
+        problem = invalid_reason(intent, intent.key)
+        if problem is not None:  # as LedgerClient.submit: no receipt would ever come
+            raise InvalidIntentError(f"{intent.key}: {problem}")
         self.intents.append(intent)
         state = self.states.get(intent.key) or absent(intent.key)
-        decision = decide(state, intent, self.policy, self.now_ms(), self.hold)
+        decision = decide(state, intent, self.policy, self.now_ms(), self._hold_for(intent))
         self.states[intent.key] = decision.state
         self.dispatches += [o for o in decision.outputs if isinstance(o, ev.Dispatch)]
         receipts = [o for o in decision.outputs if isinstance(o, ev.Receipt)]
@@ -65,6 +72,13 @@ class InMemoryLedger:
         receipt = next((r for r in receipts if r.intent_event_id == intent.event_id),
                        receipts[-1])
         return raise_for(receipt) if raise_errors else receipt
+
+    def _hold_for(self, intent: ev.Intent) -> Hold | None:
+        # The processor passes decide only the freezes covering the key's (tenant, action).
+        freeze = self.hold.freeze if self.hold is not None else None
+        if freeze is not None and not freeze.covers(intent.tenant, intent.action):
+            return None
+        return self.hold
 
     def status(self, key: str, wait: float = 2.0) -> ev.Receipt | None:
         """The key's latest receipt, None when it has none."""

@@ -4,6 +4,7 @@ the real decision core."""
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from pathlib import Path
 
@@ -15,8 +16,15 @@ from ledger_stream.connector.target import (
     Target,
     TargetError,
 )
-from ledger_stream.domain.events import OutcomeStatus, Receipt, ReceiptStatus, Workflow
-from ledger_stream.sdk import ConflictError
+from ledger_stream.domain.containment import Freeze, Hold
+from ledger_stream.domain.events import (
+    FreezeMode,
+    OutcomeStatus,
+    Receipt,
+    ReceiptStatus,
+    Workflow,
+)
+from ledger_stream.sdk import ConflictError, InvalidIntentError
 from ledger_stream.testing import (
     DeduplicatingTargetContract,
     InMemoryLedger,
@@ -134,6 +142,35 @@ def test_the_in_memory_ledger_decides_a_retry_as_the_processor_does():
     with pytest.raises(ConflictError):  # as LedgerClient.submit raises it
         refund(999)
     assert ledger.status("acme/refund/r-1").reason.value == "conflict"
+
+
+def test_the_in_memory_ledger_holds_only_what_its_freeze_covers():
+    # The processor holds a key only under a freeze of its (tenant, action): a freeze of
+    # acme's refunds leaves acme's charges and globex's refunds dispatched.
+    freeze = Freeze("acme", "refund", FreezeMode.HOLD, "INC-7", "ops", "f-1", 1)
+    ledger = InMemoryLedger(hold=Hold(freeze), now_ms=lambda: 1_000)
+    flow = Workflow("billing", "v1")
+
+    def submit(key: str, action: str) -> Receipt:
+        return ledger.submit(ledger.intent(key, action, "payments", {"amount": 1},
+                                           workflow=flow), raise_errors=False)
+
+    assert submit("acme/refund/r-1", "refund").status is ReceiptStatus.HELD
+    assert submit("acme/charge/c-1", "charge").status is ReceiptStatus.ACCEPTED
+    assert submit("globex/refund/r-1", "refund").status is ReceiptStatus.ACCEPTED
+    assert [d.key for d in ledger.dispatches] == ["acme/charge/c-1", "globex/refund/r-1"]
+
+
+def test_the_in_memory_ledger_refuses_an_intent_the_processor_would_dead_letter():
+    # LedgerClient.submit raises InvalidIntentError for an intent changed after intent():
+    # the processor would dead-letter it, so no receipt would ever come.
+    ledger = InMemoryLedger(now_ms=lambda: 1_000)
+    intent = ledger.intent("acme/refund/r-1", "refund", "payments", {"amount": 1},
+                           workflow=Workflow("refunds", "v1"))
+    tampered = dataclasses.replace(intent, args_json='{"amount":1000}')
+    with pytest.raises(InvalidIntentError, match="args_hash"):
+        ledger.submit(tampered)
+    assert (ledger.intents, ledger.dispatches, ledger.receipts) == ([], [], [])
 
 
 def test_the_memory_target_and_store_contract_are_in_the_kit():
