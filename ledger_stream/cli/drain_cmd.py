@@ -11,7 +11,6 @@ import argparse
 import sys
 
 from ledger_stream.cli.common import CliError, add_common_flags, cell, iso_ms, settings_from
-from ledger_stream.history.detail import shown_detail
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -70,7 +69,7 @@ def _drain(args: argparse.Namespace) -> int:
     for item in found.in_flight:
         print(drain.as_json(item) if args.json else
               f"{cell(item.key)}\t{item.phase}\tattempt {item.attempt}\t"
-              f"since {iso_ms(item.since_ms)}\t{cell(shown_detail(item.detail))}")
+              f"since {iso_ms(item.since_ms)}\t{cell(item.detail or None)}")
     what = f"{args.graph} version {args.version}"
     print(f"{len(found.in_flight)} key(s) in flight for {what}",
           file=sys.stderr if args.json else sys.stdout)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from ledger_stream.config import Settings
 from ledger_stream.domain.state import KeyState
+from ledger_stream.history.detail import shown_detail
 from ledger_stream.kafka.receipts import partition_records
 from ledger_stream.operate.containment import _partitions as partition_count
 from ledger_stream.state.rows import decode_row
@@ -35,7 +36,7 @@ class InFlight:
     phase: str
     attempt: int
     since_ms: int
-    detail: str
+    detail: str  # redacted (history/detail.py)
 
 
 @dataclass(frozen=True)
@@ -78,8 +79,9 @@ def latest_rows(settings: Settings, bootstrap: str, timeout_s: float
 
 
 def _shown(state: KeyState) -> InFlight:
+    # The detail may quote a target's error text: shown by its length only, as elsewhere.
     return InFlight(state.key, state.phase.value, state.attempt, state.phase_since_ms,
-                    state.status_detail)
+                    shown_detail(state.status_detail))
 
 
 def as_json(item: InFlight) -> str:

@@ -18,7 +18,7 @@ from ledger_stream.domain.containment import (
 from ledger_stream.domain.state import KeyState, Phase
 from ledger_stream.domain.transitions import Decision
 from tests.domain.decisions import POLICY
-from tests.factories import claim, intent
+from tests.factories import claim, intent, outcome
 
 SCOPE = version_scope("refund-agent", "2.0")
 
@@ -72,6 +72,10 @@ def test_a_key_in_flight_under_the_version_finishes() -> None:
     assert [o for o in granted.outputs if isinstance(o, ev.Grant)]
     again = _step(HELD, granted.state, _v("2.0", key), 130)  # its retried intent: no hold
     assert again.state.phase is Phase.DISPATCHED
+    retry = _step(HELD, again.state, outcome(ev.OutcomeStatus.NOT_APPLIED, key=key,
+                                             at_ms=140), 140)
+    assert [o.attempt for o in retry.outputs if isinstance(o, ev.Dispatch)] == [2]
+    assert retry.state.phase is Phase.RESERVED
 
 
 def test_the_release_dispatches_the_held_key_exactly_once() -> None:

@@ -86,6 +86,12 @@ def test_drain_lists_a_versions_keys_in_flight_and_holds_its_new_intents(
     assert sandbox.effects(new_v2) == []
     status, listed = _drain(stack, capsys, "2.0")
     assert (status, [(k["key"], k["phase"]) for k in listed]) == (1, [(new_v2, "held")])
+    assert main(["drain", "--graph", GRAPH, "--version", "2.0", "--bootstrap",
+                 stack.bootstrap, "--topic-prefix", stack.settings.topic_prefix]) == 1
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].startswith(f"{new_v2}\theld\tattempt 1\tsince ")
+    assert table[0].endswith("frozen: deploy 3.0")
+    assert table[1] == f"1 key(s) in flight for {GRAPH} version 2.0"
     assert _drain(stack, capsys, "1.0") == (0, [])
 
     # The release dispatches the held intent, once; then the version is drained.
