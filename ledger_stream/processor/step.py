@@ -225,9 +225,9 @@ class LedgerStep:
         released = outcome.released
         view.put_containment(outcome.containment)
         logger.info("freeze" if event.frozen else "unfreeze", extra=log_fields(
-            action=event.action, tenant=event.tenant or "*", mode=event.mode.value,
-            operator=event.operator, event_id=event.event_id, partition=event.partition,
-            released=len(released)))
+            scope=scope, action=event.action, tenant=event.tenant or "*",
+            mode=event.mode.value, operator=event.operator, event_id=event.event_id,
+            partition=event.partition, released=len(released)))
         metrics.CONTAINMENT.labels("freeze" if event.frozen else "unfreeze").inc()
         outs: list[Out] = []
         for key in released:
