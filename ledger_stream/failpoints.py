@@ -10,7 +10,8 @@ Processor points, in checkpoint order (ledger_stream/processor/checkpoint.py):
 ``processor_after_produce`` (a batch's outputs and changelog records handed to the producer,
 not confirmed), ``processor_after_flush`` (all confirmed; offsets not committed, or the
 transaction not committed), ``processor_after_commit`` (offsets committed, the local store
-not written).
+not written). ``repartition_before_layout``: a repartition with every row written and the
+new layout not recorded yet.
 
 ``<name>@N`` fires the N-th time execution reaches the point instead of the first (N >= 1),
 for a crash mid-stream that does not depend on how fast the machine is: a processor killed

@@ -18,7 +18,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="grow the ledger topics to N partitions, moving every key's state",
         description="With every processor stopped: check that every input is decided, grow "
         "every ledger topic to N, rewrite each moved key's state and deadlines at its "
-        "new partition, then record the new count. Safe to run again after a crash.",
+        "new partition, carry the freezes and held keys, then record the new count. Safe "
+        "to run again after a crash.",
     )
     parser.add_argument("--to", type=int, required=True, metavar="N",
                         help="the new partition count (larger than the recorded one)")

@@ -82,6 +82,9 @@ from ledger_stream.domain.transitions import (
 from ledger_stream.domain.values import replace
 
 DEFAULT_POLICY = Policy()
+# A conflict's answer names no held argument, not even their hash: a caller probing a key
+# with guesses would learn which one it holds (the alert, for operators, names both).
+CONFLICT_DETAIL = "the key holds other arguments"
 
 
 def decide(state: KeyState, event: InputEvent, policy: Policy, now_ms: int,
@@ -169,7 +172,7 @@ def _intent(state: KeyState, intent: Intent, policy: Policy, now: int,
     if intent.args_hash != state.args_hash:
         receipt = receipt_for(state, intent.event_id, now, status=ReceiptStatus.REJECTED,
                               reason=Reason.CONFLICT, args_hash=intent.args_hash,
-                              detail=f"key holds args {state.args_hash}")
+                              detail=CONFLICT_DETAIL)
         alert = alert_for(state.key, AlertKind.CONFLICTING_ARGUMENTS, intent.event_id,
                        f"held {state.args_hash}, got {intent.args_hash} from "
                        f"{_asked_by(intent)}", now)

@@ -73,6 +73,17 @@ TERMINAL_RECEIPTS = frozenset(
 )
 
 
+class Answer(StrEnum):
+    """What one request (one intent) got, beside the key's state: the distinction a
+    caller acts on, a graph on replay above all."""
+
+    CREATED = "created"  # this intent holds the key: its effect (state: succeeded or failed)
+    ALREADY_DONE = "already_done"  # another, earlier intent's effect: the original outcome
+    REJECTED = "rejected"  # refused (reason: conflict, approval, expired_key, ...): no effect
+    HELD = "held"  # held (reason: frozen, or version): applied after a release, if ever
+    PENDING = "pending"  # no outcome yet (in flight, or waiting for an operator): ask again
+
+
 class Reason(StrEnum):
     NONE = "none"
     CONFLICT = "conflict"
@@ -368,6 +379,36 @@ class Receipt:
     key_status: ReceiptStatus = ReceiptStatus.ACCEPTED
     # For a receipt that answers an intent: which kind of run asked (the intent's origin).
     origin: str = ""
+    # The intent that holds the key: the one whose effect this is ("" when nothing holds
+    # the key, and on receipts written before this field).
+    effect_intent_id: str = ""
+
+    @property
+    def state(self) -> ReceiptStatus:
+        """The key's state: what the operation is, whoever asked (``key_status``)."""
+        return self.key_status
+
+    @property
+    def answer(self) -> Answer:
+        """What the intent this receipt answers got (``answer_to``)."""
+        return self.answer_to(self.intent_event_id)
+
+    def answer_to(self, intent_event_id: str) -> Answer:
+        """What the intent ``intent_event_id`` got, read from this receipt: by its own
+        status when the receipt answers it, else by the key's (a later change of the key).
+        A settled key is ``created`` for the intent that holds it, ``already_done`` for
+        any other; a receipt without ``effect_intent_id`` (written before it) names no
+        holder, so it reads ``already_done``: never a second ``created``."""
+        status = self.status if intent_event_id == self.intent_event_id else self.key_status
+        if status is ReceiptStatus.REJECTED:
+            return Answer.REJECTED
+        if status is ReceiptStatus.HELD:
+            return Answer.HELD
+        if status not in (ReceiptStatus.SUCCEEDED, ReceiptStatus.FAILED):
+            return Answer.PENDING
+        if self.effect_intent_id and self.effect_intent_id == intent_event_id:
+            return Answer.CREATED
+        return Answer.ALREADY_DONE
 
 
 @dataclass(frozen=True, slots=True)

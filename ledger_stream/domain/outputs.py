@@ -51,6 +51,7 @@ def receipt_for(state: KeyState, answering: str, at_ms: int, *, status: ReceiptS
         external_id=state.external_id,
         detail=detail,
         key_status=key_status(state),
+        effect_intent_id=state.intent_event_id,
     )
 
 

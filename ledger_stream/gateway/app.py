@@ -139,7 +139,8 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
                                 "64-bit range?)") from None
         except TimeoutError:
             answer = Submitted(intent_event_id=intent.event_id, args_hash=intent.args_hash,
-                               answered=False, operation=Operation.of(body.key, None))
+                               answered=False,
+                               operation=Operation.of(body.key, None, own=intent.event_id))
             return JSONResponse(answer.model_dump(), 202)
         return Submitted(intent_event_id=intent.event_id, args_hash=intent.args_hash,
                          answered=True, operation=Operation.of(body.key, receipt,

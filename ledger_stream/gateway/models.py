@@ -66,16 +66,32 @@ class IntentIn(Strict):
 
 
 class Operation(BaseModel):
+    """An operation's key state first, then what one request got (docs/operations.md)."""
+
     key: str
+    state: str | None = Field(None, description="the key's state, whoever asked: accepted, "
+                              "in_progress, reconciling, succeeded, failed, rejected (nothing "
+                              "holds the key), held, needs_reconciliation")
+    answer: Literal["created", "already_done", "rejected", "held", "pending"] | None = Field(
+        None, description="what the request got: the submitted intent on a submit, the "
+        "latest intent the ledger answered (intent_event_id) on a read. created: its effect "
+        "(state says succeeded or failed); already_done: an earlier intent's effect, the "
+        "original outcome; rejected: refused, see reason; held: see reason; pending: no "
+        "outcome yet")
     found: bool = Field(description="false: no receipt yet")
     resolved: bool = Field(description="true once the outcome is settled; hold dependent "
                            "work while false")
-    status: str | None = Field(None, description="this answer's status")
-    key_status: str | None = Field(None, description="the operation's own status")
-    reason: str | None = None
+    status: str | None = Field(None, description="on a submit, the status of the answer to "
+                               "the submitted intent; on a read, the key's state (as state)")
+    key_status: str | None = Field(None, description="the operation's own status (as state)")
+    reason: str | None = Field(None, description="why the answer: conflict, approval, "
+                               "expired_key, version, frozen, ...; none when nothing needs "
+                               "explaining")
     external_id: str | None = Field(None, description="the target's id for the effect")
     attempts: int | None = None
-    intent_event_id: str | None = Field(None, description="the intent this receipt answers")
+    intent_event_id: str | None = Field(None, description="the intent this answer is for")
+    effect_intent_id: str | None = Field(None, description="the intent whose effect the key "
+                                         "holds (null when none does)")
     receipt_id: str | None = None
     detail: str | None = None
     at_ms: int | None = None
@@ -85,15 +101,22 @@ class Operation(BaseModel):
     @classmethod
     def of(cls, key: str, receipt: ev.Receipt | None, own: str | None = None) -> Operation:
         """``own``: the event id of the intent this request submitted; a receipt answering
-        it is settled by its own status, any other by the key's."""
+        it is settled by its own status, any other by the key's. Without ``own`` (a read)
+        ``status`` is the key's state: the latest receipt may answer another caller's
+        refused intent, and that is its ``answer``, never the key's state."""
         if receipt is None:
-            return cls(key=key, found=False, resolved=False)
+            return cls(key=key, found=False, resolved=False, intent_event_id=own,
+                       answer=ev.Answer.PENDING.value if own is not None else None)
         mine = own is not None and receipt.intent_event_id == own
-        return cls(key=key, found=True,
-                   resolved=(receipt.status if mine else receipt.key_status) in SETTLED,
-                   status=receipt.status.value, key_status=receipt.key_status.value,
+        state = receipt.key_status
+        return cls(key=key, state=state.value,
+                   answer=receipt.answer_to(own or receipt.intent_event_id).value,
+                   found=True, resolved=(receipt.status if mine else state) in SETTLED,
+                   status=(receipt.status if own is not None else state).value,
+                   key_status=state.value,
                    reason=receipt.reason.value, external_id=receipt.external_id or None,
-                   attempts=receipt.attempts, intent_event_id=receipt.intent_event_id,
+                   attempts=receipt.attempts, intent_event_id=own or receipt.intent_event_id,
+                   effect_intent_id=receipt.effect_intent_id or None,
                    receipt_id=receipt.receipt_id, detail=shown_detail(receipt.detail) or None,
                    at_ms=receipt.at_ms, origin=receipt.origin or None)
 

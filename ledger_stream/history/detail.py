@@ -41,10 +41,19 @@ CORE_REASONS = re.compile(
     r"|grant came with -?\d+ ms of lease left, \d+ ms needed")
 
 
+# A conflict's receipt named the hash of the arguments the key holds before the decision
+# core stopped doing so (domain/decide.py, CONFLICT_DETAIL): never shown to a caller.
+HELD_ARGS = re.compile(r"key holds args \S*")
+CONFLICT_SHOWN = "the key holds other arguments"
+
+
 def shown_detail(detail: str) -> str:
-    """``detail`` with any target text in it replaced by its length (module docstring)."""
+    """``detail`` with any target text in it replaced by its length (module docstring), and
+    no held arguments' hash."""
     if not detail:
         return detail
+    if HELD_ARGS.fullmatch(detail):
+        return CONFLICT_SHOWN
     found = TARGET_TEXT.search(detail)
     if found is not None:
         start = found.end()

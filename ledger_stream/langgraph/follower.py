@@ -91,8 +91,9 @@ class ReceiptFollower:
             current = held.get(receipt.key)
             if current is None or current.get("status") not in PENDING:
                 continue
+            # As the answer to the thread's own intent: already_done when another's.
             self._graph.update_state(config, {"ledger_receipts": {
-                receipt.key: receipt_summary(receipt)}})
+                receipt.key: receipt_summary(receipt, current.get("intent_event_id"))}})
             self.updated += 1
             logger.info("thread receipt settled", extra={"fields": {
                 "thread_id": thread_id, "key": receipt.key, "status": receipt.status.value}})

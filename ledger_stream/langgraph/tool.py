@@ -60,13 +60,19 @@ class MissingKeyError(TypeError):
     """``ledger_tool`` without a business key: the message says how to give one."""
 
 
-def receipt_summary(receipt: ev.Receipt) -> dict[str, Any]:
-    """The JSON-able view of a receipt kept in graph state (no payment details)."""
+def receipt_summary(receipt: ev.Receipt, asker: str | None = None) -> dict[str, Any]:
+    """The JSON-able view of a receipt kept in graph state (no payment details), as the
+    answer to the intent ``asker`` (default: the one the receipt answers). It leads with
+    ``state``, the key's, and ``answer``, what that intent got: ``created`` (its effect),
+    ``already_done`` (an earlier intent's: on a replay, resume or fork, the step's effect
+    exists from before), ``rejected``, ``held`` or ``pending``."""
+    asker = asker or receipt.intent_event_id
     return {
+        "state": receipt.key_status.value, "answer": receipt.answer_to(asker).value,
         "key": receipt.key, "status": receipt.status.value, "key_status":
         receipt.key_status.value, "reason": receipt.reason.value,
         "external_id": receipt.external_id, "attempts": receipt.attempts,
-        "intent_event_id": receipt.intent_event_id,
+        "intent_event_id": asker, "effect_intent_id": receipt.effect_intent_id,
         "detail": shown_detail(receipt.detail),
         "origin": receipt.origin,
     }

@@ -7,8 +7,8 @@ Tools (structured content, JSON schemas from the models below):
   effect; the same business id with the same arguments, from any session or after a server
   restart, gets the original receipt, never a second effect. Other arguments under the same
   business id are rejected (``reason: conflict``).
-- ``get_operation(effect, arguments)``: the operation's latest receipt (only the key fields
-  of ``arguments`` are read), or ``found: false``.
+- ``get_operation(effect, arguments)``: the operation's state and its latest receipt (only
+  the key fields of ``arguments`` are read), or ``found: false``.
 - ``list_unresolved()``: the server tenant's operations whose effect is not settled yet.
 
 The tenant, the effects (name → action and connector target) and the workflow identity come
@@ -19,6 +19,11 @@ depends on it and asks ``get_operation`` again later. ``get_operation`` and
 ``list_unresolved`` judge the operation by its own status (``key_status``), not by the
 latest receipt, which may answer another caller's rejected intent; ``submit_effect`` by the
 answer to its own intent.
+
+Every answer leads with ``state`` (the operation's) and ``answer`` (what the call got:
+created, already_done, rejected, held, pending). A ``submit_effect`` the ledger refused
+(rejected: a conflict, a missing approval, an expired key) or whose effect failed at the
+target is a tool result with ``isError: true``, its structured content the same answer.
 
 The operation key is derived by the server from the argument fields the effect's
 registration names (``refund=refund@payments[invoice]``: ``tenant/refund/<invoice>``), never
@@ -35,6 +40,7 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from ledger_stream.domain import events as ev
@@ -74,9 +80,15 @@ class Operation(BaseModel):
     business_id: dict[str, str] = Field(description="the key fields' values: what "
                                         "get_operation needs as arguments")
     key: str = Field(description="the ledger's operation key")
-    status: str | None = Field(None, description="this answer's status: succeeded, failed, "
-                               "rejected, held, accepted, in_progress, reconciling, "
-                               "needs_reconciliation")
+    state: str | None = Field(None, description="the operation's state, whoever asked: "
+                              "succeeded, failed, rejected (nothing holds it), held, accepted, "
+                              "in_progress, reconciling, needs_reconciliation")
+    answer: str | None = Field(None, description="what this call got: created (its effect), "
+                               "already_done (an earlier call's effect: the original outcome), "
+                               "rejected (see reason), held (see reason), pending (no outcome "
+                               "yet); get_operation: the latest call the ledger answered")
+    status: str | None = Field(None, description="submit_effect: the status of the answer to "
+                               "this call; get_operation: the operation's state")
     key_status: str | None = Field(None, description="the operation's own status")
     reason: str | None = Field(None, description="why, for rejected or held (conflict, ...)")
     resolved: bool = Field(description="true once the outcome is settled")
@@ -102,14 +114,17 @@ def _answer(effect: RegisteredEffect, key: str, receipt: ev.Receipt | None,
     if receipt is None:
         # Submitted but not answered yet: hold. Never submitted: nothing to hold for.
         return Operation(found=False, effect=effect.name, business_id=effect.business_id(key),
-                         key=key,
+                         key=key, answer=ev.Answer.PENDING.value if own is not None else None,
                          resolved=False, hold_downstream=own is not None,
                          detail="submitted; no receipt yet" if own is not None else None)
     answers_own = own is not None and receipt.intent_event_id == own.event_id
     resolved = (receipt.status if answers_own else receipt.key_status) in SETTLED
+    asker = own.event_id if own is not None else receipt.intent_event_id
     return Operation(found=True, effect=effect.name, business_id=effect.business_id(key),
-                     key=key,
-                     status=receipt.status.value, key_status=receipt.key_status.value,
+                     key=key, state=receipt.key_status.value,
+                     answer=receipt.answer_to(asker).value,
+                     status=(receipt.status if own is not None else receipt.key_status).value,
+                     key_status=receipt.key_status.value,
                      reason=receipt.reason.value, resolved=resolved,
                      hold_downstream=not resolved, external_id=receipt.external_id or None,
                      attempts=receipt.attempts, receipt_id=receipt.receipt_id,
@@ -265,13 +280,31 @@ def _tool_error(call: Callable[[], Operation]) -> Operation:
         raise ToolError(str(exc)) from None
 
 
+def refused(answer: Operation) -> bool:
+    """A submit the ledger refused, or whose effect failed (the original's failure, for a
+    repeat): a host must not read it as done."""
+    return answer.answer == ev.Answer.REJECTED.value or (
+        answer.answer in (ev.Answer.CREATED.value, ev.Answer.ALREADY_DONE.value)
+        and answer.state == ev.ReceiptStatus.FAILED.value)
+
+
+def _submitted(call: Callable[[], Operation]) -> CallToolResult:
+    """A submit's answer as the tool's result: its structured content always, with
+    ``isError`` when ``refused``."""
+    answer = _tool_error(call)
+    return CallToolResult(content=[TextContent(type="text",
+                                               text=answer.model_dump_json(indent=2))],
+                          structured_content=answer.model_dump(mode="json"),
+                          is_error=refused(answer))
+
+
 def _add_tools(server: MCPServer, tools: LedgerTools, session: str, keyed: str) -> None:
     """submit_effect and get_operation keyed by arguments only: no operation_id in sight."""
 
     @server.tool(description=_submit_doc(keyed))
     def submit_effect(effect: str, arguments: Arguments,
-                      wait_seconds: float = 30.0) -> Operation:
-        return _tool_error(lambda: tools.submit(effect, arguments, wait_seconds, session))
+                      wait_seconds: float = 30.0) -> Annotated[CallToolResult, Operation]:
+        return _submitted(lambda: tools.submit(effect, arguments, wait_seconds, session))
 
     @server.tool(description=_get_doc(keyed))
     def get_operation(effect: str, arguments: Arguments) -> Operation:
@@ -285,9 +318,9 @@ def _add_tools_with_model_id(server: MCPServer, tools: LedgerTools, session: str
 
     @server.tool(name="submit_effect", description=_submit_doc(keyed))
     def submit_with_id(effect: str, arguments: Arguments, wait_seconds: float = 30.0,
-                       operation_id: ModelId = None) -> Operation:
-        return _tool_error(lambda: tools.submit(effect, arguments, wait_seconds, session,
-                                                operation_id))
+                       operation_id: ModelId = None) -> Annotated[CallToolResult, Operation]:
+        return _submitted(lambda: tools.submit(effect, arguments, wait_seconds, session,
+                                               operation_id))
 
     @server.tool(name="get_operation", description=_get_doc(keyed))
     def get_with_id(effect: str, arguments: Arguments | None = None,

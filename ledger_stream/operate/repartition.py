@@ -9,8 +9,10 @@ leaves a state the next run finishes; the recorded layout, written last, is the 
    grown already (by hand, or by a run that crashed) cannot be decided at the old count any
    more: what waits there is decided after the cut-over, forwarded to its key's partition
    when it moved (a processor forwards what a producer placed under the previous count);
-2. refuse while a partition holds a containment row (freezes or held keys: they are
-   partition-scoped and not carried; unfreeze first);
+2. carry the freezes and held keys (operate/carry.py): each partition's containment row at
+   the new layout, its held entries moved with their keys; refuse when the partitions
+   disagree on the freezes in force. A carried row is marked with the count it was carried
+   from, so a re-run after a crash reads each old partition's own row, not the carried one;
 3. grow every ledger topic to N (``create_partitions``; topics already at N are left);
 4. rewrite, for every key whose partition moves (``murmur2(key) % N``), its latest committed
    changelog row into the changelog partition of its new home, with its deadline basis, so
@@ -32,15 +34,19 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from ledger_stream.config import Settings
+from ledger_stream.failpoints import failpoint
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.clients import Consumer, Producer
 from ledger_stream.kafka.layout import Layout, read_layout, topic_counts, write_layout
 from ledger_stream.kafka.message import fetched
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.kafka.topics import LEDGER_TOPICS
+from ledger_stream.operate.carry import CarryRefused, carried_rows
 from ledger_stream.processor import changelog as cl
 
 SPECIAL = (cl.CLOCK_KEY, cl.CONTAINMENT_KEY.encode(), cl.TICK_KEY, b"~layout")
+# On a containment row this migration wrote: the partition count it carried it from.
+CARRIED = "ledger.carried-from"
 
 
 class RepartitionRefused(Exception):
@@ -60,7 +66,7 @@ class RepartitionReport:
 class _Partition:
     rows: dict[bytes, tuple[bytes, bytes | None]] = field(default_factory=dict)
     clock: int = 0
-    containment: bool = False
+    containment: bytes | None = None  # the latest containment row, as stored
 
 
 def repartition(bootstrap: str, settings: Settings, to: int, timeout_s: float = 30.0,
@@ -89,16 +95,18 @@ def repartition(bootstrap: str, settings: Settings, to: int, timeout_s: float = 
         # the old count any more. What waits on the old partitions is decided after the
         # cut-over at its key's partition, forwarded there when it moved (processor/step.py).
         say("topics already grown: inputs still waiting are decided after the cut-over")
-    parts = _read_state(bootstrap, changelog, group, committed, timeout_s)
-    held = sorted(p for p, part in parts.items() if part.containment)
-    if held:
-        raise RepartitionRefused(f"partitions {held} hold a containment row (freezes or held "
-                                 "keys): unfreeze everything first (`ledger-stream "
-                                 "freeze list`), then run this again")
+    parts = _read_state(bootstrap, changelog, group, committed, recorded.partitions,
+                        timeout_s)
+    try:
+        containment = carried_rows({p: part.containment for p, part in parts.items()}, to)
+    except CarryRefused as exc:
+        raise RepartitionRefused(str(exc)) from exc
     _grow(admin, {name: n for name, n in counts.items() if n < to}, to, timeout_s)
     say(f"topics at {to} partitions")
-    report = _rewrite(bootstrap, changelog, group, parts, to, timeout_s)
+    report = _rewrite(bootstrap, changelog, group, parts, to, timeout_s,
+                      (containment, recorded.partitions))
     report.before = recorded.partitions
+    failpoint("repartition_before_layout")  # tests: a crash with every row written
     write_layout(bootstrap, changelog, Layout(to, grown_from=recorded.partitions), timeout_s)
     say(f"moved {report.moved_keys} keys ({report.kept_keys} stay); layout recorded: {to}")
     return report
@@ -186,9 +194,12 @@ def _records_after(reader: Consumer, topic: str, partition: int, start: int,
 
 
 def _read_state(bootstrap: str, changelog: str, group: str,
-                committed: dict[int, cl.Positions], timeout_s: float) -> dict[int, _Partition]:
+                committed: dict[int, cl.Positions], old: int, timeout_s: float
+                ) -> dict[int, _Partition]:
     """Each old partition's latest committed row per key, clock and containment, as a
-    restore from scratch would apply them."""
+    restore from scratch would apply them; a containment row carried from ``old`` by a run
+    that crashed is passed over (the partition's own row is what to carry)."""
+    carried = str(old).encode()
     reader = _consumer(bootstrap, f"ledger-repartition-{uuid.uuid4().hex}")
     parts = {p: _Partition() for p in committed}
     try:
@@ -209,6 +220,9 @@ def _read_state(bootstrap: str, changelog: str, group: str,
                 for msg in found:
                     if msg.error():
                         raise KafkaException(msg.error())
+                    if msg.key() == cl.CONTAINMENT_KEY.encode() \
+                            and (CARRIED, carried) in (msg.headers() or []):
+                        continue
                     _take(part, msg.key(), msg.value(), msg.headers(), group, committed[p])
             reader.unassign()
     finally:
@@ -224,7 +238,7 @@ def _take(part: _Partition, key: bytes | None, value: bytes | None, headers: obj
     if record.key == cl.CLOCK_KEY:
         part.clock = max(part.clock, int(value))
     elif record.key == cl.CONTAINMENT_KEY.encode():
-        part.containment = True
+        part.containment = value
     elif record.key not in SPECIAL:
         part.rows[record.key] = (value, record.due)
 
@@ -241,9 +255,28 @@ def _grow(admin: AdminClient, topics: dict[str, int], to: int, timeout_s: float)
             raise RepartitionRefused(f"growing {name} failed: {exc.args[0].str()}") from exc
 
 
+def _await_partitions(producer: Producer, topic: str, to: int, timeout_s: float) -> None:
+    """Until ``producer`` knows ``topic`` at ``to`` partitions: partitions created a moment
+    ago may be missing from a new client's metadata ("Unknown partition" on produce)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            found = producer.list_topics(topic, timeout=min(5.0, timeout_s)).topics.get(topic)
+        except KafkaException:
+            found = None
+        if found is not None and found.error is None and len(found.partitions) >= to:
+            return
+        if time.monotonic() > deadline:
+            raise RepartitionRefused(f"{topic} did not show {to} partitions within "
+                                     f"{timeout_s:g} s: run this again")
+        time.sleep(0.2)
+
+
 def _rewrite(bootstrap: str, changelog: str, group: str, parts: dict[int, _Partition],
-             to: int, timeout_s: float) -> RepartitionReport:
-    """Write each moved key's row at its new home, and the clocks of the new homes."""
+             to: int, timeout_s: float, containment: tuple[dict[int, bytes], int]
+             ) -> RepartitionReport:
+    """Write each moved key's row at its new home, the clocks of the new homes and the
+    carried containment rows (``containment``: rows by partition, the count carried from)."""
     producer = Producer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
                          "enable.idempotence": True, "acks": "all"})
     errors: list[str] = []
@@ -252,6 +285,7 @@ def _rewrite(bootstrap: str, changelog: str, group: str, parts: dict[int, _Parti
         if error is not None:
             errors.append(str(error))
 
+    _await_partitions(producer, changelog, to, timeout_s)
     # (-1, -1): covered by any committed offsets, so the new owner applies them.
     headers = cl.headers(group, cl.Positions())
     report = RepartitionReport(0, to)
@@ -274,6 +308,12 @@ def _rewrite(bootstrap: str, changelog: str, group: str, parts: dict[int, _Parti
     for home, clock in clocks.items():
         producer.produce(changelog, cl.clock_value(clock), cl.CLOCK_KEY, home,
                          headers=list(headers), on_delivery=delivered)
+    rows, carried_from = containment
+    marked: list[tuple[str, str | bytes | None]] = [*headers,
+                                                     (CARRIED, str(carried_from).encode())]
+    for home, row in rows.items():
+        producer.produce(changelog, row, cl.CONTAINMENT_KEY.encode(), home, headers=marked,
+                         on_delivery=delivered)
     if producer.flush(timeout_s) or errors:
         raise RepartitionRefused(f"writing the moved rows failed ({errors[:1] or 'no answer'})"
                                  ": run this again")

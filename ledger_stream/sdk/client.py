@@ -27,6 +27,7 @@ from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import args_hash, canonical_json, tenant_of
 from ledger_stream.domain.validation import invalid_reason
+from ledger_stream.domain.values import replace
 from ledger_stream.failpoints import failpoint
 from ledger_stream.history import Located, TimelineRow, evidence, read_key, timeline
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
@@ -120,6 +121,11 @@ class LedgerClient:
                raise_errors: bool = True) -> ev.Receipt:
         """Produce ``intent`` and return the key's receipt once terminal, or the latest
         pending receipt after ``wait`` seconds.
+
+        The receipt answers ``intent`` (its ``intent_event_id``, also when the key's later
+        change it carries was written for the intent holding the key): ``state`` is the
+        key's, ``answer`` what this intent got (created, already_done, rejected, held,
+        pending), ``effect_intent_id`` the intent whose effect it is.
 
         Raises ConflictError, ApprovalError, ExpiredKeyError, VersionHeldError,
         NeedsReconciliation or EffectFailed for answers that mean "no" (unless
@@ -370,7 +376,10 @@ class _Follow:
                 continue  # written before our answer
             if self._answer is not None and receipt.status is not receipt.key_status:
                 continue  # another intent's rejection: not a change of the key
-            self._answer = receipt
+            # A change of the key answers the intent that holds it; as our answer it names
+            # our intent, so that ``answer`` reads already_done when that one is not ours.
+            self._answer = receipt if receipt.intent_event_id == self._intent.event_id \
+                else replace(receipt, intent_event_id=self._intent.event_id)
 
     def answer(self) -> ev.Receipt:
         """The terminal receipt, or the latest pending one; TimeoutError if none came."""

@@ -68,8 +68,16 @@ class AvroCodec:
         self._framing = framing or SingleObjectFraming(self.schemas)
 
     def encode(self, event: Any) -> bytes:
+        """``event`` in its writer schema. A writer schema older than the event's class (a
+        release's, written during a rolling upgrade) leaves out the fields added since,
+        which every later field is, with a default its readers fill in; any other
+        mismatch is an EncodeError."""
         name = type(event).__name__
-        return self.encode_record(name, to_record(event))
+        record = to_record(event)
+        version = self.schemas.writer(name)
+        if len(record) > len(version.fields):
+            record = {k: v for k, v in record.items() if k in version.fields}
+        return self.encode_record(name, record)
 
     def encode_record(self, name: str, record: dict[str, Any]) -> bytes:
         version = self.schemas.writer(name)

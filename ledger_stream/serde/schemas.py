@@ -45,6 +45,7 @@ class SchemaVersion:
     parsed: Any
     fingerprint: bytes  # 8 bytes, little-endian CRC-64-AVRO, as single-object encoding wants
     raw: dict[str, Any]
+    fields: frozenset[str] = frozenset()  # the record's field names
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> SchemaVersion:
@@ -54,7 +55,8 @@ class SchemaVersion:
             raise SerdeError(f"invalid schema {raw.get('name')!r}: {exc}") from exc
         canonical = to_parsing_canonical_form(parsed)
         fp = bytes.fromhex(fingerprint(canonical, "CRC-64-AVRO"))
-        return cls(raw["name"].rsplit(".", 1)[-1], parsed, fp, raw)
+        names = frozenset(f["name"] for f in raw.get("fields", ()) if isinstance(f, dict))
+        return cls(raw["name"].rsplit(".", 1)[-1], parsed, fp, raw, names)
 
 
 class SchemaSet:

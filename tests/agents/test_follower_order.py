@@ -14,6 +14,7 @@ import pytest
 
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
+from ledger_stream.domain.values import replace
 from ledger_stream.langgraph import follower as follower_module
 from ledger_stream.langgraph.follower import ReceiptFollower
 from ledger_stream.serde import AvroCodec
@@ -124,3 +125,18 @@ def test_a_kept_rejection_never_settles_a_later_intents_thread(world) -> None:
                         message(again)]
     assert follower.poll(0) == 0
     assert graph.states["t-1"]["ledger_receipts"][KEY]["status"] == "accepted"
+
+
+def test_a_thread_whose_intent_was_a_repeat_is_settled_as_already_done(world) -> None:
+    follower, consumer, graph = world
+    first, repeat = intent("t-0"), intent("t-1")
+    # t-1 holds its own pending answer; the key settles for the intent that holds it.
+    graph.states["t-1"]["ledger_receipts"][KEY] = {"status": "accepted",
+                                                   "intent_event_id": repeat.event_id}
+    settled = replace(receipt(first.event_id, ev.ReceiptStatus.SUCCEEDED),
+                      effect_intent_id=first.event_id)
+    consumer.records = [message(repeat), message(settled)]
+    assert follower.poll(0) == 1
+    held = graph.states["t-1"]["ledger_receipts"][KEY]
+    assert (held["state"], held["answer"], held["intent_event_id"]) == (
+        "succeeded", "already_done", repeat.event_id)

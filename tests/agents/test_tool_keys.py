@@ -1,6 +1,7 @@
 """``ledger_tool`` keys come only from business identity: ``key=`` is required, the key
 function sees only the material arguments, and a regenerated model answer (a new tool call
-id) or a copied thread (a new thread id) meets the same key and one effect.
+id) or a copied thread (a new thread id) meets the same key and one effect; a replayed
+step reads in ``ledger_receipts`` that its effect was already done.
 
 The graph test runs a real LangGraph graph (StateGraph, ToolNode, a checkpointer, time
 travel) on the real broker, processor, HTTP connector and payments sandbox; effects are
@@ -153,3 +154,26 @@ def test_a_regenerated_answer_and_a_copied_thread_meet_one_key_and_one_effect(
         (receipt,) = values["ledger_receipts"].values()
         assert receipt["key"] == "acme/refund/inv-42"
         assert (receipt["status"], receipt["external_id"]) == ("succeeded", paid["id"])
+
+
+def test_a_replayed_step_reads_already_done_with_the_original_effect(
+        stack: Stack, sandbox: SandboxProc) -> None:
+    stack.connector("http", "--name", "payments", "--base-url", sandbox.url)
+    with LedgerClient(stack.settings) as client:
+        app = agent(refund_tool(client, key="invoice"))
+        thread = {"configurable": {"thread_id": f"t-{uuid.uuid4().hex[:6]}"}}
+        app.invoke({"messages": [("user", "refund inv-42")]}, thread)
+        made = app.get_state(thread).values["ledger_receipts"]["acme/refund/inv-42"]
+        # Time travel: replay from the checkpoint before the tools node ran.
+        before_tools = next(s for s in app.get_state_history(thread) if s.next == ("tools",))
+        app.invoke(None, before_tools.config)
+        replayed = app.get_state(thread).values["ledger_receipts"]["acme/refund/inv-42"]
+    (paid,) = sandbox.ledger()["effects"]
+    assert (made["state"], made["answer"], made["external_id"]) == (
+        "succeeded", "created", paid["id"])
+    assert list(made)[:2] == ["state", "answer"]
+    assert (replayed["state"], replayed["answer"], replayed["external_id"]) == (
+        "succeeded", "already_done", paid["id"])
+    assert replayed["origin"] == "replay"
+    assert replayed["effect_intent_id"] == made["intent_event_id"]
+    assert replayed["intent_event_id"] != made["intent_event_id"]

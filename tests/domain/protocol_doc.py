@@ -334,7 +334,10 @@ FOOTER = """
 - Every Intent gets exactly one Receipt naming its event id; every state change emits the
   key's new Receipt (naming the reserving intent). A rejected or held intent's receipt
   carries the key's own status in `key_status`, so the latest receipt of a key (what the
-  compacted receipts topic keeps) always tells the key's state, even after sealing.
+  compacted receipts topic keeps) always tells the key's state, even after sealing. Every
+  receipt names the intent holding the key in `effect_intent_id` (empty when none does),
+  so an answer tells the intent that made the effect from a repeat; a conflict's receipt
+  names no hash of the held arguments.
 - Conflicts are checked before anything else: other arguments are a conflict whatever the
   workflow version. A duplicate's approval is checked too (a forged one is rejected and
   alerted); its expiry is not judged again, since it was valid when the key was reserved.

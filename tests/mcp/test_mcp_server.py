@@ -20,6 +20,7 @@ from ledger_lab.harness.stack import Stack
 from ledger_lab.local_kafka.ports import pick_free_ports
 from ledger_stream.cli.main import main as cli
 from ledger_stream.config import Settings
+from ledger_stream.domain.keys import args_hash
 from tests.mcp.support import EFFECTS, REPO, _http_server, keyed, server_args
 
 pytestmark = pytest.mark.timeout(180)
@@ -69,25 +70,37 @@ def test_stdio_repeat_after_a_restart_pays_once_conflicts_refused_open_work_list
     (listed,) = asyncio.run(_list_tools(server))
     first = content(calls(server, refund(invoice, 12.5))[0])
     # A new session: the server process of the first call has exited; this is another one.
-    again, conflict, state, mail, unresolved, missing = (content(r) for r in calls(
+    results = calls(
         server, refund(invoice, 12.5), refund(invoice, 99.0),
         ("get_operation", {"effect": "refund", "arguments": {"invoice": invoice}}),
         # No connector for smtp: the intent is accepted and stays unsettled.
         ("submit_effect", {"effect": "mail", "arguments": {"to_hash": welcome},
                            "wait_seconds": 2}),
         ("list_unresolved", {}),
-        ("get_operation", {"effect": "refund", "arguments": {"invoice": "never-submitted"}})))
+        ("get_operation", {"effect": "refund", "arguments": {"invoice": "never-submitted"}}))
+    # The conflict is a refusal: isError, with the answer as structured content.
+    assert results[1].is_error and results[1].structured_content["answer"] == "rejected"
+    again, conflict, state, mail, unresolved, missing = (
+        r.structured_content if i == 1 else content(r) for i, r in enumerate(results))
 
     (paid,) = payments.effects(key)  # the sandbox's own ledger: one payment
     assert listed == {"submit_effect", "get_operation", "list_unresolved"}
     assert (first["status"], first["resolved"], first["hold_downstream"]) == (
         "succeeded", True, False)
+    assert (first["state"], first["answer"]) == ("succeeded", "created")
     assert first["external_id"] == again["external_id"] == paid["id"]
-    assert again["status"] == "succeeded"
+    assert (again["status"], again["state"], again["answer"]) == (
+        "succeeded", "succeeded", "already_done")
     assert (conflict["status"], conflict["reason"], conflict["resolved"]) == (
         "rejected", "conflict", True)
+    assert (conflict["state"], conflict["answer"]) == ("succeeded", "rejected")
+    held = args_hash({"invoice": invoice, "amount": 12.5})
+    assert held not in str(results[1])  # no hash of the held arguments
+    # The key succeeded; the latest call it answered (the conflict) was refused.
     assert (state["found"], state["key_status"], state["external_id"]) == (
         True, "succeeded", paid["id"])
+    assert (state["state"], state["status"], state["answer"]) == (
+        "succeeded", "succeeded", "rejected")
     assert (mail["status"], mail["resolved"], mail["hold_downstream"]) == (
         "accepted", False, True)
     assert [(op["key"], op["business_id"]) for op in unresolved["operations"]] == [

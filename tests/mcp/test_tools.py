@@ -191,3 +191,17 @@ def test_an_effect_keyed_by_arguments_ignores_a_model_id_an_opted_in_one_uses_it
         "acme/add_note/n-1"]
     with pytest.raises(ValueError, match="takes its key from operation_id"):
         both.submit("note", {"text": "hi"}, 0, "s")
+
+
+@pytest.mark.parametrize("answer,state,error", [
+    ("rejected", "succeeded", True),  # a conflict on a key that succeeded
+    ("created", "failed", True), ("already_done", "failed", True),  # the effect failed
+    ("created", "succeeded", False), ("already_done", "succeeded", False),
+    ("held", "held", False), ("pending", "accepted", False)])  # applied later, or not yet
+def test_a_refused_or_failed_submit_is_a_tool_error(answer: str, state: str,
+                                                    error: bool) -> None:
+    from ledger_stream.mcp.server import Operation, refused
+
+    op = Operation(found=True, effect="refund", business_id={}, key="acme/refund/inv-1",
+                   state=state, answer=answer, resolved=True, hold_downstream=False)
+    assert refused(op) is error

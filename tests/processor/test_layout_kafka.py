@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from ledger_lab.harness.processes import Proc, start_processor
+from ledger_lab.harness.processes import Proc, processor_group, start_processor
 from ledger_lab.harness.stack import Stack
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
@@ -76,21 +76,37 @@ def test_grown_at_rest_the_processor_refuses_to_start(stack: Stack, tmp_path: Pa
     assert set(dispatches(settings).values()) == {1}
 
 
-def test_grown_while_running_the_processor_stops_deciding(stack: Stack) -> None:
+def test_grown_while_running_the_processor_stops_deciding(stack: Stack,
+                                                          tmp_path: Path) -> None:
     settings = stack.settings
-    for intent in submit_all(stack).values():
-        stack.await_answer(intent)
+    first = {k: stack.await_answer(i) for k, i in submit_all(stack).items()}
     grow(settings, ("intents", "attempts", "changelog"), GROWN)
     deadline = time.monotonic() + 60
     while "partition layout changed" not in stack.processor.tail(200):
         assert time.monotonic() < deadline, stack.processor.tail()
         time.sleep(0.5)
-    submit_all(stack)
+    waiting = submit_all(stack)
     time.sleep(8)
     assert set(dispatches(settings).values()) == {1}
     assert not read_raw(settings.kafka_bootstrap or "", settings.topic("dlq"))
     assert stack.processor.alive()
     assert f"ledger-stream repartition --to {GROWN}" in stack.processor.tail(200)
+
+    # The migration on topics grown already: the intents that waited (on the partition
+    # their producer chose before or after it saw the growth) are answered from each key's
+    # state once the processor runs at the new count.
+    assert stack.processor.stop(30) == 0
+    grown = Proc(["repartition", "--to", str(GROWN), "--bootstrap",
+                  settings.kafka_bootstrap or "", "--topic-prefix", settings.topic_prefix,
+                  "--group", processor_group(settings)], tmp_path / "repartition.log")
+    assert grown.popen.wait(120) == 0, grown.tail()
+    stack.restart_processor(kill=False)
+    for key, intent in waiting.items():
+        answer = stack.await_answer(intent, timeout_s=90)
+        assert (answer.key_status, answer.attempts) == (first[key].key_status,
+                                                        first[key].attempts), (key, answer)
+    assert set(dispatches(settings).values()) == {1}
+    assert not read_raw(settings.kafka_bootstrap or "", settings.topic("dlq"))
 
 
 def _exit_of(proc: Proc, timeout_s: float = 60.0) -> int:
