@@ -112,6 +112,13 @@ def send(settings: Settings, bootstrap: str, codec: AvroCodec, *, action: str, t
     why = invalid_containment(event)
     if why:
         raise ContainmentRefused(why)
+    if workflow is not None and "version" not in codec.schemas.writer("Containment").fields:
+        # An older release's schema would drop graph and version: every processor would
+        # refuse the copy as an action freeze naming no action, and the hold be reported
+        # in force while holding nothing.
+        raise ContainmentRefused("a hold by workflow version needs this release's event "
+                                 "schemas; this process writes an older release's "
+                                 "(LEDGER_WRITE_SCHEMAS): finish the upgrade first")
     partitions = _partitions(bootstrap, settings.topic("attempts"))
     what = ev.AuditAction.FREEZE if frozen else ev.AuditAction.UNFREEZE
     audit.record(settings, bootstrap, codec, actor, what,

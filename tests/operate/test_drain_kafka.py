@@ -117,3 +117,24 @@ def test_drain_refuses_a_graph_a_version_freeze_cannot_name(
                    "--topic-prefix", s.topic_prefix, "--bootstrap", s.kafka_bootstrap])
     assert status == 2
     assert "graph cannot hold '/'" in capsys.readouterr().err
+
+
+def test_a_hold_is_refused_while_this_process_writes_an_older_releases_schemas(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 0.1.0 Containment schema has no graph or version: written in it, a hold would
+    reach the processors as a freeze naming nothing (refused as poison) while the command
+    reported it in force. Refused before anything is sent or audited."""
+    from ledger_stream.config import Settings
+    from ledger_stream.operate import Actor, containment
+    from ledger_stream.serde import SchemaSet
+
+    def no_kafka(*_: object) -> int:
+        raise AssertionError("nothing may be sent")
+
+    monkeypatch.setattr(containment, "_partitions", no_kafka)
+    monkeypatch.setattr(containment.audit, "record", no_kafka)
+    release = AvroCodec(SchemaSet.load(write_release="0.1.0"))
+    with pytest.raises(containment.ContainmentRefused, match="LEDGER_WRITE_SCHEMAS"):
+        containment.send(Settings(), "localhost:1", release, action="", tenant="",
+                         frozen=True, actor=Actor.from_cli("ops"),
+                         workflow=(GRAPH, "2.0"))
