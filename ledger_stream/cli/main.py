@@ -27,6 +27,7 @@ from ledger_stream.cli import (
     api_cmd,
     approve_cmd,
     connector_cmd,
+    drain_cmd,
     freeze_cmd,
     inspect_cmd,
     mcp_cmd,
@@ -54,7 +55,7 @@ class Command(Protocol):
 COMMANDS: tuple[Command, ...] = (
     topics_cmd, acls_cmd, processor_cmd, connector_cmd, view_cmd, receipts_cmd,
     alerts_cmd, inspect_cmd, reconcile_cmd, freeze_cmd, approve_cmd, mcp_cmd,
-    api_cmd, watch_cmd, upgrade_cmd, repartition_cmd, replay_cmd,
+    api_cmd, watch_cmd, upgrade_cmd, repartition_cmd, replay_cmd, drain_cmd,
 )
 COMMAND_PLUGINS = "ledger_stream.commands"
 
@@ -98,8 +99,9 @@ def add_version_flags(parser: argparse.ArgumentParser, version: str) -> None:
     """``--version`` on ``parser`` and on every subcommand's parser below it, so that
     ``ledger-stream kafka up --version`` answers as ``ledger-stream --version`` does (a
     command registered later gets it too: the walk follows the parsers, not a list)."""
-    parser.add_argument("--version", action="version", version=version,
-                        help="print the installed version and exit")
+    if "--version" not in parser._option_string_actions:  # drain's names a graph version
+        parser.add_argument("--version", action="version", version=version,
+                            help="print the installed version and exit")
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in {id(p): p for p in action.choices.values()}.values():  # aliases once

@@ -12,6 +12,13 @@ claimant gets Held (claim again later) and the key waits like the others. A gran
 before the freeze is not recalled, and a fast-path connector (a target that deduplicates)
 calls without waiting for its grant: those calls can still happen.
 
+A freeze may instead be scoped by workflow version (graph id and version, action and
+tenant empty; scope ``@version/<graph>/<version>``): it holds the NEW intents whose workflow
+is that version (recorded, answered ``held: frozen``, not dispatched), while intents of other
+versions pass and keys already in flight under it finish (retried, reconciled, dispatched as
+usual). So an operator can drain a version before a deploy. Its unfreeze releases the keys it
+held like any other.
+
 Each freeze or unfreeze takes effect once: a record repeating a command the partition has
 applied already (the same event id, scope, freeze or unfreeze and mode: an operator's command
 run again with its ``--event-id`` after a timeout) changes nothing. Without this, an unfreeze
@@ -74,6 +81,22 @@ def scope_of(tenant: str, action: str) -> str:
     return f"{tenant or '*'}/{action}"
 
 
+VERSION_SCOPE_PREFIX = "@version/"  # "@" is no tenant's: a key part cannot hold it
+
+
+def version_scope(graph: str, version: str) -> str:
+    """A freeze's scope by workflow version: ``@version/<graph>/<version>``."""
+    return f"{VERSION_SCOPE_PREFIX}{graph}/{version}"
+
+
+def command_scope(event: ContainmentEvent) -> str:
+    """The scope a freeze or unfreeze command names: its workflow version's, or else its
+    (tenant, action)'s."""
+    if event.version:
+        return version_scope(event.graph, event.version)
+    return scope_of(event.tenant, event.action)
+
+
 AUDIT_KEY_PREFIX = "~freeze/"
 
 
@@ -99,12 +122,22 @@ class Freeze:
     operator: str
     event_id: str
     since_ms: int
+    graph: str = ""  # with version: a freeze of that workflow version (action empty)
+    version: str = ""
 
     @property
     def scope(self) -> str:
+        if self.version:
+            return version_scope(self.graph, self.version)
         return scope_of(self.tenant, self.action)
 
-    def covers(self, tenant: str, action: str) -> bool:
+    def covers(self, tenant: str, action: str, workflow: tuple[str, str] | None = None
+               ) -> bool:
+        """Whether this freeze covers a decision for (tenant, action). A version freeze
+        covers only a new intent of its version (``workflow``: the intent's (graph,
+        version), given for a new intent only)."""
+        if self.version:
+            return workflow == (self.graph, self.version)
         return action == self.action and (not self.tenant or tenant == self.tenant)
 
 
@@ -141,17 +174,20 @@ class Containment:
     def refusal(self, event: ContainmentEvent) -> str:
         """Why a processor refuses ``event`` (as poison), or "": a freeze of a new scope
         past the FREEZE_LIMIT scopes it keeps."""
-        scope = scope_of(event.tenant, event.action)
+        scope = command_scope(event)
         if event.frozen and len(self.freezes) >= FREEZE_LIMIT \
                 and all(f.scope != scope for f in self.freezes):
             return f"a Containment past {FREEZE_LIMIT} frozen scopes"
         return ""
 
-    def hold_for(self, tenant: str, action: str, key: str = "", held_by: str = ""
-                 ) -> Hold | None:
+    def hold_for(self, tenant: str, action: str, key: str = "", held_by: str = "",
+                 workflow: tuple[str, str] | None = None) -> Hold | None:
         """The freezes covering (tenant, action), or None. ``held_by``: the scope that
-        holds ``key`` now (its entry would be replaced, not added)."""
-        found = [f for f in self.freezes if f.covers(tenant, action)]
+        holds ``key`` now (its entry would be replaced, not added; that freeze keeps
+        covering it). ``workflow``: a new intent's (graph, version), for the freezes by
+        workflow version (None for anything else: a key in flight finishes)."""
+        found = [f for f in self.freezes
+                 if f.covers(tenant, action, workflow) or (held_by and f.scope == held_by)]
         if not found:
             return None
         holding = next((f for f in found if f.mode is FreezeMode.HOLD), None)
@@ -169,14 +205,15 @@ class Containment:
         nothing. ``counts``: the record counts for repeats (:func:`counted`)."""
         if self.repeats(event, counts):
             return self, []
-        scope = scope_of(event.tenant, event.action)
+        scope = command_scope(event)
         others = tuple(f for f in self.freezes if f.scope != scope)
         applied = remember(self.applied, event) if counts else self.applied
         if event.frozen:
             previous = next((f for f in self.freezes if f.scope == scope), None)
             since = previous.since_ms if previous else now_ms
             freeze = Freeze(event.tenant, event.action, event.mode, event.reason,
-                            event.operator, event.event_id, since)
+                            event.operator, event.event_id, since, event.graph,
+                            event.version)
             return replace(self, freezes=(*others, freeze), applied=applied), []
         return (replace(self, freezes=others, applied=applied),
                 [key for s, key in self.held if s == scope])
@@ -209,17 +246,20 @@ class Containment:
     # -- the stored row -------------------------------------------------------------------
 
     def to_row(self) -> dict[str, Any]:
+        # A version freeze's row has two more items (graph, version); an action's keeps the
+        # seven older processors read.
         return {
             "freezes": [[f.tenant, f.action, f.mode.value, f.reason, f.operator, f.event_id,
-                         f.since_ms] for f in self.freezes],
+                         f.since_ms, *([f.graph, f.version] if f.version else [])]
+                        for f in self.freezes],
             "held": [list(entry) for entry in self.held],
             "applied": list(self.applied),
         }
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Containment:
-        freezes = tuple(Freeze(t, a, FreezeMode(m), r, o, e, s)
-                        for t, a, m, r, o, e, s in row.get("freezes", ()))
+        freezes = tuple(Freeze(t, a, FreezeMode(m), r, o, e, s, *rest)
+                        for t, a, m, r, o, e, s, *rest in row.get("freezes", ()))
         held = tuple((s, k) for s, k in row.get("held", ()))
         applied = tuple(row.get("applied", ()))  # absent in rows written before 2026-12-05
         return cls(freezes, held, sum(entry_bytes(*e) for e in held), applied)
@@ -245,8 +285,11 @@ def counted(key: bytes | None) -> bool:
 def command_digest(event: ContainmentEvent) -> str:
     """What identifies a freeze or unfreeze command across its retries: its event id and
     what it does (not its partition, time, reason or operator)."""
-    text = json.dumps([event.event_id, event.tenant, event.action, event.frozen,
-                       event.mode.value])  # unambiguous whatever the id holds
+    parts: list[object] = [event.event_id, event.tenant, event.action, event.frozen,
+                           event.mode.value]
+    if event.version:  # an action's command keeps the digest older processors stored
+        parts += [event.graph, event.version]
+    text = json.dumps(parts)  # unambiguous whatever the id holds
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
@@ -367,9 +410,14 @@ def invalid_containment(event: ContainmentEvent) -> str:
     """Why the processor refuses ``event`` (a Containment) as poison, or "": the operator's
     command runs the same check before sending, so a freeze no processor would hold is
     never reported sent (a long --operator was, and `freezes` listed it in force)."""
-    if not event.action or "/" in event.action + event.tenant or event.tenant == "*":
+    if event.version or event.graph:
+        if not (event.graph and event.version) or event.action or event.tenant:
+            return "a version freeze names a graph and a version, no action or tenant"
+        if "/" in event.graph:  # its scope would read as another (graph, version)'s
+            return "a version freeze's graph cannot hold '/'"
+    elif not event.action or "/" in event.action + event.tenant or event.tenant == "*":
         return "action and tenant must be key parts"
-    for name in ("action", "tenant", "reason", "operator", "event_id"):
+    for name in ("action", "tenant", "reason", "operator", "event_id", "graph", "version"):
         if len(getattr(event, name)) > TEXT_LIMIT:
             return f"{name} longer than {TEXT_LIMIT} characters"
     return ""

@@ -248,10 +248,11 @@ class FreezeMode(StrEnum):
 @dataclass(frozen=True, slots=True)
 class Containment:
     """An operator's freeze (``frozen``) or unfreeze of one action, for one tenant or every
-    tenant (``tenant`` empty). Written by ``ledger-stream freeze`` to every partition of
-    ``ledger.attempts``, each copy naming its partition (like a Tick), so each partition's
-    processor applies it at a definite point of its log; the processor keeps the active
-    freezes with the partition's state. Never reaches ``decide``."""
+    tenant (``tenant`` empty), or of one workflow version (``graph`` and ``version``, action
+    and tenant empty). Written by ``ledger-stream freeze`` (``drain --hold``) to every
+    partition of ``ledger.attempts``, each copy naming its partition (like a Tick), so each
+    partition's processor applies it at a definite point of its log; the processor keeps the
+    active freezes with the partition's state. Never reaches ``decide``."""
 
     event_id: str
     partition: int
@@ -262,6 +263,10 @@ class Containment:
     reason: str
     operator: str
     at_ms: int
+    # A freeze by workflow version holds the new intents whose workflow is (graph, version);
+    # keys already in flight under that version finish.
+    graph: str = ""
+    version: str = ""
 
 
 class AuditAction(StrEnum):

@@ -36,10 +36,10 @@ from ledger_stream.domain.containment import (
     Containment,
     audit_key,
     command_key,
+    command_scope,
     counted,
     invalid_containment,
     refused_on_read,
-    scope_of,
     take,
 )
 from ledger_stream.domain.keys import InvalidKeyError, operation_key
@@ -73,7 +73,7 @@ class FreezeRecord:
 
     @property
     def scope(self) -> str:
-        return scope_of(self.event.tenant, self.event.action)
+        return command_scope(self.event)
 
 
 def checked(action: str, tenant: str, reason: str) -> None:
@@ -91,25 +91,38 @@ def checked(action: str, tenant: str, reason: str) -> None:
 
 def send(settings: Settings, bootstrap: str, codec: AvroCodec, *, action: str, tenant: str,
          frozen: bool, actor: Actor, mode: ev.FreezeMode = ev.FreezeMode.HOLD,
-         reason: str = "", event_id: str = "") -> tuple[ev.Containment, dict[int, int]]:
+         reason: str = "", event_id: str = "", workflow: tuple[str, str] | None = None
+         ) -> tuple[ev.Containment, dict[int, int]]:
     """Write the freeze (or unfreeze) to every partition of the attempts topic, in one
     transaction, and wait for it to commit. Returns the event (partition 0's copy) and each
     copy's offset by partition. ``actor``'s audit record is written first: AuditNotWritten,
     and nothing sent, when it cannot be (audit.py). DeliveryFailed when it did not commit,
     or its outcome is unknown: running it again with the same ``event_id`` is safe either
-    way (a processor that applied the command ignores the repeat)."""
-    checked(action, tenant, reason)
+    way (a processor that applied the command ignores the repeat). ``workflow``: (graph,
+    version) for a freeze scoped by workflow version (``action`` and ``tenant`` empty)."""
+    graph, version = workflow or ("", "")
+    if workflow is None:
+        checked(action, tenant, reason)
+    elif len(reason) > REASON_LIMIT:
+        raise ContainmentRefused(f"reason longer than {REASON_LIMIT} characters")
     event = ev.Containment(event_id or new_event_id(), 0, action, tenant, frozen, mode,
-                           reason, actor.who, 0)
+                           reason, actor.who, 0, graph, version)
     # The processor's own check, before anything is sent: a copy it refuses is poison in
     # every partition, and the command would report a freeze no processor holds.
     why = invalid_containment(event)
     if why:
         raise ContainmentRefused(why)
+    if workflow is not None and "version" not in codec.schemas.writer("Containment").fields:
+        # An older release's schema would drop graph and version: every processor would
+        # refuse the copy as an action freeze naming no action, and the hold be reported
+        # in force while holding nothing.
+        raise ContainmentRefused("a hold by workflow version needs this release's event "
+                                 "schemas; this process writes an older release's "
+                                 "(LEDGER_WRITE_SCHEMAS): finish the upgrade first")
     partitions = _partitions(bootstrap, settings.topic("attempts"))
     what = ev.AuditAction.FREEZE if frozen else ev.AuditAction.UNFREEZE
     audit.record(settings, bootstrap, codec, actor, what,
-                 audit_key(scope_of(tenant, action)), event.event_id,
+                 audit_key(command_scope(event)), event.event_id,
                  f"mode {mode.value}" if frozen else "")
     now = int(time.time() * 1000)
     copies = [replace(event, partition=p, at_ms=now) for p in range(partitions)]

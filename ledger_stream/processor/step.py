@@ -24,7 +24,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ledger_stream.domain import events as ev
-from ledger_stream.domain.containment import Containment, counted, refused_on_read, scope_of
+from ledger_stream.domain.containment import (
+    Containment,
+    command_scope,
+    counted,
+    refused_on_read,
+)
 from ledger_stream.domain.containment import take as contain_command
 from ledger_stream.domain.decide import Decision, decide
 from ledger_stream.domain.policy import Policy
@@ -165,9 +170,13 @@ class LedgerStep:
             if containment.freezes:
                 tenant, action = (state.tenant, state.action) if state.phase.live else (
                     (event.tenant, event.action) if isinstance(event, ev.Intent) else ("", ""))
+                # A new intent's workflow version, for the freezes by version: a key in
+                # flight under a held version finishes.
+                workflow = (event.workflow.graph, event.workflow.version) \
+                    if isinstance(event, ev.Intent) and not state.phase.in_flight else None
                 hold = containment.hold_for(
                     tenant, action, key_text,
-                    state.held_by if state.phase is Phase.HELD else "")
+                    state.held_by if state.phase is Phase.HELD else "", workflow)
             decision = decide(state, event, self.policy, now_ms, hold, sent_ms)
             after = decision.state
             if after is not state:
@@ -200,7 +209,7 @@ class LedgerStep:
         repeat of a command this partition applied already (a retry) changes nothing
         (``record_key``: the record's key, which says whether it counts for repeats)."""
         current = view.containment()
-        scope = scope_of(event.tenant, event.action)
+        scope = command_scope(event)
         counts = counted(record_key)
         outcome = contain_command(current, event, now_ms, counts)
         if outcome.repeat:  # a retried command, applied here already
@@ -216,9 +225,9 @@ class LedgerStep:
         released = outcome.released
         view.put_containment(outcome.containment)
         logger.info("freeze" if event.frozen else "unfreeze", extra=log_fields(
-            action=event.action, tenant=event.tenant or "*", mode=event.mode.value,
-            operator=event.operator, event_id=event.event_id, partition=event.partition,
-            released=len(released)))
+            scope=scope, action=event.action, tenant=event.tenant or "*",
+            mode=event.mode.value, operator=event.operator, event_id=event.event_id,
+            partition=event.partition, released=len(released)))
         metrics.CONTAINMENT.labels("freeze" if event.frozen else "unfreeze").inc()
         outs: list[Out] = []
         for key in released:
