@@ -21,7 +21,7 @@ from ledger_lab.bench.exceptions import BenchError
 from ledger_stream.config import Settings
 from ledger_stream.kafka.clients import Consumer, Producer
 from ledger_stream.kafka.message import fetched
-from ledger_stream.kafka.offsets import end_offset
+from ledger_stream.kafka.offsets import committed_offsets, end_offset
 from ledger_stream.kafka.producer import producer_config
 from ledger_stream.kafka.topics import create_topics, ledger_topics, require_matching
 
@@ -136,10 +136,18 @@ class CommitWatcher:
     def __init__(self, bootstrap: str, group: str, topic: str) -> None:
         self._consumer = _consumer(bootstrap, group)
         self._parts = [TP(topic, p) for p in _ends(self._consumer, topic)]
+        self._last = 0
 
     def committed(self) -> int:
-        return sum(max(tp.offset, 0) for tp in self._consumer.committed(self._parts,
-                                                                         timeout=10))
+        """The sum of the committed offsets; while the group's coordinator moves or loads
+        (a loaded broker answers NOT_COORDINATOR for a moment), the last sum seen: the
+        caller polls again."""
+        try:
+            found = committed_offsets(self._consumer, self._parts, 10)
+        except KafkaException:
+            return self._last  # the coordinator still moving: the caller polls again
+        self._last = sum(max(tp.offset, 0) for tp in found)
+        return self._last
 
     def close(self) -> None:
         self._consumer.close()

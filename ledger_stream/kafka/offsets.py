@@ -63,6 +63,22 @@ def watermarks(consumer: Consumer, tp: TopicPartition, timeout_s: float = 15.0
             time.sleep(0.2)
 
 
+def committed_offsets(consumer: Consumer, tps: list[TopicPartition], timeout_s: float = 15.0
+                      ) -> list[TopicPartition]:
+    """The group's committed offsets of ``tps`` (``consumer`` reads them, never joins),
+    retried until ``timeout_s`` while the group's coordinator moves or loads: a broker that
+    just started or was restarted answers NOT_COORDINATOR or "load in progress" for a moment
+    (a benchmark on a loaded machine failed on it)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return list(consumer.committed(tps, timeout=min(10.0, max(timeout_s, 1.0))))
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def log_bounds(bootstrap: str, topic: str, partitions: list[int],
                timeout_s: float = 15.0) -> dict[int, tuple[int, int]]:
     """Each partition's (log start, read-committed end) offsets: two requests for all of

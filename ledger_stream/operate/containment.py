@@ -47,6 +47,7 @@ from ledger_stream.domain.values import replace
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.clients import Consumer, Producer
 from ledger_stream.kafka.exceptions import DeliveryFailed, KafkaSetupError, kafka_error_text
+from ledger_stream.kafka.offsets import committed_offsets
 from ledger_stream.kafka.producer import producer_config, refuse_if_forbidden
 from ledger_stream.kafka.receipts import partition_records
 from ledger_stream.operate import audit
@@ -228,8 +229,8 @@ def not_applied(settings: Settings, bootstrap: str, offsets: dict[int, int],
     deadline = time.monotonic() + wait_s
     try:
         while True:
-            committed = consumer.committed(
-                [TopicPartition(topic, p) for p in sorted(offsets)], timeout=10)
+            committed = committed_offsets(
+                consumer, [TopicPartition(topic, p) for p in sorted(offsets)], 10)
             left = sorted(tp.partition for tp in committed if tp.offset <= offsets[tp.partition])
             if not left or time.monotonic() >= deadline:
                 return left

@@ -39,6 +39,7 @@ from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.clients import Consumer, Producer
 from ledger_stream.kafka.layout import Layout, read_layout, topic_counts, write_layout
 from ledger_stream.kafka.message import fetched
+from ledger_stream.kafka.offsets import committed_offsets
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.kafka.topics import LEDGER_TOPICS
 from ledger_stream.operate.carry import CarryRefused, carried_rows
@@ -139,7 +140,7 @@ def _committed(bootstrap: str, settings: Settings, partitions: int, timeout_s: f
     try:
         tps = [TopicPartition(t, p) for p in range(partitions) for t in inputs]
         found = {(tp.topic, tp.partition): tp.offset
-                 for tp in reader.committed(tps, timeout=timeout_s)}
+                 for tp in committed_offsets(reader, tps, timeout_s)}
     finally:
         reader.close()
     return {p: cl.Positions(max(found[(inputs[0], p)], -1), max(found[(inputs[1], p)], -1))

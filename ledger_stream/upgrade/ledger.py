@@ -16,6 +16,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.state import KeyState
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.clients import Consumer
+from ledger_stream.kafka.offsets import committed_offsets
 from ledger_stream.kafka.reader import tail_topic
 from ledger_stream.kafka.receipts import key_records
 from ledger_stream.serde import AvroCodec, DecodeError
@@ -79,7 +80,7 @@ class KafkaLedger:
         try:
             meta = consumer.list_topics(topic, timeout=10).topics[topic]
             parts = [TopicPartition(topic, p) for p in meta.partitions]
-            committed = consumer.committed(parts, timeout=10)
+            committed = committed_offsets(consumer, parts, 10)
             behind = 0
             for tp in committed:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition),
