@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> None:
     start = time.monotonic()
     with ThreadPoolExecutor(IN_FLIGHT) as pool:
         n = 0
-        while time.time() < args.until:
+        while time.time() < _until(args):
             due = start + n / args.rate
             time.sleep(max(0.0, due - time.monotonic()))
             slots.acquire()
@@ -182,6 +182,17 @@ def run(args: argparse.Namespace) -> None:
     journal.close()
 
 
+def _until(args: argparse.Namespace) -> float:
+    """When to stop: ``--until``, or later when the soak moved it on in ``--until-file``
+    (a phase that held the load extends it by the time it held)."""
+    if args.until_file:
+        try:
+            return max(args.until, float(Path(args.until_file).read_text()))
+        except (OSError, ValueError):  # not written yet (it is replaced whole)
+            pass
+    return float(args.until)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--journal", required=True, help="JSON lines file to append to")
@@ -189,6 +200,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--rate", type=float, required=True, help="intents per second")
     parser.add_argument("--until", type=float, required=True, help="stop at this Unix time")
+    parser.add_argument("--until-file", default="",
+                        help="a file the soak may write a later stop time to")
     parser.add_argument("--resume", nargs="*", default=[],
                         help="earlier incarnations' journals: their unanswered intents first")
     run(parser.parse_args())

@@ -30,7 +30,9 @@ Violations (each fails the soak):
 - ``unexplained_alert``: an alert no input or fault explains (poison input, an effect without
   intent, an expired key, a version mismatch, a conflict or approval alert without such an
   intent, a ``reconciliation_required`` or ``stalled`` alert with no fault that can cause it
-  on the key's target between the key's first intent and the alert: see ``CAUSES``). A
+  on the key's target between the key's first intent and the alert: see ``CAUSES``; the
+  soak's operator phases add ``processor-stop`` and ``connector-stop`` at each graceful
+  stop and at the start that follows it, which explain ``stalled`` only). A
   ``duplicate_effect`` alert with one effect at the target is counted, not failed: the
   ledger raises it for a stale success, when a second effect "exists or is on its way".
 - ``process_crashed`` (added by the soak): a processor, connector or agent that exited by
@@ -47,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger_lab.falsify.evidence import LedgerTopics
+from ledger_lab.sandbox.faults import DEFAULT_DELAY_S
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import ApprovalKeys, approval_problem
 
@@ -107,10 +110,12 @@ def _unknown_outcome_cause(fault: FaultAt, key: KeyStory) -> bool:
 
 def _lapse_cause(fault: FaultAt, key: KeyStory) -> bool:
     """Can ``fault`` make grants come too late to call (``stalled``)? Anything that slows
-    the processor (killed, frozen, a broker lost), the key's connectors or its target."""
+    the processor (killed, frozen, a broker lost, stopped or started by an operator phase),
+    the key's connectors or its target. A graceful stop explains no lost outcome: it is
+    not a cause of ``reconciliation_required``."""
     return (fault.kind in ("processor-kill", "broker-kill", "target-kill", "target-crash",
-                           "target-fault", "pause")
-            or (fault.kind == "connector-kill"
+                           "target-fault", "pause", "processor-stop")
+            or (fault.kind in ("connector-kill", "connector-stop")
                 and fault.victim.startswith(f"{key.target}-connector")))
 
 
@@ -170,8 +175,12 @@ def target_truth(sandbox_ledger: dict[str, Any], credit_rows: list[tuple[str, in
         if request["result"] not in NOT_EFFECTFUL:
             calls[request["idempotency_key"]].append(request)
         if request["result"].startswith("fault:"):
-            acted[request["result"][len("fault:"):]] += 1
-            at_ms = int(request["at"] * 1000)
+            mode = request["result"][len("fault:"):]
+            acted[mode] += 1
+            # The sandbox logs a request when it answers: after a delaying fault's wait,
+            # which began when the request came (the soak arms every mode with its default
+            # delay). The fault acted from then: the call's deadline ran out during the wait.
+            at_ms = int((request["at"] - DEFAULT_DELAY_S.get(mode, 0.0)) * 1000)
             faulted[request["idempotency_key"]] = min(
                 at_ms, faulted.get(request["idempotency_key"], at_ms))
         if request["result"] in SANDBOX_CRASHES:

@@ -24,3 +24,7 @@ class ChaosOptions:
     settle_s: float = 180.0  # after the load: how long every key may take to settle
     pause_s: float = 8.0  # SIGSTOP length: past the session timeout (6 s) and the lease (4 s)
     down_s: tuple[float, float] = (1.0, 4.0)  # how long a killed member stays down
+    grow_by: int = 0  # growth phase: `repartition --to partitions + grow_by` (0: none)
+    grow_at: float = 1 / 3  # of the duration
+    upgrade: bool = False  # rolling upgrade phase: every processor and connector replaced
+    upgrade_at: float = 2 / 3

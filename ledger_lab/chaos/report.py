@@ -25,6 +25,8 @@ def summary(report: dict[str, Any]) -> str:
         ("faults not fired", len(report["faults_not_fired"])),
         ("slowest start again (s)", _pairs({name: max(seconds) for name, seconds in
                                              report["seconds_to_start_again"].items()})),
+        *((f"phase {phase['kind']}", _phase(phase)) for phase in report.get("phases", [])),
+        ("dead letters", report.get("dlq_records", 0)),
         ("duplicate effects, alerted (documented window)",
          report["duplicate_effects_alerted"]),
         ("violations", len(report["violations"])),
@@ -37,6 +39,18 @@ def summary(report: dict[str, Any]) -> str:
     if len(report["violations"]) > 30:
         lines.append(f"  ... {len(report['violations']) - 30} more in the JSON report")
     return "\n".join(lines)
+
+
+def _phase(phase: dict[str, Any]) -> str:
+    """One phase in a line: when, how long, what it did."""
+    d = phase["detail"]
+    if phase["kind"] == "growth":
+        did = (f"{d['from']} -> {d['to']} partitions, {d['moved_keys']} keys moved, "
+               f"{d['kept_keys']} kept, {len(d['repartition_tries'])} tries"
+               if d["grown"] else f"not grown: {d['repartition_tries'][-1:]}")
+    else:
+        did = f"{d['replaced']} instances replaced ({d['to']})"
+    return f"at {phase['at_s']:g} s of load, {phase['seconds']:g} s: {did}"
 
 
 def _pairs(counts: dict[str, Any]) -> str:

@@ -23,6 +23,7 @@ from pathlib import Path
 import psycopg
 from confluent_kafka.admin import AdminClient
 
+from ledger_lab.chaos.checker import FaultAt
 from ledger_lab.chaos.options import ChaosOptions
 from ledger_lab.harness.agents import PROCESSOR_ENV
 from ledger_lab.harness.approvers import TEST_APPROVER, write_signing_key
@@ -56,6 +57,7 @@ class Member:
     running: Callable[[], bool]
     slow: bool = False  # launched in a thread of its own
     exit_code: Callable[[], int | None] = lambda: None  # of the last run, once it ended
+    log: Callable[[], Path | None] = lambda: None  # of the current run (processes only)
     expected_exits: frozenset[int] = frozenset({0, -9})  # ours: done, or our SIGKILL
     held_until: float = 0.0  # a fault keeps it down (or paused) until this monotonic time
     paused: bool = False
@@ -107,7 +109,16 @@ class World:
         self.effects_dsn = ""
         self.members: list[Member] = []
         self.journals: list[Path] = []
-        self.until = 0.0  # agents stop at this Unix time
+        self.until = 0.0  # agents stop at this Unix time (a phase moves it on)
+        # Extra environment per member name (the version a rolling upgrade gave it), and
+        # for every agent (the schemas its SDK reads and writes).
+        self.env_of: dict[str, dict[str, str]] = {}
+        self.agent_env: dict[str, str] = {}
+        self.ledger_env: dict[str, str] = {}  # processors and connectors not in env_of
+        self.layouts = [options.partitions]  # the partition counts grown through, in order
+        # Graceful stops and the starts after them (operator phases), for the checker's
+        # causes of a ``stalled`` alert.
+        self.operated: list[FaultAt] = []
         self.crashes: list[str] = []  # members that exited by themselves with an error
         self._admin: AdminClient | None = None
         self._n = 0
@@ -146,8 +157,21 @@ class World:
 
     def start_agents(self, until: float) -> None:
         self.until = until
+        self.extend_load(0.0)
         for i in range(self.options.agents):
             self._add_proc(f"agent-{i + 1}", "agent", self._agent(i + 1))
+
+    def extend_load(self, seconds: float) -> None:
+        """Move the agents' stop time on by ``seconds`` (a phase held the load that long);
+        the file is replaced whole, so an agent never reads it half written."""
+        self.until += seconds
+        scratch = self.workdir / "until.tmp"
+        scratch.write_text(f"{self.until:.3f}")
+        scratch.replace(self.until_file)
+
+    @property
+    def until_file(self) -> Path:
+        return self.workdir / "until"
 
     # -- members -----------------------------------------------------------------------------
 
@@ -172,7 +196,8 @@ class World:
 
         self._add(Member(name, role, launch, crash, pid,
                          lambda: "proc" in box and box["proc"].alive(),
-                         exit_code=lambda: box["proc"].popen.poll() if "proc" in box else None))
+                         exit_code=lambda: box["proc"].popen.poll() if "proc" in box else None,
+                         log=lambda: box["proc"].log if "proc" in box else None))
 
     def _add_broker(self, node_id: int) -> None:
         def pid() -> int | None:
@@ -213,12 +238,17 @@ class World:
         logs.mkdir(exist_ok=True)
         return logs / f"{name}-{n}.log"
 
+    def version(self, name: str) -> dict[str, str]:
+        """The environment that gives a processor or connector its version."""
+        return self.env_of.get(name, self.ledger_env)
+
     def _processor(self, i: int) -> Callable[[int], Proc]:
         def make(n: int) -> Proc:
             assert self.settings is not None
             extra = ("--guarantee", self.options.guarantee)
             return start_processor(self.settings, self.workdir / f"state-{i}",
-                                   self._log(f"processor-{i}", n), *extra, env=PROCESSOR_ENV)
+                                   self._log(f"processor-{i}", n), *extra,
+                                   env={**PROCESSOR_ENV, **self.version(f"processor-{i}")})
         return make
 
     def _connector(self, kind: str, n: int, name: str, *args: str) -> Proc:
@@ -228,7 +258,7 @@ class World:
         return Proc(["connector", kind, *args, "--instance-id", f"{name}.{n}",
                      "--bootstrap", self.settings.kafka_bootstrap,
                      "--topic-prefix", self.settings.topic_prefix],
-                    self._log(f"connector-{kind}", n), env=FAST)
+                    self._log(f"connector-{kind}", n), env={**FAST, **self.version(name)})
 
     def _payments(self, n: int, name: str) -> Proc:
         assert self.sandbox is not None
@@ -249,14 +279,15 @@ class World:
             journal = self.workdir / f"agent-{i}-{incarnation}.jsonl"
             # Seeded by the soak's seed, the agent and its incarnation only.
             seed = self.options.seed * 1000 + i * 100 + incarnation
-            env = {"LEDGER_KAFKA_BOOTSTRAP": self.settings.kafka_bootstrap,
+            env = {**self.agent_env, "LEDGER_KAFKA_BOOTSTRAP": self.settings.kafka_bootstrap,
                    "LEDGER_TOPIC_PREFIX": self.settings.topic_prefix,
                    "LEDGER_APPROVAL_SIGNING_KEY": str(write_signing_key(TEST_APPROVER,
                                                                         self.workdir))}
             rate = self.options.rate / self.options.agents
             proc = Proc(["--journal", str(journal), "--name", f"a{i}-{incarnation}",
                          "--seed", str(seed), "--rate", f"{rate:g}",
-                         "--until", f"{self.until:.3f}", "--resume", *map(str, earlier)],
+                         "--until", f"{self.until:.3f}", "--until-file", str(self.until_file),
+                         "--resume", *map(str, earlier)],
                         self._log(f"agent-{i}", n), env=env, module="ledger_lab.chaos.agent")
             earlier.append(journal)
             self.journals.append(journal)

@@ -25,7 +25,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "connectors, agents, targets and brokers (a partition leader or the active "
         "controller), SIGSTOPs processes past their session and lease timeouts and arms "
         "target faults. Then every key must settle, and a checker compares the targets' own "
-        "ledgers with the topics and the agents' journals. Exit 1 on any violation.")
+        "ledgers with the topics and the agents' journals. With --grow-by and --upgrade, "
+        "an operator grows the partitions through `repartition` and rolls every processor "
+        "and connector to another version, under the load. Exit 1 on any violation.")
     parser.add_argument("--duration", type=float, default=600.0, help="seconds of load")
     parser.add_argument("--rate", type=float, default=20.0, help="intents per second")
     parser.add_argument("--seed", type=int, default=0, help="the fault schedule's seed")
@@ -42,6 +44,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         default="exactly-once", help="the processors' processing guarantee")
     parser.add_argument("--settle", type=float, default=180.0,
                         help="seconds every key may take to settle after the load")
+    parser.add_argument("--grow-by", type=int, default=0, metavar="N",
+                        help="a growth phase: stop processors and connectors, run "
+                        "`repartition --to <partitions + N>`, start them again (0: none)")
+    parser.add_argument("--grow-at", type=float, default=1 / 3, metavar="FRACTION",
+                        help="when the growth phase starts, as a fraction of --duration")
+    parser.add_argument("--upgrade", action="store_true",
+                        help="a rolling upgrade phase: every processor and connector "
+                        "replaced, one at a time, by the other version (two passes)")
+    parser.add_argument("--upgrade-at", type=float, default=2 / 3, metavar="FRACTION",
+                        help="when the rolling upgrade starts, as a fraction of --duration")
+    parser.add_argument("--partitions", type=int, default=6,
+                        help="partitions of every ledger topic at the start")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="where the cluster, stores, logs and journals go (default: a "
                         "temporary folder, removed after a passing run)")
@@ -59,7 +73,7 @@ def _run(args: argparse.Namespace) -> int:
     for name in ("duration", "rate", "settle"):
         if getattr(args, name) <= 0:
             raise CliError(f"--{name} must be positive")
-    for name in ("processors", "connectors", "agents"):
+    for name in ("processors", "connectors", "agents", "partitions"):
         if getattr(args, name) < 1:
             raise CliError(f"--{name} must be at least 1")
     if args.faults < 0:
@@ -68,7 +82,10 @@ def _run(args: argparse.Namespace) -> int:
     options = ChaosOptions(duration_s=args.duration, rate=args.rate, seed=args.seed,
                            faults=args.faults, kinds=kinds, nodes=args.nodes,
                            processors=args.processors, connectors=args.connectors,
-                           agents=args.agents, guarantee=args.guarantee, settle_s=args.settle)
+                           agents=args.agents, guarantee=args.guarantee, settle_s=args.settle,
+                           partitions=args.partitions, grow_by=args.grow_by,
+                           grow_at=args.grow_at, upgrade=args.upgrade,
+                           upgrade_at=args.upgrade_at)
     keep = args.workdir is not None
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="ledger-chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)

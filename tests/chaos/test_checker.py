@@ -196,9 +196,14 @@ def test_an_operational_alert_needs_a_fault_that_can_cause_it_on_its_key() -> No
     armed = FaultAt(1_000, "target-fault", "payments-sandbox")
     assert verdict(lost, REFUND, armed, acted_ms=26_000) == []
     assert verdict(lost, REFUND, armed, acted_ms=31_000) == ["unexplained_alert"]
+    # The sandbox logs a delayed request when it answers, 5 s after it came: the fault acted
+    # from its arrival (the 60-minute soak found alerts 2-3 s before such log times).
     assert target_truth({"requests": [
-        {**payment_call(REFUND, 5, result="fault:delay_before_commit"), "at": 27.0},
-        {**payment_call(REFUND, 5, result="fault:delay_before_commit"), "at": 26.0}],
+        {**payment_call(REFUND, 5, result="fault:delay_before_commit"), "at": 32.0},
+        {**payment_call(REFUND, 5, result="fault:delay_before_commit"), "at": 31.0}],
+        "effects": []}, []).faulted_keys == {REFUND: 26_000}
+    assert target_truth({"requests": [
+        {**payment_call(REFUND, 5, result="fault:error_before_commit"), "at": 26.0}],
         "effects": []}, []).faulted_keys == {REFUND: 26_000}
     # Reconcile jobs are not claimed: once the key is being reconciled, any connector of its
     # target may be the one running the job; before that, only a holder counts.
@@ -244,6 +249,16 @@ def test_an_operational_alert_needs_a_fault_that_can_cause_it_on_its_key() -> No
     assert verdict(stalled, CREDIT, FaultAt(26_000, "pause", "processor-2")) == []
     assert verdict(stalled, CREDIT, FaultAt(26_000, "processor-kill", "processor-1")) == []
     assert verdict(stalled, CREDIT, FaultAt(26_000, "agent-kill", "agent-1")) \
+        == ["unexplained_alert"]
+    # An operator phase's graceful stop of a processor or of a connector of the key's target
+    # (or the start after it) slows the ledger: it explains a stalled alert, never a lost
+    # outcome.
+    assert verdict(stalled, CREDIT, FaultAt(26_000, "processor-stop", "processor-1")) == []
+    assert verdict(stalled, CREDIT, FaultAt(26_000, "connector-stop",
+                                            "ledger-db-connector-1")) == []
+    assert verdict(stalled, CREDIT, FaultAt(26_000, "connector-stop",
+                                            "payments-connector-1")) == ["unexplained_alert"]
+    assert verdict(lost, REFUND, FaultAt(26_000, "connector-stop", "payments-connector-2")) \
         == ["unexplained_alert"]
 
 
@@ -315,6 +330,9 @@ def test_an_intent_both_unapproved_and_conflicting_may_get_either_alert() -> Non
     (["--agents", "0"], "--agents must be at least 1"),
     (["--kinds", "broker-kill,meteor"], "unknown fault kind(s) meteor"),
     (["--duration", "3", "--faults", "2"], "leaves no time for faults"),
+    (["--grow-by", "6", "--grow-at", "1.5"], "between 0 and 1"),
+    (["--upgrade", "--upgrade-at", "0.5", "--grow-by", "6", "--grow-at", "0.5"],
+     "same second"),
 ])
 def test_the_chaos_command_refuses_bad_flags_before_starting_anything(argv, said, capsys,
                                                                       tmp_path) -> None:
