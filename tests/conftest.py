@@ -26,7 +26,7 @@ from ledger_lab.harness.sandbox import SandboxProc
 from ledger_lab.harness.stack import Stack
 from ledger_lab.local_kafka import LocalCluster, ensure_jars, jar_cache
 from ledger_stream.config import Settings
-from ledger_stream.kafka import topics
+from ledger_stream.kafka import producer, topics
 from tests.model import background as model_background
 from tests.simulation import background
 
@@ -147,3 +147,11 @@ def postgres_dsn(postgres_server: PostgresServer) -> Iterator[str]:
                           .format(sql.Identifier(name)))
     except psycopg.OperationalError:
         pass  # the server is down (a crash test); the run's teardown removes it anyway
+
+
+@pytest.fixture(autouse=True)
+def _producing_allowed_after_each_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dry-run command run in-process (``replay-plan``, ``upgrade-check``) forbids this
+    process to produce for good, as it should in its own process; the tests that call it
+    in-process must not leave every later test unable to submit."""
+    monkeypatch.setattr(producer, "_forbidden", "")
