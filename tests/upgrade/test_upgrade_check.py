@@ -144,16 +144,19 @@ def test_new_code_that_raises_is_an_error_finding(world, client, monkeypatch):
 
 
 class KillSecond:
-    """Two parallel refund tasks: the worker dies right after the second intent."""
+    """Two parallel refund tasks: the worker dies right after the second intent, once the
+    first task's writes are saved (``saved``; a fixed pause lost that race under load)."""
 
-    def __init__(self, ledger: MemoryLedger) -> None:
-        self.ledger, self.n = ledger, 0
+    def __init__(self, ledger: MemoryLedger, saved: Any) -> None:
+        self.ledger, self.n, self.saved = ledger, 0, saved
 
     def answer(self, intent: ev.Intent) -> ev.Receipt:
         receipt = self.ledger.record(intent)
         self.n += 1
         if self.n == 2:
-            time.sleep(0.3)  # the first task's writes are saved first
+            deadline = time.monotonic() + 30
+            while not self.saved() and time.monotonic() < deadline:
+                time.sleep(0.05)
             raise Killed
         return receipt
 
@@ -168,7 +171,12 @@ def test_a_parallel_task_that_finished_is_not_an_orphan(tmp_path, client):
     v1.invoke({"invoice": "inv-p", "amount": 5.0, "messages": []}, config)
     approvals = {f"inv-p-{part}": approval_for("par", {"args": {
         "invoice": f"inv-p-{part}", "amount": 5.0}}) for part in ("a", "b")}
-    with dry_run(KillSecond(ledger)), pytest.raises(Killed):
+    def first_task_saved() -> bool:
+        found = saver.get_tuple(config)
+        return bool(found and any(not channel.startswith("__")
+                                  for _, channel, _ in found.pending_writes or []))
+
+    with dry_run(KillSecond(ledger, first_task_saved)), pytest.raises(Killed):
         v1.invoke(Command(resume=approvals), config, durability="sync")
     assert len(ledger.intents) == 2
     found = check_threads(graph(client, "parallel"), saver, ledger, POLICY)
