@@ -138,6 +138,21 @@ class Workflow:
 
 
 @dataclass(frozen=True, slots=True)
+class Observation:
+    """Evidence of a result read from outside before an effect was asked: a model's answer,
+    a retrieval, a price. Its digest and size, never its content; the intents that follow
+    it in the same step and thread carry it (``domain/observations.py``)."""
+
+    source: str  # what was asked: "model", "retrieval", "prices"
+    digest: str  # hex SHA-256 of the result's canonical encoding
+    size: int  # bytes of that encoding
+    model: str = ""  # the model (or the source's version) that answered
+    trace_id: str = ""  # the trace or run the result came in
+    node: str = ""  # the node that observed it
+    step: int = -1  # the graph step it was observed at (-1: unknown)
+
+
+@dataclass(frozen=True, slots=True)
 class Intent:
     event_id: str
     key: str
@@ -152,6 +167,8 @@ class Intent:
     approval: Approval | None = None
     policy_revision: str = ""
     origin: Origin = Origin.FRESH
+    # Evidence of what the step read from outside before asking; never decides anything.
+    observations: tuple[Observation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ledger_stream.domain.events import AttemptClaim, InputEvent, Intent
 from ledger_stream.domain.keys import sha256_hex, tenant_of
+from ledger_stream.domain.observations import observation_problem
 
 # The longest lease a claim may ask for. A lease covers one call and the report of its
 # outcome; a day is far beyond any. Unbounded, a claim asking for 2**63-1 ms made the
@@ -51,4 +52,4 @@ def _intent_problem(intent: Intent) -> str | None:
         return "empty event_id"
     if not intent.workflow.graph or not intent.workflow.version:
         return "workflow graph and version are required"
-    return None
+    return observation_problem(intent.observations)

@@ -14,7 +14,7 @@ import asyncio
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -100,8 +100,10 @@ class LedgerClient:
 
     def intent(self, key: str, action: str, target: str, args: Any, *,
                workflow: ev.Workflow, payload: Any = None, approval: ev.Approval | None = None,
-               policy_revision: str = "", origin: ev.Origin = ev.Origin.FRESH) -> ev.Intent:
-        """An Intent for ``key`` with canonical, hashed material arguments.
+               policy_revision: str = "", origin: ev.Origin = ev.Origin.FRESH,
+               observations: Sequence[ev.Observation] = ()) -> ev.Intent:
+        """An Intent for ``key`` with canonical, hashed material arguments, carrying the
+        ``observations`` its step made (evidence only: they never change the answer).
 
         Raises InvalidIntentError for an intent the ledger would dead-letter (a key that is
         not tenant/action/business-id, an action other than the key's), so the mistake
@@ -113,6 +115,7 @@ class LedgerClient:
             workflow=workflow, at_ms=now_ms(),
             payload_json=canonical_json(payload) if payload is not None else "",
             approval=approval, policy_revision=policy_revision, origin=origin,
+            observations=tuple(observations),
         )
         _check(intent)
         return intent

@@ -1,7 +1,8 @@
 """Conversion between the domain's frozen dataclasses and Avro-ready dicts.
 
 Converters are built once per class from its type hints: enums travel as their symbol,
-nested dataclasses as dicts, optional nested dataclasses as dict or None. Each class's pair
+nested dataclasses as dicts, optional nested dataclasses as dict or None, a tuple of
+dataclasses as a list of dicts. Each class's pair
 is compiled into two straight-line functions (as ``dataclasses`` compiles ``__init__``): a
 dict display to encode, one constructor call to decode, with no per-field loop, ``getattr``
 or converter call where a field needs no conversion. Every record the processor reads or
@@ -24,7 +25,8 @@ Decoder = Callable[[dict[str, Any]], Any]
 
 @dataclasses.dataclass(frozen=True)
 class _Field:
-    """How one field converts: ``kind`` is plain, enum, record or optional (record)."""
+    """How one field converts: ``kind`` is plain, enum, record, optional (record) or
+    records (a tuple of them)."""
 
     name: str
     kind: str
@@ -40,6 +42,10 @@ def _field(name: str, hint: Any) -> _Field:
         members = [a for a in typing.get_args(hint) if a is not type(None)]
         if len(members) == 1 and dataclasses.is_dataclass(members[0]):
             return _Field(name, "optional", members[0])
+    items = typing.get_args(hint)
+    if typing.get_origin(hint) is tuple and len(items) == 2 and items[1] is Ellipsis \
+            and dataclasses.is_dataclass(items[0]):
+        return _Field(name, "records", items[0])
     return _Field(name, "plain")
 
 
@@ -59,6 +65,10 @@ def _expression(f: _Field, i: int, raw: str, convert: Callable[[type], Any], pre
                 scope: dict[str, Any]) -> str:
     """The source converting field ``f`` (number ``i``) whose value is ``raw``; a nested
     record's converter (``convert`` of its type) goes into ``scope`` as ``<prefix><i>``."""
+    if f.kind == "records":  # a list on the wire, a tuple in the (frozen) event
+        scope[f"{prefix}{i}"] = convert(f.type)
+        items = f"[{prefix}{i}(x) for x in {raw}]"
+        return items if prefix == "e" else f"tuple({items})"
     if f.kind in ("record", "optional"):
         scope[f"{prefix}{i}"] = convert(f.type)
         call = f"{prefix}{i}({raw})"
@@ -112,6 +122,8 @@ def _decode_present(cls: Any, record: dict[str, Any]) -> Any:
             kwargs[f.name] = decoder(f.type)(raw)
         elif f.kind == "optional":
             kwargs[f.name] = None if raw is None else decoder(f.type)(raw)
+        elif f.kind == "records":
+            kwargs[f.name] = tuple(decoder(f.type)(x) for x in raw)
         else:
             kwargs[f.name] = raw
     return cls(**kwargs)

@@ -33,6 +33,8 @@ def _reason(result: object) -> str:
 def test_a_valid_intent_is_read_as_itself() -> None:
     event = intent(key=KEY)
     assert _read(CODEC.encode(event)) == event
+    observed = intent(key=KEY, observations=(ev.Observation("model", "ab" * 32, 9, "m"),))
+    assert _read(CODEC.encode(observed)) == observed
 
 
 @pytest.mark.parametrize(("case", "expected"), [
@@ -45,6 +47,7 @@ def test_a_valid_intent_is_read_as_itself() -> None:
     ("invalid", "invalid Intent: args_hash is not the SHA-256 of args_json"),
     ("key mismatch", "invalid Intent: message key differs from the event's operation key"),
     ("not utf-8", "message key is not UTF-8"),
+    ("bad observation", "invalid Intent: an observation's digest is not a hex SHA-256"),
 ])
 def test_hostile_records_are_poison_with_a_reason(case: str, expected: str) -> None:
     good = CODEC.encode(intent(key=KEY))
@@ -70,6 +73,9 @@ def test_hostile_records_are_poison_with_a_reason(case: str, expected: str) -> N
         partition = partition_for(key, PARTITIONS)
     elif case == "not utf-8":
         key = b"\xff\xfe"
+    elif case == "bad observation":
+        value = CODEC.encode(intent(key=KEY, observations=(
+            ev.Observation("model", "a model's whole answer", 22),)))
     assert _reason(_read(value, key, topic, partition)).startswith(expected)
 
 

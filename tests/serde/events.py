@@ -11,7 +11,9 @@ from tests.factories import KEY, claim, intent, outcome, reconciled, resolution
 
 def one_of_each() -> list:
     i = intent(approval=sign_approval(TEST_APPROVER, KEY, "a1", "h" * 64, "p1", 99),
-               payload_json='{}')
+               payload_json='{}',
+               observations=(ev.Observation("model", "ab" * 32, 812, "gpt-x", "t1", "agent", 3),
+                             ev.Observation("prices", "cd" * 32, 40)))
     return [
         i, intent(), claim(), outcome(ev.OutcomeStatus.SUCCEEDED, external_id="pay-1"),
         reconciled(ev.ReconcileStatus.NOT_FOUND),

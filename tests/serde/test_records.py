@@ -20,11 +20,14 @@ pytestmark = pytest.mark.timeout(30)
 
 
 def reference(value: Any) -> Any:
-    """A dataclass as nested dicts, enums as their values, everything else as it is."""
+    """A dataclass as nested dicts, enums as their values, tuples as lists, everything else
+    as it is."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: reference(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Enum):
         return value.value
+    if isinstance(value, tuple):  # a tuple of records travels as a list
+        return [reference(v) for v in value]
     return value
 
 
