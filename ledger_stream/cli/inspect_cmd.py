@@ -19,6 +19,7 @@ from ledger_stream.cli.common import (
     iso_ms,
     settings_from,
 )
+from ledger_stream.history.timeline import TimelineRow
 
 T = TypeVar("T")
 COLUMNS = ("time", "topic", "offset", "event", "intent", "attempt", "claim", "outcome",
@@ -120,11 +121,18 @@ def _inspect(args: argparse.Namespace) -> int:
         print("\t".join(cell(v) for v in (
             iso_ms(r.ledger_time_ms), r.role, f"{r.partition}@{r.offset}", r.event,
             r.intent_event_id, r.attempt, r.claim_id, r.outcome, r.receipt, r.next_state,
-            r.external_id, r.detail)))
+            r.external_id, _detail(r))))
     state = next((r.next_state for r in reversed(rows) if r.next_state), None)
     print(f"{len(rows)} event(s); the key is {state or 'unknown (no receipt)'}",
           file=sys.stderr)
     return 0
+
+
+def _detail(row: TimelineRow) -> str | None:
+    """The row's detail, then what its step observed and the flag of a changed reading."""
+    parts = [row.detail, row.observed and f"observed {row.observed}",
+             row.flag and f"FLAGGED {row.flag}"]
+    return "; ".join(p for p in parts if p) or None
 
 
 def _evidence(args: argparse.Namespace) -> int:

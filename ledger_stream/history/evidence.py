@@ -11,6 +11,10 @@ target's answer may echo payment details) become their length. A receipt's or an
 detail is shown through ``detail.shown_detail``: a target's text quoted in it (records
 written before connectors summarised their failures) becomes its length. Keys, ids,
 hashes, statuses and the ledger's own details stay: they are what a review needs.
+
+``observations`` lists, per intent that carried any, what its step read from outside (source,
+model, trace, digest and size: never the content, which the ledger never receives) and
+whether it differs from what the same thread read first for the key (``changed``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ledger_stream.domain import events as ev
+from ledger_stream.domain.observations import observation_changes
 from ledger_stream.history.detail import shown_detail
 from ledger_stream.history.timeline import Located, timeline
 from ledger_stream.serde.records import to_record
@@ -66,6 +71,18 @@ def _of(records: Iterable[Located], kind: type) -> list[dict[str, Any]]:
              **redacted(r.event)} for r in records if isinstance(r.event, kind)]
 
 
+def observations(records: list[Located]) -> list[dict[str, Any]]:
+    """Each intent's observations in the ledger's order, with the changes flagged."""
+    intents = [r.event for r in sorted(records, key=lambda r: (r.timestamp_ms, r.offset))
+               if r.role == "intents" and isinstance(r.event, ev.Intent)]
+    changes = observation_changes(intents)
+    return [{"intent_event_id": i.event_id, "thread": i.workflow.thread_id,
+             "origin": i.origin.value, "checkpoint": i.workflow.checkpoint_id,
+             "observed": [to_record(o) for o in i.observations],
+             "changed": [c.describe() for c in changes.get(i.event_id, ())]}
+            for i in intents if i.observations]
+
+
 def evidence(key: str, records: list[Located], generated_at_ms: int) -> dict[str, Any]:
     """The evidence document of ``key`` from its records (``history.read_key``)."""
     ordered = sorted(records, key=lambda r: (r.topic, r.partition, r.offset))
@@ -87,5 +104,6 @@ def evidence(key: str, records: list[Located], generated_at_ms: int) -> dict[str
         "alerts": _of(ordered, ev.Alert),
         "operator_actions": _of(ordered, ev.OperatorResolution),
         "audit": _of(ordered, ev.AuditRecord),
+        "observations": observations(ordered),
         "undecodable": sum(1 for r in ordered if r.event is None),
     }

@@ -7,16 +7,22 @@ the partition clock an output was decided at, which is its input's broker timest
 client's wall clock (an intent's ``at_ms``) never orders anything. Inside one millisecond,
 inputs come before the outputs they caused, then the log offset decides.
 
+An intent's observations (what its step read from outside: a model's answer, a lookup) are
+shown as source, model, digest and size; an intent whose observation differs from the one
+its thread recorded first for the key is flagged ``observation_changed`` (``flag``), a mark
+for the review, never a decision (``domain/observations.py``).
+
 A connector's error text is shown as its length, and a receipt's or alert's detail through
 ``detail.shown_detail``: a target's text is never repeated.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ledger_stream.domain import events as ev
+from ledger_stream.domain.observations import observation_changes, shown
 from ledger_stream.history.detail import shown_detail
 
 # Roles whose broker timestamp (LogAppendTime) is the ledger's time of the record.
@@ -61,6 +67,8 @@ class TimelineRow:
     receipt: str | None = None  # status/reason of a receipt
     next_state: str | None = None  # the key's state a receipt announces
     detail: str | None = None
+    observed: str | None = None  # an intent's observations: source model digest (size)
+    flag: str | None = None  # observation_changed: this re-run read something else
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,8 +82,11 @@ def ledger_time(located: Located) -> int:
 
 
 def timeline(records: list[Located]) -> list[TimelineRow]:
-    rows = [_row(r) for r in records if not isinstance(r.event, ev.Tick)]
-    return sorted(rows, key=lambda r: (r.ledger_time_ms, RANK.get(r.role, 9), r.offset))
+    rows = sorted(((_row(r), r.event) for r in records if not isinstance(r.event, ev.Tick)),
+                  key=lambda p: (p[0].ledger_time_ms, RANK.get(p[0].role, 9), p[0].offset))
+    changes = observation_changes(e for _, e in rows if isinstance(e, ev.Intent))
+    return [replace(row, flag="; ".join(c.describe() for c in changes[e.event_id]))
+            if isinstance(e, ev.Intent) and e.event_id in changes else row for row, e in rows]
 
 
 def _row(r: Located) -> TimelineRow:
@@ -96,7 +107,8 @@ def _fields(e: Any) -> dict[str, Any]:
                 f"{e.workflow.version}", "thread": e.workflow.thread_id, "node": e.workflow.node,
                 "checkpoint": e.workflow.checkpoint_id, "origin": e.origin.value,
                 "detail": f"args {e.args_hash[:12]}"
-                + (f", approval {e.approval.approval_id}" if e.approval else "")}
+                + (f", approval {e.approval.approval_id}" if e.approval else ""),
+                "observed": ", ".join(shown(o) for o in e.observations)}
     if isinstance(e, ev.AttemptClaim):
         return {"attempt": e.attempt, "claim_id": e.claim_id, "connector": e.connector,
                 "detail": f"lease {e.lease_ms} ms"}
