@@ -100,6 +100,14 @@ def http_headers() -> dict[str, str]:
     return {"traceparent": carrier["traceparent"]} if "traceparent" in carrier else {}
 
 
+def current_trace_id() -> str:
+    """The current span's trace id (32 hex digits), or "" without a recording span."""
+    if trace is None:
+        return ""
+    context = trace.get_current_span().get_span_context()
+    return format(context.trace_id, "032x") if context.is_valid else ""
+
+
 def _context(headers: Headers | Mapping[str, str]) -> Any:
     if _PROPAGATOR is None or not headers:
         return None

@@ -25,6 +25,11 @@ message's status is ``success`` only for an effect that succeeded. It is ``error
   or no answer within ``wait``). The content then says the call is recorded and that
   calling again is safe.
 
+Every model call is an observed step (``langgraph/observed.py``): the answer's digest and
+size, the model and the trace go into ``ledger_observations``, and the intents of the tool
+calls that follow carry them as evidence, so a replay whose model answered differently is
+flagged on the key it asked for (``observe_model=None`` turns this off).
+
 Tool names and schemas are untouched: the model sees the same tools. Tools the model
 provider runs itself (built-in tools given as dicts) never reach a tool node, so the
 middleware refuses a model call that offers one unless it is declared exempt.
@@ -41,7 +46,8 @@ from dataclasses import dataclass
 from typing import Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
-from langchain_core.messages import ToolMessage
+from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
@@ -49,6 +55,12 @@ from pydantic import BaseModel, ValidationError
 
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import InvalidKeyError, business_id_part, operation_key
+from ledger_stream.langgraph.observed import (
+    STATE_FIELD,
+    LedgerObservations,
+    observation,
+    step_observations,
+)
 from ledger_stream.langgraph.origin import step_origin
 from ledger_stream.langgraph.tool import LedgerReceipts, receipt_summary
 from ledger_stream.sdk.client import PENDING, LedgerClient
@@ -97,9 +109,11 @@ class Effect:
 
 
 class LedgerAgentState(AgentState[Any]):
-    """What the middleware adds to the agent's state: the latest receipt summary per key."""
+    """What the middleware adds to the agent's state: the latest receipt summary per key,
+    and the latest observation per source (the model's answers)."""
 
     ledger_receipts: NotRequired[LedgerReceipts]
+    ledger_observations: NotRequired[LedgerObservations]
 
 
 class LedgerMiddleware(AgentMiddleware[LedgerAgentState, Any, Any]):
@@ -109,7 +123,7 @@ class LedgerMiddleware(AgentMiddleware[LedgerAgentState, Any, Any]):
 
     def __init__(self, client: LedgerClient, *, tenant: str, graph: str, version: str,
                  effects: Mapping[str, Effect], exempt: Iterable[str] = (),
-                 wait: float = 30.0) -> None:
+                 wait: float = 30.0, observe_model: str | None = "model") -> None:
         super().__init__()
         both = set(effects) & set(exempt)
         if both:
@@ -129,16 +143,40 @@ class LedgerMiddleware(AgentMiddleware[LedgerAgentState, Any, Any]):
         self.effects = dict(effects)
         self.exempt = frozenset(exempt)
         self.wait = wait
+        self.observe_model = observe_model
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]
                         ) -> Any:
         self._refuse_provider_tools(request)
-        return handler(request)
+        return self._observed(request, handler(request))
 
     async def awrap_model_call(self, request: ModelRequest,
                                handler: Callable[[ModelRequest], Any]) -> Any:
         self._refuse_provider_tools(request)
-        return await handler(request)
+        return self._observed(request, await handler(request))
+
+    def _observed(self, request: ModelRequest, answer: Any) -> Any:
+        """``answer`` with the observation of the model's messages as a state update."""
+        if self.observe_model is None:
+            return answer
+        extended = answer if isinstance(answer, ExtendedModelResponse) else None
+        response = extended.model_response if extended else answer
+        if isinstance(response, AIMessage):
+            response = ModelResponse(result=[response])
+        if not isinstance(response, ModelResponse):
+            return answer
+        last = response.result[-1] if response.result else None
+        made = observation(self.observe_model, response.result,
+                           model=_model_name(request, last),
+                           trace_id=str(getattr(last, "id", "") or ""))
+        update = {STATE_FIELD: {self.observe_model: made}}
+        inner = extended.command if extended else None
+        if inner is not None and isinstance(inner.update, dict):
+            update = {**inner.update, STATE_FIELD: {**inner.update.get(STATE_FIELD, {}),
+                                                    **update[STATE_FIELD]}}
+        elif inner is not None:
+            return answer  # another middleware's update we cannot merge: keep it whole
+        return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
     def _refuse_provider_tools(self, request: ModelRequest) -> None:
         """A tool given as a dict runs at the model provider: no tool call reaches us."""
@@ -195,7 +233,7 @@ class LedgerMiddleware(AgentMiddleware[LedgerAgentState, Any, Any]):
                 effect.material(args) if effect.material else args,
                 workflow=ev.Workflow(self.graph, self.version, thread_id, "tools",
                                      where.checkpoint_id),
-                origin=where.origin,
+                origin=where.origin, observations=step_observations(state),
                 payload=effect.payload(args) if effect.payload else None,
                 approval=effect.approval(state, args) if effect.approval else None)
         except (InvalidIntentError, KeyError, TypeError, ValueError) as exc:
@@ -220,6 +258,13 @@ class LedgerMiddleware(AgentMiddleware[LedgerAgentState, Any, Any]):
         message = ToolMessage(content=json.dumps(content), tool_call_id=call_id, name=name,
                               status="success" if succeeded else "error")
         return Command(update={"messages": [message], "ledger_receipts": {key: summary}})
+
+
+def _model_name(request: ModelRequest, message: Any) -> str:
+    """The model that answered: as the provider reported it, else as the agent named it."""
+    reported = (getattr(message, "response_metadata", None) or {}).get("model_name")
+    named = getattr(request.model, "model_name", None) or getattr(request.model, "model", None)
+    return str(reported or named or type(request.model).__name__)[:200]
 
 
 def _validated(tool: BaseTool | None, args: dict[str, Any]) -> dict[str, Any]:

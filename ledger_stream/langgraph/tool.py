@@ -42,6 +42,7 @@ from ledger_stream.domain.keys import (
     operation_key,
 )
 from ledger_stream.history.detail import shown_detail
+from ledger_stream.langgraph.observed import step_observations
 from ledger_stream.langgraph.origin import step_origin
 from ledger_stream.sdk.client import LedgerClient
 
@@ -117,7 +118,8 @@ def ledger_tool(client: LedgerClient, *, action: str, target: str, tenant: str,
                                    workflow=ev.Workflow(graph, version, thread_id, fn.__name__,
                                                         where.checkpoint_id),
                                    approval=approval(state) if approval else None,
-                                   origin=where.origin)
+                                   origin=where.origin,
+                                   observations=step_observations(state))
             receipt = client.submit(intent, wait, raise_errors=False)
             summary = receipt_summary(receipt)
             refused = receipt.status in (ev.ReceiptStatus.REJECTED, ev.ReceiptStatus.HELD,
