@@ -4,13 +4,12 @@ would ask of the ledger, in a dry run (ledger_stream/replay/)."""
 from __future__ import annotations
 
 import argparse
-import sqlite3
-import sys
 import time
 from datetime import UTC, datetime
 
-from ledger_stream.cli.common import CliError, add_common_flags, settings_from
-from ledger_stream.cli.upgrade_cmd import _graph, load_object, open_checkpointer
+from ledger_stream.cli.checkpointer import DSN_HELP
+from ledger_stream.cli.common import add_common_flags
+from ledger_stream.cli.dry_run import checkpointer_and_ledger, prepare, progress
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,8 +29,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="the graph that would replay: a compiled graph, or a function "
                         "of no arguments that returns one")
     parser.add_argument("--checkpointer", required=True, metavar="DSN",
-                        help="the thread's checkpointer: a SQLite file (or sqlite:///FILE), "
-                        "or PostgreSQL (postgresql://... or 'host=... user=...')")
+                        help=f"the thread's checkpointer: {DSN_HELP}")
     parser.add_argument("--thread", required=True, metavar="THREAD", help="the thread id")
     parser.add_argument("--resume", metavar="MODULE:ATTR",
                         help="f(thread_id, interrupt_value) -> the answer a human would "
@@ -73,50 +71,19 @@ def _when(text: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from confluent_kafka import KafkaException
-
-    from ledger_stream.kafka.bootstrap import resolve_bootstrap
-    from ledger_stream.kafka.exceptions import KafkaSetupError, kafka_error_text
-    from ledger_stream.kafka.producer import forbid_producing
-    from ledger_stream.processor.policy import ConfigError, policy_from
     from ledger_stream.replay import exit_status
     from ledger_stream.replay.report import as_json, as_table
     from ledger_stream.replay.run import plan_thread
-    from ledger_stream.serde import make_codec
-    from ledger_stream.upgrade import KafkaLedger
-    from ledger_stream.upgrade.check import LedgerBehind
 
-    settings = settings_from(args, consumer_group=args.group)
-    # Before the graph's module is imported: nothing of this process writes to the ledger.
-    forbid_producing("replay-plan is a dry run")
-    try:
-        policy = policy_from(settings)
-    except ConfigError as exc:
-        raise CliError(f"{exc} (the plan decides as the processor would)") from exc
-    graph = _graph(args.graph)
-    resume = load_object(args.resume, "--resume") if args.resume else None
-    if resume is not None and not callable(resume):
-        raise CliError(f"--resume {args.resume!r} is not callable")
+    run = prepare(args, "replay-plan")
     at = args.at
 
     def at_ms() -> int:
         return at if at is not None else int(time.time() * 1000)
 
-    def progress(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
-    with open_checkpointer(args.checkpointer) as saver:
-        try:
-            ledger = KafkaLedger(settings, resolve_bootstrap(settings),
-                                 make_codec(settings.schema_registry_url), progress)
-            plans = plan_thread(graph, saver, ledger, policy, args.thread, at_ms=at_ms,
-                                resume=resume, limit=args.limit,
-                                lag_wait_s=args.lag_wait, progress=progress)
-        except (LookupError, LedgerBehind, KafkaSetupError) as exc:
-            raise CliError(str(exc)) from exc
-        except KafkaException as exc:
-            raise CliError(f"cannot read the ledger: {kafka_error_text(exc)}") from exc
-        except sqlite3.Error as exc:
-            raise CliError(f"--checkpointer: {exc}") from exc
+    with checkpointer_and_ledger(args.checkpointer, run.settings) as (saver, ledger):
+        plans = plan_thread(run.graph, saver, ledger, run.policy, args.thread, at_ms=at_ms,
+                            resume=run.resume, limit=args.limit,
+                            lag_wait_s=args.lag_wait, progress=progress)
     print(as_json(args.thread, plans) if args.json else as_table(args.thread, plans))
     return exit_status(plans)
