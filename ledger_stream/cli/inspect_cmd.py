@@ -1,7 +1,6 @@
-"""``ledger-stream inspect KEY``: a key's timeline (one row per event), and
-``ledger-stream evidence KEY``: everything known about it as one redacted JSON file. From the
-view's timeline when LEDGER_VIEW_URL names one (one lookup), else from the key's partition of
-every ledger topic."""
+"""``ledger-stream inspect KEY``: a key's timeline (one row per event). From the view's
+timeline when LEDGER_VIEW_URL names one (one lookup), else from the key's partition of every
+ledger topic (``evidence_cmd`` reads the same way)."""
 
 from __future__ import annotations
 
@@ -42,26 +41,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          help="one JSON object per row (every field) instead of a table")
     inspect.add_argument("--limit", type=int, default=1_000, metavar="N",
                          help="show the latest N rows (default 1000)")
-    _source_flags(inspect)
+    source_flags(inspect)
     add_common_flags(inspect)
     inspect.set_defaults(handler=_inspect)
 
-    evidence = subparsers.add_parser(
-        "evidence", help="everything known about a key, as one redacted JSON file",
-        description="Write KEY's evidence for an incident review: the raw events with "
-        "topic, partition and offset (in log order), the timeline, receipts, alerts, "
-        "operator decisions and their audit records. Arguments, payloads and connector "
-        "error texts are replaced by their length, approval signatures dropped. From "
-        "the view or the topics, as inspect. Exit status 1 when the ledger has no "
-        "record of the key.")
-    evidence.add_argument("key", metavar="KEY", help="operation key")
-    evidence.add_argument("--out", metavar="FILE", help="write here instead of stdout")
-    _source_flags(evidence)
-    add_common_flags(evidence)
-    evidence.set_defaults(handler=_evidence)
 
-
-def _source_flags(parser: argparse.ArgumentParser) -> None:
+def source_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--view-url", metavar="URL",
                         help="the view to ask, with the API key LEDGER_VIEW_KEY "
                         "(env: LEDGER_VIEW_URL; unset: read the topics)")
@@ -72,7 +57,7 @@ def _source_flags(parser: argparse.ArgumentParser) -> None:
                         help="how long the view may take to catch up (default 5)")
 
 
-def _ask(args: argparse.Namespace, what: Callable[[Any], T]) -> T:
+def ask(args: argparse.Namespace, what: Callable[[Any], T]) -> T:
     """``what(client)`` with a client of the view (or of the topics, with --scan); one line
     for any failure to ask."""
     from confluent_kafka import KafkaException
@@ -105,7 +90,7 @@ def _ask(args: argparse.Namespace, what: Callable[[Any], T]) -> T:
 def _inspect(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise CliError(f"--limit must be 1 or more, got {args.limit}")
-    rows = _ask(args, lambda client: client.timeline(args.key, args.wait, args.limit))
+    rows = ask(args, lambda client: client.timeline(args.key, args.wait, args.limit))
     if len(rows) == args.limit:
         print(f"showing the latest {args.limit} rows; earlier ones may exist (--limit)",
               file=sys.stderr)
@@ -133,22 +118,3 @@ def _detail(row: TimelineRow) -> str | None:
     parts = [row.detail, row.observed and f"observed {row.observed}",
              row.flag and f"FLAGGED {row.flag}"]
     return "; ".join(p for p in parts if p) or None
-
-
-def _evidence(args: argparse.Namespace) -> int:
-    found = _ask(args, lambda client: client.evidence(args.key, args.wait))
-    if found is None:
-        print(f"no record of {args.key} in the ledger", file=sys.stderr)
-        return 1
-    records = sum(len(topic["records"]) for topic in found["topics"].values())
-    text = json.dumps(found, indent=2, sort_keys=True)
-    if args.out:
-        try:
-            with open(args.out, "w", encoding="utf-8") as out:
-                out.write(text + "\n")
-        except OSError as exc:
-            raise CliError(f"cannot write {args.out}: {exc}") from exc
-        print(f"wrote {args.out} ({records} records)", file=sys.stderr)
-    else:
-        print(text)
-    return 0

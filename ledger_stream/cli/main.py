@@ -28,6 +28,7 @@ from ledger_stream.cli import (
     approve_cmd,
     connector_cmd,
     drain_cmd,
+    evidence_cmd,
     freeze_cmd,
     inspect_cmd,
     mcp_cmd,
@@ -54,7 +55,7 @@ class Command(Protocol):
 
 COMMANDS: tuple[Command, ...] = (
     topics_cmd, acls_cmd, processor_cmd, connector_cmd, view_cmd, receipts_cmd,
-    alerts_cmd, inspect_cmd, reconcile_cmd, freeze_cmd, approve_cmd, mcp_cmd,
+    alerts_cmd, inspect_cmd, evidence_cmd, reconcile_cmd, freeze_cmd, approve_cmd, mcp_cmd,
     api_cmd, watch_cmd, upgrade_cmd, repartition_cmd, replay_cmd, drain_cmd,
 )
 COMMAND_PLUGINS = "ledger_stream.commands"
