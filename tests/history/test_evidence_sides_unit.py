@@ -1,0 +1,111 @@
+"""The target side and the report of a key's evidence, without a broker: targets behind the
+connector's Target interface (fakes of that interface only), and a real SQLite
+checkpointer for the workflow side's edge cases."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any, TypedDict
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import START, StateGraph
+from langgraph.types import interrupt
+
+from ledger_stream.connector.target import EffectRequest, LookupUnavailable, Target
+from ledger_stream.domain.events import OutcomeStatus
+from ledger_stream.history.checkpoints import workflow_side
+from ledger_stream.history.report import lane_of, markdown
+from ledger_stream.history.target_side import target_side
+
+SECRET = "acct-DE89370400440532013000"
+
+
+class Answering(Target):
+    """A target whose lookup answers ``answer`` (or raises it)."""
+
+    def __init__(self, answer: Any, queryable: bool = True) -> None:
+        self.name, self.answer, self.queryable = "payments", answer, queryable
+
+    def apply(self, request: EffectRequest, timeout_s: float) -> str:
+        raise AssertionError("the evidence never applies")
+
+    def classify(self, error: Exception) -> OutcomeStatus:
+        return OutcomeStatus.UNKNOWN
+
+    def lookup(self, key: str, timeout_s: float) -> str | None:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer  # type: ignore[no-any-return]
+
+
+def test_the_target_side_says_each_answer_plainly() -> None:
+    found = target_side(Answering("pay_1"), "acme/refund/a", ["pay_1"])
+    assert (found["answer"], found["receipt_id"], found["agrees"]) == ("found", "pay_1", True)
+    other = target_side(Answering("pay_2"), "acme/refund/a", ["pay_1"])
+    assert other["agrees"] is False
+    absent = target_side(Answering(None), "acme/refund/a", ["pay_1"])
+    assert (absent["answer"], absent["agrees"]) == ("absent", False)
+    no_api = target_side(Answering("pay_1", queryable=False), "acme/refund/a", [])
+    assert (no_api["answer"], no_api["receipt_id"]) == ("cannot be queried", None)
+    down = target_side(Answering(LookupUnavailable("lookup answered HTTP 503")), "k", [])
+    assert down["answer"] == "cannot be queried" and "HTTP 503" in down["why"]
+    assert target_side(None, "k", [])["answer"] == "not asked"
+
+
+def test_a_failing_lookups_own_text_is_not_repeated() -> None:
+    """A library error can quote the target's answer: only its class and length are kept."""
+    side = target_side(Answering(ValueError(f"declined for {SECRET}")), "k", [])
+    assert side["answer"] == "cannot be queried" and side["why"].startswith("ValueError [")
+    assert SECRET not in json.dumps(side) and SECRET not in markdown(_doc(target=side))
+
+
+def _doc(**extra: Any) -> dict[str, Any]:
+    return {"key": "acme/refund/a", "generated_at_ms": 0, "state": "succeeded",
+            "redaction": "r", "timeline": [], "receipts": [], **extra}
+
+
+def test_the_report_cannot_be_forged_by_text_a_caller_chose() -> None:
+    row = {"event": "Intent", "ledger_time_ms": 0, "origin": "fresh\n## Forged `x`"}
+    report = markdown(_doc(timeline=[row], receipts=[
+        {"offset": 0, "intent_event_id": "i`\n# Forged", "status": "accepted"}]))
+    assert "\n## Forged" not in report and "\n# Forged" not in report
+    assert [lane_of(e) for e in ("Intent", "Dispatch", "AttemptClaim", "ReconcileResult")] \
+        == [0, 1, 2, 3]
+
+
+class State(TypedDict, total=False):
+    account: str
+    answer: str
+
+
+def _ask(state: State) -> dict[str, Any]:
+    return {"answer": str(interrupt({"account": state["account"]}))}
+
+
+def test_a_step_cut_short_has_no_checkpoint_after_it(tmp_path: Path) -> None:
+    """A thread waiting at an interrupt: the step's checkpoint is there, nothing after it,
+    the interrupted task is marked, and the interrupt's value (the account) is not shown."""
+    builder = StateGraph(State)
+    builder.add_node("ask", _ask)
+    builder.add_edge(START, "ask")
+    saver = SqliteSaver(sqlite3.connect(tmp_path / "cp.sqlite", check_same_thread=False))
+    graph = builder.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "t1"}}
+    graph.invoke({"account": SECRET}, config)
+    waiting = graph.get_state(config).config["configurable"]["checkpoint_id"]
+    rows = [{"event": "Intent", "intent_event_id": "i1", "thread": "t1", "node": "ask",
+             "checkpoint": waiting, "origin": "fresh", "workflow": "g@2.1"},
+            {"event": "Intent", "intent_event_id": "i2", "thread": "", "checkpoint": ""}]
+    side, unnamed = workflow_side(saver, rows)
+    assert (side["graph"], side["version"]) == ("g", "2.1")
+    (step,) = side["steps"]
+    assert step["after"] == [] and "not finished" in step["note"]
+    assert step["before"]["next"] == ["ask"]
+    (task,) = step["before"]["pending_tasks"]
+    assert task["interrupted"] is True
+    assert unnamed == {"thread_id": None, "intents": ["i2"],
+                       "note": "these intents name no thread: no checkpoint to show"}
+    text = json.dumps(side) + markdown(_doc(workflow={"threads": [side, unnamed]}))
+    assert SECRET not in text
