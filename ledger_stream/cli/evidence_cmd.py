@@ -42,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                           help=f"the threads' LangGraph checkpointer: {DSN_HELP}")
     evidence.add_argument("--target", metavar="URL|MODULE:ATTR",
                           help="the target to look the key up at: an http(s) lookup URL "
-                          "holding {key} (e.g. http://payments/v1/payments/by-key/{key}), "
+                          "holding {key} (e.g. http://payments/v1/payments/by-key/{key}; the "
+                          "key is one encoded path segment, or a query value after '?'), "
                           "or a connector Target (or a function of no arguments returning "
                           "one)")
     evidence.add_argument("--lookup-timeout", type=float, default=10.0, metavar="S",
@@ -116,12 +117,17 @@ def _target(spec: str, name: str) -> Target:
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         try:
             return HttpTarget(name, f"{parts.scheme}://{parts.netloc}", lookup_path=path,
-                              lookup_key_encoding="query" if "?" in path else "segment")
+                              lookup_key_encoding="query" if "?" in path.split("{key}")[0]
+                              else "segment")
         except ValueError as exc:
             raise CliError(f"--target {spec!r}: {exc}") from exc
     found = load_object(spec, "--target")
     if not isinstance(found, Target) and callable(found):
-        found = found()
+        try:
+            found = found()
+        except Exception as exc:
+            raise CliError(f"--target {spec!r}: calling it (with no arguments) failed: "
+                           f"{type(exc).__name__}") from exc
     if not isinstance(found, Target):
         raise CliError(f"--target {spec!r} is not a connector Target "
                        f"({type(found).__name__})")

@@ -9,10 +9,14 @@ import sqlite3
 from pathlib import Path
 from typing import Any, TypedDict
 
+import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, StateGraph
 from langgraph.types import interrupt
 
+from connectors.http import HttpTarget
+from ledger_stream.cli import evidence_cmd
+from ledger_stream.cli.common import CliError
 from ledger_stream.connector.target import EffectRequest, LookupUnavailable, Target
 from ledger_stream.domain.events import OutcomeStatus
 from ledger_stream.history.checkpoints import workflow_side
@@ -109,3 +113,15 @@ def test_a_step_cut_short_has_no_checkpoint_after_it(tmp_path: Path) -> None:
                        "note": "these intents name no thread: no checkpoint to show"}
     text = json.dumps(side) + markdown(_doc(workflow={"threads": [side, unnamed]}))
     assert SECRET not in text
+
+
+def test_the_target_flag_names_an_http_lookup_or_a_target() -> None:
+    http = evidence_cmd._target("http://127.0.0.1:9/v1/by-key/{key}", "payments")
+    assert (http.name, http.queryable) == ("payments", True)
+    query = evidence_cmd._target("http://127.0.0.1:9/v1/find?key={key}", "payments")
+    assert isinstance(query, HttpTarget) and query.lookup_key_encoding == "query"
+    assert isinstance(evidence_cmd._target("ledger_stream.connector.memory:MemoryTarget",
+                                           "payments"), Target)
+    for wrong in ("http://127.0.0.1:9/v1/by-key", "ledger_stream.connector.target:CANNOT"):
+        with pytest.raises(CliError, match="--target"):
+            evidence_cmd._target(wrong, "payments")
