@@ -33,9 +33,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "the view or the topics, as inspect. With --checkpointer, the workflow side: per "
         "thread the key's intents name, the graph and version, the thread config, the "
         "checkpoints before and after the step, pending tasks and writes (values as type, "
-        "size and SHA-256 only). With --target, the target side: the connector's lookup "
-        "by key, run now, beside the ledger's receipt (or 'cannot be queried'). Exit "
-        "status 1 when the ledger has no record of the key.")
+        "size and a digest keyed for this document only). With --target, the target "
+        "side: the connector's lookup by key, run now, beside the ledger's receipt (or "
+        "'cannot be queried'). Exit status 1 when the ledger has no record of the key.")
     evidence.add_argument("key", metavar="KEY", help="operation key")
     evidence.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     evidence.add_argument("--checkpointer", metavar="DSN",
