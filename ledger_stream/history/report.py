@@ -47,7 +47,8 @@ def _when(ms: int | None) -> str:
 def _label(row: Mapping[str, Any]) -> str:
     extra = (row.get("origin") if row["event"] == "Intent" else None) or row.get("outcome") \
         or row.get("receipt") or ""
-    return f"{row['event']} {extra}".strip()
+    flagged = " FLAGGED" if row.get("flag") else ""  # a re-run that read something else
+    return f"{row['event']}{flagged} {extra}".strip()
 
 
 def picture(rows: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -123,6 +124,17 @@ def _target(side: Mapping[str, Any] | None) -> list[str]:
             f"{', '.join(_code(i) for i in side['ledger_receipt_ids']) or 'none'}; {agrees}."]
 
 
+def _observations(entries: Iterable[Mapping[str, Any]]) -> list[str]:
+    """What each intent's step read from outside (digests and sizes only), and changes."""
+    lines = ["", "## Observations", ""]
+    for entry in entries:
+        changed = "; ".join(_plain(c) for c in entry.get("changed") or [])
+        lines.append(f"- intent {_code(entry.get('intent_event_id'))} "
+                     f"({_plain(entry.get('origin'))}): {len(entry.get('observed') or [])} "
+                     f"observed" + (f"; **changed**: {changed}" if changed else ""))
+    return lines if len(lines) > 3 else []
+
+
 def markdown(doc: Mapping[str, Any]) -> str:
     """The report of an evidence document (``evidence`` plus its workflow and target
     sides when they were asked for)."""
@@ -136,4 +148,5 @@ def markdown(doc: Mapping[str, Any]) -> str:
     lines += _threads(workflow["threads"]) if workflow else ["", "Not asked (no checkpointer "
                                                              "given)."]
     lines += ["", "## Target side", *_target(doc.get("target_record"))]
+    lines += _observations(doc.get("observations") or [])
     return "\n".join(lines) + "\n"

@@ -75,6 +75,10 @@ def test_the_report_cannot_be_forged_by_text_a_caller_chose() -> None:
     report = markdown(_doc(timeline=[row], receipts=[
         {"offset": 0, "intent_event_id": "i`\n# Forged", "status": "accepted"}]))
     assert "\n## Forged" not in report and "\n# Forged" not in report
+    flagged = markdown(_doc(timeline=[{**row, "origin": "replay", "flag": "model changed"}],
+                            observations=[{"intent_event_id": "i2", "origin": "replay",
+                                           "observed": [{}], "changed": ["model changed"]}]))
+    assert "● Intent FLAGGED replay" in flagged and "**changed**: model changed" in flagged
     assert [lane_of(e) for e in ("Intent", "Dispatch", "AttemptClaim", "ReconcileResult")] \
         == [0, 1, 2, 3]
 
