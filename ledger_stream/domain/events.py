@@ -6,10 +6,9 @@ claims), ``ledger.receipts``, ``ledger.alerts`` and ``ledger.dlq``. Every event 
 ``at_ms``, the time its producer stamped on it: the only clock the decision core reads.
 Field names match the Avro schemas in ``schemas/`` one to one.
 
-Time: an event's ``at_ms`` is what its producer's clock said, kept for the timeline only.
-Decisions read the processor's partition clock instead (broker record timestamps, made
-monotone per partition; see ``ledger_stream/processor`` and docs/protocol.md), which the
-runtime passes to ``decide`` as ``now_ms``, so no client clock decides expiry or leases.
+Time: ``at_ms`` is the producer's clock, for the timeline only. Decisions read the
+partition clock (broker timestamps made monotone per partition, docs/protocol.md), passed
+to ``decide`` as ``now_ms``: no client clock decides expiry or leases.
 """
 
 from __future__ import annotations
@@ -139,9 +138,8 @@ class Workflow:
 
 @dataclass(frozen=True, slots=True)
 class Observation:
-    """Evidence of a result read from outside before an effect was asked: a model's answer,
-    a retrieval, a price. Its digest and size, never its content; the intents that follow
-    it in the same step and thread carry it (``domain/observations.py``)."""
+    """A result read from outside before an effect was asked, by digest and size, never its
+    content; carried by the step's following intents (``domain/observations.py``)."""
 
     source: str  # what was asked: "model", "retrieval", "prices"
     digest: str  # hex SHA-256 of the result's canonical encoding
@@ -167,8 +165,7 @@ class Intent:
     approval: Approval | None = None
     policy_revision: str = ""
     origin: Origin = Origin.FRESH
-    # Evidence of what the step read from outside before asking; never decides anything.
-    observations: tuple[Observation, ...] = ()
+    observations: tuple[Observation, ...] = ()  # evidence only: never decides anything
 
 
 @dataclass(frozen=True, slots=True)
