@@ -20,7 +20,8 @@ class Decision:
 
 
 def expire_if_due(state: KeyState, now_ms: int, policy: Policy) -> KeyState:
-    if state.phase.terminal and now_ms - state.terminal_at_ms > policy.replay_window_ms:
+    if state.phase.terminal and \
+            now_ms - state.terminal_at_ms > policy.replay_window_for(state.action):
         return state.sealed()
     return state
 
@@ -51,8 +52,8 @@ def next_attempt(state: KeyState, now: int, not_before_ms: int, detail: str,
     answer it."""
     lapses = state.lapses + (0 if counted else 1)
     reason = Reason.OPERATOR if by_operator else Reason.NONE
-    if counted and state.counted_attempts >= policy.max_attempts:
-        used = f"{detail}; {state.counted_attempts} attempts used"
+    if counted and state.counted_attempts >= policy.max_attempts_for(state.action):
+        used = f"{detail}; {state.counted_attempts} attempts used{policy.cited(state.action)}"
         if state.unknown_attempts:
             why = f"{used}, {state.unknown_attempts} of them with an unknown outcome"
             asked = (replace(state, attempt=state.attempt + 1, lapses=state.lapses + 1)
