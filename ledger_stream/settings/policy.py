@@ -32,8 +32,8 @@ class ActionPolicySettings(BaseModel):
     approval: bool = Field(
         False, description="needs a valid approval (adds to LEDGER_APPROVAL_REQUIRED_ACTIONS)")
     reversible: bool = Field(
-        False, description="a duplicate of this effect can be undone (a refund can be "
-        "reversed; an email cannot)")
+        False, description="a duplicate of this effect can be undone (a row that can be "
+        "deleted; not a payout or an email)")
 
     @model_validator(mode="after")
     def _always_needs_reversible(self) -> Self:

@@ -80,7 +80,7 @@ class RowDeadline:
 
     @property
     def action(self) -> str:
-        value: str = self._values[_ACTION] if _ACTION < len(self._values) else ""
+        value: str = self._values[_ACTION] if len(self._values) > _ACTION else ""
         return value
 
 
