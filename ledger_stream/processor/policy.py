@@ -12,7 +12,9 @@ from dataclasses import replace
 from ledger_stream.config import Settings
 from ledger_stream.domain.approval import ApprovalKeys, InvalidApprovalKey
 from ledger_stream.domain.policy import ActionRules, LookupRetry, Policy
+from ledger_stream.logs import log_fields
 from ledger_stream.operate.approvals import public_keys_from_text, public_keys_in
+from ledger_stream.processor import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -154,3 +156,10 @@ def describe(policy: Policy) -> str:
             f"{'yes' if policy.requires_approval(action) else 'no'}, "
             f"{'reversible' if r.reversible else 'irreversible'}")
     return "\n".join(lines)
+
+
+def announce(policy: Policy) -> None:
+    """Say which policy this processor decides under: the start log (each action's rules)
+    and ``ledger_decision_policy_info{revision}``."""
+    logger.info(describe(policy), extra=log_fields(policy_revision=policy.revision))
+    metrics.POLICY_INFO.labels(policy.revision).set(1)

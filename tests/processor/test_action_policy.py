@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
 from ledger_stream.cli.main import main
 from ledger_stream.config import Settings, load_settings
@@ -18,7 +19,7 @@ from ledger_stream.domain.events import OutcomeStatus
 from ledger_stream.domain.policy import ActionRules, LookupRetry
 from ledger_stream.domain.state import absent
 from ledger_stream.processor.changelog import ChangelogRecord, Positions, due_header
-from ledger_stream.processor.policy import ConfigError, describe, policy_from
+from ledger_stream.processor.policy import ConfigError, announce, describe, policy_from
 from ledger_stream.processor.restore import apply_records
 from ledger_stream.state import MemoryPartitionStore, encode_row
 from tests.factories import claim, intent, outcome
@@ -124,6 +125,17 @@ def test_a_changed_knob_changes_the_revision_and_the_same_knobs_keep_it():
                revision(replay_window_ms=1_000)}
     assert base not in changed and len(changed) == 5
     assert policy_from(Settings(max_attempts=3)).revision != base
+
+
+def test_the_processor_announces_its_revision_in_its_log_and_metrics(
+        caplog: pytest.LogCaptureFixture):
+    policy = policy_from(Settings(actions={"send_email": {"max_attempts": 1}}))
+    caplog.set_level("INFO")
+    announce(policy)
+    assert f"decision policy {policy.revision}" in caplog.text
+    assert "send_email: max_attempts 1" in caplog.text
+    assert REGISTRY.get_sample_value("ledger_decision_policy_info",
+                                     {"revision": policy.revision}) == 1
 
 
 def test_restore_indexes_a_terminal_key_at_its_actions_own_seal():
