@@ -54,6 +54,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="Prometheus /metrics port, 0 for any free port (logged), off for none (env: "
         "LEDGER_METRICS_PORT; default 9464)",
     )
+    parser.add_argument(
+        "--action-policy", action="append", default=[], metavar="ACTION.KNOB=VALUE",
+        help="one knob of one action's policy, over the file's [actions.ACTION] table "
+        "(repeatable): replay_window_ms, max_attempts, retry_after_lookup "
+        "(never|deduplicating|always), approval, reversible (true|false); e.g. "
+        "send_email.max_attempts=1 (env: LEDGER_ACTIONS, a JSON object)",
+    )
     add_metrics_host_flag(parser)
     add_common_flags(parser)
     parser.set_defaults(handler=_run)
@@ -73,6 +80,7 @@ def _run(args: argparse.Namespace) -> int:
         args, processing_guarantee=args.guarantee, consumer_group=args.group,
         processor_instance_id=args.instance_id, state_dir=args.state_dir,
         metrics_port=args.metrics_port, metrics_host=args.metrics_host,
+        actions=action_policy_flags(args.action_policy) or None,
     )
     try:
         serve_metrics(settings.processor.metrics_port, "processor", settings.process.metrics_host)
@@ -84,3 +92,19 @@ def _run(args: argparse.Namespace) -> int:
     except (KafkaSetupError, ProcessorError, ConfigError) as exc:
         raise CliError(str(exc)) from exc
     return 0
+
+
+def action_policy_flags(flags: list[str]) -> dict[str, dict[str, str | bool]]:
+    """``ACTION.KNOB=VALUE`` flags as ``{ACTION: {KNOB: VALUE}}`` (``true``/``false`` as
+    booleans; the settings validate each knob and value, and merge them over the file's)."""
+    actions: dict[str, dict[str, str | bool]] = {}
+    for flag in flags:
+        name, sep, value = flag.partition("=")
+        action, dot, knob = name.rpartition(".")
+        if not (sep and dot and action and knob):
+            raise CliError(f"--action-policy {flag!r}: expected ACTION.KNOB=VALUE, e.g. "
+                           "send_email.max_attempts=1")
+        lowered = value.strip().lower()
+        actions.setdefault(action, {})[knob] = \
+            lowered == "true" if lowered in ("true", "false") else value.strip()
+    return actions

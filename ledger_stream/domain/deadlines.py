@@ -50,6 +50,8 @@ class Deadlined(Protocol):
     def terminal_at_ms(self) -> int: ...
     @property
     def sent_at_ms(self) -> int: ...
+    @property
+    def action(self) -> str: ...
 
 
 # What a deadline counts from, apart from the policy: ``due = base + allowance(kind)``. The
@@ -84,7 +86,8 @@ def deadline_basis(state: Deadlined) -> DeadlineBasis | None:
 
 
 def allowance(kind: str, policy: Policy) -> int:
-    """How long after its base a deadline of ``kind`` falls, under ``policy``."""
+    """How long after its base a deadline of ``kind`` falls, under ``policy`` (a seal: the
+    ledger-wide window; ``due_ms`` takes an action's own, shorter one)."""
     if kind == STALL:
         return policy.stall_after_ms
     if kind == LEASE:
@@ -104,7 +107,11 @@ def allowances(policy: Policy) -> dict[str, int]:
 def due_ms(state: Deadlined, policy: Policy) -> int | None:
     """When the key's next deadline falls (a Timer at or after it acts), or None."""
     basis = deadline_basis(state)
-    return None if basis is None else basis[1] + allowance(basis[0], policy)
+    if basis is None:
+        return None
+    if basis[0] == SEAL:  # the action's own replay window, when it has one
+        return basis[1] + policy.replay_window_for(state.action) + 1
+    return basis[1] + allowance(basis[0], policy)
 
 
 def deadline(state: KeyState, policy: Policy, now: int) -> Decision:

@@ -333,14 +333,18 @@ def _reconcile_result(state: KeyState, result: ReconcileResult, policy: Policy,
                             by_lookup=True)
     if not (state.phase is Phase.RECONCILING and n == state.attempt):
         return Decision(state.with_record(record) if state.phase.live else state)
-    if result.status is ReconcileStatus.NOT_FOUND and result.target_deduplicates:
-        # The target fences duplicates by key, so resending with the same key is safe.
+    if result.status is ReconcileStatus.UNQUERYABLE:
+        return to_operator(state, now, "target cannot be queried: " + result.error,
+                           result.event_id, record)
+    rules = policy.rules(state.action)
+    if rules.retries_after_lookup(result.target_deduplicates):
+        # The target fences duplicates by key, so resending with the same key is safe (or
+        # the action is reversible and its policy accepts a duplicate a stale lookup makes).
         return next_attempt(state.with_record(record), now, after_lease(state, now, policy),
                              f"attempt {n} not found at the target", policy)
-    why = ("target cannot be queried: " + result.error
-           if result.status is ReconcileStatus.UNQUERYABLE
-           else "not found, and the target does not deduplicate")
-    return to_operator(state, now, why, result.event_id, record)
+    why = ("not found, and the target does not deduplicate" if not result.target_deduplicates
+           else "not found, and the action's policy retries nothing after a lookup")
+    return to_operator(state, now, why + policy.cited(state.action), result.event_id, record)
 
 
 def _operator(state: KeyState, resolution: OperatorResolution, policy: Policy,

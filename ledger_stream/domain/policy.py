@@ -1,13 +1,56 @@
 """The knobs of the decision table. Part of the decision's input, so a replay with the same
-policy gives the same decisions."""
+policy gives the same decisions.
+
+Most knobs are ledger-wide; an action may override some of them (``ActionRules``): its
+replay window, its attempts, whether a lookup that found nothing retries it, whether it needs
+an approval, and whether its effect can be undone. An action without rules, and every rule
+left unset, takes the safe ledger-wide value.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
 
 from ledger_stream.domain.approval import ApprovalKeys
 
 DAY_MS = 24 * 3600 * 1000
+
+
+class LookupRetry(StrEnum):
+    """What a lookup that found no effect of an unknown attempt allows."""
+
+    NEVER = "never"  # an operator decides, whatever the target
+    # A new attempt only at a target that refuses a second effect for one key (default).
+    DEDUPLICATING = "deduplicating"
+    # Also at a target that does not deduplicate: a lookup that missed an effect (its
+    # consistency window, a call still on the wire) then duplicates it. Honoured only for
+    # an action declared reversible, whose duplicate can be undone.
+    ALWAYS = "always"
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRules:
+    """One action's policy. ``None``: the ledger-wide value. The defaults never allow a
+    second effect a target would not refuse, nor drop an approval the ledger requires."""
+
+    replay_window_ms: int | None = None  # never longer than the ledger-wide window
+    max_attempts: int | None = None
+    retry_after_lookup: LookupRetry = LookupRetry.DEDUPLICATING
+    approval: bool = False  # adds to ``Policy.approval_required_actions``, never removes
+    reversible: bool = False  # a duplicate of this effect can be undone
+
+    def retries_after_lookup(self, target_deduplicates: bool) -> bool:
+        """Whether a lookup that found nothing may start a new attempt."""
+        if self.retry_after_lookup is LookupRetry.NEVER:
+            return False
+        if target_deduplicates:
+            return True
+        return self.retry_after_lookup is LookupRetry.ALWAYS and self.reversible
+
+
+NO_RULES = ActionRules()
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,9 +76,37 @@ class Policy:
     # reconciliation or an unanswered one's operator alert; lag beyond it is an incident
     # (the clock lag metric) and expires those deadlines as before.
     lag_credit_ms: int = 60 * 60_000
+    # Per-action overrides, by action type.
+    actions: Mapping[str, ActionRules] = field(default_factory=dict, hash=False)
+    # Names this policy in the receipts whose outcome an action's rule decided (a digest of
+    # the knobs, given by whoever built the policy; "" names none).
+    revision: str = ""
+
+    def rules(self, action: str) -> ActionRules:
+        return self.actions.get(action, NO_RULES)
 
     def requires_approval(self, action: str) -> bool:
-        return action in self.approval_required_actions
+        return action in self.approval_required_actions or self.rules(action).approval
+
+    def replay_window_for(self, action: str) -> int:
+        """The action's replay window: its own when shorter, never longer than the ledger's
+        (the history topics keep records for the ledger-wide window only)."""
+        own = self.rules(action).replay_window_ms
+        return self.replay_window_ms if own is None else min(own, self.replay_window_ms)
+
+    def max_attempts_for(self, action: str) -> int:
+        own = self.rules(action).max_attempts
+        return self.max_attempts if own is None else own
+
+    @property
+    def windows_per_action(self) -> bool:
+        """Whether some action seals before the ledger-wide window (restore then reads a
+        terminal row's action to index its seal)."""
+        return any(r.replay_window_ms is not None for r in self.actions.values())
+
+    def cited(self, action: str) -> str:
+        """``"; policy REV for ACTION"``, to end a detail an action's rule decided."""
+        return f"; policy {self.revision} for {action}" if self.revision else ""
 
 
 def versions_compatible(in_flight: str, incoming: str) -> bool:

@@ -20,7 +20,8 @@ class Decision:
 
 
 def expire_if_due(state: KeyState, now_ms: int, policy: Policy) -> KeyState:
-    if state.phase.terminal and now_ms - state.terminal_at_ms > policy.replay_window_ms:
+    if state.phase.terminal and \
+            now_ms - state.terminal_at_ms > policy.replay_window_for(state.action):
         return state.sealed()
     return state
 
@@ -51,15 +52,16 @@ def next_attempt(state: KeyState, now: int, not_before_ms: int, detail: str,
     answer it."""
     lapses = state.lapses + (0 if counted else 1)
     reason = Reason.OPERATOR if by_operator else Reason.NONE
-    if counted and state.counted_attempts >= policy.max_attempts:
+    if counted and state.counted_attempts >= policy.max_attempts_for(state.action):
         used = f"{detail}; {state.counted_attempts} attempts used"
+        cited = policy.cited(state.action)  # last: readers find the clauses from the end
         if state.unknown_attempts:
-            why = f"{used}, {state.unknown_attempts} of them with an unknown outcome"
+            why = f"{used}, {state.unknown_attempts} of them with an unknown outcome{cited}"
             asked = (replace(state, attempt=state.attempt + 1, lapses=state.lapses + 1)
                      if state.phase is Phase.NEEDS_OPERATOR else state)
             return to_operator(asked, now, why, f"max-attempts/{asked.attempt}",
                                reason=reason)
-        failed = enter(state, Phase.FAILED, now, status_detail=used)
+        failed = enter(state, Phase.FAILED, now, status_detail=used + cited)
         return Decision(failed, (state_receipt(
             failed, now, Reason.OPERATOR if by_operator else Reason.MAX_ATTEMPTS),))
     nxt = enter(state, Phase.RESERVED, now, attempt=state.attempt + 1, lapses=lapses,

@@ -12,7 +12,7 @@ details. Those records stay on the topics until retention removes them, so every
   after "outcome unknown: ", "attempt N not applied: ", "attempt N not called: ",
   "target cannot be queried: ", "outcome unknown from a claim without a grant: "; or as the
   whole detail of a key the target refused), up to the end or a trailing "; N attempts
-  used" clause;
+  used" clause (and the policy it names);
 - such a part is shown as it is when it is a summary (``SUMMARY``) or one of the connector
   core's own reasons (``CORE_REASONS``); anything else there becomes
   ``[target text withheld: N characters]``.
@@ -34,7 +34,9 @@ TARGET_TEXT = re.compile(
 # The detail of a key the target refused is the connector's text alone; before summaries
 # it began with the error's class and a colon.
 WHOLE = re.compile(r"[A-Z][A-Za-z0-9_]*: ")
-ATTEMPTS_USED = re.compile(r"; \d+ attempts used(?:, \d+ of them with an unknown outcome)?$")
+# The decision policy that stopped the attempts may follow (domain/policy.py, ``cited``).
+ATTEMPTS_USED = re.compile(r"; \d+ attempts used(?:, \d+ of them with an unknown outcome)?"
+                           r"(?:; policy p-[0-9a-f]+ for [^\s;]+)?$")
 # The connector core's own reasons for a claim it did not call (connector/core.py, runtime.py).
 CORE_REASONS = re.compile(
     r"claim withdrawn: partition revoked or stopping|lease ran out before the call"

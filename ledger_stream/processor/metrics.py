@@ -80,6 +80,13 @@ LAYOUT_CHANGED = Gauge(
     "layout its state was built under (`ledger-stream repartition --to N` moves the state)",
 )
 
+POLICY_INFO = Gauge(
+    "ledger_decision_policy_info",
+    "1 for the revision of the decision policy this processor decides under (a digest of "
+    "the ledger-wide and per-action knobs): processors that disagree show two revisions",
+    ["revision"],
+)
+
 
 def start_series(input_topics: Iterable[str]) -> None:
     """Create at 0 every labelled series that an alert rule (deploy/prometheus/alerts.yml)

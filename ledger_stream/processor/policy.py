@@ -3,12 +3,18 @@ keys the ledger trusts, which must be given explicitly outside development mode.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import re
+from dataclasses import replace
 
 from ledger_stream.config import Settings
 from ledger_stream.domain.approval import ApprovalKeys, InvalidApprovalKey
-from ledger_stream.domain.policy import Policy
+from ledger_stream.domain.policy import ActionRules, LookupRetry, Policy
+from ledger_stream.logs import log_fields
 from ledger_stream.operate.approvals import public_keys_from_text, public_keys_in
+from ledger_stream.processor import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +77,9 @@ def dev_secret(settings: Settings, approver_keys: bool = False) -> bytes | None:
 
 
 def policy_from(settings: Settings) -> Policy:
-    return Policy(
+    """The decision policy ``settings`` give, named by its revision. Raises ConfigError for
+    a per-action rule the ledger cannot honour."""
+    policy = Policy(
         replay_window_ms=settings.topics.replay_window_ms,
         approval_keys=approval_keys(settings),
         approval_required_actions=frozenset(settings.policy.required_actions),
@@ -81,4 +89,77 @@ def policy_from(settings: Settings) -> Policy:
         stall_after_ms=settings.processor.stall_after_ms,
         reconcile_timeout_ms=settings.processor.reconcile_timeout_ms,
         lag_credit_ms=settings.processor.lag_credit_ms,
+        actions=action_rules(settings),
     )
+    return replace(policy, revision=policy_revision(policy))
+
+
+# An action type as operation keys spell it: one key segment, no space (validation.py).
+_ACTION = re.compile(r"[^/\s]{1,200}")
+
+
+def action_rules(settings: Settings) -> dict[str, ActionRules]:
+    """Each action's rules from ``settings.policy.actions``. Raises ConfigError, naming the
+    action and the knob, for a rule that would be silently weaker than it reads: a replay
+    window longer than the history topics keep, or ``approval = false`` for an action the
+    ledger-wide list requires approval for."""
+    rules: dict[str, ActionRules] = {}
+    window = settings.topics.replay_window_ms
+    for action, given in settings.policy.actions.items():
+        where = f"actions.{action}"
+        if not _ACTION.fullmatch(action):
+            raise ConfigError(f"{where}: an action type is one operation-key segment, "
+                              "with no '/' or space")
+        if given.replay_window_ms is not None and given.replay_window_ms > window:
+            raise ConfigError(
+                f"{where}.replay_window_ms = {given.replay_window_ms} is longer than "
+                f"LEDGER_REPLAY_WINDOW_MS ({window}): the history topics keep a key's records "
+                "for that long only, so a replay after it could repeat the effect")
+        if "approval" in given.model_fields_set and not given.approval \
+                and action in settings.policy.required_actions:
+            raise ConfigError(
+                f"{where}.approval = false, but LEDGER_APPROVAL_REQUIRED_ACTIONS lists "
+                f"{action}: a per-action rule never lifts a required approval")
+        rules[action] = ActionRules(
+            replay_window_ms=given.replay_window_ms, max_attempts=given.max_attempts,
+            retry_after_lookup=LookupRetry(given.retry_after_lookup),
+            approval=given.approval, reversible=given.reversible)
+    return rules
+
+
+def policy_revision(policy: Policy) -> str:
+    """A short digest of the knobs that decide an action's fate (the approver keys aside):
+    two processors with the same revision decide every action alike, and a changed knob
+    changes it. Receipts an action's rule decided name it."""
+    table = {
+        "replay_window_ms": policy.replay_window_ms, "max_attempts": policy.max_attempts,
+        "retry_backoff_ms": policy.retry_backoff_ms,
+        "approval_required_actions": sorted(policy.approval_required_actions),
+        "actions": {action: [r.replay_window_ms, r.max_attempts, r.retry_after_lookup.value,
+                             r.approval, r.reversible]
+                    for action, r in sorted(policy.actions.items())},
+    }
+    text = json.dumps(table, sort_keys=True, separators=(",", ":"))
+    return "p-" + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def describe(policy: Policy) -> str:
+    """One line per action with rules, for the start log: what each action gets."""
+    lines = [f"decision policy {policy.revision}: max_attempts {policy.max_attempts}, "
+             f"replay window {policy.replay_window_ms} ms, approval for "
+             f"{sorted(policy.approval_required_actions) or 'no action'}"]
+    for action, r in sorted(policy.actions.items()):
+        lines.append(
+            f"  {action}: max_attempts {policy.max_attempts_for(action)}, replay window "
+            f"{policy.replay_window_for(action)} ms, retry after lookup "
+            f"{r.retry_after_lookup.value}, approval "
+            f"{'yes' if policy.requires_approval(action) else 'no'}, "
+            f"{'reversible' if r.reversible else 'irreversible'}")
+    return "\n".join(lines)
+
+
+def announce(policy: Policy) -> None:
+    """Say which policy this processor decides under: the start log (each action's rules)
+    and ``ledger_decision_policy_info{revision}``."""
+    logger.info(describe(policy), extra=log_fields(policy_revision=policy.revision))
+    metrics.POLICY_INFO.labels(policy.revision).set(1)

@@ -38,7 +38,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
-from ledger_stream.domain.deadlines import allowances, due_ms
+from ledger_stream.domain.deadlines import SEAL, allowances, due_ms
 from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.message import fetched
 from ledger_stream.kafka.offsets import end_offset
@@ -172,7 +172,11 @@ class _Applier:
             except ValueError:
                 pass  # not a basis this code writes: the row itself says
             else:
-                return None if basis is None else basis[1] + self._allowance[basis[0]]
+                if basis is None:
+                    return None
+                if not (basis[0] == SEAL and self._policy.windows_per_action):
+                    return basis[1] + self._allowance[basis[0]]
+                # An action may seal sooner than the ledger: the row names the action.
         return self._decoded_due(row)
 
     def _decoded_due(self, row: bytes) -> int | None:

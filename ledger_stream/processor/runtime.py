@@ -41,7 +41,7 @@ from ledger_stream.processor.checkpoint import Checkpoint
 from ledger_stream.processor.delivery import AtLeastOnceDelivery, Delivery, ExactlyOnceDelivery
 from ledger_stream.processor.exceptions import BatchAbandoned, ProcessorError
 from ledger_stream.processor.layout import LayoutWatch, adopt_layout
-from ledger_stream.processor.policy import policy_from
+from ledger_stream.processor.policy import announce, policy_from
 from ledger_stream.processor.preflight import check_topics
 from ledger_stream.processor.step import LedgerStep
 from ledger_stream.processor.ticks import Ticker
@@ -67,6 +67,7 @@ class Processor:
         command installs its handler first); the loop then never starts."""
         self.settings = settings
         policy = policy_from(settings)  # first: a missing approval secret is refused at once
+        announce(policy)
         bootstrap = resolve_bootstrap(settings)
         layout = check_topics(bootstrap, settings)
         partitions = layout.partitions

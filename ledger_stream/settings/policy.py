@@ -1,19 +1,55 @@
-"""The approval policy: which actions need an approval, and whose signature counts."""
+"""The approval and action policy: which actions need an approval, whose signature counts,
+and each action's own replay window, attempts and retry after a lookup."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal, Self
 
-from pydantic import Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from ledger_stream.settings.group import SettingsGroup, flat_config
 
 
+class ActionPolicySettings(BaseModel):
+    """One action's policy (the file's ``[actions.ACTION]`` table). Every knob left out
+    takes the ledger-wide value or the safe default: no retry that a target would not
+    refuse, no approval lifted, effects irreversible."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    replay_window_ms: int | None = Field(
+        None, ge=1, description="how long a finished key of this action stays authoritative "
+        "(default: LEDGER_REPLAY_WINDOW_MS; never longer)")
+    max_attempts: int | None = Field(
+        None, ge=1, description="attempts before a retryable failure is final, counting "
+        "attempts with an unknown outcome (default: LEDGER_MAX_ATTEMPTS)")
+    retry_after_lookup: Literal["never", "deduplicating", "always"] = Field(
+        "deduplicating", description="after an unknown outcome whose lookup found nothing: "
+        "never (an operator decides), deduplicating (a new attempt only at a target that "
+        "refuses a second effect per key), always (also at one that does not; needs "
+        "reversible = true)")
+    approval: bool = Field(
+        False, description="needs a valid approval (adds to LEDGER_APPROVAL_REQUIRED_ACTIONS)")
+    reversible: bool = Field(
+        False, description="a duplicate of this effect can be undone (a row that can be "
+        "deleted; not a payout or an email)")
+
+    @model_validator(mode="after")
+    def _always_needs_reversible(self) -> Self:
+        if self.retry_after_lookup == "always" and not self.reversible:
+            raise ValueError(
+                "retry_after_lookup = \"always\" needs reversible = true: a lookup that "
+                "missed an effect then duplicates it at a target that does not refuse "
+                "duplicates, which only an action whose effect can be undone may accept")
+        return self
+
+
 class PolicySettings(SettingsGroup):
     """Approver keys the ledger trusts and the actions that need them (flat names
-    ``approval_*``, and ``dev_mode``)."""
+    ``approval_*``, and ``dev_mode``), and the per-action policy (``actions``)."""
 
-    model_config = flat_config("approval_", dev_mode="dev_mode")
+    model_config = flat_config("approval_", dev_mode="dev_mode", actions="actions")
 
     dev_mode: bool = Field(
         False, description="development mode: approvals may also be signed with the "
@@ -36,3 +72,6 @@ class PolicySettings(SettingsGroup):
     required_actions: tuple[str, ...] = Field(
         (), description="action types that need a valid approval"
     )
+    actions: dict[str, ActionPolicySettings] = Field(
+        default_factory=dict, description="each action type's own policy, by action type "
+        "(the file's [actions.ACTION] tables; the processor's --action-policy flags)")

@@ -78,8 +78,14 @@ class RowDeadline:
     def sent_at_ms(self) -> int:
         return self._int(_SENT_AT)
 
+    @property
+    def action(self) -> str:
+        value: str = self._values[_ACTION] if len(self._values) > _ACTION else ""
+        return value
+
 
 _PHASE_OF = {phase.value: phase for phase in Phase}
-_PHASE, _ATTEMPT, _STALL_ALERTED = (FIELD_INDEX[n] for n in ("phase", "attempt", "stall_alerted"))
+_PHASE, _ATTEMPT, _STALL_ALERTED, _ACTION = (
+    FIELD_INDEX[n] for n in ("phase", "attempt", "stall_alerted", "action"))
 _NOT_BEFORE, _PHASE_SINCE, _LEASE_UNTIL, _TERMINAL_AT, _SENT_AT = (FIELD_INDEX[n] for n in (
     "not_before_ms", "phase_since_ms", "lease_until_ms", "terminal_at_ms", "sent_at_ms"))

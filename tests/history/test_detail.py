@@ -97,3 +97,16 @@ def test_what_an_agent_is_told_of_an_old_receipt_holds_no_target_text() -> None:
         raise_for(receipt)
     assert "4111" not in str(raised.value) and "withheld" in str(raised.value)
     assert "4111" not in receipt_summary(receipt)["detail"]
+
+
+def test_the_policy_that_stopped_the_attempts_is_shown_after_the_target_text() -> None:
+    """A receipt whose attempts ran out names the decision policy last: the target's part
+    still ends before the attempts clause, and the policy is the ledger's own text."""
+    own = f"attempt 2 not applied: {NEW}; 2 attempts used; policy p-0a1b2c for refund"
+    assert shown_detail(own) == own
+    unknown = (f"attempt 2 not applied: {NEW}; 2 attempts used, 1 of them with an unknown "
+               "outcome; policy p-0a1b2c for refund")
+    assert shown_detail(unknown) == unknown
+    old = shown_detail(f"attempt 2 not applied: {OLD}; 2 attempts used; policy p-0a for x")
+    assert old == (f"attempt 2 not applied: [target text withheld: {len(OLD)} characters]; "
+                   "2 attempts used; policy p-0a for x")

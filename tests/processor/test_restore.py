@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 
-from ledger_stream.domain.deadlines import allowance, deadline_basis, due_ms
+from ledger_stream.domain.deadlines import SEAL, allowance, deadline_basis, due_ms
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState
 from ledger_stream.processor.changelog import (
@@ -249,5 +249,8 @@ def test_the_written_basis_gives_the_states_deadline_under_any_policy(
         state: KeyState, policy: Policy) -> None:
     _, value = due_header(deadline_basis(state))
     basis = parse_due(value)
+    # An action's own replay window is not in the basis: restore reads such a seal's row
+    # (tests/processor/test_action_policy.py).
+    assume(not (basis is not None and basis[0] == SEAL and policy.windows_per_action))
     assert (None if basis is None else basis[1] + allowance(basis[0], policy)) \
         == due_ms(state, policy)

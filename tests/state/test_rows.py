@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ledger_stream.domain.deadlines import due_ms
-from ledger_stream.domain.policy import Policy
-from ledger_stream.domain.state import FIELD_INDEX, KeyState
+from ledger_stream.domain.policy import ActionRules, Policy
+from ledger_stream.domain.state import FIELD_INDEX, KeyState, Phase
 from ledger_stream.state.rows import RowDeadline, decode_row, decode_values, encode_row
 from tests.state.samples import policies, states
 
@@ -33,3 +33,12 @@ def test_an_older_shorter_row_reads_its_missing_fields_at_their_defaults(
     """Fields are only ever appended: a row written before a field existed is shorter."""
     row = json.dumps(state.to_row()[:length]).encode()
     assert due_ms(RowDeadline(decode_values(row)), policy) == due_ms(decode_row(row), policy)
+
+
+def test_a_finished_rows_deadline_is_its_actions_own_seal() -> None:
+    policy = Policy(replay_window_ms=100_000,
+                    actions={"refund": ActionRules(replay_window_ms=5_000)})
+    done = KeyState(key="acme/refund/r1", phase=Phase.SUCCEEDED, action="refund",
+                    terminal_at_ms=1_000)
+    row = encode_row(done)
+    assert due_ms(RowDeadline(decode_values(row)), policy) == due_ms(done, policy) == 6_001
