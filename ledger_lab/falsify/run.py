@@ -30,7 +30,7 @@ from ledger_lab.falsify.evidence import (
     refund_key,
     uncorrelated_requests,
 )
-from ledger_lab.falsify.result import SETTLED, RunResult
+from ledger_lab.falsify.result import RunResult, ambiguous_ended_right
 from ledger_lab.harness.agents import AgentWorld, WorkerRun
 from ledger_stream.domain import events as ev
 
@@ -79,6 +79,7 @@ class Run:
         self.expected: dict[str, tuple[int, str]] = {}  # key -> (effects, final key status)
         self.conflicts: list[tuple[str, str]] = []  # (key, args hash) that must never apply
         self.expect_ambiguous = False
+        self.target_queryable = True  # False: the scenario's connector has no lookup
         self.demonstration: Demonstration = duplicate_effect
         self.failures: list[str] = []
         self.notes: list[str] = []
@@ -225,8 +226,9 @@ class Run:
         mismatches = approval_mismatches_accepted(topics)
         self.check(not mismatches, f"approval mismatches dispatched: {mismatches}")
         ambiguous = ambiguous_keys(topics)
-        unsettled = {k: s for k, s in ambiguous.items() if s not in SETTLED}
-        self.check(not unsettled, f"ambiguous outcomes not settled: {unsettled}")
+        can = "can" if self.target_queryable else "cannot"
+        self.check(ambiguous_ended_right(ambiguous, self.target_queryable),
+                   f"ambiguous outcomes at a target that {can} be queried ended {ambiguous}")
         if self.expect_ambiguous:
             self.check(any(k in ambiguous for k in self.expected),
                        "no ambiguous outcome happened: the fault did not bite")
@@ -235,7 +237,7 @@ class Run:
             distinct_attempt_ids=distinct, conflicts_rejected=conflicts_ok,
             receipts={k: topics.final_status(k) for k in self.expected},
             uncorrelated_requests=len(stray), approval_mismatches_accepted=len(mismatches),
-            ambiguous=ambiguous)
+            ambiguous=ambiguous, target_queryable=self.target_queryable)
 
     def _conflicts_rejected(self, target: TargetLedger, topics: LedgerTopics) -> bool:
         ok = True
