@@ -3,10 +3,16 @@
 The matrix itself (every scenario, failpoint and saver, with and without the ledger) runs in
 `make test` beside pytest, as `ledger-stream falsify`, whose exit status is the gate's;
 docs/falsification.md holds a run. These tests check what the matrix holds and how the gate
-judges its results.
+judges its results, and run the matrix's first case through the create_agent agent on
+LedgerMiddleware (the matrix runs the ledger_tool agent; `ledger-stream falsify --agent
+middleware` runs all of them).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
 
 from ledger_lab.falsify import (
     CASES,
@@ -15,14 +21,28 @@ from ledger_lab.falsify import (
     RunResult,
     gate_passed,
     release_gate,
+    run_case,
     select,
+    table,
 )
 from ledger_lab.falsify.gate import AMBIGUOUS_QUERYABLE, AMBIGUOUS_UNQUERYABLE
 from ledger_lab.falsify.scenarios.failpoints import FAILPOINTS
+from ledger_stream.config import Settings
 
 QUICK = select(quick=True)
 QUICK_MIDDLEWARE = select(quick=True, agent="middleware")
 
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("case", QUICK_MIDDLEWARE, ids=[c.label for c in QUICK_MIDDLEWARE])
+def test_middleware_case(case, ledger_settings: Settings, tmp_path: Path):
+    results = run_case(case, ledger_settings, tmp_path)
+    assert [r.with_ledger for r in results] == [True, False], table(results)
+    for result in results:
+        assert result.passed, table(results)
+    assert results[0].max_effects == 1 and results[0].uncorrelated_requests == 0, \
+        table(results)
+    assert results[1].why.startswith("without the ledger"), table(results)
 
 def test_the_matrix_covers_every_scenario_and_failpoint():
     assert {c.number for c in CASES} == set(range(1, 19))
