@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "default all)")
     parser.add_argument(
         "--quick", action="store_true",
-        help="only the fast subset that `make test` runs (SQLite saver, durability sync)")
+        help="only a fast subset (SQLite saver, durability sync); `make test` runs them all")
     parser.add_argument(
         "--savers", metavar="NAME,...", default=os.environ.get("LEDGER_FALSIFY_SAVERS",
                                                               "sqlite,postgres"),

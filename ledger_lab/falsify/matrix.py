@@ -47,7 +47,7 @@ class Case:
     saver: str = "sqlite"
     durability: str = "sync"
     processor_env: Mapping[str, str] = field(default_factory=dict)
-    quick: bool = False  # part of the fast subset (`make test`, `--quick`)
+    quick: bool = False  # part of the fast subset (`--quick`)
     graph: str | None = None  # the agent variant workers run unless a scenario names one
     variants: Mapping[str, str] = field(default_factory=dict)  # a scenario's variant -> this
 
@@ -143,7 +143,7 @@ CASES: tuple[Case, ...] = (
 AGENTS = ("tool", "middleware")
 # The refund runs inside a node, a task or a queue worker, not as a tool call: no middleware.
 NOT_A_TOOL_CALL = {14, 17, 18}
-MIDDLEWARE_QUICK = {"1"}  # the middleware cases `make test` runs
+MIDDLEWARE_QUICK = {"1"}  # the middleware cases pytest runs (make test)
 # The variants the scenarios name, as the create_agent agent has them.
 MIDDLEWARE_VARIANTS = {"refund-v2": "refund-agent-v2", "parallel": "refund-agent-parallel"}
 

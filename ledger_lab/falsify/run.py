@@ -8,7 +8,8 @@ sandbox's own ledger, the ledger's topics) and returns the :class:`RunResult`.
 With the ledger, a run passes when every key has exactly its expected effects (one, unless
 stated), the attempts at the target carry distinct attempt ids, every conflicting intent was
 rejected and never reached the target, no request at the target lacks an intent and a
-claimed attempt, no approval mismatch was dispatched, every ambiguous outcome settled, and
+claimed attempt, no approval mismatch was dispatched, every ambiguous outcome ended as its
+target allows (by lookup, or `needs_reconciliation` where it cannot be queried), and
 every scenario check held. Bypassed, a run passes when it shows what the ledger prevents
 (by default: a second effect for one key), which proves the scenario is real.
 """
