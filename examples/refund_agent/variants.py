@@ -14,6 +14,10 @@
 - ``parallel``: the model asks for two refunds (``<invoice>-a``, ``<invoice>-b``) in one
   message; the two tool calls run as parallel tasks of one step (``Send``), each carrying
   the approval for its own invoice.
+- ``functional``: the same workflow in LangGraph's functional API: an ``@entrypoint`` (with
+  the checkpointer) asks for the approval with ``interrupt()`` and issues the refund in a
+  ``@task``. A task's result is saved when it returns; a crash inside it leaves none, so
+  the resumed entrypoint runs the task again.
 - ``refund-agent``: the same agent built with LangChain's ``create_agent`` and a plain tool
   (:mod:`examples.refund_agent.agent`), protected by ``LedgerMiddleware`` instead of
   ``ledger_tool``; the user's request is a message, the approval a middleware hook.
@@ -254,6 +258,33 @@ def _build_parallel(fx: Effects, checkpointer: Any) -> Any:
     return builder.compile(checkpointer=checkpointer)
 
 
+# --- the functional API: @entrypoint and @task ------------------------------------------------
+
+
+def _build_functional(fx: Effects, checkpointer: Any) -> Any:
+    from langgraph.func import entrypoint, task
+
+    @task
+    def issue_refund(args: dict[str, Any], approval: dict[str, Any],
+                     thread_id: str) -> dict[str, Any]:
+        return fx.refund(args, {"approval": approval}, thread_id, "issue_refund")
+
+    @entrypoint(checkpointer=checkpointer)
+    def refund_workflow(request: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        thread_id = str(config.get("configurable", {}).get("thread_id", ""))
+        asked = {"invoice": request["invoice"], "amount": request["amount"]}
+        approval = interrupt({"action": "refund", "args": asked})
+        answer = issue_refund(refund_args(**asked), approval, thread_id).result()
+        receipts = {answer["key"]: answer} if fx.client is not None else {}
+        return {"ledger_receipts": receipts, "refund": answer}
+
+    return refund_workflow
+
+
+def _functional_input(invoice: str, amount: float) -> dict[str, Any]:
+    return {"invoice": invoice, "amount": amount}
+
+
 def _build_agent(fx: Effects, checkpointer: Any) -> Any:
     from examples.refund_agent import agent
 
@@ -295,6 +326,8 @@ VARIANTS = {v.name: v for v in (
     Variant("effect-before-interrupt", VERSION, "refund_then_confirm", refund_args,
             _build_effect_before_interrupt),
     Variant("parallel", VERSION, "tools", refund_args, _build_parallel),
+    Variant("functional", VERSION, "issue_refund", refund_args, _build_functional,
+            start_input=_functional_input),
     Variant("refund-agent", VERSION, "tools", refund_args, _build_agent,
             approval_node=AGENT_APPROVAL_NODE, start_input=_agent_input),
     Variant("refund-agent-v2", "2.0", "tools", refund_args_v2, _build_agent_v2,

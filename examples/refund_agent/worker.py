@@ -110,8 +110,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         elif args.action == "fork":
             graph.invoke(None, _fork(graph, config, args.amount, node, variant.approval_node),
                          **invoke)
-        values = graph.get_state(config).values
+        state = graph.get_state(config)
+        values = state.values or {}  # an entrypoint's are None until it returns
         return {"thread": args.thread, "ledger_receipts": values.get("ledger_receipts", {}),
+                "waiting_on": list(state.next),
                 "last_message": str(values["messages"][-1].content) if values.get("messages")
                 else ""}
 

@@ -37,10 +37,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--scenarios", metavar="N,N,...",
         default=os.environ.get("LEDGER_FALSIFY_SCENARIOS"),
         help="scenario numbers to run, e.g. 1,2,5 (env: LEDGER_FALSIFY_SCENARIOS; "
-        "default all 16)")
+        "default all)")
     parser.add_argument(
         "--quick", action="store_true",
-        help="only the fast subset that `make test` runs (SQLite saver, durability sync)")
+        help="only a fast subset (SQLite saver, durability sync); `make test` runs them all")
     parser.add_argument(
         "--savers", metavar="NAME,...", default=os.environ.get("LEDGER_FALSIFY_SAVERS",
                                                               "sqlite,postgres"),

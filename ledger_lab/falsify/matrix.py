@@ -8,7 +8,7 @@ The agent's flavour: the cases as written run the refund agent built on ``ledger
 ``select(..., agent="middleware")`` gives the same cases run by the agent built with
 LangChain's ``create_agent`` and ``LedgerMiddleware`` (variant ``refund-agent``), labelled
 ``M<label>``, with the scenarios' own variants (v2, parallel calls) in their create_agent form;
-scenario 14 is not repeated (its refund runs inside a node, not as a tool call).
+scenarios 14, 17 and 18 are not repeated (their refund is no tool call).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ledger_lab.falsify.result import RunResult
 from ledger_lab.falsify.run import Run
 from ledger_lab.falsify.scenarios import (
     concurrency,
+    deliveries,
     failpoints,
     interrupts,
     lifecycle,
@@ -46,7 +47,7 @@ class Case:
     saver: str = "sqlite"
     durability: str = "sync"
     processor_env: Mapping[str, str] = field(default_factory=dict)
-    quick: bool = False  # part of the fast subset (`make test`, `--quick`)
+    quick: bool = False  # part of the fast subset (`--quick`)
     graph: str | None = None  # the agent variant workers run unless a scenario names one
     variants: Mapping[str, str] = field(default_factory=dict)  # a scenario's variant -> this
 
@@ -91,6 +92,10 @@ CASES: tuple[Case, ...] = (
     Case(6, "6", "target commits, then drops the connection",
          f"unknown, reconciled by lookup: {ONE}; bypassed: the agent retries, two payments",
          network.commit_then_drop, quick=True),
+    Case(6, "6b", "target cannot be queried: commits, then drops the connection",
+         "unknown, not queryable: the key ends needs_reconciliation, one effect, a replay "
+         "resends nothing; bypassed: the agent retries, two payments",
+         network.commit_then_drop_unqueryable),
     Case(7, "7", "client times out before the target commits",
          f"unknown, reconciled, resent with the same key: {ONE}; bypassed: two payments",
          network.timeout_before_commit),
@@ -128,12 +133,17 @@ CASES: tuple[Case, ...] = (
     Case(16, "16", "a second worker's tool pays around the ledger",
          f"the watcher alerts effect_without_intent for the key within seconds; the key "
          f"keeps {ONE}; bypassed: two payments, no alert", watched.bypass_caught_at_target),
+    Case(17, "17", "functional API (@entrypoint/@task): SIGKILL inside the task, resumed",
+         f"two intents, {ONE}; bypassed: two payments", deliveries.functional_task_killed),
+    Case(18, "18", "a work queue redelivers the job of a worker killed before its ack",
+         f"two intents, {ONE}; bypassed: two payments", deliveries.queue_redelivery),
 )
 
 
 AGENTS = ("tool", "middleware")
-NOT_A_TOOL_CALL = {14}  # the refund runs inside a node, not as a tool call: no middleware
-MIDDLEWARE_QUICK = {"1"}  # the middleware cases `make test` runs
+# The refund runs inside a node, a task or a queue worker, not as a tool call: no middleware.
+NOT_A_TOOL_CALL = {14, 17, 18}
+MIDDLEWARE_QUICK = {"1"}  # the middleware cases pytest runs (make test)
 # The variants the scenarios name, as the create_agent agent has them.
 MIDDLEWARE_VARIANTS = {"refund-v2": "refund-agent-v2", "parallel": "refund-agent-parallel"}
 

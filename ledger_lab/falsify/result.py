@@ -5,7 +5,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SETTLED = frozenset({"succeeded", "failed", "needs_reconciliation"})
+# How an ambiguous outcome must end (the release gate): a target that can be queried is
+# asked by key, so the answer settles the key; a target that cannot be queried leaves only
+# an operator, so the key must wait for one, whatever the ledger guesses.
+SETTLED_BY_LOOKUP = frozenset({"succeeded", "failed"})
+FOR_AN_OPERATOR = "needs_reconciliation"
+
+
+def ambiguous_ended_right(ambiguous: dict[str, str], queryable: bool) -> bool:
+    """Every ambiguous outcome (key -> final status) ended as its target allows: settled
+    by a lookup when the target can be queried, ``needs_reconciliation`` when it cannot."""
+    allowed = SETTLED_BY_LOOKUP if queryable else frozenset({FOR_AN_OPERATOR})
+    return all(status in allowed for status in ambiguous.values())
 
 
 @dataclass(frozen=True)
@@ -33,8 +44,12 @@ class RunResult:
     uncorrelated_requests: int = 0
     approval_mismatches_accepted: int = 0
     ambiguous: dict[str, str] = field(default_factory=dict)  # key -> final key status
+    target_queryable: bool = True  # False: the run's connector has no lookup by key
     notes: tuple[str, ...] = ()
     seconds: float = 0.0
+
+    def ambiguous_settled(self) -> bool:
+        return ambiguous_ended_right(self.ambiguous, self.target_queryable)
 
     @property
     def max_effects(self) -> int:

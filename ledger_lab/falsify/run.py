@@ -8,7 +8,8 @@ sandbox's own ledger, the ledger's topics) and returns the :class:`RunResult`.
 With the ledger, a run passes when every key has exactly its expected effects (one, unless
 stated), the attempts at the target carry distinct attempt ids, every conflicting intent was
 rejected and never reached the target, no request at the target lacks an intent and a
-claimed attempt, no approval mismatch was dispatched, every ambiguous outcome settled, and
+claimed attempt, no approval mismatch was dispatched, every ambiguous outcome ended as its
+target allows (by lookup, or `needs_reconciliation` where it cannot be queried), and
 every scenario check held. Bypassed, a run passes when it shows what the ledger prevents
 (by default: a second effect for one key), which proves the scenario is real.
 """
@@ -30,7 +31,7 @@ from ledger_lab.falsify.evidence import (
     refund_key,
     uncorrelated_requests,
 )
-from ledger_lab.falsify.result import SETTLED, RunResult
+from ledger_lab.falsify.result import RunResult, ambiguous_ended_right
 from ledger_lab.harness.agents import AgentWorld, WorkerRun
 from ledger_stream.domain import events as ev
 
@@ -79,6 +80,7 @@ class Run:
         self.expected: dict[str, tuple[int, str]] = {}  # key -> (effects, final key status)
         self.conflicts: list[tuple[str, str]] = []  # (key, args hash) that must never apply
         self.expect_ambiguous = False
+        self.target_queryable = True  # False: the scenario's connector has no lookup
         self.demonstration: Demonstration = duplicate_effect
         self.failures: list[str] = []
         self.notes: list[str] = []
@@ -225,8 +227,9 @@ class Run:
         mismatches = approval_mismatches_accepted(topics)
         self.check(not mismatches, f"approval mismatches dispatched: {mismatches}")
         ambiguous = ambiguous_keys(topics)
-        unsettled = {k: s for k, s in ambiguous.items() if s not in SETTLED}
-        self.check(not unsettled, f"ambiguous outcomes not settled: {unsettled}")
+        can = "can" if self.target_queryable else "cannot"
+        self.check(ambiguous_ended_right(ambiguous, self.target_queryable),
+                   f"ambiguous outcomes at a target that {can} be queried ended {ambiguous}")
         if self.expect_ambiguous:
             self.check(any(k in ambiguous for k in self.expected),
                        "no ambiguous outcome happened: the fault did not bite")
@@ -235,7 +238,7 @@ class Run:
             distinct_attempt_ids=distinct, conflicts_rejected=conflicts_ok,
             receipts={k: topics.final_status(k) for k in self.expected},
             uncorrelated_requests=len(stray), approval_mismatches_accepted=len(mismatches),
-            ambiguous=ambiguous)
+            ambiguous=ambiguous, target_queryable=self.target_queryable)
 
     def _conflicts_rejected(self, target: TargetLedger, topics: LedgerTopics) -> bool:
         ok = True

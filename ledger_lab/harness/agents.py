@@ -49,12 +49,15 @@ class AgentWorld:
         self._stopped = False  # stop_running was called: no worker may start after it
 
     def start_connector(self, failpoint: str | None = None,
-                        env: dict[str, str] | None = None) -> Proc:
+                        env: dict[str, str] | None = None, lookup: bool = True) -> Proc:
         """The payments connector (one at a time); ``failpoint`` arms LEDGER_FAILPOINT,
-        ``env`` overrides its LEDGER_CONNECTOR_* settings."""
+        ``env`` overrides its LEDGER_CONNECTOR_* settings, ``lookup`` False declares the
+        API without a lookup by key (the target cannot be queried)."""
+        flags = () if lookup else ("--no-lookup",)
         self.connector = self.stack.connector("http", "--name", "payments", "--base-url",
                                               self.sandbox.url, "--deduplicates",
-                                              "--fast-path", failpoint=failpoint, env=env)
+                                              "--fast-path", *flags, failpoint=failpoint,
+                                              env=env)
         return self.connector
 
     def start_watcher(self, key_template: str) -> Proc:
@@ -80,13 +83,7 @@ class AgentWorld:
                bypass: bool = False, durability: str = "sync", version: str | None = None,
                timeout_s: float = 90) -> WorkerRun:
         self._n += 1
-        s = self.stack.settings
-        env = {**os.environ, "LEDGER_KAFKA_BOOTSTRAP": self.stack.bootstrap,
-               "LEDGER_TOPIC_PREFIX": s.topic_prefix,
-               "LEDGER_APPROVAL_SIGNING_KEY": str(write_signing_key(TEST_APPROVER,
-                                                                    self.stack.tmp))}
-        if failpoint:
-            env["LEDGER_FAILPOINT"] = failpoint
+        env = self._worker_env(failpoint)
         cmd = [sys.executable, "-m", "examples.refund_agent.worker", "--db", self.db,
                "--saver", self.saver, "--thread", thread, "--durability", durability]
         if version:
@@ -94,6 +91,25 @@ class AgentWorld:
         if bypass:
             cmd += ["--bypass-url", self.sandbox.url]
         return self._run([*cmd, action, *extra], env, timeout_s)
+
+    def queue_worker(self, topic: str, action: str, *extra: str,
+                     failpoint: str | None = None, bypass: bool = False,
+                     timeout_s: float = 90) -> WorkerRun:
+        """``examples.refund_agent.queue_worker`` on the work queue ``topic``: ``enqueue``
+        a refund job or ``work`` the next one (bypassed: straight to the sandbox)."""
+        cmd = [sys.executable, "-m", "examples.refund_agent.queue_worker", "--topic", topic]
+        if bypass:
+            cmd += ["--bypass-url", self.sandbox.url]
+        return self._run([*cmd, action, *extra], self._worker_env(failpoint), timeout_s)
+
+    def _worker_env(self, failpoint: str | None) -> dict[str, str]:
+        env = {**os.environ, "LEDGER_KAFKA_BOOTSTRAP": self.stack.bootstrap,
+               "LEDGER_TOPIC_PREFIX": self.stack.settings.topic_prefix,
+               "LEDGER_APPROVAL_SIGNING_KEY": str(write_signing_key(TEST_APPROVER,
+                                                                    self.stack.tmp))}
+        if failpoint:
+            env["LEDGER_FAILPOINT"] = failpoint
+        return env
 
     def upgrade_check(self, graph: str, *threads: str, resume: str | None = None,
                       timeout_s: float = 120) -> WorkerRun:

@@ -1,9 +1,11 @@
-"""The fast subset of the falsification matrix (the full one: `make falsify`).
+"""The falsification matrix's shape and its release gate.
 
-Each case runs in a world of its own with real worker processes, real LangGraph checkpoints
-(SQLite, durability sync) and real SIGKILLs, once with the ledger and, where meaningful,
-once bypassing it; the bypassed run must show the duplicate, or the scenario is not real.
-The verdicts are read from the payments sandbox's own ledger.
+The matrix itself (every scenario, failpoint and saver, with and without the ledger) runs in
+`make test` beside pytest, as `ledger-stream falsify`, whose exit status is the gate's;
+docs/falsification.md holds a run. These tests check what the matrix holds and how the gate
+judges its results, and run the matrix's first case through the create_agent agent on
+LedgerMiddleware (the matrix runs the ledger_tool agent; `ledger-stream falsify --agent
+middleware` runs all of them).
 """
 
 from __future__ import annotations
@@ -23,46 +25,42 @@ from ledger_lab.falsify import (
     select,
     table,
 )
+from ledger_lab.falsify.gate import AMBIGUOUS_QUERYABLE, AMBIGUOUS_UNQUERYABLE
 from ledger_lab.falsify.scenarios.failpoints import FAILPOINTS
 from ledger_stream.config import Settings
 
 QUICK = select(quick=True)
-# The same scenarios run by the create_agent agent on LedgerMiddleware (a few of them here;
-# `ledger-stream falsify --agent middleware` runs them all).
 QUICK_MIDDLEWARE = select(quick=True, agent="middleware")
 
 
-# The runs without the ledger that `make test` repeats: a resumed step, a fork, the
-# middleware. The full matrix (`make falsify`, docs/falsification.md) bypasses
-# every case that has a bypass.
-QUICK_BYPASS = {"1", "4", "M1"}
-
-
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("case", QUICK + QUICK_MIDDLEWARE,
-                         ids=[c.label.replace(" ", "-") for c in QUICK + QUICK_MIDDLEWARE])
-def test_quick_case(case, ledger_settings: Settings, tmp_path: Path):
-    bypass = case.bypass and case.label in QUICK_BYPASS
-    results = run_case(case, ledger_settings, tmp_path, bypass=bypass)
-    assert [r.with_ledger for r in results] == ([True, False] if bypass else [True]), \
-        table(results)
+@pytest.mark.parametrize("case", QUICK_MIDDLEWARE, ids=[c.label for c in QUICK_MIDDLEWARE])
+def test_middleware_case(case, ledger_settings: Settings, tmp_path: Path):
+    results = run_case(case, ledger_settings, tmp_path)
+    assert [r.with_ledger for r in results] == [True, False], table(results)
     for result in results:
         assert result.passed, table(results)
-    ledger = results[0]
-    assert ledger.max_effects <= 1 and ledger.uncorrelated_requests == 0, table(results)
-    if bypass:
-        assert results[1].why.startswith("without the ledger"), table(results)
-
+    assert results[0].max_effects == 1 and results[0].uncorrelated_requests == 0, \
+        table(results)
+    assert results[1].why.startswith("without the ledger"), table(results)
 
 def test_the_matrix_covers_every_scenario_and_failpoint():
-    assert {c.number for c in CASES} == set(range(1, 17))
+    assert {c.number for c in CASES} == set(range(1, 19))
     fives = [c for c in CASES if c.number == 5]
     assert len(fives) == len(FAILPOINTS) * 2 * 2  # savers x durabilities
     assert {c.label for c in QUICK if c.number != 5} == {"1", "4", "6", "11", "15"}
     assert all((c.saver, c.durability) == ("sqlite", "sync") for c in QUICK)
     assert [c.label for c in QUICK_MIDDLEWARE] == ["M1"]
     assert all(c.graph == "refund-agent" and c.bypass for c in QUICK_MIDDLEWARE)
-    assert {c.number for c in MIDDLEWARE_CASES} == set(range(1, 17)) - {14}
+    assert {c.number for c in MIDDLEWARE_CASES} == set(range(1, 19)) - {14, 17, 18}
+
+
+def test_the_matrix_has_an_ambiguous_outcome_at_a_target_that_cannot_be_queried():
+    unqueryable = [c for c in CASES if c.label == "6b"]
+    assert unqueryable and "needs_reconciliation" in unqueryable[0].expectation
+    assert unqueryable[0].bypass
+    titles = {c.number: c.title for c in CASES}
+    assert "@entrypoint/@task" in titles[17] and "redelivers" in titles[18]
 
 
 def _result(**kw) -> RunResult:
@@ -81,7 +79,8 @@ def test_gate_counts_only_ledger_runs_and_needs_every_run_passing():
         "every_scenario_passing": True,
         "uncorrelated_external_requests": 0,
         "approval_payload_mismatches_accepted": 0,
-        "every_ambiguous_outcome_ends_in_succeeded_failed_or_needs_reconciliation": True,
+        "every_ambiguous_outcome_at_a_queryable_target_ends_succeeded_or_failed": True,
+        "every_ambiguous_outcome_at_an_unqueryable_target_ends_needs_reconciliation": True,
     }
     assert gate_passed(gate)
     for bad in (_result(effects={"acme/refund/a": 2}), _result(passed=False),
@@ -89,3 +88,22 @@ def test_gate_counts_only_ledger_runs_and_needs_every_run_passing():
                 _result(ambiguous={"acme/refund/a": "reconciling"})):
         assert not gate_passed(release_gate([_result(), bad])), bad
     assert not gate_passed(release_gate([]))
+
+
+def test_an_ambiguous_outcome_ends_as_its_target_allows():
+    """A target that can be queried settles the key by lookup; one that cannot leaves it to
+    an operator: any other end (a guess) fails the gate."""
+    queryable = _result(ambiguous={"acme/refund/a": "succeeded"})
+    unqueryable = _result(ambiguous={"acme/refund/a": "needs_reconciliation"},
+                          target_queryable=False)
+    gate = release_gate([queryable, unqueryable])
+    assert gate[AMBIGUOUS_QUERYABLE] is True and gate[AMBIGUOUS_UNQUERYABLE] is True
+    assert gate_passed(gate)
+    for status in ("succeeded", "failed", "reconciling"):
+        guessed = _result(ambiguous={"acme/refund/a": status}, target_queryable=False)
+        gate = release_gate([queryable, guessed])
+        assert gate[AMBIGUOUS_UNQUERYABLE] is False and not gate_passed(gate), status
+    for status in ("needs_reconciliation", "reconciling"):
+        unsettled = _result(ambiguous={"acme/refund/a": status})
+        gate = release_gate([unsettled, unqueryable])
+        assert gate[AMBIGUOUS_QUERYABLE] is False and not gate_passed(gate), status

@@ -4,9 +4,12 @@
 7. The client times out before the target commits (the commit lands later).
 8. The target crashes right after committing and is restarted on the same port;
    8b: it crashes before committing.
+   6b: as 6, at a target that cannot be queried (an API without a lookup by key).
 
 With the ledger, the connector reports ``unknown``, the ledger reconciles by key (a lookup
 at the target) before anything is resent, and the key ends ``succeeded`` with one effect.
+When the target cannot be queried nothing can settle the key but an operator: it ends
+``needs_reconciliation``, and no re-run of the step resends the refund.
 Bypassed, the tool sees an error, the run fails, and resuming the thread pays again.
 """
 
@@ -28,6 +31,14 @@ def commit_then_drop(run: Run) -> RunResult:
     return _ambiguous(run, "commit_then_drop")
 
 
+def commit_then_drop_unqueryable(run: Run) -> RunResult:
+    """6b: the connector is declared without a lookup; the key must wait for an operator."""
+    run.world.stop_connector()
+    run.world.start_connector(lookup=False)
+    run.target_queryable = False
+    return _ambiguous(run, "commit_then_drop", status="needs_reconciliation")
+
+
 def timeout_before_commit(run: Run) -> RunResult:
     return _ambiguous(run, "delay_before_commit", delay_s=COMMIT_DELAY_S)
 
@@ -41,9 +52,9 @@ def target_restart_before_commit(run: Run) -> RunResult:
 
 
 def _ambiguous(run: Run, fault: str, delay_s: float | None = None,
-               restart: bool = False) -> RunResult:
+               restart: bool = False, status: str = "succeeded") -> RunResult:
     sandbox = run.world.sandbox
-    invoice = run.new_invoice()
+    invoice = run.new_invoice(status=status)
     key = refund_key(invoice)
     thread = run.start(invoice)
     sandbox.clear_faults()
@@ -61,6 +72,10 @@ def _ambiguous(run: Run, fault: str, delay_s: float | None = None,
         run.ok(done, "approve")
         run.check(any(r["result"] == f"fault:{fault}" for r in sandbox.ledger()["requests"]
                       if r["idempotency_key"] == key), f"the {fault} fault never fired")
+        if not run.target_queryable:  # a re-run of the step must not resend it either
+            run.ok(run.worker(thread, "replay", *timeout), "replay")
+            sent = sum(r["idempotency_key"] == key for r in sandbox.ledger()["requests"])
+            run.check(sent == 1, f"{sent} requests for {key}, expected 1: resent unqueried")
     else:
         run.check(done.returncode != 0, "the bypassed tool did not notice the fault")
         run.ok(run.worker(thread, "resume", *timeout), "resume (the agent retries)")
