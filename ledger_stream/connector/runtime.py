@@ -32,6 +32,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
+import confluent_kafka
 from confluent_kafka import KafkaError, Message
 
 from ledger_stream import tracing
@@ -77,7 +78,11 @@ def _now_ms() -> int:
 
 class ConnectorWorker:
     def __init__(self, settings: Settings, bootstrap: str, target: Target,
-                 options: ConnectorOptions, codec: AvroCodec | None = None) -> None:
+                 options: ConnectorOptions, codec: AvroCodec | None = None, *,
+                 producer: confluent_kafka.Producer | None = None,
+                 consumer: confluent_kafka.Consumer | None = None) -> None:
+        """``producer`` and ``consumer`` replace the Kafka clients built from ``bootstrap``
+        (a CPU harness drives the real loop with clients of its own)."""
         self._target, self._bootstrap = target, bootstrap
         metrics.start_series(target.name)
         self._kafka_timeout_s = settings.connection.timeout_s
@@ -92,7 +97,8 @@ class ConnectorWorker:
         # A claim and an outcome each stand between a dispatch and its receipt: librdkafka's
         # default 5 ms wait for a batch added 10 ms to every fresh submit. 1 ms keeps most of
         # the batching under load (no linger at all cost 3-11% of the throughput).
-        self._producer = Producer(producer_config(bootstrap, acks="all", **{"linger.ms": 1}))
+        self._producer = producer or Producer(
+            producer_config(bootstrap, acks="all", **{"linger.ms": 1}))
         self._done: queue.SimpleQueue[Completion] = queue.SimpleQueue()
         self._pool = ThreadPoolExecutor(options.max_in_flight,
                                         thread_name_prefix=f"{target.name}-call")
@@ -105,7 +111,7 @@ class ConnectorWorker:
         self._feed = DispatchFeed(bootstrap, settings.topic("dispatch"),
                                   self._group,
                                   self._codec, settings.processor.session_timeout_ms,
-                                  self._assigned, self._revoked)
+                                  self._assigned, self._revoked, consumer)
         self.exit_status = 0
         self._layout_topics = [settings.topic(role) for role in
                                ("changelog", "dispatch", "attempts", "receipts")]
@@ -125,6 +131,10 @@ class ConnectorWorker:
         except LayoutRefused:
             self._close()
             raise
+        return self.serve(stop, idle_exit_s)
+
+    def serve(self, stop: threading.Event, idle_exit_s: float | None = None) -> int:
+        """``run`` once Kafka is reachable and the topics' layout checked."""
         logger.info("connector started", extra=log_fields(
             target=self._target.name, instance=self._core.instance, group=self._group,
             max_in_flight=self._opts.max_in_flight, deduplicates=self._target.deduplicates))
