@@ -14,7 +14,9 @@ key to reconciliation, never a wrong ``not_applied``.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import http.client
+import itertools
 import select
 import socket
 import threading
@@ -118,6 +120,52 @@ class Pool:
             conn.close()
 
 
+# --- deadlines ------------------------------------------------------------------------------
+
+
+class Deadlines:
+    """One thread that cuts the exchanges still running at their deadline, so an exchange
+    on a kept connection does its I/O in the caller's thread: a thread started per call
+    cost more CPU than the call itself (about 150 µs of 800 per dispatch).
+
+    Entries are dropped lazily: an exchange that ended is skipped when its turn comes, and
+    the thread sleeps until the earliest deadline of one still running."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Exchange]] = []
+        self._order = itertools.count()
+        self._changed = threading.Condition()
+        self._wake_at = float("inf")
+        self._thread: threading.Thread | None = None
+
+    def watch(self, deadline: float, exchange: Exchange) -> None:
+        with self._changed:
+            heapq.heappush(self._heap, (deadline, next(self._order), exchange))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="http-deadlines",
+                                                daemon=True)
+                self._thread.start()
+            if deadline < self._wake_at:
+                self._changed.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while self._heap and self._heap[0][2].ended:
+                    heapq.heappop(self._heap)  # ended: nothing to cut
+                now = time.monotonic()
+                if not self._heap or self._heap[0][0] > now:
+                    self._wake_at = self._heap[0][0] if self._heap else float("inf")
+                    self._changed.wait(None if not self._heap else self._wake_at - now)
+                    self._wake_at = float("inf")
+                    continue
+                _, _, due = heapq.heappop(self._heap)
+            due.cut_off()
+
+
+DEADLINES = Deadlines()
+
+
 # --- one bounded exchange ---------------------------------------------------------------------
 
 
@@ -156,24 +204,32 @@ class Exchange:
 
     def run(self, timeout_s: float) -> Reply:
         self._deadline = time.monotonic() + timeout_s
-        helper = threading.Thread(target=self._talk, name="http-call", daemon=True)
-        helper.start()
-        helper.join(timeout_s)
-        if helper.is_alive():
-            sending = self._cut_off()
-            if sending:
-                raise Ambiguous(f"Deadline after sending {self._shown}: "
-                                f"no complete response within {timeout_s:g} s")
-            if sending is not None:
-                raise NotSent(f"Deadline before sending {self._shown}: "
-                              f"no connection within {timeout_s:g} s")
+        if self._conn.sock is not None:  # kept: connected, so no DNS lookup to outlast
+            DEADLINES.watch(self._deadline, self)
+            self._talk()
+            sending: bool | None = self._sending if self._cut else None
+        else:
+            helper = threading.Thread(target=self._talk, name="http-call", daemon=True)
+            helper.start()
+            helper.join(timeout_s)
+            sending = self.cut_off() if helper.is_alive() else None
             # None: the helper ended between the join and the cut; its result stands.
+        if sending:
+            raise Ambiguous(f"Deadline after sending {self._shown}: "
+                            f"no complete response within {timeout_s:g} s")
+        if sending is not None:
+            raise NotSent(f"Deadline before sending {self._shown}: "
+                          f"no connection within {timeout_s:g} s")
         if isinstance(self._result, Reply):
             return self._result
         raise self._result or Ambiguous(f"no result for {self._shown}")
 
-    def _cut_off(self) -> bool | None:
-        """Stop the helper; True if it had started sending, None if it had already ended."""
+    @property
+    def ended(self) -> bool:
+        return self._finished
+
+    def cut_off(self) -> bool | None:
+        """Stop the I/O; True if it had started sending, None if it had already ended."""
         with self._lock:
             if self._finished:
                 return None
