@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from connectors.http_wire import read_answer, request_bytes
 from ledger_stream.connector.redaction import withheld
 from ledger_stream.connector.target import TargetError
 
@@ -118,6 +119,12 @@ class Pool:
             idle, self._idle = self._idle, []
         for conn, _ in idle:
             conn.close()
+
+
+def _host_header(conn: http.client.HTTPConnection) -> str:
+    """``Host`` as http.client writes it: the port only when not the scheme's default."""
+    host = f"[{conn.host}]" if ":" in conn.host else conn.host
+    return host if conn.port == conn.default_port else f"{host}:{conn.port}"
 
 
 # --- deadlines ------------------------------------------------------------------------------
@@ -272,24 +279,19 @@ class Exchange:
                     conn.close()
 
     def _send_and_read(self, sock: socket.socket) -> Reply:
-        conn = self._conn
+        """Write the request at once, read its answer (connectors/http_wire.py)."""
+        request = request_bytes(self._method, self._path, _host_header(self._conn),
+                                self._headers, self._body)
         sock.settimeout(self._left())
-        conn.request(self._method, self._path, body=self._body, headers=self._headers)
-        sock.settimeout(self._left())
-        with conn.getresponse() as response:
-            sock.settimeout(self._left())
-            text = response.read(MAX_RESPONSE_BYTES).decode("utf-8", "replace")
-            # Read to its end (the response closed itself) and the server keeps it open.
-            # Never after a 1xx: http.client (3.11 here) skips only 100 Continue and takes
-            # 102/103 for the final answer, whose real final answer is still to come.
-            if (response.status >= 200 and response.isclosed() and not response.will_close
-                    and conn.sock is not None):
-                self._keep_s = _keep_seconds(response.getheader("Keep-Alive"))
-        return Reply(response.status, text)
+        sock.sendall(request)
+        answer = read_answer(sock, self._left, MAX_RESPONSE_BYTES, self._method)
+        if answer.keep:
+            self._keep_s = _keep_seconds(answer.keep_alive)
+        return Reply(answer.status, answer.body.decode("utf-8", "replace"))
 
     def _fail(self, kind: type[TargetError], when: str, exc: Exception) -> None:
-        # A socket or TLS error's text is the local system's; an http.client error's can be
-        # the server's (BadStatusLine quotes the line it could not parse).
+        # A socket or TLS error's text is the local system's; another's is withheld, as an
+        # http.client error's can be the server's (its BadStatusLine quotes the line).
         said = str(exc) if isinstance(exc, OSError) else withheld("message", str(exc))
         error = kind(f"{type(exc).__name__} {when}: {said}")
         error.__cause__ = exc  # as ``raise ... from exc`` would, for the log's traceback
