@@ -29,8 +29,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from functools import partial
 
 import confluent_kafka
 from confluent_kafka import KafkaError, Message
@@ -38,6 +38,7 @@ from confluent_kafka import KafkaError, Message
 from ledger_stream import tracing
 from ledger_stream.config import Settings
 from ledger_stream.connector import metrics, redaction
+from ledger_stream.connector.calls import CallPool
 from ledger_stream.connector.commands import (
     Call,
     Command,
@@ -100,8 +101,7 @@ class ConnectorWorker:
         self._producer = producer or Producer(
             producer_config(bootstrap, acks="all", **{"linger.ms": 1}))
         self._done: queue.SimpleQueue[Completion] = queue.SimpleQueue()
-        self._pool = ThreadPoolExecutor(options.max_in_flight,
-                                        thread_name_prefix=f"{target.name}-call")
+        self._pool = CallPool(options.max_in_flight, f"{target.name}-call")
         self._to_commit: dict[int, int] = {}
         # key -> the trace context its claim and outcome carry: the dispatch's, then the
         # call's span (tracing.py); only this target's keys whose dispatch carried one, the
@@ -192,7 +192,7 @@ class ConnectorWorker:
             self._feed.commit(self._to_commit, wait=True)
 
     def _close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.close()
         self._feed.close()
         self._target.close()
 
@@ -220,9 +220,9 @@ class ConnectorWorker:
             if isinstance(cmd, Produce):
                 self._produce(cmd)
             elif isinstance(cmd, Call):
-                self._pool.submit(self._call, cmd)
+                self._pool.submit(partial(self._call, cmd))
             elif isinstance(cmd, Lookup):
-                self._pool.submit(self._lookup, cmd)
+                self._pool.submit(partial(self._lookup, cmd))
             elif isinstance(cmd, Commit):
                 self._to_commit[cmd.partition] = cmd.offset
             elif isinstance(cmd, Stop):
