@@ -215,7 +215,8 @@ def test_a_trickled_answer_on_a_kept_connection_is_cut_at_the_deadline(servers):
         target.apply(effect("acme/refund/2"), timeout_s=1.0)
     assert time.monotonic() - started < 2.5, "the call outlived its deadline"
     assert target.classify(raised.value) is OutcomeStatus.UNKNOWN
-    assert "Deadline after sending POST /v1/payments" in str(raised.value)
+    # The deadline thread's cut, or the socket's own timeout (the time left) just before it.
+    assert "after sending POST /v1/payments" in str(raised.value)
     assert target.apply(effect("acme/refund/3"), timeout_s=2.0) == "pay-acme/refund/3"
     assert api.connections == 2  # the cut one was not used again
 
