@@ -23,7 +23,9 @@ never an exception's message, which may quote the target's answer.
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 import queue
 import threading
 import time
@@ -73,6 +75,15 @@ Completion = Callable[[], list[Command]]
 TRACES_LIMIT = 10_000  # trace contexts kept for keys in progress (tracing.py)
 
 
+def id_source() -> Callable[[], str]:
+    """New ids for claims and the records produced: 32 hex digits, a random prefix drawn once
+    per process and a counter, so unique across processes (two prefixes meet with odds of
+    one in 2**64) and within one. uuid4 read 16 bytes from the kernel for every id, three
+    per dispatch: a system call each, 30 µs apiece on a loaded machine."""
+    prefix, counter = os.urandom(8).hex(), itertools.count()
+    return lambda: f"{prefix}{next(counter):016x}"
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -90,8 +101,7 @@ class ConnectorWorker:
         self._group = f"{settings.topics.prefix}.connector.{target.name}"
         instance = options.instance_id or f"{target.name}-{uuid.uuid4().hex[:8]}"
         self._core = ConnectorCore(target.name, target.deduplicates, target.queryable,
-                                   replace(options, instance_id=instance),
-                                   lambda: uuid.uuid4().hex)
+                                   replace(options, instance_id=instance), id_source())
         self._opts = options
         self._codec = codec or AvroCodec()
         self._attempts = settings.topic("attempts")

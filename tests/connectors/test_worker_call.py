@@ -166,3 +166,17 @@ def test_tracing_is_installed_only_once_a_provider_is_set() -> None:
     if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         pytest.skip("a tracer provider is set in this process already")
     assert tracing.installed() is False
+
+
+def test_ids_are_unique_hex_and_read_the_kernel_once_per_process(monkeypatch) -> None:
+    # uuid4 read the kernel's random bytes for every id: three system calls per dispatch.
+    import os
+
+    reads: list[int] = []
+    real = os.urandom
+    monkeypatch.setattr(os, "urandom", lambda n: reads.append(n) or real(n))
+    first, second = runtime.id_source(), runtime.id_source()
+    ids = [first() for _ in range(10_000)] + [second() for _ in range(10_000)]
+    assert len(set(ids)) == len(ids)
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+    assert len(reads) == 2  # one prefix per source, none per id
