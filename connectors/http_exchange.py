@@ -186,12 +186,13 @@ class Exchange:
     """One request and its response within ``timeout_s`` seconds of wall-clock time in all.
 
     A socket timeout bounds each wait, not their sum: a server trickling its answer a byte
-    at a time kept a 1 s call alive 2.8 s, past the lease. So a helper thread does the I/O
-    (each step with the time left as its socket timeout) and the caller stops waiting at the
-    deadline. It then cuts: it shuts the socket down, which ends a blocked read or write, and
-    forbids a helper still connecting to send (a DNS lookup obeys no socket timeout, so that
-    helper may linger, but it never sends). ``run`` raises NotSent when the request had not
-    started to leave, Ambiguous when it had.
+    at a time kept a 1 s call alive 2.8 s, past the lease. So each step takes the time left
+    as its socket timeout, and the exchange is cut at its deadline: the socket is shut down,
+    which ends a blocked read or write, and a connection still being made may not send. On
+    a kept connection the caller's thread does the I/O and ``DEADLINES`` cuts it. A new
+    connection is made by a helper thread that the caller stops waiting for at the deadline
+    (a DNS lookup obeys no socket timeout, so that helper may linger, but it never sends).
+    ``run`` raises NotSent when the request had not started to leave, Ambiguous when it had.
 
     ``conn`` comes from ``pool``, connected (kept alive) or not; it goes back to the pool only
     if its response was read to the end, the server keeps it open, and it was not cut.
