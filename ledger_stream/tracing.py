@@ -117,6 +117,13 @@ def _context(headers: Headers | Mapping[str, str]) -> Any:
     return _PROPAGATOR.extract(carrier)
 
 
+def installed() -> bool:
+    """Whether spans are recorded: an application or ``LEDGER_TRACING`` set a tracer
+    provider. Until then every span is a no-op that only passes its parent's context on."""
+    return trace is not None and not isinstance(trace.get_tracer_provider(),
+                                                trace.ProxyTracerProvider)
+
+
 @contextmanager
 def span(name: str, *, parent: Headers = (), kind: str = "internal",
          attributes: Mapping[str, Any] | None = None) -> Iterator[Any]:

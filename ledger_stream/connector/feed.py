@@ -30,12 +30,13 @@ Callback = Callable[[list[int]], None]
 
 class DispatchFeed:
     def __init__(self, bootstrap: str, topic: str, group: str, codec: AvroCodec,
-                 session_timeout_ms: int, on_assign: Callback, on_revoke: Callback) -> None:
+                 session_timeout_ms: int, on_assign: Callback, on_revoke: Callback,
+                 consumer: confluent_kafka.Consumer | None = None) -> None:
         self._topic = topic
         self._codec = codec
         self._assigned_cb, self._revoked_cb = on_assign, on_revoke
         self._backlog: dict[int, int] = {}  # partition -> high watermark at assignment
-        self._consumer = Consumer({
+        self._consumer = consumer or Consumer({
             "bootstrap.servers": bootstrap,
             **CLIENT_CONFIG,
             "group.id": group,

@@ -57,12 +57,15 @@ class KeepAliveApi:
     ``trickle_first``: the first request's answer comes one byte every 0.2 s; ``big_body``:
     answers carry this many extra bytes; ``close_header``: answers say Connection: close;
     ``interim_first``: the first answer is ``102 Processing``, its final answer 0.3 s later;
-    ``keep_alive``: the value of a Keep-Alive header on every answer."""
+    ``keep_alive``: the value of a Keep-Alive header on every answer; ``trickle_on``: the
+    answer to that request (counted from 1) trickles as the first does with
+    ``trickle_first``."""
 
     def __init__(self, close_idle_after_s: float | None = None, trickle_first: bool = False,
                  big_body: int = 0, close_header: bool = False, interim_first: bool = False,
-                 keep_alive: str = "") -> None:
+                 keep_alive: str = "", trickle_on: int = 0) -> None:
         self.close_idle_after_s, self.trickle_first = close_idle_after_s, trickle_first
+        self.trickle_on = 1 if trickle_first else trickle_on
         self.big_body, self.close_header = big_body, close_header
         self.interim_first, self.keep_alive = interim_first, keep_alive
         self.requests: list[tuple[int, str]] = []  # (connection number, idempotency key)
@@ -96,6 +99,7 @@ class KeepAliveApi:
                 with self._lock:
                     self.requests.append((number, key))
                     first = len(self.requests) == 1
+                    trickled = len(self.requests) == self.trickle_on
                 body = f'{{"id": "pay-{key}", "pad": "{"x" * self.big_body}"}}'.encode()
                 answer = (b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
                           + (b"Connection: close\r\n" if self.close_header else b"")
@@ -106,7 +110,7 @@ class KeepAliveApi:
                     if first and self.interim_first:
                         conn.sendall(b"HTTP/1.1 102 Processing\r\n\r\n")
                         time.sleep(0.3)
-                    if first and self.trickle_first:
+                    if trickled:
                         for byte in answer:
                             if self._stop.wait(0.2):
                                 return
@@ -199,6 +203,41 @@ def test_a_connection_cut_at_the_deadline_is_never_used_again(servers):
     assert target.classify(raised.value) is OutcomeStatus.UNKNOWN
     assert target.apply(effect("acme/refund/2"), timeout_s=2.0) == "pay-acme/refund/2"
     assert api.connections == 2
+
+
+def test_a_trickled_answer_on_a_kept_connection_is_cut_at_the_deadline(servers):
+    # A kept connection's I/O runs in the caller's thread: the deadline thread cuts it.
+    api = serve(servers, trickle_on=2)
+    target = HttpTarget("t", api.url)
+    assert target.apply(effect("acme/refund/1"), timeout_s=2.0) == "pay-acme/refund/1"
+    started = time.monotonic()
+    with pytest.raises(Exception) as raised:
+        target.apply(effect("acme/refund/2"), timeout_s=1.0)
+    assert time.monotonic() - started < 2.5, "the call outlived its deadline"
+    assert target.classify(raised.value) is OutcomeStatus.UNKNOWN
+    # The deadline thread's cut, or the socket's own timeout (the time left) just before it.
+    assert "after sending POST /v1/payments" in str(raised.value)
+    assert target.apply(effect("acme/refund/3"), timeout_s=2.0) == "pay-acme/refund/3"
+    assert api.connections == 2  # the cut one was not used again
+
+
+def test_a_call_on_a_kept_connection_starts_no_thread(servers, monkeypatch):
+    # A thread per call cost more of the connector's CPU than the call's own I/O.
+    api = serve(servers)
+    target = HttpTarget("t", api.url)
+    assert target.apply(effect("acme/refund/0"), timeout_s=2.0) == "pay-acme/refund/0"
+    started: list[str] = []
+    real_start = threading.Thread.start
+
+    def counted(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counted)
+    for i in range(1, 6):
+        assert target.apply(effect(f"acme/refund/{i}"), timeout_s=2.0) == f"pay-acme/refund/{i}"
+    assert api.connections == 1
+    assert [name for name in started if name == "http-call"] == []
 
 
 def test_a_response_not_read_to_its_end_is_not_kept(servers, monkeypatch):

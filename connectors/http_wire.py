@@ -1,0 +1,187 @@
+"""HTTP/1.1 on a connected socket: one request written with one ``sendall``, one response
+read with as few ``recv`` calls as it arrives in. What ``connectors.http_exchange.Exchange``
+speaks on the connections ``http.client`` opens (plain or TLS).
+
+http.client cost about 270 µs of CPU per call here against 80 µs for the same bytes on the
+same socket: it writes the head and the body in two system calls, reads the status line and
+each header line with its own buffered read, and parses the headers with the email package.
+This speaks the part of HTTP/1.1 a JSON API's answer uses, and refuses the rest clearly:
+
+- the request: request line, ``Host``, ``Accept-Encoding: identity``, the caller's headers
+  (names must be tokens, values free of CR, LF and NUL, Latin-1 as http.client requires),
+  ``Content-Length`` (0 for a POST, PUT or PATCH without a body);
+- the response: ``100 Continue`` skipped; another 1xx taken as the final answer, as
+  http.client does, the connection then never kept (its real answer is still to come); a
+  body by ``Content-Length``, ``chunked``, or to the end of the stream; none for 204/304;
+- at most ``limit`` body bytes: a longer body is cut, and its connection not kept;
+- kept (``Answer.keep``) only if the body was read to its delimited end, nothing else
+  arrived after it, and neither side says ``Connection: close`` (HTTP/1.0: only with
+  ``keep-alive``).
+
+A malformed answer raises ``http.client.HTTPException`` subclasses whose message never
+quotes the server; an answer cut short raises ``RemoteDisconnected`` or ``IncompleteRead``.
+Every ``recv`` waits at most ``left()`` seconds: the caller's deadline, not a per-step one.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from http.client import BadStatusLine, HTTPException, IncompleteRead, RemoteDisconnected
+
+MAX_HEAD_BYTES = 65_536  # status line and headers together
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_ILLEGAL_VALUE = re.compile(rb"[\r\n\0]")
+_ILLEGAL_PATH = re.compile(r"[\x00-\x20\x7f]")
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+RECV_BYTES = 65_536
+
+
+class Malformed(HTTPException):
+    """The server's answer is not HTTP/1.x as this reader takes it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    body: bytes
+    keep: bool  # the connection may carry another request
+    keep_alive: str | None  # the ``Keep-Alive`` header, if any
+
+
+def request_bytes(method: str, path: str, host: str, headers: Mapping[str, str],
+                  body: bytes | None) -> bytes:
+    """The whole request. ValueError for a path or header http.client would refuse too."""
+    if _ILLEGAL_PATH.search(path):
+        raise ValueError("the request path contains a control character or a space")
+    given = {name.lower() for name in headers}
+    lines = [f"{method} {path} HTTP/1.1".encode("ascii")]
+    if "host" not in given:
+        lines.append(b"Host: " + host.encode("idna"))
+    if "accept-encoding" not in given:
+        lines.append(b"Accept-Encoding: identity")
+    for name, value in headers.items():
+        raw_name, raw_value = name.encode("ascii"), value.encode("latin-1")
+        if not _TOKEN.fullmatch(raw_name):
+            raise ValueError("an invalid header name")
+        if _ILLEGAL_VALUE.search(raw_value):
+            raise ValueError(f"the {name} header contains CR, LF or NUL")
+        lines.append(raw_name + b": " + raw_value)
+    if "content-length" not in given and (body is not None or method in BODY_METHODS):
+        lines.append(b"Content-Length: " + str(len(body or b"")).encode())
+    return b"\r\n".join(lines) + b"\r\n\r\n" + (body or b"")
+
+
+class _Reader:
+    """Bytes from ``sock`` as they come, each wait bounded by ``left()``."""
+
+    def __init__(self, sock: socket.socket, left: Callable[[], float]) -> None:
+        self._sock, self._left = sock, left
+        self.buf = bytearray()
+        self.ended = False
+
+    def more(self) -> bool:
+        """Read once more; False at the end of the stream."""
+        if self.ended:
+            return False
+        self._sock.settimeout(self._left())
+        chunk = self._sock.recv(RECV_BYTES)
+        if not chunk:
+            self.ended = True
+            return False
+        self.buf += chunk
+        return True
+
+    def line(self, limit: int) -> bytes:
+        while (end := self.buf.find(b"\n")) < 0:
+            if len(self.buf) > limit:
+                raise Malformed("a line of the answer is too long")
+            if not self.more():
+                raise IncompleteRead(b"")
+        out = bytes(self.buf[:end]).rstrip(b"\r")
+        del self.buf[:end + 1]
+        return out
+
+    def exactly(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            if not self.more():
+                raise IncompleteRead(bytes(self.buf))
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
+
+
+def read_answer(sock: socket.socket, left: Callable[[], float], limit: int,
+                method: str = "POST") -> Answer:
+    """The response to the request just written on ``sock`` (see the module docstring)."""
+    reader = _Reader(sock, left)
+    while True:
+        status, version, headers = _head(reader)
+        if status != 100:
+            break
+    if status < 200:
+        return Answer(status, b"", False, None)
+    connection = {t.strip().lower() for t in headers.get("connection", "").split(",")}
+    keep = "close" not in connection and (version == b"HTTP/1.1" or "keep-alive" in connection)
+    if status in (204, 304) or method == "HEAD":
+        body, delimited = b"", True
+    elif "chunked" in headers.get("transfer-encoding", "").lower():
+        body, delimited = _chunked(reader, limit)
+    elif (length := headers.get("content-length")) is not None:
+        if not length.strip().isdigit():
+            raise Malformed("the answer's Content-Length is not a number")
+        size = int(length)
+        body, delimited = reader.exactly(min(size, limit)), size <= limit
+    else:  # delimited by the end of the stream
+        while len(reader.buf) <= limit and reader.more():
+            pass
+        body, delimited = bytes(reader.buf[:limit]), False
+        reader.buf.clear()
+    keep = keep and delimited and not reader.buf and not reader.ended
+    return Answer(status, body, keep, headers.get("keep-alive"))
+
+
+def _head(reader: _Reader) -> tuple[int, bytes, dict[str, str]]:
+    try:
+        status_line = reader.line(MAX_HEAD_BYTES)
+    except IncompleteRead:
+        if reader.buf:
+            raise
+        raise RemoteDisconnected("Remote end closed connection without response") from None
+    parts = status_line.split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit() \
+            or len(parts[1]) != 3:
+        raise BadStatusLine("not an HTTP/1.x status line")
+    headers: dict[str, str] = {}
+    size = len(status_line)
+    while line := reader.line(MAX_HEAD_BYTES - size):
+        size += len(line)
+        if size > MAX_HEAD_BYTES:
+            raise Malformed("the answer's headers are too long")
+        name, colon, value = line.partition(b":")
+        if not colon:
+            continue  # http.client ignores such a line too
+        headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+    return int(parts[1]), parts[0], headers
+
+
+def _chunked(reader: _Reader, limit: int) -> tuple[bytes, bool]:
+    """(body, read to its end) of a chunked body, at most ``limit`` bytes kept."""
+    body = bytearray()
+    while True:
+        size_text = reader.line(1024).split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise Malformed("a chunk size is not hexadecimal") from None
+        if size == 0:
+            while reader.line(MAX_HEAD_BYTES):  # trailers, up to the blank line
+                pass
+            return bytes(body), True
+        if len(body) + size > limit:
+            body += reader.exactly(limit - len(body))
+            return bytes(body), False
+        body += reader.exactly(size)
+        reader.line(2)  # the CRLF after the chunk's data
