@@ -34,6 +34,7 @@ from http.client import BadStatusLine, HTTPException, IncompleteRead, RemoteDisc
 MAX_HEAD_BYTES = 65_536  # status line and headers together
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _ILLEGAL_VALUE = re.compile(rb"[\r\n\0]")
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
 _ILLEGAL_PATH = re.compile(r"[\x00-\x20\x7f]")
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 RECV_BYTES = 65_536
@@ -172,10 +173,9 @@ def _chunked(reader: _Reader, limit: int) -> tuple[bytes, bool]:
     body = bytearray()
     while True:
         size_text = reader.line(1024).split(b";", 1)[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError:
-            raise Malformed("a chunk size is not hexadecimal") from None
+        if not _HEX.fullmatch(size_text):  # int() would take "-5", "+5" or "0x5" too
+            raise Malformed("a chunk size is not hexadecimal")
+        size = int(size_text, 16)
         if size == 0:
             while reader.line(MAX_HEAD_BYTES):  # trailers, up to the blank line
                 pass

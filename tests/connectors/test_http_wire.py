@@ -139,3 +139,14 @@ def test_a_call_writes_its_request_with_one_system_call(echo_server, monkeypatch
     assert target.apply(request, 2.0) == "p1"
     ours = [w for w in writes if not w.startswith(b"HTTP/1.1")]  # not the server's answer
     assert len(ours) == 1 and ours[0].startswith(b"POST ") and ours[0].endswith(b"}")
+
+
+@pytest.mark.parametrize("size", [b"-5", b"+5", b"0x5", b" "])
+def test_a_chunk_size_that_is_not_plain_hex_is_malformed(size):
+    """``int(text, 16)`` takes a sign or a 0x prefix; a negative size once sliced the
+    buffer from its end and took the rest of the stream for the chunk."""
+    from connectors.http_wire import Malformed
+
+    with pytest.raises(Malformed):
+        answer_to(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  + size + b"\r\nhello world\r\n0\r\n\r\n")
