@@ -176,8 +176,7 @@ class ProcessorRun:
         sent_ms = records[-1].timestamp()[1]  # fixed, so the outputs are the same each run
         batch = Batch(self.step, self.stores, self.committed,  # type: ignore[arg-type]
                       (INTENTS, ATTEMPTS), "cpu-harness", self.consumer, sent_ms)
-        for msg in in_time_order(records):  # type: ignore[arg-type]
-            batch.add(msg)  # type: ignore[arg-type]
+        batch.add_all(in_time_order(records))  # type: ignore[arg-type]
         self.checkpoint.run(batch)
         for partition in batch.overlays:
             self.committed[partition] = batch.positions(partition)
@@ -198,7 +197,7 @@ class ProcessorRun:
             (self.delivery, "commit", timed("commit", self.delivery.commit)),
         ]
         for store in self.stores.values():
-            for name in ("get", "write", "due_timers", "next_due"):
+            for name in ("get", "get_many", "write", "due_timers", "next_due"):
                 plans.append((store, name, timed("store", getattr(store, name))))
         return plans
 

@@ -154,8 +154,7 @@ class Processor:
                       self._inputs, member, metadata, sent_ms=int(time.time() * 1000))
         batch.ticks = ticks
         try:
-            for msg in records:
-                batch.add(msg)
+            batch.add_all(records)
             self._checkpoint.run(batch)
         except BatchAbandoned as why:
             self._abandon(why, batch)
