@@ -68,8 +68,8 @@ class RocksDBPartitionStore(PartitionStore):
         """One RocksDB multi-get (the GIL released while it reads) for all of ``keys``."""
         if not keys:
             return []
-        values: list[bytes | None] = self._db.get([_ROW + key.encode("utf-8") for key in keys])
-        return values
+        values = self._db.get([_ROW + key.encode("utf-8") for key in keys])
+        return list(values or [])
 
     def write(self, batch: StoreBatch) -> None:
         wb = WriteBatch(raw_mode=True)
