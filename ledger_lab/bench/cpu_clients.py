@@ -58,6 +58,7 @@ class LogProducer:
         self._kept: list[tuple[str, int | None, bytes | None, bytes | None, Any]] = []
         self._next: dict[tuple[str, int], int] = {}
         self._transactional = "transactional.id" in config
+        self.reported: list[tuple[str, int, int]] = []  # (topic, partition, offset) reported
 
     def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None,
                 partition: int | None = None, headers: Any = None,
@@ -81,6 +82,7 @@ class LogProducer:
             self._next[(topic, where)] = offset + 1
             self._open.append((topic, partition, key, value, headers))
             if report is not None and not self._errors_only:
+                self.reported.append((topic, where, offset))
                 report(None, Delivered(topic, where, offset))
         if not self._transactional:
             self._append()
