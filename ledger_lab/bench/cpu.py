@@ -48,6 +48,7 @@ from ledger_lab.fuzz.seeded import INTENTS as FUZZ_INTENTS
 from ledger_lab.harness.records import FakeMessage
 from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.partitioner import partition_for
+from ledger_stream.processor import collector
 from ledger_stream.processor import partition as partition_module
 from ledger_stream.processor import step as step_module
 from ledger_stream.processor.batch import Batch, in_time_order
@@ -218,10 +219,23 @@ def _timed_pass(work: Callable[[], None], clock: Callable[[], float] = time.thre
     return clock() - started
 
 
+@contextmanager
+def _collector_tuned() -> Iterator[None]:
+    """The processor's garbage collection (``collector.tune``) for one pass, then the
+    interpreter's own again (the echo's and the floor's passes run with it)."""
+    threshold = gc.get_threshold()
+    collector.tune()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
+
+
 def processor_pass(polls: Polls, partitions: int, exactly_once: bool,
                    stages: Stages | None = None) -> tuple[float, str]:
     """(seconds of this thread's time, digest of the outputs) of one pass."""
-    with tempfile.TemporaryDirectory(prefix="cpu-harness-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="cpu-harness-") as tmp, _collector_tuned():
         run = ProcessorRun(Path(tmp), partitions, exactly_once)
         try:
             plans = run.instrumented(stages) if stages else []

@@ -34,7 +34,7 @@ from ledger_stream.kafka.offsets import learn_leaders
 from ledger_stream.kafka.reach import wait_for_kafka
 from ledger_stream.kafka.replicas import below_min_isr
 from ledger_stream.logs import log_fields
-from ledger_stream.processor import clients, metrics
+from ledger_stream.processor import clients, collector, metrics
 from ledger_stream.processor.assignment import Assignment
 from ledger_stream.processor.batch import Batch, in_time_order, rewind_to
 from ledger_stream.processor.checkpoint import Checkpoint
@@ -122,6 +122,7 @@ class Processor:
             learn_leaders(client, self.settings.topic("changelog"))
         self._consumer.subscribe(list(self._inputs), on_assign=a.on_assign,
                                  on_revoke=a.on_revoke, on_lost=a.on_lost)
+        collector.tune()  # what start-up built stays; the loop's garbage is collected
         logger.info("processor started", extra=log_fields(
             group=self.settings.processor.consumer_group, instance=self.instance,
             guarantee=self.settings.processor.processing_guarantee,
