@@ -76,15 +76,13 @@ class Checkpoint:
         for partition, overlay in batch.overlays.items():
             headers = changelog.headers(self._group, batch.positions(partition))
             dues = overlay.row_dues()  # the containment row has none
-            rows, clock = overlay.rows(), overlay.clock_moved
-            left = len(rows)  # the partition's last changelog record reports its offset
-            for key, row in rows.items():
-                due, left = dues.get(key), left - 1
+            for key, row in overlay.rows().items():
+                due = dues.get(key)
                 send(log, row, key.encode("utf-8"), partition,
-                     headers if due is None else [*headers, due], not (left or clock))
-            if clock:
+                     headers if due is None else [*headers, due])
+            if overlay.clock_moved:
                 send(log, changelog.clock_value(overlay.clock), changelog.CLOCK_KEY,
-                     partition, headers, True)
+                     partition, headers)
 
     def _commit(self, batch: Batch) -> None:
         offsets = batch.offsets()

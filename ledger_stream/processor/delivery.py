@@ -113,9 +113,6 @@ class Delivery(ABC):
     # The client the records go through, built from its configuration (None: Kafka's; the
     # lab's CPU harness puts one without a broker here).
     client: Callable[[dict[str, Any]], Producer] | None = None
-    # Whether every record's delivery report is served (a Python call per record), or only
-    # those ``send`` is asked for.
-    reports_every_record = True
 
     def __init__(self, config: dict[str, Any], changelog_topic: str) -> None:
         self._config = config
@@ -130,10 +127,7 @@ class Delivery(ABC):
 
     def _new_producer(self) -> Producer:
         self._let_go()
-        client = self.client or Producer
-        if not self.reports_every_record:
-            return client(dict(self._config))
-        return client({**self._config, "on_delivery": self._report})
+        return (self.client or Producer)({**self._config, "on_delivery": self._report})
 
     def _let_go(self) -> None:
         """Drop the wedged producers whose stuck call has returned (freeing them)."""
@@ -169,11 +163,9 @@ class Delivery(ABC):
         self._changelog_next = {}
 
     def send(self, topic: str, value: bytes | None, key: bytes | None,
-             partition: int | None = None, headers: list[tuple[str, bytes]] | None = None,
-             report: bool = False) -> None:
-        """Hand one record to the producer. ``report``: its delivery report is wanted even
-        where not every record's is (a partition's last changelog record: its offset)."""
-        extra: dict[str, Any] = {"on_delivery": self._report} if report else {}
+             partition: int | None = None, headers: list[tuple[str, bytes]] | None = None
+             ) -> None:
+        extra: dict[str, Any] = {}
         if partition is not None:
             extra["partition"] = partition
         if headers:
@@ -293,12 +285,6 @@ class AtLeastOnceDelivery(Delivery):
 
 
 class ExactlyOnceDelivery(Delivery):
-    # A record that fails puts the transaction in an abortable error state: the offsets'
-    # and the commit's calls then fail, and nothing of the batch becomes visible. Only each
-    # partition's last changelog record reports, for the changelog offset the store keeps
-    # (the records of one partition are appended in order).
-    reports_every_record = False
-
     def __init__(self, config: dict[str, Any], changelog_topic: str) -> None:
         super().__init__(config, changelog_topic)
         self._in_transaction = False

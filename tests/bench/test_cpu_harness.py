@@ -4,13 +4,10 @@ loop produces, so a change to the loop that changes one output byte fails here."
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from ledger_lab.bench.cpu import (
     STAGES,
-    ProcessorRun,
     digest,
     measure,
     mixed_polls,
@@ -48,25 +45,6 @@ def test_the_harness_reports_every_stage_of_both_guarantees() -> None:
 def test_the_loop_produces_the_bytes_it_always_did(exactly_once: bool) -> None:
     assert digest(polls_of(WorkloadSpec(3000, seed=2), 12), 12, exactly_once) == BENCH_DIGEST
     assert digest(mixed_polls(4000, 7), 4, exactly_once, POLICY) == MIXED_DIGEST
-
-
-def test_exactly_once_reports_only_each_partitions_last_changelog_record(tmp_path: Path
-                                                                       ) -> None:
-    """One delivery report per partition and batch, none per record: the offset the store
-    keeps is still the changelog's end (what restore reads on from)."""
-    run = ProcessorRun(tmp_path, 4, True)
-    producer = run.delivery._producer
-    expected = []
-    for records in polls_of(WorkloadSpec(3000, seed=3), 4):
-        before = {where: len(kept) for where, kept in run.log().items()}
-        run.batch(records)
-        for (topic, partition), kept in sorted(run.log().items()):
-            if topic == "changelog" and len(kept) > before.get((topic, partition), 0):
-                expected.append((topic, partition, len(kept) - 1))
-    assert sorted(producer.reported) == sorted(expected)
-    for partition, store in run.stores.items():
-        assert store.changelog_offset == len(run.log()[("changelog", partition)])
-    run.close()
 
 
 def test_the_command_runs_the_harness(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
