@@ -120,9 +120,11 @@ class Processor:
         a = self._assignment
         for client in (self._restorer, self._ends):  # before the first assignment's restore
             learn_leaders(client, self.settings.topic("changelog"))
+        # What start-up built stays; the loop's garbage is collected. Before the subscription:
+        # a SIGTERM during the collection then stops a process that joined no group yet.
+        collector.tune()
         self._consumer.subscribe(list(self._inputs), on_assign=a.on_assign,
                                  on_revoke=a.on_revoke, on_lost=a.on_lost)
-        collector.tune()  # what start-up built stays; the loop's garbage is collected
         logger.info("processor started", extra=log_fields(
             group=self.settings.processor.consumer_group, instance=self.instance,
             guarantee=self.settings.processor.processing_guarantee,
