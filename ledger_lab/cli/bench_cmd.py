@@ -59,11 +59,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--smoke", action="store_true", default=None,
                         help="tiny sizes, one repetition: checks that every arm runs "
                         "(env: LEDGER_BENCH_SMOKE)")
+    parser.add_argument("--cpu", action="store_true",
+                        help="no Kafka: the CPU harness, µs per record of each processor stage "
+                        "and of the echo and io-floor work (--intents default 10000, --repeat "
+                        "passes default 5, --partitions, --seed, --out)")
     add_common_flags(parser)
     parser.set_defaults(handler=_run)
 
 
+def _run_cpu(args: argparse.Namespace) -> int:
+    from ledger_lab.bench import cpu
+
+    argv = [f"--{name}={value}" for name, value in (
+        ("intents", args.intents), ("partitions", args.partitions), ("passes", args.repeat),
+        ("seed", args.seed), ("out", args.out)) if value is not None]
+    return cpu.main(argv)
+
+
 def _run(args: argparse.Namespace) -> int:
+    if args.cpu:
+        return _run_cpu(args)
     from ledger_lab.bench.exceptions import BenchError
     from ledger_lab.bench.options import BenchOptions
     from ledger_lab.bench.report import table

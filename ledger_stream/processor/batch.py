@@ -4,6 +4,7 @@ the process until step b; dropping a Batch abandons it without a trace."""
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 from typing import Any
 
@@ -69,6 +70,21 @@ class Batch:
             overlay = PartitionOverlay(self._stores[partition], self._step.policy)
             self.overlays[partition] = overlay
         return overlay
+
+    def add_all(self, records: list[Message]) -> None:
+        """Add ``records`` in their order, their partitions' stored states read first, one
+        multi-get per partition."""
+        keys: dict[int, list[str]] = {}
+        for msg in records:
+            key = msg.key()
+            if key and not key.startswith(b"~"):  # Ticks and freezes name no key's row
+                with contextlib.suppress(UnicodeDecodeError):  # poison: read says why
+                    keys.setdefault(msg.partition() or 0, []).append(key.decode("utf-8"))
+        for partition, wanted in keys.items():
+            if partition in self._stores:
+                self.overlay(partition).read_ahead(wanted)
+        for msg in records:
+            self.add(msg)
 
     def add(self, msg: Message) -> None:
         """Advance the partition clock to the record's broker timestamp, fire the timers

@@ -34,6 +34,9 @@ CONTAINMENT = Counter(
     "Freeze and unfreeze records read, per partition that read one: kind freeze, unfreeze, "
     "or repeat (an event id applied already, ignored)", ["kind"])
 DLQ = Counter("ledger_dlq_total", "Inputs sent to the DLQ, by source topic", ["topic"])
+GC_PAUSE = Histogram(
+    "ledger_gc_pause_seconds", "Pauses of the cyclic garbage collector, by generation",
+    ["generation"], buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25))
 DECISION_SECONDS = Histogram(
     "ledger_decision_seconds",
     "Time to decode, decide and encode one input event (Ticks and Timers not included)",

@@ -44,15 +44,27 @@ class PartitionOverlay:
         self._rows: dict[str, bytes] | None = None
         self._containment: contain.Containment | None = None
         self._containment_changed = False
+        self._read: dict[str, KeyState] = {}  # the store's states read in this batch
+
+    def read_ahead(self, keys: list[str]) -> None:
+        """Read the stored states of ``keys`` in one multi-get (the batch's records' keys,
+        before their decisions): the store does not change until the checkpoint's last
+        step, so what it returns now is what a read during the batch would."""
+        wanted = [key for key in keys if key not in self._read and key not in self._changed]
+        for key, row in zip(wanted, self.store.get_many(wanted), strict=True):
+            self._read[key] = decode_row(row) if row is not None else absent(key)
 
     # -- the StateView of the step ------------------------------------------------------
 
     def state(self, key: str) -> KeyState:
-        changed = self._changed.get(key)
-        if changed is not None:
-            return changed
+        found = self._changed.get(key)
+        if found is None:
+            found = self._read.get(key)
+        if found is not None:
+            return found
         row = self.store.get(key)
-        return decode_row(row) if row is not None else absent(key)
+        state = self._read[key] = decode_row(row) if row is not None else absent(key)
+        return state
 
     def changed_states(self) -> dict[str, KeyState]:
         """The keys this batch changed so far (a copy)."""

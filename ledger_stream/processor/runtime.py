@@ -34,7 +34,7 @@ from ledger_stream.kafka.offsets import learn_leaders
 from ledger_stream.kafka.reach import wait_for_kafka
 from ledger_stream.kafka.replicas import below_min_isr
 from ledger_stream.logs import log_fields
-from ledger_stream.processor import clients, metrics
+from ledger_stream.processor import clients, collector, metrics
 from ledger_stream.processor.assignment import Assignment
 from ledger_stream.processor.batch import Batch, in_time_order, rewind_to
 from ledger_stream.processor.checkpoint import Checkpoint
@@ -121,6 +121,9 @@ class Processor:
         a = self._assignment
         for client in (self._restorer, self._ends):  # before the first assignment's restore
             learn_leaders(client, self.settings.topic("changelog"))
+        # What start-up built stays; the loop's garbage is collected. Before the subscription:
+        # a SIGTERM during the collection then stops a process that joined no group yet.
+        collector.tune()
         self._consumer.subscribe(list(self._inputs), on_assign=a.on_assign,
                                  on_revoke=a.on_revoke, on_lost=a.on_lost)
         logger.info("processor started", extra=log_fields(
@@ -155,8 +158,7 @@ class Processor:
                       self._inputs, member, metadata, sent_ms=int(time.time() * 1000))
         batch.ticks = ticks
         try:
-            for msg in records:
-                batch.add(msg)
+            batch.add_all(records)
             self._checkpoint.run(batch)
         except BatchAbandoned as why:
             self._abandon(why, batch)

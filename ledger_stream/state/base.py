@@ -48,6 +48,10 @@ class PartitionStore(ABC):
     def get(self, key: str) -> bytes | None:
         """The key's row, or None when the key has none."""
 
+    def get_many(self, keys: list[str]) -> list[bytes | None]:
+        """The rows of ``keys``, in their order (None where a key has none)."""
+        return [self.get(key) for key in keys]
+
     @abstractmethod
     def write(self, batch: StoreBatch) -> None:
         """Apply ``batch`` atomically. Raises StoreError (nothing applied) on failure."""

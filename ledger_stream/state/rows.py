@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 from ledger_stream.domain.state import FIELD_INDEX, KeyState, Phase
 
 _SEPARATORS = (",", ":")
@@ -16,8 +18,14 @@ def encode_row(state: KeyState) -> bytes:
 
 
 def encode_values(values: list[Any]) -> bytes:
-    """A row's bytes from its field values in ``KeyState`` field order."""
-    return json.dumps(values, separators=_SEPARATORS, ensure_ascii=False).encode()
+    """A row's bytes from its field values in ``KeyState`` field order: compact JSON, not
+    ASCII-escaped. orjson writes the same bytes as ``json.dumps`` does for every value a row
+    holds (tests/state/test_rows.py compares them); what it refuses (an integer past 64
+    bits, a lone surrogate) goes through ``json``, which writes it or raises as before."""
+    try:
+        return orjson.dumps(values)
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(values, separators=_SEPARATORS, ensure_ascii=False).encode()
 
 
 def decode_row(row: bytes) -> KeyState:
