@@ -5,6 +5,7 @@ checkpointer for the workflow side's edge cases."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any, TypedDict
@@ -78,7 +79,7 @@ def test_the_report_cannot_be_forged_by_text_a_caller_chose() -> None:
     flagged = markdown(_doc(timeline=[{**row, "origin": "replay", "flag": "model changed"}],
                             observations=[{"intent_event_id": "i2", "origin": "replay",
                                            "observed": [{}], "changed": ["model changed"]}]))
-    assert "● Intent FLAGGED replay" in flagged and "**changed**: model changed" in flagged
+    assert "● Intent FLAGGED replay" in flagged and "**changed**: `model changed`" in flagged
     assert [lane_of(e) for e in ("Intent", "Dispatch", "AttemptClaim", "ReconcileResult")] \
         == [0, 1, 2, 3]
 
@@ -129,3 +130,21 @@ def test_the_target_flag_names_an_http_lookup_or_a_target() -> None:
     for wrong in ("http://127.0.0.1:9/v1/by-key", "ledger_stream.connector.target:CANNOT"):
         with pytest.raises(CliError, match="--target"):
             evidence_cmd._target(wrong, "payments")
+
+
+def test_the_reports_names_and_changes_are_code_spans_not_markdown() -> None:
+    """Observation sources (in a change), channel and node names come from the caller's
+    intent or graph: outside a code span they could add a link or HTML to the report."""
+    forged = "<img src=x onerror=alert(1)> [pay here](http://evil.example)"
+    cp = {"checkpoint_id": "c1", "step": 1, "source": "loop", "ts": "t", "next": [forged],
+          "channels": [{"name": forged, "size": 1}], "pending_writes": [],
+          "pending_tasks": [{"task_id": "t1", "channels": [forged], "interrupted": False,
+                             "error": False}]}
+    step = {"node": "n", "checkpoint_id": "c0", "intents": [], "before": cp, "after": []}
+    thread = {"thread_id": "th", "graph": "g", "version": "1", "checkpoints_in_thread": 1,
+              "latest_checkpoint_id": "c1", "steps": [step]}
+    report = markdown(_doc(workflow={"threads": [thread]}, observations=[
+        {"intent_event_id": "i2", "origin": "replay", "observed": [{}],
+         "changed": [f"observation_changed: {forged} abc"]}]))
+    outside = re.sub(r"`[^`\n]*`", "", report)
+    assert "<img" not in outside and "](http" not in outside
