@@ -4,6 +4,7 @@ checkpointer for the workflow side's edge cases."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sqlite3
@@ -148,3 +149,29 @@ def test_the_reports_names_and_changes_are_code_spans_not_markdown() -> None:
          "changed": [f"observation_changed: {forged} abc"]}]))
     outside = re.sub(r"`[^`\n]*`", "", report)
     assert "<img" not in outside and "](http" not in outside
+
+
+def test_an_effect_at_the_target_of_a_key_the_ledger_failed_disagrees() -> None:
+    """The ledger ended the key without an effect (failed, rejected) yet the target holds
+    one: the disagreement a review is for, never "nothing to compare". A key still in
+    flight or waiting for an operator has nothing to compare yet."""
+    for state in ("failed", "rejected"):
+        side = target_side(Answering("pay_9"), "acme/refund/a", [], ledger_state=state)
+        assert (side["answer"], side["agrees"]) == ("found", False), state
+        assert "DISAGREES with the ledger" in markdown(_doc(target_record=side))
+    for state in ("in_progress", "needs_reconciliation", None):
+        side = target_side(Answering("pay_9"), "acme/refund/a", [], ledger_state=state)
+        assert side["agrees"] is None, state
+    assert target_side(Answering(None), "k", [], ledger_state="failed")["agrees"] is True
+
+
+def test_the_evidence_command_gives_the_target_side_the_keys_state(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    doc = {**_doc(state="failed"), "topics": {}}
+    monkeypatch.setattr(evidence_cmd, "ask", lambda args, how: dict(doc))
+    monkeypatch.setattr(evidence_cmd, "_target", lambda spec, name: Answering("pay_9"))
+    out = tmp_path / "e.json"
+    args = argparse.Namespace(key="acme/refund/a", wait=0, checkpointer=None, target="t:t",
+                              lookup_timeout=1.0, out=str(out), report=None)
+    assert evidence_cmd._evidence(args) == 0
+    assert json.loads(out.read_text())["target_record"]["agrees"] is False
