@@ -68,7 +68,8 @@ def _evidence(args: argparse.Namespace) -> int:
         target = _target(args.target, _target_name(found))
         try:
             found["target_record"] = target_side(
-                target, args.key, ledger_receipt_ids(found["receipts"]), args.lookup_timeout)
+                target, args.key, ledger_receipt_ids(found["receipts"]), args.lookup_timeout,
+                found.get("state"))
         finally:
             target.close()
     records = sum(len(topic["records"]) for topic in found["topics"].values())

@@ -76,13 +76,13 @@ def _checkpoint(title: str, cp: Mapping[str, Any] | None) -> list[str]:
     if cp is None:
         return [f"- **{title}**: not in the checkpointer"]
     tasks = ", ".join(
-        f"{_code(t['task_id'])} ({', '.join(_plain(c) for c in t['channels'])}"
+        f"{_code(t['task_id'])} ({', '.join(_code(c) for c in t['channels'])}"
         f"{'; interrupted' if t['interrupted'] else ''}{'; error' if t['error'] else ''})"
         for t in cp["pending_tasks"]) or "none"
-    channels = ", ".join(f"{_plain(c['name'])} ({c['size']} B)" for c in cp["channels"])
+    channels = ", ".join(f"{_code(c['name'])} ({c['size']} B)" for c in cp["channels"])
     return [f"- **{title}** {_code(cp['checkpoint_id'])}: step {cp.get('step')}, source "
             f"{_code(cp.get('source'))}, written {_code(cp.get('ts'))}",
-            f"  - next: {', '.join(_plain(n) for n in cp['next']) or 'nothing (done or waiting)'}",
+            f"  - next: {', '.join(_code(n) for n in cp['next']) or 'nothing (done or waiting)'}",
             f"  - pending tasks: {tasks}",
             f"  - pending writes: {len(cp['pending_writes'])}; channels: {channels or 'none'}"]
 
@@ -128,7 +128,7 @@ def _observations(entries: Iterable[Mapping[str, Any]]) -> list[str]:
     """What each intent's step read from outside (digests and sizes only), and changes."""
     lines = ["", "## Observations", ""]
     for entry in entries:
-        changed = "; ".join(_plain(c) for c in entry.get("changed") or [])
+        changed = "; ".join(_code(c) for c in entry.get("changed") or [])
         lines.append(f"- intent {_code(entry.get('intent_event_id'))} "
                      f"({_plain(entry.get('origin'))}): {len(entry.get('observed') or [])} "
                      f"observed" + (f"; **changed**: {changed}" if changed else ""))

@@ -166,9 +166,12 @@ class LedgerMiddleware(AgentMiddleware[LedgerAgentState, Any, Any]):
         if not isinstance(response, ModelResponse):
             return answer
         last = response.result[-1] if response.result else None
-        made = observation(self.observe_model, response.result,
-                           model=_model_name(request, last),
-                           trace_id=str(getattr(last, "id", "") or ""))
+        try:
+            made = observation(self.observe_model, response.result,
+                               model=_model_name(request, last),
+                               trace_id=str(getattr(last, "id", "") or ""))
+        except (TypeError, ValueError):  # no canonical form (a NaN in a tool call's args):
+            return answer  # evidence never fails the model call, so nothing is observed
         update = {STATE_FIELD: {self.observe_model: made}}
         inner = extended.command if extended else None
         if inner is not None and isinstance(inner.update, dict):

@@ -185,3 +185,29 @@ def test_the_middleware_puts_the_models_answer_on_the_intents_that_follow(run: s
                              observe_model=None)
     create_agent(ScriptedModel(), [issue_refund], middleware=[quiet]).invoke(start)
     assert off.intents[0].observations == ()
+
+
+class NaNModel(ScriptedModel):
+    """Answers a refund call whose arguments hold a NaN (Python's JSON parser accepts one)."""
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        if isinstance(messages[-1], ToolMessage):
+            return ChatResult(generations=[ChatGeneration(message=AIMessage("done"))])
+        call = {"name": "issue_refund", "args": {"invoice": "inv-3", "note": float("nan")},
+                "id": "call_1"}
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("x", tool_calls=[call]))])
+
+
+def test_a_model_answer_with_no_canonical_form_is_not_observed_and_the_run_goes_on() -> None:
+    """Evidence never stops an effect: an answer the digest cannot encode (a NaN in a tool
+    call's arguments) is left unobserved instead of failing the model call."""
+    recorder = Recorder()
+    ledger = LedgerMiddleware(recorder, tenant="acme", graph="g", version="1",  # type: ignore[arg-type]
+                              effects={"issue_refund": Effect(
+                                  "refund", "payments", business_id="invoice",
+                                  material=lambda a: {"invoice": a["invoice"]})})
+    create_agent(NaNModel(), [issue_refund], middleware=[ledger]).invoke(
+        {"messages": [HumanMessage("refund inv-3")]})
+    (intent,) = recorder.intents
+    assert intent.observations == ()

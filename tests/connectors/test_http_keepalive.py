@@ -352,3 +352,27 @@ def test_a_descriptor_above_1024_is_still_checked_not_given_up():
     finally:
         if soft < 1600:
             resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+class Watched:
+    """An exchange as ``Deadlines`` sees it: when it is cut."""
+
+    def __init__(self) -> None:
+        self.ended, self.cut = False, threading.Event()
+
+    def cut_off(self) -> bool | None:
+        self.cut.set()
+        return True
+
+
+def test_a_sooner_deadline_wakes_the_cutter_already_waiting_for_a_later_one():
+    """The cutter sleeps until the earliest deadline it knows: a call watched later with a
+    sooner deadline must still be cut at its own, not at the earlier call's."""
+    deadlines = http_exchange.Deadlines()
+    late, soon = Watched(), Watched()
+    deadlines.watch(time.monotonic() + 30, late)  # type: ignore[arg-type]
+    time.sleep(0.2)  # the cutter now waits for the late one
+    started = time.monotonic()
+    deadlines.watch(started + 0.2, soon)  # type: ignore[arg-type]
+    assert soon.cut.wait(5) and time.monotonic() - started < 2
+    assert not late.cut.is_set()

@@ -150,3 +150,14 @@ def test_a_chunk_size_that_is_not_plain_hex_is_malformed(size):
     with pytest.raises(Malformed):
         answer_to(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
                   + size + b"\r\nhello world\r\n0\r\n\r\n")
+
+
+@pytest.mark.parametrize(("head", "method"), [
+    (b"HTTP/1.1 204 No Content\r\n\r\n", "POST"),
+    (b"HTTP/1.1 304 Not Modified\r\n\r\n", "GET"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n", "HEAD"),
+])
+def test_an_answer_without_a_body_is_read_at_once_and_kept(head, method):
+    """204, 304 and a HEAD's answer end with their head: waiting for a body would hold the
+    call to its deadline and lose the connection."""
+    assert answer_to(head, method=method) == Answer(int(head[9:12]), b"", True, None)

@@ -4,7 +4,9 @@ checkpointer for the workflow side's edge cases."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any, TypedDict
@@ -78,7 +80,7 @@ def test_the_report_cannot_be_forged_by_text_a_caller_chose() -> None:
     flagged = markdown(_doc(timeline=[{**row, "origin": "replay", "flag": "model changed"}],
                             observations=[{"intent_event_id": "i2", "origin": "replay",
                                            "observed": [{}], "changed": ["model changed"]}]))
-    assert "● Intent FLAGGED replay" in flagged and "**changed**: model changed" in flagged
+    assert "● Intent FLAGGED replay" in flagged and "**changed**: `model changed`" in flagged
     assert [lane_of(e) for e in ("Intent", "Dispatch", "AttemptClaim", "ReconcileResult")] \
         == [0, 1, 2, 3]
 
@@ -129,3 +131,47 @@ def test_the_target_flag_names_an_http_lookup_or_a_target() -> None:
     for wrong in ("http://127.0.0.1:9/v1/by-key", "ledger_stream.connector.target:CANNOT"):
         with pytest.raises(CliError, match="--target"):
             evidence_cmd._target(wrong, "payments")
+
+
+def test_the_reports_names_and_changes_are_code_spans_not_markdown() -> None:
+    """Observation sources (in a change), channel and node names come from the caller's
+    intent or graph: outside a code span they could add a link or HTML to the report."""
+    forged = "<img src=x onerror=alert(1)> [pay here](http://evil.example)"
+    cp = {"checkpoint_id": "c1", "step": 1, "source": "loop", "ts": "t", "next": [forged],
+          "channels": [{"name": forged, "size": 1}], "pending_writes": [],
+          "pending_tasks": [{"task_id": "t1", "channels": [forged], "interrupted": False,
+                             "error": False}]}
+    step = {"node": "n", "checkpoint_id": "c0", "intents": [], "before": cp, "after": []}
+    thread = {"thread_id": "th", "graph": "g", "version": "1", "checkpoints_in_thread": 1,
+              "latest_checkpoint_id": "c1", "steps": [step]}
+    report = markdown(_doc(workflow={"threads": [thread]}, observations=[
+        {"intent_event_id": "i2", "origin": "replay", "observed": [{}],
+         "changed": [f"observation_changed: {forged} abc"]}]))
+    outside = re.sub(r"`[^`\n]*`", "", report)
+    assert "<img" not in outside and "](http" not in outside
+
+
+def test_an_effect_at_the_target_of_a_key_the_ledger_failed_disagrees() -> None:
+    """The ledger ended the key without an effect (failed, rejected) yet the target holds
+    one: the disagreement a review is for, never "nothing to compare". A key still in
+    flight or waiting for an operator has nothing to compare yet."""
+    for state in ("failed", "rejected"):
+        side = target_side(Answering("pay_9"), "acme/refund/a", [], ledger_state=state)
+        assert (side["answer"], side["agrees"]) == ("found", False), state
+        assert "DISAGREES with the ledger" in markdown(_doc(target_record=side))
+    for state in ("in_progress", "needs_reconciliation", None):
+        side = target_side(Answering("pay_9"), "acme/refund/a", [], ledger_state=state)
+        assert side["agrees"] is None, state
+    assert target_side(Answering(None), "k", [], ledger_state="failed")["agrees"] is True
+
+
+def test_the_evidence_command_gives_the_target_side_the_keys_state(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    doc = {**_doc(state="failed"), "topics": {}}
+    monkeypatch.setattr(evidence_cmd, "ask", lambda args, how: dict(doc))
+    monkeypatch.setattr(evidence_cmd, "_target", lambda spec, name: Answering("pay_9"))
+    out = tmp_path / "e.json"
+    args = argparse.Namespace(key="acme/refund/a", wait=0, checkpointer=None, target="t:t",
+                              lookup_timeout=1.0, out=str(out), report=None)
+    assert evidence_cmd._evidence(args) == 0
+    assert json.loads(out.read_text())["target_record"]["agrees"] is False

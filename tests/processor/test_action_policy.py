@@ -152,3 +152,11 @@ def test_restore_indexes_a_terminal_key_at_its_actions_own_seal():
                              due_header(deadline_basis(state))[1])
     apply_records(store, [record], Positions(5, 5), "g", policy)
     assert list(store.due_timers(2**62)) == [(8_001, event.key)]
+
+
+def test_a_table_that_leaves_approval_out_keeps_the_ledgers_required_approval():
+    """Only an explicit ``approval = false`` is refused; a table for a required action
+    that sets other knobs is accepted, and the action still needs its approval."""
+    policy = policy_from(Settings(actions={"refund": {"max_attempts": 2}},
+                                  approval_required_actions=("refund",)))
+    assert policy.requires_approval("refund") and policy.max_attempts_for("refund") == 2
