@@ -121,8 +121,11 @@ def observed(source: str, *, model: str = "",
                             f"(or a Command with one), not {type(body).__name__}")
         result = select(body) if select else {k: v for k, v in body.items()
                                               if k != STATE_FIELD}
-        merged = {**body, STATE_FIELD: {**body.get(STATE_FIELD, {}),
-                                        source: observation(source, result, model=model)}}
+        try:
+            made = observation(source, result, model=model)
+        except ValueError:  # no canonical form (a NaN price): evidence never fails the node
+            return update
+        merged = {**body, STATE_FIELD: {**body.get(STATE_FIELD, {}), source: made}}
         return dataclasses.replace(update, update=merged) if isinstance(update, Command) \
             else merged
 

@@ -211,3 +211,19 @@ def test_a_model_answer_with_no_canonical_form_is_not_observed_and_the_run_goes_
         {"messages": [HumanMessage("refund inv-3")]})
     (intent,) = recorder.intents
     assert intent.observations == ()
+
+
+def test_an_observed_node_whose_result_has_no_canonical_form_still_runs() -> None:
+    """A price feed answering NaN: the node's update goes through unobserved (evidence never
+    fails the step), as the middleware does for a model's answer."""
+    @observed(source="prices")
+    def price(state: S) -> dict[str, Any]:
+        return {"price": float("nan")}
+
+    graph = StateGraph(S)
+    graph.add_node("price", price)
+    graph.add_edge(START, "price")
+    graph.add_edge("price", END)
+    values = graph.compile().invoke({})
+    assert values["price"] != values["price"]  # NaN, passed through
+    assert "prices" not in (values.get("ledger_observations") or {})
