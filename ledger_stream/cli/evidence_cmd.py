@@ -115,6 +115,9 @@ def _target(spec: str, name: str) -> Target:
         from connectors.http import HttpTarget
 
         parts = urlsplit(spec)
+        if "@" in parts.netloc:  # never repeated: a token there would be printed
+            raise CliError("--target: the lookup URL holds credentials (user:password@); "
+                           "give a URL without them")
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         try:
             return HttpTarget(name, f"{parts.scheme}://{parts.netloc}", lookup_path=path,

@@ -131,6 +131,10 @@ def test_the_target_flag_names_an_http_lookup_or_a_target() -> None:
     for wrong in ("http://127.0.0.1:9/v1/by-key", "ledger_stream.connector.target:CANNOT"):
         with pytest.raises(CliError, match="--target"):
             evidence_cmd._target(wrong, "payments")
+    for secret in ("http://user:s3cret@127.0.0.1:9/v1/by-key", "https://s3cret@h/{key}"):
+        with pytest.raises(CliError, match="credentials") as refused:
+            evidence_cmd._target(secret, "payments")
+        assert "s3cret" not in str(refused.value)
 
 
 def test_the_reports_names_and_changes_are_code_spans_not_markdown() -> None:
