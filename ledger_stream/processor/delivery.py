@@ -119,7 +119,20 @@ class Delivery(ABC):
         self._errors: list[KafkaError] = []
         self._changelog_next: dict[int, int] = {}
         self._caller: _Caller | None = None
+        self._deadline: float | None = None  # stop_by: no call waits past it
         self._producer = self._new_producer()
+
+    def stop_by(self, deadline: float) -> None:
+        """From now on no call waits past ``deadline`` (``time.monotonic()``): the process
+        was told to stop. A call cut short abandons its batch (never acknowledged, so safe:
+        exactly once, its transaction is aborted by the successor's fencing)."""
+        self._deadline = deadline
+
+    def _within(self, timeout_s: float) -> float:
+        """``timeout_s``, cut to what is left before the stop deadline."""
+        if self._deadline is None:
+            return timeout_s
+        return max(0.0, min(timeout_s, self._deadline - time.monotonic()))
 
     def _new_producer(self) -> Producer:
         self._let_go()
@@ -183,7 +196,7 @@ class Delivery(ABC):
         """Wait for every delivery report; the next changelog offset per partition written.
         Raises BatchAbandoned when any record was not acknowledged."""
         try:
-            left = self._producer.flush(FLUSH_TIMEOUT_S)
+            left = self._producer.flush(self._within(FLUSH_TIMEOUT_S))
         except KafkaException as exc:
             raise classify(exc, "flush") from exc
         if self._errors:
@@ -224,7 +237,7 @@ class Delivery(ABC):
             return
         # A fatal producer cannot flush; its records are not ours to keep.
         with contextlib.suppress(KafkaException):
-            self._producer.flush(5)
+            self._producer.flush(self._within(5))
         self._producer = None  # type: ignore[assignment]
 
     def _bounded(self, step: str, call: Callable[[], object], timeout_s: float) -> None:
@@ -238,7 +251,7 @@ class Delivery(ABC):
         successor, with the same transactional id, fences it and aborts its transaction.
         """
         caller = self._caller = self._caller or _Caller()
-        outcome = caller.run(call, timeout_s + WEDGED_GRACE_S)
+        outcome = caller.run(call, self._within(timeout_s + WEDGED_GRACE_S))
         if outcome is None:
             self._caller = None  # its thread is stuck in the call, and ends after it
             caller.stop()
@@ -276,7 +289,7 @@ class AtLeastOnceDelivery(Delivery):
         # Records already sent stay sent (this guarantee cannot recall them); wait for
         # their reports so they are not counted against the next batch.
         with contextlib.suppress(KafkaException):
-            self._producer.flush(FLUSH_TIMEOUT_S)
+            self._producer.flush(self._within(FLUSH_TIMEOUT_S))
         self.begin_reports()
 
 
@@ -351,5 +364,5 @@ class ExactlyOnceDelivery(Delivery):
             raise classify(exc, "abort_transaction") from exc
         # Serve the purged records' reports now, not during the next batch's confirmation.
         with contextlib.suppress(KafkaException):
-            self._producer.flush(FLUSH_TIMEOUT_S)
+            self._producer.flush(self._within(FLUSH_TIMEOUT_S))
         self.begin_reports()
