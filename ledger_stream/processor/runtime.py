@@ -143,8 +143,9 @@ class Processor:
         self._stopping()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if not self._stop.is_set():  # a second signal does not move the bound
+            signal.alarm(STOP_BOUND_S)  # the hard bound, kept by the kernel
         self._stopping()
-        signal.alarm(STOP_BOUND_S)  # the hard bound, kept by the kernel
 
     def _stopping(self) -> None:
         """Stop after the batch in flight, which may wait for Kafka STOP_CALLS_S at most."""
