@@ -45,6 +45,7 @@ TXN_TIMEOUT_S = 30.0
 RETRIES = 3
 # Past a transactional call's own timeout, how long before its producer counts as wedged.
 WEDGED_GRACE_S = 5.0
+WAIT_SLICE_S = 0.25  # how often a bounded wait looks at the stop deadline
 
 
 class _Caller:
@@ -68,9 +69,12 @@ class _Caller:
         """End the thread once the calls handed to it are done."""
         self._calls.put(None)
 
-    def run(self, call: Callable[[], object], timeout_s: float) -> list[BaseException] | None:
+    def run(self, call: Callable[[], object], timeout_s: float,
+            left: Callable[[], float] | None = None) -> list[BaseException] | None:
         """The call's exception in a list ([] if it returned), or None if it did not return
-        within ``timeout_s`` (this caller is then stuck: use another)."""
+        within ``timeout_s``, or before ``left()`` (asked again every WAIT_SLICE_S: a stop
+        can shorten a wait already begun) came to 0 (this caller is then stuck: use
+        another)."""
         outcome: list[BaseException] = []
         finished = threading.Event()
 
@@ -86,7 +90,11 @@ class _Caller:
                 finished.set()
 
         self._calls.put(job)
-        return outcome if finished.wait(timeout_s) else None
+        until = time.monotonic() + timeout_s
+        while not finished.wait(max(0.0, min(WAIT_SLICE_S, until - time.monotonic()))):
+            if time.monotonic() >= until or (left is not None and left() <= 0):
+                return None
+        return outcome
 
 
 def classify(exc: KafkaException, step: str) -> BatchAbandoned:
@@ -196,7 +204,7 @@ class Delivery(ABC):
         """Wait for every delivery report; the next changelog offset per partition written.
         Raises BatchAbandoned when any record was not acknowledged."""
         try:
-            left = self._producer.flush(self._within(FLUSH_TIMEOUT_S))
+            left = self._flush(FLUSH_TIMEOUT_S)
         except KafkaException as exc:
             raise classify(exc, "flush") from exc
         if self._errors:
@@ -208,6 +216,16 @@ class Delivery(ABC):
             raise BatchAbandoned("delivery", f"{left} record(s) not acknowledged after "
                                  f"{FLUSH_TIMEOUT_S:.0f} s")
         return dict(self._changelog_next)
+
+    def _flush(self, timeout_s: float) -> int:
+        """producer.flush for up to ``timeout_s``, in slices so that a stop begun meanwhile
+        cuts it short (``stop_by``); the records still waiting for their reports."""
+        until = time.monotonic() + timeout_s
+        while True:
+            slice_s = min(1.0, until - time.monotonic(), self._within(timeout_s))
+            waiting = self._producer.flush(max(0.0, slice_s))
+            if not waiting or slice_s <= 0 or time.monotonic() >= until:
+                return int(waiting)
 
     @abstractmethod
     def commit(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
@@ -251,7 +269,8 @@ class Delivery(ABC):
         successor, with the same transactional id, fences it and aborts its transaction.
         """
         caller = self._caller = self._caller or _Caller()
-        outcome = caller.run(call, self._within(timeout_s + WEDGED_GRACE_S))
+        outcome = caller.run(call, timeout_s + WEDGED_GRACE_S,
+                             lambda: self._within(timeout_s + WEDGED_GRACE_S))
         if outcome is None:
             self._caller = None  # its thread is stuck in the call, and ends after it
             caller.stop()
