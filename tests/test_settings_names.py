@@ -38,6 +38,7 @@ OLD_SETTINGS: list[tuple[str, str, str, str, Any]] = [
      'secret-kafka_sasl_password', '"secret-kafka_sasl_password"',
      'secret-kafka_sasl_password'),
     ('kafka_timeout_s', 'connection.timeout_s', '6.5', '6.5', 6.5),
+    ('kafka_startup_wait_s', 'connection.startup_wait_s', '6.5', '6.5', 6.5),
     ('kafka_version', 'local.version', 'v-kafka_version', '"v-kafka_version"', 'v-kafka_version'),
     ('home', 'process.home', '/srv/home', '"/srv/home"', Path('/srv/home')),
     ('jar_cache', 'local.jar_cache', '/srv/jar_cache', '"/srv/jar_cache"', Path('/srv/jar_cache')),
@@ -214,7 +215,7 @@ NEW_SETTINGS = {"actions": "policy.actions"}  # tests/processor/test_action_poli
 
 
 def test_the_list_names_every_setting_and_nothing_was_dropped() -> None:
-    assert len(OLD_SETTINGS) == 69
+    assert len(OLD_SETTINGS) == 70
     assert {row[0] for row in OLD_SETTINGS} | set(NEW_SETTINGS) == set(FLAT_ROUTES)
     assert {row[0]: row[1] for row in OLD_SETTINGS} | NEW_SETTINGS == {
         flat: f"{group}.{attr}" for flat, (group, attr) in FLAT_ROUTES.items()}

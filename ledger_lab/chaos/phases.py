@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger_lab.chaos.checker import FaultAt
+from ledger_lab.chaos.topics import cut_at_growth
 from ledger_lab.chaos.world import Member, World
 from ledger_lab.harness.processes import processor_group
 from ledger_stream.serde.schemas import RELEASED, SCHEMA_DIR
@@ -207,7 +208,9 @@ def run_growth(world: World, to: int, at_s: float) -> PhaseRecord:
         # start on them) the same command again, a little later.
         time.sleep(DRAIN_S)
     grown = bool(tries) and tries[-1].startswith(("moved", "already"))
-    if grown:
+    if grown:  # the processors are stopped: what they committed was decided at the old count
+        world.cuts.append(cut_at_growth(settings.kafka_bootstrap, settings.topic,
+                                        processor_group(settings), settings.partitions))
         world.settings = settings.model_copy(update={"partitions": to})
         world.layouts.append(to)
     restart_s = start_ready(world, processors + connectors)

@@ -286,7 +286,8 @@ def check_world(world: World, faults: list[FaultAt]) -> Verdict:
     members that crashed by themselves."""
     settings, sandbox = world.settings, world.sandbox
     assert settings is not None and settings.kafka_bootstrap and sandbox is not None
-    topics = ledger_topics(settings.kafka_bootstrap, settings.topic, world.layouts)
+    topics = ledger_topics(settings.kafka_bootstrap, settings.topic, world.layouts,
+                           world.cuts)
     with psycopg.connect(world.effects_dsn) as conn:
         rows = conn.execute(f"select operation_key, amount from {EFFECT_TABLE}").fetchall()
     truth = target_truth(sandbox.ledger(), [(k, a) for k, a in rows])

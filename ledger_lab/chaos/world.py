@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient
 
 from ledger_lab.chaos.checker import FaultAt
 from ledger_lab.chaos.options import ChaosOptions
+from ledger_lab.chaos.topics import Cut
 from ledger_lab.harness.agents import PROCESSOR_ENV
 from ledger_lab.harness.approvers import TEST_APPROVER, write_signing_key
 from ledger_lab.harness.postgres import PostgresServer
@@ -116,6 +117,7 @@ class World:
         self.agent_env: dict[str, str] = {}
         self.ledger_env: dict[str, str] = {}  # processors and connectors not in env_of
         self.layouts = [options.partitions]  # the partition counts grown through, in order
+        self.cuts: list[Cut] = []  # where each growth's layout began (chaos/topics.py)
         # Graceful stops and the starts after them (operator phases), for the checker's
         # causes of a ``stalled`` alert.
         self.operated: list[FaultAt] = []

@@ -98,6 +98,7 @@ class ConnectorWorker:
         self._target, self._bootstrap = target, bootstrap
         metrics.start_series(target.name)
         self._kafka_timeout_s = settings.connection.timeout_s
+        self._startup_wait_s = settings.connection.startup_wait_s
         self._group = f"{settings.topics.prefix}.connector.{target.name}"
         instance = options.instance_id or f"{target.name}-{uuid.uuid4().hex[:8]}"
         self._core = ConnectorCore(target.name, target.deduplicates, target.queryable,
@@ -137,7 +138,8 @@ class ConnectorWorker:
             self._close()
             return self.exit_status
         try:  # its topics at the layout the state was built under (kafka/layout.py)
-            check_roles(self._bootstrap, self._layout_topics[0], self._layout_topics[1:])
+            check_roles(self._bootstrap, self._layout_topics[0], self._layout_topics[1:],
+                        wait_s=self._startup_wait_s)
         except LayoutRefused:
             self._close()
             raise

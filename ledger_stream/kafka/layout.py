@@ -17,6 +17,7 @@ refuse (:class:`LayoutRefused`) when a count differs, naming the migration
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import Mapping
@@ -29,6 +30,9 @@ from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.clients import Consumer, Producer
 from ledger_stream.kafka.exceptions import KafkaSetupError
 from ledger_stream.kafka.message import fetched
+from ledger_stream.logs import log_fields
+
+logger = logging.getLogger(__name__)
 
 LAYOUT_KEY = b"~layout"
 LAYOUT_PARTITION = 0  # the one partition every count has
@@ -193,17 +197,27 @@ def check_layout(bootstrap: str, changelog: str, counts: Mapping[str, int],
     return recorded
 
 
+READ_ATTEMPT_S = 15.0  # one read of the layout; asked again until the start-up bound
+
+
 def _read_patiently(bootstrap: str, changelog: str, timeout_s: float) -> Layout | None:
-    """read_layout, asked again while Kafka does not answer (a partition's leader moving
-    after a broker died: a processor restarted then must wait, not refuse) until
-    ``timeout_s``. A record this code did not write (ValueError) is refused at once."""
+    """read_layout, asked again while Kafka does not answer (a broker restarting, a
+    partition without a leader until its replica returns: a processor started then must
+    wait, not refuse) until ``timeout_s``; each failed try logged. A record this code did
+    not write (ValueError) is refused at once."""
     deadline = time.monotonic() + timeout_s
+    tries = 0
     while True:
+        left = deadline - time.monotonic()
         try:
-            return read_layout(bootstrap, changelog, max(1.0, deadline - time.monotonic()))
-        except KafkaException:
+            return read_layout(bootstrap, changelog, max(1.0, min(READ_ATTEMPT_S, left)))
+        except KafkaException as exc:
+            tries += 1
             if time.monotonic() >= deadline:
                 raise
+            logger.warning("partition layout not readable yet; retrying", extra=log_fields(
+                topic=changelog, error=str(exc), attempt=tries,
+                gives_up_in_s=round(deadline - time.monotonic(), 1)))
             time.sleep(1.0)
 
 
@@ -216,16 +230,36 @@ def topic_counts(bootstrap: str, names: list[str], timeout_s: float = 30.0,
     return {name: len(topics[name].partitions) for name in names if name in topics}
 
 
+def patient_counts(bootstrap: str, names: list[str], wait_s: float,
+                   attempt_s: float = READ_ATTEMPT_S) -> dict[str, int]:
+    """topic_counts, asked again while the cluster does not answer, for up to ``wait_s``
+    (start-up waits out a broker restart). LayoutRefused when it never answered."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return topic_counts(bootstrap, names, max(1.0, min(attempt_s, wait_s)), admin)
+        except KafkaException as exc:
+            if time.monotonic() >= deadline:
+                raise LayoutRefused(f"Kafka did not answer within {wait_s:g} s: {exc}"
+                                    ) from exc
+            logger.warning("Kafka did not answer the start-up check; retrying",
+                           extra=log_fields(error=str(exc), gives_up_in_s=round(
+                               deadline - time.monotonic(), 1)))
+            time.sleep(1.0)
+
+
 def check_roles(bootstrap: str, changelog: str, names: list[str],
-                timeout_s: float = 30.0) -> Layout | None:
+                timeout_s: float = 30.0, wait_s: float | None = None) -> Layout | None:
     """What a connector or the view runs at start: the topics ``names`` it uses share one
-    count, and that count is the recorded one (when one is recorded). LayoutRefused if not."""
-    try:
-        counts = topic_counts(bootstrap, [*names, changelog], timeout_s)
-    except KafkaException as exc:
-        raise LayoutRefused(f"Kafka did not answer: {exc}") from exc
+    count, and that count is the recorded one (when one is recorded). LayoutRefused if not.
+    ``wait_s`` (default ``timeout_s``): how long a cluster that does not answer (a broker
+    restarting, the layout's partition without a leader) is waited out before refusing;
+    a real mismatch is refused at once."""
+    wait_s = timeout_s if wait_s is None else wait_s
+    counts = patient_counts(bootstrap, [*names, changelog], wait_s, min(timeout_s, wait_s))
     if changelog not in counts:  # no processor state at all: nothing recorded to match
-        check_layout(bootstrap, changelog, counts, record=False, timeout_s=timeout_s,
+        check_layout(bootstrap, changelog, counts, record=False, timeout_s=wait_s,
                      read=False)
         return None
-    return check_layout(bootstrap, changelog, counts, record=False, timeout_s=timeout_s)
+    return check_layout(bootstrap, changelog, counts, record=False, timeout_s=wait_s)

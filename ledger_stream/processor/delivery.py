@@ -45,6 +45,7 @@ TXN_TIMEOUT_S = 30.0
 RETRIES = 3
 # Past a transactional call's own timeout, how long before its producer counts as wedged.
 WEDGED_GRACE_S = 5.0
+WAIT_SLICE_S = 0.25  # how often a bounded wait looks at the stop deadline
 
 
 class _Caller:
@@ -68,9 +69,12 @@ class _Caller:
         """End the thread once the calls handed to it are done."""
         self._calls.put(None)
 
-    def run(self, call: Callable[[], object], timeout_s: float) -> list[BaseException] | None:
+    def run(self, call: Callable[[], object], timeout_s: float,
+            left: Callable[[], float] | None = None) -> list[BaseException] | None:
         """The call's exception in a list ([] if it returned), or None if it did not return
-        within ``timeout_s`` (this caller is then stuck: use another)."""
+        within ``timeout_s``, or before ``left()`` (asked again every WAIT_SLICE_S: a stop
+        can shorten a wait already begun) came to 0 (this caller is then stuck: use
+        another)."""
         outcome: list[BaseException] = []
         finished = threading.Event()
 
@@ -86,7 +90,11 @@ class _Caller:
                 finished.set()
 
         self._calls.put(job)
-        return outcome if finished.wait(timeout_s) else None
+        until = time.monotonic() + timeout_s
+        while not finished.wait(max(0.0, min(WAIT_SLICE_S, until - time.monotonic()))):
+            if time.monotonic() >= until or (left is not None and left() <= 0):
+                return None
+        return outcome
 
 
 def classify(exc: KafkaException, step: str) -> BatchAbandoned:
@@ -123,7 +131,20 @@ class Delivery(ABC):
         self._errors: list[KafkaError] = []
         self._changelog_next: dict[int, int] = {}
         self._caller: _Caller | None = None
+        self._deadline: float | None = None  # stop_by: no call waits past it
         self._producer = self._new_producer()
+
+    def stop_by(self, deadline: float) -> None:
+        """From now on no call waits past ``deadline`` (``time.monotonic()``): the process
+        was told to stop. A call cut short abandons its batch (never acknowledged, so safe:
+        exactly once, its transaction is aborted by the successor's fencing)."""
+        self._deadline = deadline
+
+    def _within(self, timeout_s: float) -> float:
+        """``timeout_s``, cut to what is left before the stop deadline."""
+        if self._deadline is None:
+            return timeout_s
+        return max(0.0, min(timeout_s, self._deadline - time.monotonic()))
 
     def _new_producer(self) -> Producer:
         self._let_go()
@@ -187,7 +208,7 @@ class Delivery(ABC):
         """Wait for every delivery report; the next changelog offset per partition written.
         Raises BatchAbandoned when any record was not acknowledged."""
         try:
-            left = self._producer.flush(FLUSH_TIMEOUT_S)
+            left = self._flush(FLUSH_TIMEOUT_S)
         except KafkaException as exc:
             raise classify(exc, "flush") from exc
         if self._errors:
@@ -199,6 +220,16 @@ class Delivery(ABC):
             raise BatchAbandoned("delivery", f"{left} record(s) not acknowledged after "
                                  f"{FLUSH_TIMEOUT_S:.0f} s")
         return dict(self._changelog_next)
+
+    def _flush(self, timeout_s: float) -> int:
+        """producer.flush for up to ``timeout_s``, in slices so that a stop begun meanwhile
+        cuts it short (``stop_by``); the records still waiting for their reports."""
+        until = time.monotonic() + timeout_s
+        while True:
+            slice_s = min(1.0, until - time.monotonic(), self._within(timeout_s))
+            waiting = self._producer.flush(max(0.0, slice_s))
+            if not waiting or slice_s <= 0 or time.monotonic() >= until:
+                return int(waiting)
 
     @abstractmethod
     def commit(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
@@ -228,7 +259,7 @@ class Delivery(ABC):
             return
         # A fatal producer cannot flush; its records are not ours to keep.
         with contextlib.suppress(KafkaException):
-            self._producer.flush(5)
+            self._producer.flush(self._within(5))
         self._producer = None  # type: ignore[assignment]
 
     def _bounded(self, step: str, call: Callable[[], object], timeout_s: float) -> None:
@@ -242,7 +273,8 @@ class Delivery(ABC):
         successor, with the same transactional id, fences it and aborts its transaction.
         """
         caller = self._caller = self._caller or _Caller()
-        outcome = caller.run(call, timeout_s + WEDGED_GRACE_S)
+        outcome = caller.run(call, timeout_s + WEDGED_GRACE_S,
+                             lambda: self._within(timeout_s + WEDGED_GRACE_S))
         if outcome is None:
             self._caller = None  # its thread is stuck in the call, and ends after it
             caller.stop()
@@ -280,7 +312,7 @@ class AtLeastOnceDelivery(Delivery):
         # Records already sent stay sent (this guarantee cannot recall them); wait for
         # their reports so they are not counted against the next batch.
         with contextlib.suppress(KafkaException):
-            self._producer.flush(FLUSH_TIMEOUT_S)
+            self._producer.flush(self._within(FLUSH_TIMEOUT_S))
         self.begin_reports()
 
 
@@ -355,5 +387,5 @@ class ExactlyOnceDelivery(Delivery):
             raise classify(exc, "abort_transaction") from exc
         # Serve the purged records' reports now, not during the next batch's confirmation.
         with contextlib.suppress(KafkaException):
-            self._producer.flush(FLUSH_TIMEOUT_S)
+            self._producer.flush(self._within(FLUSH_TIMEOUT_S))
         self.begin_reports()

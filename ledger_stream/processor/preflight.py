@@ -68,17 +68,27 @@ TOPIC_PATIENCE_S = 10.0  # how long a topic just created may take to show in met
 
 
 def listed_topics(admin: AdminClient, names: list[str], timeout_s: float,
-                  patience_s: float = TOPIC_PATIENCE_S) -> tuple[dict[str, Any], list[str]]:
+                  patience_s: float = TOPIC_PATIENCE_S, wait_s: float = 0.0
+                  ) -> tuple[dict[str, Any], list[str]]:
     """The cluster's topics, and which of ``names`` are missing from them. A topic just
     created (``topics create`` right before the processor starts) can take a moment to reach
     the metadata a broker serves, so missing ones are asked for again for ``patience_s``
-    before they count as missing. StartupRefused when Kafka does not answer."""
+    before they count as missing. A cluster that does not answer is asked again for
+    ``wait_s``; StartupRefused when it never answered."""
     deadline = time.monotonic() + patience_s
+    answer_by = time.monotonic() + wait_s
     while True:
         try:
             found: dict[str, Any] = admin.list_topics(timeout=timeout_s).topics
         except KafkaException as exc:
-            raise StartupRefused(f"Kafka did not answer: {exc}") from exc
+            if time.monotonic() >= answer_by:
+                raise StartupRefused(f"Kafka did not answer: {exc}") from exc
+            logger.warning("Kafka did not answer the start-up check; retrying",
+                           extra=log_fields(error=str(exc), gives_up_in_s=round(
+                               answer_by - time.monotonic(), 1)))
+            time.sleep(1.0)
+            deadline = max(deadline, time.monotonic() + patience_s)
+            continue
         missing = [name for name in names if name not in found]
         if not missing or time.monotonic() >= deadline:
             return found, missing
@@ -89,17 +99,21 @@ def check_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0) ->
     """The layout the state was built under, which the topics are at. Raises
     StartupRefused naming the fix when a topic is missing, the partition counts differ from
     each other or from the recorded layout (recorded here when there is none yet), or an
-    input topic's clock is not bounded."""
+    input topic's clock is not bounded. A cluster that does not answer (a broker
+    restarting, the layout's partition without a leader) is waited out for
+    ``settings.connection.startup_wait_s`` before refusing."""
     admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
     names = {role: settings.topic(role) for role in INPUTS + OUTPUTS}
-    found, missing = listed_topics(admin, sorted(names.values()), timeout_s)
+    wait_s = settings.connection.startup_wait_s
+    found, missing = listed_topics(admin, sorted(names.values()), min(timeout_s, wait_s),
+                                   wait_s=wait_s)
     if missing:
         raise StartupRefused(f"missing topics {', '.join(missing)}: run `ledger-stream "
                              "topics create` with the same settings")
     counts = {names[r]: len(found[names[r]].partitions) for r in (*INPUTS, "changelog")}
     try:  # the counts agree with each other and with the layout the state was built under
         layout = check_layout(bootstrap, names["changelog"], counts, record=True,
-                              timeout_s=timeout_s)
+                              timeout_s=wait_s)
     except LayoutRefused as exc:
         raise StartupRefused(str(exc)) from exc
     for role in INPUTS:

@@ -52,6 +52,12 @@ from ledger_stream.state import StateFolder, StoreError
 logger = logging.getLogger(__name__)
 
 POLL_S = 0.1
+# After SIGTERM (docs/operations.md, "Stopping"): the batch in flight and its abort get
+# STOP_CALLS_S, leaving the group and closing the stores until STOP_CLOSE_S, and at
+# STOP_BOUND_S the kernel ends the process (SIGALRM) whatever still blocks (a librdkafka
+# call that ignores its timeout): inside the usual 30 s grace before a SIGKILL. Ending
+# there is as safe as a crash; a clean stop only spares the group's session timeout.
+STOP_CALLS_S, STOP_CLOSE_S, STOP_BOUND_S = 12.0, 20.0, 25
 BACKOFF_FIRST_S, BACKOFF_MAX_S = 0.5, 10.0
 OUTPUT_ROLES = ("dispatch", "receipts", "alerts", "dlq", "attempts", "changelog", "intents")
 
@@ -106,6 +112,7 @@ class Processor:
                                       self.instance, self._assignment.incremental)
         self._ticker = Ticker(settings.processor.tick_interval_ms)
         self._stop = stop or threading.Event()
+        self._stop_at = float("inf")  # when _stopping ran (an outside stop: at shutdown)
         self._backoff_s = 0.0
         self._fetching_epoch = 0  # the assignment epoch the fetcher was last restarted at
         self._fetching: set[int] = set()  # the partitions owned then
@@ -137,9 +144,18 @@ class Processor:
             self._shutdown()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopping()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if not self._stop.is_set():  # a second signal does not move the bound
+            signal.alarm(STOP_BOUND_S)  # the hard bound, kept by the kernel
+        self._stopping()
+
+    def _stopping(self) -> None:
+        """Stop after the batch in flight, which may wait for Kafka STOP_CALLS_S at most."""
+        if not self._stop.is_set():
+            self._stop_at = time.monotonic()
+            self._checkpoint.delivery.stop_by(self._stop_at + STOP_CALLS_S)
         self._stop.set()
 
     def _iteration(self) -> None:
@@ -383,16 +399,35 @@ class Processor:
     # -- stopping ---------------------------------------------------------------------------
 
     def _shutdown(self) -> None:
-        try:
-            self._consumer.close()  # leaves the group; the revoke callback closes stores
-        except (KafkaException, RuntimeError) as exc:
-            logger.warning("consumer close failed", extra=log_fields(error=str(exc)))
+        self._stop_at = min(self._stop_at, time.monotonic())  # an outside stop: from now
+        if not self._close_consumer():
+            return  # a thread is still in the consumer: nothing more is safe to close
         self._assignment.close()
         self._checkpoint.delivery.close()
         self._restorer.close()
         self._ends.close()
         self._folder.unlock()
         logger.info("processor stopped", extra=log_fields(instance=self.instance))
+
+
+    def _close_consumer(self) -> bool:
+        """Leave the group (the revoke callback closes the stores); False when that did not
+        return by STOP_CLOSE_S after the stop (a coordinator not answering): the process
+        then ends without it, as after a crash."""
+        def close() -> None:
+            try:
+                self._consumer.close()
+            except (KafkaException, RuntimeError) as exc:
+                logger.warning("consumer close failed", extra=log_fields(error=str(exc)))
+        closing = threading.Thread(target=close, name="consumer-close", daemon=True)
+        closing.start()
+        closing.join(max(1.0, self._stop_at + STOP_CLOSE_S - time.monotonic()))
+        if closing.is_alive():
+            logger.error("leaving the consumer group did not finish in time; stopping "
+                         "without it (the group reassigns after the session timeout)",
+                         extra=log_fields(instance=self.instance, bound_s=STOP_CLOSE_S))
+            return False
+        return True
 
 
 def run_processor(settings: Settings, stop: threading.Event | None = None) -> None:

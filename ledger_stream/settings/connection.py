@@ -36,6 +36,11 @@ class ConnectionSettings(SettingsGroup):
         5.0, gt=0, description="how long one request to Kafka (cluster metadata) waits before "
         "the cluster counts as unreachable: processes then say so and ask again, the SDK "
         "raises LedgerUnavailable")
+    startup_wait_s: float = Field(
+        300.0, gt=0, description="how long a starting processor, connector or view waits "
+        "out a cluster that does not answer its start-up checks (a broker restarting, the "
+        "partition holding the recorded layout without a leader until its replica returns) "
+        "before it refuses to start; a real layout mismatch is refused at once")
     schema_registry_url: str | None = Field(
         None, description="use Confluent Schema Registry framing instead of single-object"
     )

@@ -44,7 +44,8 @@ def run_view(settings: Settings, no_auth: bool = False) -> None:
     followed = ["receipts", *(ROLES if settings.view.timeline else ())]
     # Raises LayoutRefused (a KafkaSetupError) at another count than the state's.
     check_roles(bootstrap, settings.topic("changelog"),
-                sorted({settings.topic(role) for role in followed}))
+                sorted({settings.topic(role) for role in followed}),
+                wait_s=settings.connection.startup_wait_s)
     store = ViewStore(settings.resolved_view_dir / settings.topics.prefix)
     codec = make_codec(settings.connection.schema_registry_url)
     view: ReceiptView | None = None

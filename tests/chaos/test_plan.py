@@ -12,7 +12,9 @@ import pytest
 
 from ledger_lab.chaos.agent import _until
 from ledger_lab.chaos.plan import PlanError, PlannedPhase, plan_phases
-from ledger_lab.chaos.topics import in_key_order, layout_of
+from ledger_lab.chaos.topics import in_key_order
+from ledger_stream.domain import events as ev
+from ledger_stream.kafka.partitioner import partition_for
 
 
 def test_both_phases_are_placed_at_their_fractions_in_time_order() -> None:
@@ -53,13 +55,48 @@ def test_an_agent_stops_at_the_later_time_the_soak_writes(tmp_path: Path) -> Non
     assert _until(argparse.Namespace(until=100.0, until_file="")) == 100.0
 
 
+def _moved_key(old: int, new: int) -> bytes:
+    """A key whose partition is 2 at ``old`` partitions and another at ``new``."""
+    return next(k for i in range(10_000) if partition_for(k := f"acme/refund/k{i}".encode(),
+                                                          old) == 2
+                and partition_for(k, new) != 2)
+
+
 def test_a_moved_keys_events_are_read_old_partition_first() -> None:
-    """Grown 6 to 12: a key's receipts in partition 2 (before) and 8 (after), read
-    interleaved as a consumer delivers them; partition 11 came with the growth too."""
-    assert [layout_of(p, [6, 12]) for p in (0, 5, 6, 11)] == [0, 0, 1, 1]
-    delivered = [(8, 0, "succeeded"), (2, 7, "accepted"), (11, 3, "other"),
-                 (2, 9, "in_progress"), (8, 1, "replayed"), (0, 4, "first")]
-    assert in_key_order(delivered, [6, 12]) == [
+    """Grown 6 to 12 with receipts at offset 10 of partition 2 on: a key's receipts in
+    partition 2 (before) and its new home (after), read interleaved as a consumer delivers
+    them; partition 11 came with the growth too."""
+    key = _moved_key(6, 12)
+    home = partition_for(key, 12)
+    assert home == 8  # murmur2 % 12 is 2 or 8 when % 6 is 2
+    delivered = [(home, 0, key, "succeeded"), (2, 7, key, "accepted"),
+                 (11, 3, b"other", "other"), (2, 9, key, "in_progress"),
+                 (home, 1, key, "replayed"), (0, 4, b"first", "first")]
+    cut = {p: 10 for p in range(6)}
+    assert in_key_order(delivered, [6, 12], [cut]) == [
         "first", "accepted", "in_progress", "succeeded", "replayed", "other"]
     # No growth: partition and offset order, as Kafka keeps each key.
-    assert in_key_order([(1, 5, "b"), (1, 2, "a")], [6]) == ["a", "b"]
+    assert in_key_order([(1, 5, b"k", "b"), (1, 2, b"k", "a")], [6], []) == ["a", "b"]
+
+
+def test_an_intent_forwarded_from_the_old_partition_is_read_where_it_was_decided() -> None:
+    """After the growth an agent with fresh metadata places intent X at the key's new home;
+    a held agent places Y on the old partition, which the processor forwards (the same
+    bytes) to the new home after X. The ledger decided X, then Y: so must the checker read
+    them, without Y's undecided first copy."""
+    key = _moved_key(6, 12)
+    home = partition_for(key, 12)
+    cut = {p: 10 for p in range(6)}
+    rows = [(2, 4, key, "before"), (2, 12, key, "Y"), (home, 0, key, "X"),
+            (home, 1, key, "Y")]
+    assert in_key_order(rows, [6, 12], [cut], forwarded=True) == ["before", "X", "Y"]
+    # Not an input topic (nothing is forwarded there): every record is read.
+    assert in_key_order(rows, [6, 12], [cut]) == ["before", "Y", "X", "Y"]
+    # A key that stays in partition 2 is decided there after the growth too; a Tick names
+    # its own partition, whatever its key.
+    stays = next(k for i in range(10_000) if partition_for(
+        k := f"acme/refund/s{i}".encode(), 6) == 2 and partition_for(k, 12) == 2)
+    tick = ev.Tick(2, "p", 1)
+    assert in_key_order([(2, 11, stays, "after"), (2, 3, stays, "before"),
+                         (2, 12, b"~tick", tick)], [6, 12], [cut], forwarded=True) == [
+        "before", "after", tick]

@@ -16,7 +16,7 @@ from ledger_lab.chaos.report import summary
 from ledger_lab.chaos.soak import check_world, run_soak
 from ledger_lab.chaos.world import World
 
-pytestmark = [pytest.mark.timeout(420), pytest.mark.postgres, pytest.mark.own_cluster]
+pytestmark = [pytest.mark.timeout(720), pytest.mark.postgres, pytest.mark.own_cluster]
 
 
 def say(line: str) -> None:
@@ -38,7 +38,11 @@ def test_a_short_soak_with_every_kind_of_fault_loses_and_duplicates_nothing(tmp_
 
     # 24 planned: a broker fault waits until the last killed broker is back and caught up
     # (20 to 40 s here), so one or two of the three or four may not fire within the minute.
-    options = ChaosOptions(duration_s=60, rate=10, seed=1, faults=24, settle_s=120)
+    # One growth (6 to 12 partitions through `repartition`) and one rolling upgrade (two
+    # processors and two connectors, two passes) in the middle; they hold the schedule.
+    options = ChaosOptions(duration_s=60, rate=10, seed=1, faults=24, settle_s=120,
+                           connectors=1, grow_by=6, grow_at=0.3, upgrade=True,
+                           upgrade_at=0.6)
     result = run_soak(options, tmp_path, say, after=plant_a_second_effect)
     report = result.as_dict()
     say("\n" + summary(report))
@@ -48,7 +52,17 @@ def test_a_short_soak_with_every_kind_of_fault_loses_and_duplicates_nothing(tmp_
     assert report["keys_by_state"].get("succeeded", 0) > 100
     assert report["keys_by_state"].get("rejected", 0) > 0
     assert report["alerts_by_kind"].get("conflicting_arguments", 0) > 0
-    # The load flowed: agents killed three times still keep most of the asked rate.
-    assert report["rate_held"] > 0.4 * options.rate
+    # The load flowed: agents killed three times (and held through the growth) still
+    # submit most of what the asked rate makes in the soak's duration.
+    assert report["intents_on_topic"] > 0.4 * options.rate * options.duration_s
+    # Both phases ran: every key's state moved to 12 partitions, every member replaced.
+    growth, upgrade = report["phases"]
+    assert (growth["kind"], growth["detail"]["grown"], growth["detail"]["to"]) == \
+        ("growth", True, 12), growth
+    assert growth["detail"]["moved_keys"] > 0 and growth["detail"]["kept_keys"] > 0, growth
+    assert upgrade["kind"] == "upgrade" and upgrade["detail"]["replaced"] == 8, upgrade
+    # Each stopped with SIGTERM exited 0 (None: it was down from an earlier fault).
+    assert {r["exit"] for r in upgrade["detail"]["replacements"]} <= {0, None}, upgrade
+    assert report["dlq_records"] == 0
     # The planted call is a second effect, made with no grant.
     assert list(planted.values()) == [["call_without_grant", "duplicate_effect"]]
