@@ -105,8 +105,10 @@ class Policy:
         return any(r.replay_window_ms is not None for r in self.actions.values())
 
     def cited(self, action: str) -> str:
-        """``"; policy REV for ACTION"``, to end a detail an action's rule decided."""
-        return f"; policy {self.revision} for {action}" if self.revision else ""
+        """``"; policy REV for ACTION"``, to end a detail an action's rule decided; "" for
+        an action without rules (the ledger-wide values decided, as before rules existed)."""
+        return f"; policy {self.revision} for {action}" \
+            if self.revision and action in self.actions else ""
 
 
 def versions_compatible(in_flight: str, incoming: str) -> bool:

@@ -151,3 +151,13 @@ def test_an_action_without_rules_decides_as_before():
     events: list[ev.InputEvent] = [intent(), claim(), outcome(OS.UNKNOWN),
                                    reconciled(RS.NOT_FOUND, dedup=False)]
     assert run(events, policy=plain) == run(events, policy=ruled)
+
+
+
+def test_an_action_without_rules_is_not_cited_in_its_receipt():
+    """The ledger-wide values decided: the detail reads as before rules existed (the
+    console's queue rows and every reader of the detail keep their width)."""
+    policy = with_rules("refund", retry_after_lookup=LookupRetry.NEVER, revision="p-1")
+    _, out = run([reconciled(RS.NOT_FOUND, dedup=False, key=EMAIL)],
+                 reconciling(policy, EMAIL), policy)
+    assert of(out, ev.Receipt)[-1].detail == "not found, and the target does not deduplicate"
