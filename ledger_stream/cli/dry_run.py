@@ -43,21 +43,29 @@ def load_object(spec: str, flag: str) -> Any:
     return found
 
 
+def load_instance(spec: str, flag: str, kind: type, what: str, *,
+                  quote_errors: bool = True) -> Any:
+    """The ``kind`` instance MODULE:ATTR names, or returns when called with no arguments.
+    ``quote_errors`` False: a failing factory's message is not repeated (it may hold a
+    credential it was given)."""
+    found = load_object(spec, flag)
+    if not isinstance(found, kind) and callable(found):
+        try:
+            found = found()
+        except Exception as exc:
+            said = f": {exc}" if quote_errors else ""
+            raise CliError(f"{flag} {spec!r}: calling it (with no arguments) failed: "
+                           f"{type(exc).__name__}{said}") from exc
+    if not isinstance(found, kind):
+        raise CliError(f"{flag} {spec!r} is not {what} ({type(found).__name__})")
+    return found
+
+
 def graph_from(spec: str) -> Any:
     """The compiled graph MODULE:ATTR names (or returns, when called with no arguments)."""
     from langgraph.pregel import Pregel
 
-    found = load_object(spec, "--graph")
-    if not isinstance(found, Pregel) and callable(found):
-        try:
-            found = found()
-        except Exception as exc:
-            raise CliError(f"--graph {spec!r}: calling it (with no arguments) failed: "
-                           f"{type(exc).__name__}: {exc}") from exc
-    if not isinstance(found, Pregel):
-        raise CliError(f"--graph {spec!r} is not a compiled LangGraph graph "
-                       f"({type(found).__name__})")
-    return found
+    return load_instance(spec, "--graph", Pregel, "a compiled LangGraph graph")
 
 
 @dataclass(frozen=True)

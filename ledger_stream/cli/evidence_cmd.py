@@ -13,7 +13,7 @@ from typing import Any
 
 from ledger_stream.cli.checkpointer import DSN_HELP, open_checkpointer, postgres_dsn
 from ledger_stream.cli.common import CliError, add_common_flags
-from ledger_stream.cli.dry_run import load_object
+from ledger_stream.cli.dry_run import load_instance
 from ledger_stream.cli.inspect_cmd import ask, source_flags
 from ledger_stream.connector.target import Target
 
@@ -125,17 +125,9 @@ def _target(spec: str, name: str) -> Target:
                               else "segment")
         except ValueError as exc:
             raise CliError(f"--target {spec!r}: {exc}") from exc
-    found = load_object(spec, "--target")
-    if not isinstance(found, Target) and callable(found):
-        try:
-            found = found()
-        except Exception as exc:
-            raise CliError(f"--target {spec!r}: calling it (with no arguments) failed: "
-                           f"{type(exc).__name__}") from exc
-    if not isinstance(found, Target):
-        raise CliError(f"--target {spec!r} is not a connector Target "
-                       f"({type(found).__name__})")
-    return found
+    target: Target = load_instance(spec, "--target", Target, "a connector Target",
+                                   quote_errors=False)
+    return target
 
 
 def _write(path: str, text: str) -> None:
