@@ -5,6 +5,7 @@ review on 2026-12-05."""
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -160,12 +161,21 @@ def test_a_call_without_a_trace_or_a_tracer_opens_no_span(monkeypatch) -> None:
 
 
 def test_tracing_is_installed_only_once_a_provider_is_set() -> None:
-    from ledger_stream import tracing
+    """In a fresh interpreter: a tracer provider is process-wide, and another test of this
+    process may have set one."""
+    import subprocess
+    import sys
 
-    trace = pytest.importorskip("opentelemetry.trace")
-    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-        pytest.skip("a tracer provider is set in this process already")
-    assert tracing.installed() is False
+    check = ("from opentelemetry import trace\n"
+             "from opentelemetry.sdk.trace import TracerProvider\n"
+             "from ledger_stream import tracing\n"
+             "before = tracing.installed()\n"
+             "trace.set_tracer_provider(TracerProvider())\n"
+             "print(before, tracing.installed())\n")
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True,
+                          timeout=60, env={k: v for k, v in os.environ.items()
+                                           if not k.startswith(("OTEL_", "LEDGER_TRACING"))})
+    assert done.stdout.split() == ["False", "True"], done.stderr
 
 
 def test_ids_are_unique_hex_and_read_the_kernel_once_per_process(monkeypatch) -> None:
