@@ -13,12 +13,13 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from ledger_lab.local_kafka import LocalCluster, ensure_jars, jar_cache
+from ledger_lab.local_kafka import LocalCluster
 from ledger_stream.config import Settings
 from ledger_stream.kafka import topics
 from ledger_stream.kafka.layout import Layout, LayoutRefused, check_roles
 from ledger_stream.processor.exceptions import StartupRefused
 from ledger_stream.processor.preflight import check_topics
+from tests.own_clusters import own_cluster
 
 pytestmark = [pytest.mark.timeout(360), pytest.mark.own_cluster, pytest.mark.kafka]
 
@@ -27,14 +28,8 @@ DOWN_S = 40.0  # longer than the 30 s one read of the layout used to be allowed
 
 @pytest.fixture(scope="module")
 def one_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    settings = Settings()
-    libs = ensure_jars(jar_cache(settings), settings.kafka_version)
-    cluster = LocalCluster(tmp_path_factory.mktemp("one-node"), progress=lambda _: None)
-    try:
-        cluster.start(libs, settings.kafka_version, nodes=1)
+    with own_cluster(tmp_path_factory, "one-node", nodes=1) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def _in_thread(call: object) -> tuple[threading.Thread, dict[str, object]]:

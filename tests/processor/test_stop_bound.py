@@ -15,24 +15,19 @@ from pathlib import Path
 import pytest
 
 from ledger_lab.harness.processes import start_processor
-from ledger_lab.local_kafka import LocalCluster, ensure_jars, jar_cache
+from ledger_lab.local_kafka import LocalCluster
 from ledger_stream.config import Settings
 from ledger_stream.kafka import topics
 from ledger_stream.processor.runtime import STOP_BOUND_S
+from tests.own_clusters import own_cluster
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.own_cluster, pytest.mark.kafka]
 
 
 @pytest.fixture(scope="module")
 def one_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    settings = Settings()
-    libs = ensure_jars(jar_cache(settings), settings.kafka_version)
-    cluster = LocalCluster(tmp_path_factory.mktemp("one-node"), progress=lambda _: None)
-    try:
-        cluster.start(libs, settings.kafka_version, nodes=1)
+    with own_cluster(tmp_path_factory, "one-node", nodes=1) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def _wait_for(proc_log: Path, text: str, timeout_s: float) -> None:

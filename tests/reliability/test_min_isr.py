@@ -17,25 +17,20 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from ledger_lab.harness.sandbox import SandboxProc
 from ledger_lab.harness.stack import Stack
-from ledger_lab.local_kafka import LocalCluster, ensure_jars, jar_cache
+from ledger_lab.local_kafka import LocalCluster
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka import topics
 from ledger_stream.kafka.replicas import below_min_isr
+from tests.own_clusters import own_cluster
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.own_cluster]
 
 
 @pytest.fixture(scope="module")
 def three_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    settings = Settings()
-    libs = ensure_jars(jar_cache(settings), settings.kafka_version)
-    cluster = LocalCluster(tmp_path_factory.mktemp("three-nodes"), progress=lambda _: None)
-    try:
-        cluster.start(libs, settings.kafka_version, nodes=3)
+    with own_cluster(tmp_path_factory, "three-nodes", nodes=3) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def require_isr(bootstrap: str, topic: str, count: int) -> None:
