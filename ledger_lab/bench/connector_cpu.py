@@ -38,6 +38,7 @@ from typing import Any, cast
 import confluent_kafka
 from confluent_kafka import TopicPartition
 
+from ledger_lab.harness.records import FakeMessage
 from ledger_stream.config import Settings
 from ledger_stream.connector.options import ConnectorOptions
 from ledger_stream.connector.runtime import ConnectorWorker
@@ -49,37 +50,6 @@ from ledger_stream.serde import AvroCodec
 PARTITIONS = 12
 SAMPLE = 1000
 LEASE_MS = 30_000
-
-
-class FakeMessage:
-    """A consumed record as confluent-kafka hands it over."""
-
-    __slots__ = ("_topic", "_partition", "_offset", "_value", "_ts")
-
-    def __init__(self, topic: str, partition: int, offset: int, value: bytes) -> None:
-        self._topic, self._partition, self._offset, self._value = topic, partition, offset, value
-        self._ts = int(time.time() * 1000)
-
-    def error(self) -> None:
-        return None
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def value(self) -> bytes:
-        return self._value
-
-    def timestamp(self) -> tuple[int, int]:
-        return 1, self._ts
-
-    def headers(self) -> None:
-        return None
 
 
 class FakeBroker:
@@ -103,7 +73,8 @@ class FakeBroker:
         with self._ready:
             for key, value in values:
                 p = self._partition_of.setdefault(key, hash(key) % PARTITIONS)
-                self._queue.append(FakeMessage(self.topic, p, self._next[p], value))
+                self._queue.append(FakeMessage(self.topic, p, self._next[p],
+                                               int(time.time() * 1000), None, value))
                 self._next[p] += 1
             self._ready.notify_all()
 
