@@ -263,12 +263,18 @@ class Exchange:
             except Exception as exc:
                 self._fail(NotSent, f"before sending {self._shown}", exc)
                 return
+            try:  # refused here (a bad path or header): nothing left
+                request = request_bytes(self._method, self._path, _host_header(conn),
+                                        self._headers, self._body)
+            except ValueError as exc:
+                self._fail(NotSent, f"before sending {self._shown}", exc)
+                return
             with self._lock:
                 if self._cut:
                     return
                 self._sending, self._sock = True, conn.sock
             try:
-                self._result = self._send_and_read(conn.sock)
+                self._result = self._send_and_read(conn.sock, request)
             except Exception as exc:  # whatever broke, the request may have arrived
                 self._fail(Ambiguous, f"after sending {self._shown}", exc)
         finally:
@@ -279,10 +285,8 @@ class Exchange:
                 else:
                     conn.close()
 
-    def _send_and_read(self, sock: socket.socket) -> Reply:
+    def _send_and_read(self, sock: socket.socket, request: bytes) -> Reply:
         """Write the request at once, read its answer (connectors/http_wire.py)."""
-        request = request_bytes(self._method, self._path, _host_header(self._conn),
-                                self._headers, self._body)
         sock.settimeout(self._left())
         sock.sendall(request)
         answer = read_answer(sock, self._left, MAX_RESPONSE_BYTES, self._method)

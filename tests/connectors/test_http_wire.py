@@ -13,6 +13,7 @@ import pytest
 from connectors.http import HttpTarget
 from connectors.http_wire import Answer, read_answer, request_bytes
 from ledger_stream.connector.target import EffectRequest
+from ledger_stream.domain.events import OutcomeStatus
 from tests.connectors.raw_server import RawServer
 
 pytestmark = pytest.mark.timeout(30)
@@ -161,3 +162,18 @@ def test_an_answer_without_a_body_is_read_at_once_and_kept(head, method):
     """204, 304 and a HEAD's answer end with their head: waiting for a body would hold the
     call to its deadline and lose the connection."""
     assert answer_to(head, method=method) == Answer(int(head[9:12]), b"", True, None)
+
+
+def test_a_request_refused_before_sending_is_not_applied(echo_server, monkeypatch):
+    """A header the request line cannot carry is refused here, before a byte leaves: not
+    sent, so not applied (it was once reported unknown, for a lookup to settle)."""
+    target = HttpTarget("t", echo_server.url, headers={"X-Tenant": "a\r\nX-Evil: 1"})
+    request = EffectRequest("acme/refund/2", 1, "claim-2", "refund", {"amount": 1}, "h")
+    writes: list[bytes] = []
+    real = socket.socket.sendall
+    monkeypatch.setattr(socket.socket, "sendall",
+                        lambda sock, data, *a: writes.append(bytes(data)) or real(sock, data, *a))
+    with pytest.raises(Exception) as refused:
+        target.apply(request, 2.0)
+    assert target.classify(refused.value) is OutcomeStatus.NOT_APPLIED
+    assert writes == []
