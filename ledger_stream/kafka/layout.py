@@ -197,7 +197,9 @@ def check_layout(bootstrap: str, changelog: str, counts: Mapping[str, int],
     return recorded
 
 
-READ_ATTEMPT_S = 15.0  # one read of the layout; asked again until the start-up bound
+# One read of the layout, asked again until the start-up bound: the whole 30 s one read had
+# before the wait existed, so a long changelog partition that was read in time still is.
+READ_ATTEMPT_S = 30.0
 
 
 def _read_patiently(bootstrap: str, changelog: str, timeout_s: float) -> Layout | None:
