@@ -340,8 +340,10 @@ def _reconcile_result(state: KeyState, result: ReconcileResult, policy: Policy,
     if rules.retries_after_lookup(result.target_deduplicates):
         # The target fences duplicates by key, so resending with the same key is safe (or
         # the action is reversible and its policy accepts a duplicate a stale lookup makes).
+        # A resend the target would not fence is the policy's doing: the detail names it.
+        by_rule = "" if result.target_deduplicates else policy.cited(state.action)
         return next_attempt(state.with_record(record), now, after_lease(state, now, policy),
-                             f"attempt {n} not found at the target", policy)
+                             f"attempt {n} not found at the target{by_rule}", policy)
     why = ("not found, and the target does not deduplicate" if not result.target_deduplicates
            else "not found, and the action's policy retries nothing after a lookup")
     return to_operator(state, now, why + policy.cited(state.action), result.event_id, record)

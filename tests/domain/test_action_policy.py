@@ -161,3 +161,15 @@ def test_an_action_without_rules_is_not_cited_in_its_receipt():
     _, out = run([reconciled(RS.NOT_FOUND, dedup=False, key=EMAIL)],
                  reconciling(policy, EMAIL), policy)
     assert of(out, ev.Receipt)[-1].detail == "not found, and the target does not deduplicate"
+
+
+@pytest.mark.parametrize("dedup", [False, True])
+def test_a_resend_only_the_policy_allows_names_the_policy(dedup: bool):
+    """At a target that does not fence duplicates, a resend after a lookup found nothing is
+    the action's rule at work (a late first effect would make two): the record says so."""
+    policy = with_rules("refund", retry_after_lookup=LookupRetry.ALWAYS, reversible=True,
+                        revision="p-1")
+    state, out = run([reconciled(RS.NOT_FOUND, dedup=dedup)], reconciling(policy), policy)
+    told = [state.status_detail] + [r.detail for r in of(out, ev.Receipt)]
+    assert any("attempt 1 not found at the target" in t for t in told), told
+    assert any("policy p-1 for refund" in t for t in told) is not dedup, told
