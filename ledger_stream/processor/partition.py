@@ -50,7 +50,8 @@ class PartitionOverlay:
         """Read the stored states of ``keys`` in one multi-get (the batch's records' keys,
         before their decisions): the store does not change until the checkpoint's last
         step, so what it returns now is what a read during the batch would."""
-        wanted = [key for key in keys if key not in self._read and key not in self._changed]
+        wanted = [key for key in dict.fromkeys(keys)  # a key twice in a batch: read once
+                  if key not in self._read and key not in self._changed]
         for key, row in zip(wanted, self.store.get_many(wanted), strict=True):
             self._read[key] = decode_row(row) if row is not None else absent(key)
 

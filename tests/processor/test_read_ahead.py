@@ -40,7 +40,9 @@ def test_one_multi_get_per_partition_then_no_reads_per_record(tmp_path: Path) ->
     stored = intent(keys[0])
     stores[partition_for(keys[0], PARTITIONS)].write(StoreBatch(
         {keys[0]: encode_row(decide(absent(keys[0]), stored, Policy(), 1).state)}))
-    records = [record_of(intent(key), INTENTS, i, 1_000 + i) for i, key in enumerate(keys)]
+    # Five keys twice in the batch (duplicates of an intent): each is read once.
+    records = [record_of(intent(key), INTENTS, i, 1_000 + i)
+               for i, key in enumerate(keys + keys[:5])]
     batch = Batch(make_step(Policy()), stores, {}, (INTENTS, ATTEMPTS))  # type: ignore[arg-type]
     batch.add_all(records)  # type: ignore[arg-type]
     touched = {partition_for(key, PARTITIONS) for key in keys}
