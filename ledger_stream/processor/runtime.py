@@ -31,7 +31,7 @@ from ledger_stream.kafka.bootstrap import resolve_bootstrap
 from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.message import error_text, position
 from ledger_stream.kafka.offsets import learn_leaders
-from ledger_stream.kafka.reach import wait_for_kafka
+from ledger_stream.kafka.reach import StopRequested, wait_for_kafka
 from ledger_stream.kafka.replicas import below_min_isr
 from ledger_stream.logs import log_fields
 from ledger_stream.processor import clients, collector, metrics
@@ -75,7 +75,8 @@ class Processor:
         policy = policy_from(settings)  # first: a missing approval secret is refused at once
         announce(policy)
         bootstrap = resolve_bootstrap(settings)
-        layout = check_topics(bootstrap, settings)
+        self._stop = stop or threading.Event()
+        layout = check_topics(bootstrap, settings, stop=self._stop)  # StopRequested: stopped
         partitions = layout.partitions
         self._folder = StateFolder(settings.resolved_state_dir, settings.processor.consumer_group)
         self._folder.lock()
@@ -111,7 +112,6 @@ class Processor:
         self._checkpoint = Checkpoint(delivery, self._consumer, self._step, topics, group,
                                       self.instance, self._assignment.incremental)
         self._ticker = Ticker(settings.processor.tick_interval_ms)
-        self._stop = stop or threading.Event()
         self._stop_at = float("inf")  # when _stopping ran (an outside stop: at shutdown)
         self._backoff_s = 0.0
         self._fetching_epoch = 0  # the assignment epoch the fetcher was last restarted at
@@ -443,4 +443,7 @@ def run_processor(settings: Settings, stop: threading.Event | None = None) -> No
         processor = Processor(settings, stop=stop)
     except StoreError as exc:
         raise ProcessorError(str(exc)) from exc
+    except StopRequested:  # SIGTERM while the start-up checks waited for the cluster
+        logger.info("processor stopped while waiting for Kafka at start-up")
+        return
     processor.run()
