@@ -27,6 +27,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from ledger_stream.config import Settings
+from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
 from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.message import error_text, position
@@ -68,11 +69,14 @@ class Processor:
     _layout: LayoutWatch | None = None  # set by __init__ (tests build one without it)
 
     def __init__(self, settings: Settings, codec: AvroCodec | None = None,
-                 stop: threading.Event | None = None) -> None:
+                 stop: threading.Event | None = None, policy: Policy | None = None) -> None:
         """``stop``: set by a SIGTERM that came while the process was still starting (the
-        command installs its handler first); the loop then never starts."""
+        command installs its handler first); the loop then never starts. ``policy``: the
+        one ``settings`` give, when the caller built it already (it is announced here, and
+        the same object decides)."""
         self.settings = settings
-        policy = policy_from(settings)  # first: a missing approval secret is refused at once
+        # First: a missing approval secret is refused at once.
+        policy = policy if policy is not None else policy_from(settings)
         announce(policy)
         bootstrap = resolve_bootstrap(settings)
         self._stop = stop or threading.Event()
@@ -435,12 +439,12 @@ def run_processor(settings: Settings, stop: threading.Event | None = None) -> No
     (one line) when it cannot start or cannot go on. Until Kafka answers, it says so and
     keeps asking."""
     stop = stop or threading.Event()
-    policy_from(settings)  # a missing approval secret is refused before any connection
+    policy = policy_from(settings)  # a missing approval secret is refused before any connection
     if not wait_for_kafka(resolve_bootstrap(settings), "processor", stop,
                           attempt_s=settings.connection.timeout_s):
         return
     try:
-        processor = Processor(settings, stop=stop)
+        processor = Processor(settings, stop=stop, policy=policy)
     except StoreError as exc:
         raise ProcessorError(str(exc)) from exc
     except StopRequested:  # SIGTERM while the start-up checks waited for the cluster
