@@ -1,7 +1,8 @@
-"""SIGTERM ends a start-up wait: on a real three-node cluster whose node leading the recorded
-layout's partition is down, a processor and a connector reach the cluster (the other node
-answers) but cannot read the layout, so they wait for it (up to ``startup_wait_s``, 300 s by
-default); told to stop then, each ends within seconds, with status 0 and a line saying so."""
+"""SIGTERM ends a start-up wait: on a real three-node cluster whose node leading the
+recorded layout's partition is down, a processor, a connector and the view reach the
+cluster (the other nodes answer) but cannot read the layout, so they wait for it (up to
+``startup_wait_s``, 300 s by default); told to stop then, each ends within seconds, with
+status 0 and a line saying so."""
 
 from __future__ import annotations
 
@@ -50,13 +51,16 @@ def _start(kind: str, settings: Settings, tmp_path: Path) -> Proc:
     log = tmp_path / f"{kind}.log"
     if kind == "processor":
         return start_processor(settings, tmp_path / "state", log)
+    common = ["--bootstrap", settings.kafka_bootstrap or "", "--topic-prefix",
+              settings.topic_prefix]
+    if kind == "view":
+        return Proc(["view", "--no-auth", "--port", "0", "--state-dir", str(tmp_path / "view"),
+                     *common], log)
     return Proc(["connector", "http", "--name", "payments", "--base-url", "http://127.0.0.1:9",
-                 "--bootstrap", settings.kafka_bootstrap or "", "--topic-prefix",
-                 settings.topic_prefix, "--metrics-port", "off"], log,
-                env={"LEDGER_DEV_MODE": "1"})
+                 *common, "--metrics-port", "off"], log, env={"LEDGER_DEV_MODE": "1"})
 
 
-@pytest.mark.parametrize("kind", ["processor", "connector"])
+@pytest.mark.parametrize("kind", ["processor", "connector", "view"])
 def test_sigterm_ends_the_wait_for_an_unreadable_layout_at_once(
         layout_leader_down: Settings, kind: str, tmp_path: Path) -> None:
     proc = _start(kind, layout_leader_down, tmp_path)
