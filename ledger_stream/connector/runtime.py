@@ -60,7 +60,7 @@ from ledger_stream.failpoints import failpoint
 from ledger_stream.kafka.clients import Producer
 from ledger_stream.kafka.layout import LayoutRefused, check_roles
 from ledger_stream.kafka.producer import producer_config
-from ledger_stream.kafka.reach import wait_for_kafka
+from ledger_stream.kafka.reach import StopRequested, wait_for_kafka
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import AvroCodec
 
@@ -139,7 +139,12 @@ class ConnectorWorker:
             return self.exit_status
         try:  # its topics at the layout the state was built under (kafka/layout.py)
             check_roles(self._bootstrap, self._layout_topics[0], self._layout_topics[1:],
-                        wait_s=self._startup_wait_s)
+                        self._kafka_timeout_s, wait_s=self._startup_wait_s, stop=stop)
+        except StopRequested:  # SIGTERM while the check waited for the cluster
+            logger.info("connector stopped while waiting for Kafka at start-up",
+                        extra=log_fields(target=self._target.name))
+            self._close()
+            return self.exit_status
         except LayoutRefused:
             self._close()
             raise

@@ -27,11 +27,12 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from ledger_stream.config import Settings
+from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
 from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.message import error_text, position
 from ledger_stream.kafka.offsets import learn_leaders
-from ledger_stream.kafka.reach import wait_for_kafka
+from ledger_stream.kafka.reach import StopRequested, wait_for_kafka
 from ledger_stream.kafka.replicas import below_min_isr
 from ledger_stream.logs import log_fields
 from ledger_stream.processor import clients, collector, metrics
@@ -68,14 +69,18 @@ class Processor:
     _layout: LayoutWatch | None = None  # set by __init__ (tests build one without it)
 
     def __init__(self, settings: Settings, codec: AvroCodec | None = None,
-                 stop: threading.Event | None = None) -> None:
+                 stop: threading.Event | None = None, policy: Policy | None = None) -> None:
         """``stop``: set by a SIGTERM that came while the process was still starting (the
-        command installs its handler first); the loop then never starts."""
+        command installs its handler first); the loop then never starts. ``policy``: the
+        one ``settings`` give, when the caller built it already (it is announced here, and
+        the same object decides)."""
         self.settings = settings
-        policy = policy_from(settings)  # first: a missing approval secret is refused at once
+        # First: a missing approval secret is refused at once.
+        policy = policy if policy is not None else policy_from(settings)
         announce(policy)
         bootstrap = resolve_bootstrap(settings)
-        layout = check_topics(bootstrap, settings)
+        self._stop = stop or threading.Event()
+        layout = check_topics(bootstrap, settings, stop=self._stop)  # StopRequested: stopped
         partitions = layout.partitions
         self._folder = StateFolder(settings.resolved_state_dir, settings.processor.consumer_group)
         self._folder.lock()
@@ -111,7 +116,6 @@ class Processor:
         self._checkpoint = Checkpoint(delivery, self._consumer, self._step, topics, group,
                                       self.instance, self._assignment.incremental)
         self._ticker = Ticker(settings.processor.tick_interval_ms)
-        self._stop = stop or threading.Event()
         self._stop_at = float("inf")  # when _stopping ran (an outside stop: at shutdown)
         self._backoff_s = 0.0
         self._fetching_epoch = 0  # the assignment epoch the fetcher was last restarted at
@@ -435,12 +439,15 @@ def run_processor(settings: Settings, stop: threading.Event | None = None) -> No
     (one line) when it cannot start or cannot go on. Until Kafka answers, it says so and
     keeps asking."""
     stop = stop or threading.Event()
-    policy_from(settings)  # a missing approval secret is refused before any connection
+    policy = policy_from(settings)  # a missing approval secret is refused before any connection
     if not wait_for_kafka(resolve_bootstrap(settings), "processor", stop,
                           attempt_s=settings.connection.timeout_s):
         return
     try:
-        processor = Processor(settings, stop=stop)
+        processor = Processor(settings, stop=stop, policy=policy)
     except StoreError as exc:
         raise ProcessorError(str(exc)) from exc
+    except StopRequested:  # SIGTERM while the start-up checks waited for the cluster
+        logger.info("processor stopped while waiting for Kafka at start-up")
+        return
     processor.run()
