@@ -4,8 +4,8 @@ Whatever a result holds is drawn, the rest is skipped:
 
 - ``latency-cdf``: each path's latency distribution (ledger against the raw Kafka round
   trip) from the latency arm's quantiles, with the tail on a log scale beside it;
-- ``batch-stages``: where the processor's batches spent their wall time during the latency
-  arm (its ``batch stages`` log lines, summed), mean ms per batch by stage;
+- ``batch-stages``: where the processor's batches spent their wall time, by stage (its
+  ``batch stages`` log lines, summed), in the latency arm and in the throughput arms;
 - ``cpu-stages``: µs of CPU per decision by stage, at least once and exactly once, from the
   CPU harness (``ledger-stream bench --cpu``), the echo's and io-floor's per record beside;
 - ``peers``: effects/s and p50/p99 per contestant and concurrency, from a ``peers`` section
@@ -87,30 +87,50 @@ def latency_cdf(report: Report, path: Path) -> bool:
     return _save(fig, path, plt)
 
 
+def _stage_sources(report: Report) -> list[tuple[str, dict[str, Any]]]:
+    """(label, summed stage lines) of every processor run the report kept them for."""
+    found = []
+    for arm, key, what in (("latency", "ledger_batch_stages", "latency arm"),
+                           ("ledger-alo", "batch_stages", "ledger-alo, backlog"),
+                           ("ledger-eos", "batch_stages", "ledger-eos, backlog")):
+        stages = _arm_notes(report, arm, key)
+        if isinstance(stages, dict) and stages.get("mean_ms") and stages.get("batches"):
+            found.append((what, stages))
+    return found
+
+
 def batch_stages(report: Report, path: Path) -> bool:
-    """The processor's mean ms per batch by stage during the latency arm."""
-    stages = _arm_notes(report, "latency", "ledger_batch_stages")
-    if not isinstance(stages, dict) or not stages.get("mean_ms"):
+    """Share of each processor batch's wall time by stage, for each run that logged it
+    (the latency arm at its load; the throughput arms draining a backlog)."""
+    sources = _stage_sources(report)
+    if not sources:
         return False
     plt = _pyplot()
-    names = list(stages["mean_ms"])
-    means = [float(stages["mean_ms"][n]) for n in names]
-    shares = stages.get("share", {})
-    fig, ax = plt.subplots(figsize=(8, 3.8))
-    bars = ax.barh(names, means, color=COLOURS["ledger"])
-    for bar, name in zip(bars, names, strict=True):
-        share = shares.get(name)
-        if share is not None:
-            ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2,
-                    f" {share * 100:.0f}%", va="center", fontsize=9)
+    names = list(dict.fromkeys(s for _, stages in sources for s in stages["mean_ms"]))
+    fig, ax = plt.subplots(figsize=(9, 1.6 + 0.9 * len(sources)))
+    colours = plt.get_cmap("tab10")
+    labels = []
+    for row, (what, stages) in enumerate(sources):
+        mean = stages["mean_ms"]
+        wall = sum(float(v) for v in mean.values()) or 1.0
+        left = 0.0
+        for i, name in enumerate(names):
+            share = float(mean.get(name, 0.0)) / wall
+            ax.barh(row, share * 100, left=left * 100, color=colours(i % 10),
+                    label=name if row == 0 else None)
+            if share >= 0.06:
+                ax.text((left + share / 2) * 100, row, f"{float(mean[name]):.1f}",
+                        ha="center", va="center", fontsize=8, color="white")
+            left += share
+        per_batch = stages["records"] / stages["batches"]
+        labels.append(f"{what}\n{wall:.1f} ms, {per_batch:,.0f} records/batch\n"
+                      f"GC {stages.get('gc_ms', 0):.0f} ms in {stages.get('gc_pauses', 0)}")
+    ax.set_yticks(range(len(sources)), labels, fontsize=8)
     ax.invert_yaxis()
-    records = stages.get("records", 0) / max(stages.get("batches", 1), 1)
-    ax.set(xlabel="ms per batch (mean)",
-           title=f"Processor batch stages under the latency load ({stages.get('batches', 0):,}"
-                 f" batches, {records:,.1f} records each; GC {stages.get('gc_ms', 0):.0f} ms "
-                 f"in {stages.get('gc_pauses', 0)} pauses)")
-    ax.title.set_fontsize(9)
-    ax.grid(True, axis="x", alpha=0.3)
+    ax.set(xlim=(0, 100), xlabel="share of a batch's wall time, % (labels: mean ms)",
+           title="Where the processor's batches spend their time")
+    ax.legend(ncol=len(names), fontsize=8, loc="upper center",
+              bbox_to_anchor=(0.5, -0.12 - 0.3 / len(sources)))
     return _save(fig, path, plt)
 
 
@@ -195,7 +215,7 @@ def peers(report: Report, path: Path) -> bool:
 def _save(fig: Any, path: Path, plt: Any) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=110, format="png")
+    fig.savefig(path, dpi=110, format="png", bbox_inches="tight")  # no empty margins
     plt.close(fig)
     return True
 

@@ -52,14 +52,16 @@ PEERS = {f"{who}_{n}_{kind}_{stat}": value
 
 
 def assert_png(path: Path, width: int, height: int) -> None:
+    """A PNG at least ``width`` x ``height`` (cropped to what is drawn), with ink on it."""
     data = path.read_bytes()
     assert data[:8] == PNG_SIGNATURE
     assert data[12:16] == b"IHDR"
-    assert struct.unpack(">II", data[16:24]) == (width, height)
+    got_width, got_height = struct.unpack(">II", data[16:24])
+    assert got_width >= width and got_height >= height
     assert len(data) > 10_000  # axes, labels and lines, not an empty canvas
     from matplotlib import image
     pixels = image.imread(path)
-    assert pixels.shape[:2] == (height, width)
+    assert pixels.shape[:2] == (got_height, got_width)  # the header matches the pixels
     assert pixels.std() > 0.05  # not one colour
     assert (pixels[..., :3] < 0.5).mean() > 0.005  # something dark (lines, text) drawn
 
@@ -70,8 +72,8 @@ def test_every_chart_is_drawn_from_a_small_result(tmp_path: Path) -> None:
     written += charts.render(CPU, tmp_path, "cpu")
     assert [p.name for p in written] == ["run.latency-cdf.png", "run.batch-stages.png",
                                          "run.peers.png", "cpu.cpu-stages.png"]
-    sizes = {"latency-cdf": (1210, 462), "batch-stages": (880, 418),
-             "peers": (1650, 462), "cpu-stages": (990, 462)}
+    sizes = {"latency-cdf": (1000, 400), "batch-stages": (800, 180),
+             "peers": (1400, 400), "cpu-stages": (800, 400)}
     for path in written:
         assert_png(path, *sizes[path.name.split(".")[1]])
 
@@ -95,7 +97,7 @@ def test_the_command_draws_beside_the_json_or_into_out(tmp_path: Path,
     assert charts.main([str(result)]) == 0
     assert (tmp_path / "cpu-run.cpu-stages.png").exists()
     assert charts.main([str(result), "--out", str(tmp_path / "pics")]) == 0
-    assert_png(tmp_path / "pics" / "cpu-run.cpu-stages.png", 990, 462)
+    assert_png(tmp_path / "pics" / "cpu-run.cpu-stages.png", 800, 400)
     assert "cpu-run.cpu-stages.png" in capsys.readouterr().out
 
 
@@ -113,7 +115,7 @@ def test_bench_cpu_with_charts_writes_the_json_and_its_chart(tmp_path: Path) -> 
     assert main(["bench", "--cpu", "--intents", "200", "--repeat", "1", "--partitions", "2",
                  "--charts", str(folder)]) == 0
     assert json.loads((folder / "cpu.json").read_text())["alo"]["stages_us"]
-    assert_png(folder / "cpu.cpu-stages.png", 990, 462)
+    assert_png(folder / "cpu.cpu-stages.png", 800, 400)
 
 
 def test_the_processor_s_stage_lines_are_summed_over_its_windows(tmp_path: Path) -> None:
