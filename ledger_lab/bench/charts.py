@@ -83,7 +83,7 @@ def latency_cdf(report: Report, path: Path) -> bool:
     tail.invert_yaxis()
     for ax in (whole, tail):
         ax.grid(True, which="both", alpha=0.3)
-    whole.legend(loc="lower right")
+    whole.legend(loc="upper left", fontsize=9)
     return _save(fig, path, plt)
 
 
