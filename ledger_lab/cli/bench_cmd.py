@@ -86,16 +86,16 @@ def _draw(report: dict[str, object], folder: str, out: str | None) -> None:
 def _run_cpu(args: argparse.Namespace) -> int:
     from ledger_lab.bench import cpu
 
-    out = args.out
-    if args.charts is not None and not out:  # the charts are drawn from the JSON
-        Path(args.charts or ".").mkdir(parents=True, exist_ok=True)
-        out = str(Path(args.charts or ".") / "cpu.json")
+    out, charts = args.out, getattr(args, "charts", None)
+    if charts is not None and not out:  # the charts are drawn from the JSON
+        Path(charts or ".").mkdir(parents=True, exist_ok=True)
+        out = str(Path(charts or ".") / "cpu.json")
     argv = [f"--{name}={value}" for name, value in (
         ("intents", args.intents), ("partitions", args.partitions), ("passes", args.repeat),
         ("seed", args.seed), ("out", out)) if value is not None]
     code = cpu.main(argv)
-    if code == 0 and args.charts is not None:
-        _draw(json.loads(Path(out).read_text()), args.charts, out)
+    if code == 0 and charts is not None and out:
+        _draw(json.loads(Path(out).read_text()), charts, out)
     return code
 
 
