@@ -44,6 +44,7 @@ from ledger_stream.processor.exceptions import BatchAbandoned, ProcessorError
 from ledger_stream.processor.layout import LayoutWatch, adopt_layout
 from ledger_stream.processor.policy import announce, policy_from
 from ledger_stream.processor.preflight import check_topics
+from ledger_stream.processor.stages import StageLog
 from ledger_stream.processor.step import LedgerStep
 from ledger_stream.processor.ticks import Ticker
 from ledger_stream.serde import AvroCodec, SerdeError, make_codec
@@ -116,6 +117,7 @@ class Processor:
         self._checkpoint = Checkpoint(delivery, self._consumer, self._step, topics, group,
                                       self.instance, self._assignment.incremental)
         self._ticker = Ticker(settings.processor.tick_interval_ms)
+        self._stages = StageLog()
         self._stop_at = float("inf")  # when _stopping ran (an outside stop: at shutdown)
         self._backoff_s = 0.0
         self._fetching_epoch = 0  # the assignment epoch the fetcher was last restarted at
@@ -168,10 +170,13 @@ class Processor:
             self._layout.hold(self._consumer)  # never decide a key whose partition moved
             return
         self._restart_fetching()
+        clock = self._checkpoint.clock
+        clock.start()
         records, member, metadata = self._collect()
         ticks = self._ticks()
         if not records and not ticks:
             return
+        clock.lap("poll")
         # The wall clock as the batch's outputs are about to leave: deadlines that wait for
         # an answer to them count from it (a partition clock behind it is lag, not silence).
         batch = Batch(self._step, self._assignment.stores, self._assignment.committed,
@@ -179,6 +184,7 @@ class Processor:
         batch.ticks = ticks
         try:
             batch.add_all(records)
+            clock.lap("decide")
             self._checkpoint.run(batch)
         except BatchAbandoned as why:
             self._abandon(why, batch)
@@ -287,6 +293,7 @@ class Processor:
         metrics.BATCHES.inc()
         metrics.BATCH_RECORDS.observe(batch.records)
         metrics.TICKS.inc(len(batch.ticks))
+        self._stages.committed(self._checkpoint.clock, batch.records)
         self._backoff_s = 0.0
 
     # -- abandoning a batch -------------------------------------------------------------------
@@ -404,6 +411,7 @@ class Processor:
 
     def _shutdown(self) -> None:
         self._stop_at = min(self._stop_at, time.monotonic())  # an outside stop: from now
+        self._stages.flush()  # the last window's stage times
         if not self._close_consumer():
             return  # a thread is still in the consumer: nothing more is safe to close
         self._assignment.close()
