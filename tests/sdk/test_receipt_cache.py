@@ -85,10 +85,10 @@ def test_other_arguments_an_approval_and_a_later_pending_answer_are_refused() ->
 
 def test_a_key_settled_with_an_approval_is_not_learned() -> None:
     cache = ReceiptCache()
-    approval = ev.Approval("ann", args_hash(ARGS), "", 2**62, "sig")
-    first = _intent(1, approval=approval)
+    first = _intent(1)
     _, settled = _settle(first, int(time.time() * 1000))
-    cache.learn(first, settled)
+    approval = ev.Approval("ann", args_hash(ARGS), "", 2**62, "sig")
+    cache.learn(replace(first, approval=approval), settled)  # the approved one settled it
     assert cache.answer(_intent(2)) is None
 
 
