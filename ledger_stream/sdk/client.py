@@ -131,7 +131,9 @@ class LedgerClient:
     def submit(self, intent: ev.Intent, wait: float = 30.0, *,
                raise_errors: bool = True) -> ev.Receipt:
         """Produce ``intent`` and return the key's receipt once terminal, or the latest
-        pending receipt after ``wait`` seconds.
+        pending receipt after ``wait`` seconds. A duplicate of a key this client created
+        and saw succeed is answered at once from its receipt cache (receipt_cache.py: the
+        answer the ledger gives, its intent still produced; ``sdk_receipt_cache``).
 
         The receipt answers ``intent`` (its ``intent_event_id``, also when the key's later
         change it carries was written for the intent holding the key): ``state`` is the
@@ -191,11 +193,16 @@ class LedgerClient:
                                               err=error.str()))
                 cache.forget(intent.key, why)
 
-        failpoint("before_intent")
-        with self._reaching(f"record the intent for {intent.key}"):
-            self._producer.send_raw("intents", intent.key.encode("utf-8"),
-                                    self._codec.encode(intent),
-                                    headers=tracing.current_headers(), on_delivery=report)
+        with tracing.span(f"ledger.submit {intent.action}", kind="producer",
+                          attributes={**_span_attributes(intent),
+                                      "ledger.receipt.cached": "true"}) as span:
+            failpoint("before_intent")
+            with self._reaching(f"record the intent for {intent.key}"):
+                self._producer.send_raw("intents", intent.key.encode("utf-8"),
+                                        self._codec.encode(intent),
+                                        headers=tracing.current_headers(),
+                                        on_delivery=report)
+            _answered(span, receipt, {})
         return receipt
 
     def _learn(self, intent: ev.Intent, receipt: ev.Receipt) -> None:
