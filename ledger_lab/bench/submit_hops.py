@@ -125,18 +125,17 @@ def hops(produced: dict[str, list[float]], visible: dict[str, list[float]]
          ) -> list[tuple[str, dict[str, float]]]:
     """The median path as hops: for each step in order, its writer's share (from the
     previous step's visibility to its own hand-over) and its commit's (from hand-over to
-    visibility). A step handed over with the one before it (the same batch: a Dispatch and
-    its Receipt) is no hop of its own. Medians of the steps' medians: per-submit pairs are
-    not kept apart here, so the hops add up to the medians' differences, not to a
-    percentile of sums."""
+    visibility). A step handed over before the step before it was readable was written in
+    the same batch (a Dispatch and its Receipt): it is no hop of its own. Medians of the
+    steps' medians: per-submit pairs are not kept apart here, so the hops add up to the
+    medians' differences, not to a percentile of sums."""
     rows: list[tuple[str, dict[str, float]]] = []
-    last_name, last, last_made = "submit start", 0.0, -1.0
+    last_name, last = "submit start", 0.0
     for step, values in produced.items():
         made = statistics.median(values)
-        if abs(made - last_made) < 0.05:
+        if made < last:
             continue  # written in the same batch as the step before
         rows.append((f"{last_name} -> {step} handed over", {"ms": made - last}))
-        last_made = made
         seen = visible.get(step)
         if seen:
             shown = statistics.median(seen)
