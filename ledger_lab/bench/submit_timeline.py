@@ -30,6 +30,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from ledger_lab.bench.submit_hops import DONE
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ledger_lab.bench.submit_timeline",
@@ -91,8 +93,6 @@ def main(argv: list[str] | None = None) -> int:
                                         for name, used in cpu.items()}}, indent=2) + "\n")
     return 0
 
-
-DONE = "submit returned"
 Submits = list[tuple[str, str, str, float, float]]  # kind, key, event id, start, end
 
 

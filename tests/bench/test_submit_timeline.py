@@ -68,3 +68,9 @@ def test_the_cpu_meter_reads_this_process_from_proc() -> None:
         pass
     meter.stop()
     assert 0.05 <= meter.used["client"] <= 1.0
+
+
+def test_the_submits_return_is_a_hop_even_before_the_reader_saw_the_receipt() -> None:
+    made = {"Receipt": [10.0], DONE: [11.0]}
+    assert hops(made, {"Receipt": [12.0]})[-1] == (f"Receipt readable -> {DONE} handed over",
+                                                   {"ms": -1.0})
