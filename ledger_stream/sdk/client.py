@@ -180,6 +180,8 @@ class LedgerClient:
     def _cached(self, intent: ev.Intent) -> ev.Receipt | None:
         """The receipt cache's answer to ``intent`` (receipt_cache.py), its intent produced
         for the record without waiting; None when the ledger must answer."""
+        if self._closed:  # as a submit to the ledger would say (its producer is gone)
+            raise RuntimeError("the LedgerClient is closed")
         cache = self.receipt_cache
         receipt = cache.answer(intent) if cache is not None else None
         if cache is None or receipt is None:

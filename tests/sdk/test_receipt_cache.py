@@ -141,3 +141,15 @@ def test_the_knob() -> None:
     off = Settings(sdk_receipt_cache=False, sdk_receipt_cache_ttl_s=5, sdk_receipt_cache_size=3)
     assert (off.sdk.receipt_cache, off.sdk.receipt_cache_ttl_s,
             off.sdk.receipt_cache_size) == (False, 5.0, 3)
+
+
+def test_a_closed_client_answers_nothing_from_its_cache() -> None:
+    from ledger_stream import LedgerClient
+
+    client = LedgerClient(Settings(kafka_bootstrap="127.0.0.1:1"))
+    first = _intent(1)
+    assert client.receipt_cache is not None
+    client.receipt_cache.learn(first, _settle(first, int(time.time() * 1000))[1])
+    client.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        client.submit(_intent(2))
