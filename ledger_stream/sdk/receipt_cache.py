@@ -102,7 +102,9 @@ class ReceiptCache:
             if intent.approval is not None or (tenant, intent.action) in self._refused:
                 return None
             keys = self._tenants.get(tenant)
-            settled = keys.get(intent.key) if keys is not None else None
+            if keys is None:
+                return None
+            settled = keys.get(intent.key)
             if settled is None or settled.receipt.args_hash != intent.args_hash:
                 return None
             now_ms = int(time.time() * 1000)
@@ -111,6 +113,8 @@ class ReceiptCache:
                 self._drop_locked(tenant, intent.key)
                 return None
             self.hits += 1
+            keys.move_to_end(intent.key)  # used: the last to go
+            self._tenants.move_to_end(tenant)
         return _duplicate_answer(settled.receipt, intent, now_ms)
 
     def forget(self, key: str, why: str) -> None:

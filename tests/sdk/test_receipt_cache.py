@@ -123,7 +123,11 @@ def test_each_tenant_has_its_own_bounded_map() -> None:
         intent = _intent(n, key=key)
         cache.learn(intent, _settle(intent, now)[1])
     assert cache.answer(_intent(10, key="acme/refund/a")) is None  # evicted, oldest first
-    assert cache.answer(_intent(11, key="acme/refund/c")) is not None
+    assert cache.answer(_intent(13, key="acme/refund/b")) is not None  # used: kept...
+    intent = _intent(14, key="acme/refund/d")
+    cache.learn(intent, _settle(intent, now)[1])
+    assert cache.answer(_intent(15, key="acme/refund/c")) is None  # ...over c, unused
+    assert cache.answer(_intent(11, key="acme/refund/d")) is not None
     assert cache.answer(_intent(12, key="beta/refund/a")) is not None  # not acme's bound
 
 
