@@ -59,6 +59,7 @@ def test_smoke_run_reports_every_arm_and_ratio(kafka_bootstrap: str, tmp_path: P
     assert {row["ratio"] for row in report["targets"]} == {name for name, *_ in TARGETS}
     assert report["machine"]["cpu_count"] >= 1
     assert report["workload"]["intents"] == 2_000
+    assert report["arms"]["sdk"]["median"]["duplicate_cached_p50_ms"] > 0  # the receipt cache
     printed = capsys.readouterr().out
     assert "ledger_alo_vs_avro_echo" in printed
     # What the charts are drawn from: each path's quantiles, the processors' stage lines.
