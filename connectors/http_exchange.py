@@ -19,6 +19,7 @@ import select
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 from connectors.http_deadlines import Deadlines
@@ -74,7 +75,9 @@ class Pool:
 
     def __init__(self, make: Callable[[], http.client.HTTPConnection]) -> None:
         self._make = make
-        self._idle: list[tuple[http.client.HTTPConnection, float]] = []  # (conn, stale at)
+        # (conn, stale at), in the order given back: the stalest first, as a server's idle
+        # timeout (and so the keep time) is the same for all its connections.
+        self._idle: deque[tuple[http.client.HTTPConnection, float]] = deque()
         self._lock = threading.Lock()
         self._closed = False
 
@@ -89,10 +92,12 @@ class Pool:
                 if not self._idle:
                     break
                 conn, stale_at = self._idle.pop()
-                # Close the other stale ones now rather than at their turn.
-                now = time.monotonic()  # one reading: each entry is in exactly one list
-                stale = [c for c, t in self._idle if now >= t]
-                self._idle = [(c, t) for c, t in self._idle if now < t]
+                # Close the other stale ones now rather than at their turn: from the front
+                # (a scan of every kept connection cost ~20 µs a call at 256 kept).
+                now = time.monotonic()
+                stale = []
+                while self._idle and now >= self._idle[0][1]:
+                    stale.append(self._idle.popleft()[0])
             for old in stale:
                 old.close()
             if now < stale_at and not _dropped(conn):
@@ -111,7 +116,7 @@ class Pool:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            idle, self._idle = self._idle, []
+            idle, self._idle = self._idle, deque()
         for conn, _ in idle:
             conn.close()
 

@@ -6,9 +6,10 @@ answer handed the interpreter's lock from thread to thread, with a system call o
 time. Here the caller's thread writes the request (non-blocking: a request fits in the
 socket's buffer) and one thread waits on every connection in flight at once (``epoll``,
 each connection armed once per request) and parses each answer as it arrives
-(connectors/http_wire.py). It is woken by a byte on a socket pair only when a new deadline
-is sooner than the one it waits for, so a call costs a send, an arm, a wait, a receive and
-a parse. Without ``select.epoll`` (not Linux) nothing is run here: ``start`` says so.
+(connectors/http_wire.py). It looks at its deadlines at least every ``LATE_S`` and is woken
+by a byte on a socket pair only for a deadline sooner than its next look, so a call costs a
+send, an arm, a wait, a receive and a parse. Without ``select.epoll`` (not Linux) nothing
+is run here: ``start`` says so.
 
 The guarantees of ``connectors.http_exchange.Exchange`` hold unchanged:
 
@@ -45,6 +46,10 @@ from ledger_stream.connector.target import TargetError
 
 logger = logging.getLogger(__name__)
 
+# The loop looks at its deadlines at least this often, so a start() wakes it only for a
+# deadline sooner than its next look (a byte written and read per call cost two system
+# calls and a thread switch).
+LATE_S = 0.05
 _WAIT_TO_WRITE = (BlockingIOError, InterruptedError, ssl.SSLWantWriteError,
                   ssl.SSLWantReadError)
 
@@ -193,13 +198,15 @@ class ExchangeLoop:
                         return
                     due = self._deadlines.due(time.monotonic())
                     next_at = self._deadlines.next_at() if not due else None
+                    now = time.monotonic()
                     self._wake_at = float("-inf") if due else \
-                        float("inf") if next_at is None else next_at
+                        min(now + LATE_S, float("inf") if next_at is None else next_at)
                 for flight in due:
                     self._expire(flight)
                 if due:
                     continue
-                timeout = -1.0 if next_at is None else max(next_at - time.monotonic(), 0.0)
+                timeout = LATE_S if next_at is None else \
+                    min(max(next_at - time.monotonic(), 0.0), LATE_S)
                 events = self._epoll.poll(timeout)
                 with self._lock:
                     self._wake_at = float("-inf")  # awake: a start() needs no wake-up byte

@@ -229,3 +229,16 @@ def test_close_refuses_new_calls(apis):
     target = kept(api)
     target.close()
     assert not target.start_apply(effect("acme/refund/1"), 2.0, Done())
+
+
+def test_a_sooner_deadline_is_kept_while_the_loop_waits_for_a_later_one(apis):
+    api = serve(apis, {2: "silent", 4: "silent"})
+    target, later, sooner = kept(api), Done(), Done()
+    assert target.start_apply(effect("acme/refund/1"), 10.0, later)  # the loop waits for it
+    assert target.apply(effect("acme/refund/2"), timeout_s=2.0) == "pay-acme/refund/2"
+    started = time.monotonic()
+    assert target.start_apply(effect("acme/refund/3"), 0.3, sooner)
+    receipt, error = sooner.get()
+    assert time.monotonic() - started < 1.0, "cut at the later deadline, not its own"
+    assert target.classify(error) is OutcomeStatus.UNKNOWN
+    assert "Deadline after sending" in str(error) and later.calls == 0
