@@ -27,7 +27,8 @@ never the key) and the class of a socket or TLS failure; a response body only as
 length (``connector/redaction.py``).
 
 Connections are kept alive between calls when the server allows it (when one is kept and
-used again: connectors/http_exchange.py).
+used again: connectors/http_exchange.py). ``start_apply`` runs a call on a kept connection
+on this target's exchange loop (connectors/http_loop.py), with the same outcomes.
 """
 
 from __future__ import annotations

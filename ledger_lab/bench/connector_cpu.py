@@ -18,7 +18,8 @@ work (decoding what was produced, encoding the grants: timed afterwards on a sam
 records, since reading a CPU clock per record costs more than the work), per dispatch; and
 dispatches per second of wall time. A warm-up round of N/2 is not measured. ``--target
 sleep`` replaces the HTTP target by one that sleeps ``call_ms`` (the connector's Kafka side
-alone); ``--profile`` writes a cProfile of the loop's thread (calls run on pool threads).
+alone); ``--profile`` writes a cProfile of the loop's thread (answers are read on the
+target's exchange loop thread, new connections opened on pool threads).
 """
 
 from __future__ import annotations

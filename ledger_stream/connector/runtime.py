@@ -1,15 +1,17 @@
 """The connector process: the connector core (``core.py``; docs/design.md, 'The connector
 protocol') driven by Kafka and a pool of worker threads.
 
-One thread reads ``ledger.dispatch`` and feeds the core; target calls and lookups run on up
-to ``max_in_flight`` worker threads, so a slow key (a backoff, a Held, a slow target) never
-stalls the others; produces are confirmed by their delivery reports, and only then does the
-core move on. The core's commands are executed here:
+One thread reads ``ledger.dispatch`` and feeds the core; up to ``max_in_flight`` target
+calls and lookups run at once, on the target's own I/O where it has one
+(``Target.start_apply``) or on worker threads, so a slow key (a backoff, a Held, a slow
+target) never stalls the others; produces are confirmed by their delivery reports, and
+only then does the core move on. The core's commands are executed here:
 
 - Produce: to ``ledger.attempts``; the delivery report is the acknowledgement. A failed one
   stops the process without committing anything more (exit status 3).
-- Call: on a worker, never started after the grant's ``start_by`` (reported ``not_called``
-  instead); classified by the Target; failpoints before and after.
+- Call: handed to ``Target.start_apply`` (untraced calls) or run on a worker, never
+  started after the grant's ``start_by`` (reported ``not_called`` instead); classified by
+  the Target; failpoints before and after.
 - Lookup: on a worker.
 - Commit: the partition's offset, asynchronously; synchronously when a partition is revoked
   or the process stops.
