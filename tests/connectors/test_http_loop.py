@@ -242,3 +242,52 @@ def test_a_sooner_deadline_is_kept_while_the_loop_waits_for_a_later_one(apis):
     assert time.monotonic() - started < 1.0, "cut at the later deadline, not its own"
     assert target.classify(error) is OutcomeStatus.UNKNOWN
     assert "Deadline after sending" in str(error) and later.calls == 0
+
+
+# --- over TLS: the loop reads what the TLS layer has decrypted, and waits for the rest ------
+
+
+@pytest.fixture
+def tls(tmp_path, monkeypatch):
+    """A self-signed certificate for 127.0.0.1 (openssl), trusted by the client side."""
+    import ssl
+    import subprocess
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(cert, key)
+    monkeypatch.setattr(ssl, "_create_default_https_context",
+                        lambda: ssl.create_default_context(cafile=str(cert)))
+    return server
+
+
+class TlsApi(Api):
+    def __init__(self, context, odd: dict[int, str] | None = None) -> None:
+        self._context = context
+        super().__init__(odd)
+        self.url = self.url.replace("http://", "https://")
+
+    def _serve(self, conn: socket.socket, stop: threading.Event) -> None:
+        try:
+            wrapped = self._context.wrap_socket(conn, server_side=True)
+        except OSError:
+            return
+        super()._serve(wrapped, stop)
+
+
+def test_calls_over_tls_are_run_by_the_loop_with_the_same_outcomes(apis, tls):
+    api = TlsApi(tls, {3: "split", 5: "hang up"})
+    apis.append(api)
+    target = kept(api)
+    for i in range(1, 4):  # requests 2, 3 (in two pieces), 4
+        done = Done()
+        assert target.start_apply(effect(f"acme/refund/{i}"), 5.0, done)
+        assert done.get() == (f"pay-acme/refund/{i}", None)
+    assert api.connections == 1
+    done = Done()
+    assert target.start_apply(effect("acme/refund/4"), 5.0, done)  # request 5: no answer
+    receipt, error = done.get()
+    assert receipt == "" and target.classify(error) is OutcomeStatus.UNKNOWN
