@@ -117,14 +117,14 @@ class Tally:
 
 def observe_all(histogram: Any, amounts: list[float]) -> None:
     """``histogram.observe`` for each of ``amounts``, each bucket and the sum touched once.
-    It reads the client's bucket bounds and series (not public API, stable since 0.4;
-    tests/processor/test_metrics_tally.py checks it against ``observe``); without them it
-    observes one by one."""
+    It reads the client's bucket bounds and series, which are not its public API
+    (tests/processor/test_metrics_tally.py checks the result against ``observe``); a client
+    without them gets one ``observe`` per amount."""
+    if not amounts:
+        return
     bounds = getattr(histogram, "_upper_bounds", None)
     buckets = getattr(histogram, "_buckets", None)
     total = getattr(histogram, "_sum", None)
-    if not amounts:
-        return
     if bounds is None or buckets is None or total is None or len(bounds) != len(buckets):
         for amount in amounts:
             histogram.observe(amount)

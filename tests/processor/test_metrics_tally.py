@@ -38,6 +38,17 @@ def test_observing_all_at_once_ends_where_observing_each_does() -> None:
     metrics.observe_all(at_once, [])
     assert _samples(at_once) == pytest.approx(_samples(each))
 
+    class Plain:  # a client without the bucket internals observe_all reads
+        def __init__(self) -> None:
+            self.seen: list[float] = []
+
+        def observe(self, amount: float) -> None:
+            self.seen.append(amount)
+
+    plain = Plain()
+    metrics.observe_all(plain, amounts)
+    assert plain.seen == amounts
+
 
 class Counted:
     """A series' ``inc``, counting its calls."""
