@@ -83,8 +83,11 @@ class Batch:
         for partition, wanted in keys.items():
             if partition in self._stores:
                 self.overlay(partition).read_ahead(wanted)
-        for msg in records:
-            self.add(msg)
+        try:
+            for msg in records:
+                self.add(msg)
+        finally:  # what was decided counts, as it would have one record at a time
+            self._step.tally.flush()
 
     def add(self, msg: Message) -> None:
         """Advance the partition clock to the record's broker timestamp, fire the timers

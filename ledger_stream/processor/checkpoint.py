@@ -13,7 +13,13 @@ c. Commit the input offsets: at least once, ``consumer.commit`` (synchronous); e
    once, ``send_offsets_to_transaction`` with the group metadata of the generation that
    polled the records, then ``commit_transaction``. Failpoint ``processor_after_commit``.
 d. Only then write each partition's overlay to its local store, in one write per
-   partition: rows, timer index changes, clock, and the changelog offset it reflects.
+   partition: rows, timer index changes, clock, and the changelog offset it reflects:
+   the one reported (exactly once), else a lower bound, the store's offset plus the
+   changelog records this batch wrote there (at least once reports failures only). Each of
+   them took an offset of its own past every earlier batch's, so the true next offset is
+   at least that; other writers (a zombie, a retry) only push it further. Restore reads
+   from the stored offset: from below the true one it applies committed records the store
+   holds already, which leaves the same state.
 
 A failure in a, b or c raises BatchAbandoned: the caller aborts, discards the overlays and
 reads the inputs again from the committed offsets, whose decisions reproduce the same
@@ -55,7 +61,7 @@ class Checkpoint:
     def run(self, batch: Batch) -> None:
         """Steps b, c and d for a batch that went through step a."""
         lap = self.clock.lap
-        self._produce(batch)
+        written = self._produce(batch)
         lap("produce")
         failpoint("processor_after_produce")
         changelog_next = self.delivery.confirm()
@@ -66,10 +72,14 @@ class Checkpoint:
         failpoint("processor_after_commit")
         for partition, overlay in batch.overlays.items():
             if overlay.changed:
-                overlay.store.write(overlay.store_batch(changelog_next.get(partition)))
+                reflected = changelog_next.get(partition)
+                if reflected is None:  # not reported: the lower bound (see step d)
+                    reflected = overlay.store.changelog_offset + written.get(partition, 0)
+                overlay.store.write(overlay.store_batch(reflected))
         lap("store")
 
-    def _produce(self, batch: Batch) -> None:
+    def _produce(self, batch: Batch) -> dict[int, int]:
+        """Hand the batch's records to the producer; the changelog records per partition."""
         send, topics = self.delivery.send, self._topics
         self.delivery.begin()
         for out in batch.outputs:
@@ -80,16 +90,20 @@ class Checkpoint:
             send(topics["attempts"], self._step.encode_tick(partition, self._instance, wall_ms),
                  changelog.TICK_KEY, partition)
         log = topics["changelog"]
+        written: dict[int, int] = {}
         for partition, overlay in batch.overlays.items():
             headers = changelog.headers(self._group, batch.positions(partition))
             dues = overlay.row_dues()  # the containment row has none
-            for key, row in overlay.rows().items():
+            rows = overlay.rows()
+            for key, row in rows.items():
                 due = dues.get(key)
                 send(log, row, key.encode("utf-8"), partition,
                      headers if due is None else [*headers, due])
             if overlay.clock_moved:
                 send(log, changelog.clock_value(overlay.clock), changelog.CLOCK_KEY,
                      partition, headers)
+            written[partition] = len(rows) + overlay.clock_moved
+        return written
 
     def _commit(self, batch: Batch) -> None:
         offsets = batch.offsets()

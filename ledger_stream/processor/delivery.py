@@ -8,9 +8,13 @@ timeout, then resumed) cannot commit: its transaction is aborted and its records
 visible to read_committed readers. A restart with the same id aborts its predecessor's open
 transaction at once (``init_transactions``).
 
-At least once: every delivery report must be a success before the offsets are committed
-synchronously; a produce failure is never taken as acknowledged. It does not fence a zombie:
-a stale batch's records are on the topics before its commit fails.
+At least once: no record may have failed before the offsets are committed synchronously;
+a produce failure is never taken as acknowledged. librdkafka reports only the failures
+(``delivery.report.only.error``: no Python call per record delivered), and ``flush``
+returns only once every record is delivered or its failure served, so a lost record
+abandons the batch before its commit. The changelog offsets are then not reported: the
+checkpoint stores a lower bound instead (see checkpoint.py). It does not fence a zombie: a
+stale batch's records are on the topics before its commit fails.
 
 Every failure is raised as :class:`BatchAbandoned`, never as a library error.
 """
@@ -205,8 +209,9 @@ class Delivery(ABC):
                 raise classify(exc, "produce") from exc
 
     def confirm(self) -> dict[int, int]:
-        """Wait for every delivery report; the next changelog offset per partition written.
-        Raises BatchAbandoned when any record was not acknowledged."""
+        """Wait for every delivery report; the next changelog offset per partition written,
+        for the partitions whose offsets were reported (at least once: none). Raises
+        BatchAbandoned when any record was not acknowledged."""
         try:
             left = self._flush(FLUSH_TIMEOUT_S)
         except KafkaException as exc:
@@ -290,7 +295,9 @@ class Delivery(ABC):
 
 class AtLeastOnceDelivery(Delivery):
     def __init__(self, config: dict[str, Any], changelog_topic: str, consumer: Consumer):
-        super().__init__(config, changelog_topic)
+        # Failures only: a success report is a Python call per record, and what it carries
+        # (the changelog offsets) has a lower bound that needs none (checkpoint.py).
+        super().__init__({**config, "delivery.report.only.error": True}, changelog_topic)
         self._consumer = consumer
 
     def commit(self, offsets: list[TopicPartition], group_metadata: Any) -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+from bisect import bisect_left
 from collections.abc import Iterable
-from typing import get_args
+from typing import Any, get_args
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
@@ -89,6 +90,52 @@ POLICY_INFO = Gauge(
     "the ledger-wide and per-action knobs): processors that disagree show two revisions",
     ["revision"],
 )
+
+
+class Tally:
+    """One batch's counts, added to the metrics once per batch (``flush``) instead of once
+    per decision: a series' ``inc`` takes a lock (about 1.3 µs here), a histogram's
+    ``observe`` twice that, and a batch touches the same few series hundreds of times."""
+
+    __slots__ = ("counts", "seconds")
+
+    def __init__(self) -> None:
+        self.counts: dict[Any, float] = {}  # a Counter's or Gauge's series -> its change
+        self.seconds: list[float] = []  # DECISION_SECONDS observations
+
+    def add(self, series: Any, amount: float = 1) -> None:
+        self.counts[series] = self.counts.get(series, 0) + amount
+
+    def flush(self) -> None:
+        """Add what was counted since the last flush to the metrics; start again."""
+        counts, self.counts = self.counts, {}
+        for series, amount in counts.items():
+            series.inc(amount)
+        seconds, self.seconds = self.seconds, []
+        observe_all(DECISION_SECONDS, seconds)
+
+
+def observe_all(histogram: Any, amounts: list[float]) -> None:
+    """``histogram.observe`` for each of ``amounts``, each bucket and the sum touched once.
+    It reads the client's bucket bounds and series, which are not its public API
+    (tests/processor/test_metrics_tally.py checks the result against ``observe``); a client
+    without them gets one ``observe`` per amount."""
+    if not amounts:
+        return
+    bounds = getattr(histogram, "_upper_bounds", None)
+    buckets = getattr(histogram, "_buckets", None)
+    total = getattr(histogram, "_sum", None)
+    if bounds is None or buckets is None or total is None or len(bounds) != len(buckets):
+        for amount in amounts:
+            histogram.observe(amount)
+        return
+    per_bucket = [0] * len(bounds)
+    for amount in amounts:  # observe's bucket: the first bound at or above the amount
+        per_bucket[bisect_left(bounds, amount)] += 1
+    total.inc(sum(amounts))
+    for bucket, count in zip(buckets, per_bucket, strict=True):
+        if count:
+            bucket.inc(count)
 
 
 def start_series(input_topics: Iterable[str]) -> None:

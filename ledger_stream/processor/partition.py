@@ -37,6 +37,7 @@ class PartitionOverlay:
         self._start_clock = self.clock
         self._changed: dict[str, KeyState] = {}
         self._stored_due: dict[str, int | None] = {}  # due of the stored state, per changed key
+        self._due: dict[str, int | None] = {}  # due of each changed key's current state
         self._fired: set[TimerEntry] = set()
         self._heap: list[TimerEntry] = []  # deadlines of changed keys (stale ones skipped)
         self._scanned_to = -1  # store entries due up to here were handled in this batch
@@ -75,7 +76,8 @@ class PartitionOverlay:
         if key not in self._changed:
             self._stored_due[key] = due_ms(before, self._policy)
         self._changed[key] = after
-        due = due_ms(after, self._policy)
+        # Computed once per state: the timers, the store's index and the heap read it here.
+        due = self._due[key] = due_ms(after, self._policy)
         if due is not None:
             heapq.heappush(self._heap, (due, key))
 
@@ -114,7 +116,7 @@ class PartitionOverlay:
             self._store_next = self.store.next_due(clock)
         while self._heap and self._heap[0][0] <= clock:
             due, key = heapq.heappop(self._heap)
-            if due_ms(self._changed[key], self._policy) == due and (due, key) not in self._fired:
+            if self._due[key] == due and (due, key) not in self._fired:
                 found.append((due, key))
         found.sort()
         self._fired.update(found)
@@ -148,11 +150,10 @@ class PartitionOverlay:
     def store_batch(self, changelog_offset: int | None) -> StoreBatch:
         removed = set(self._fired)
         added: set[TimerEntry] = set()
-        for key, state in self._changed.items():
+        for key, due in self._due.items():
             before = self._stored_due.get(key)
             if before is not None:
                 removed.add((before, key))
-            due = due_ms(state, self._policy)
             if due is not None:
                 added.add((due, key))
         for due_fired, key in self._fired:

@@ -110,6 +110,9 @@ class LedgerStep:
             name: INTENT_TYPES if role == "intents" else ATTEMPT_TYPES
             for name, role in topics.items()
         }
+        # What the decisions count, added to the metrics when the batch flushes it (the
+        # batch's records all decided): per batch, not per record.
+        self.tally = metrics.Tally()
 
     def read(self, value: bytes | None, key: bytes | None, topic: str, partition: int,
              offset: int, now_ms: int) -> Readable:
@@ -160,7 +163,7 @@ class LedgerStep:
             key_text = event.key.decode("utf-8", "replace") if event.key else ""
             state = absent(key_text)
             decision = decide(state, event, self.policy, now_ms)
-            _child(metrics.DLQ, event.topic).inc()
+            self.tally.add(_child(metrics.DLQ, event.topic))
             out_key = event.key
         else:
             key_text = event.key
@@ -181,7 +184,7 @@ class LedgerStep:
             after = decision.state
             if after is not state:
                 view.put(key_text, state, after)
-                _count_operator_queue(state.phase, after.phase)
+                _count_operator_queue(self.tally, state.phase, after.phase)
                 before_by = state.held_by if state.phase is Phase.HELD else ""
                 after_by = after.held_by if after.phase is Phase.HELD else ""
                 if before_by != after_by:
@@ -189,7 +192,7 @@ class LedgerStep:
             out_key = key_text.encode("utf-8")
         outs = [Out(_TOPIC_OF[type(o)], out_key, self._codec.encode(o))
                 for o in decision.outputs]
-        outcome = _count(event, decision)
+        outcome = _count(self.tally, event, decision)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("decided", extra=log_fields(
                 key=key_text, event=type(event).__name__,
@@ -197,7 +200,7 @@ class LedgerStep:
                 phase=f"{state.phase.value}->{decision.state.phase.value}",
                 outputs=[type(o).__name__ for o in decision.outputs]))
         if not isinstance(event, ev.Timer):
-            metrics.DECISION_SECONDS.observe(time.perf_counter() - started)
+            self.tally.seconds.append(time.perf_counter() - started)
         return outs
 
     def contain(self, view: StateView, event: ev.Containment, now_ms: int,
@@ -240,7 +243,7 @@ class LedgerStep:
               sent_ms: int = 0) -> list[Out]:
         """A key's deadline has come: decide its Timer (a stale one changes nothing)."""
         kind = _TIMER_KIND.get(view.state(key).phase, "stale")
-        _child(metrics.TIMERS, kind).inc()
+        self.tally.add(_child(metrics.TIMERS, kind))
         return self.decide(view, ev.Timer(key, due_ms), now_ms, sent_ms)
 
     def encode_tick(self, partition: int, instance: str, at_ms: int) -> bytes:
@@ -260,21 +263,21 @@ def _child(metric: Any, *labels: str) -> Any:
     return metric.labels(*labels)
 
 
-def _count_operator_queue(before: Phase, after: Phase) -> None:
+def _count_operator_queue(tally: metrics.Tally, before: Phase, after: Phase) -> None:
     if after is Phase.NEEDS_OPERATOR and before is not Phase.NEEDS_OPERATOR:
-        metrics.OPERATOR_QUEUE.inc()
+        tally.add(metrics.OPERATOR_QUEUE)
     elif before is Phase.NEEDS_OPERATOR and after is not Phase.NEEDS_OPERATOR:
-        metrics.OPERATOR_QUEUE.dec()
+        tally.add(metrics.OPERATOR_QUEUE, -1)
 
 
-def _count(event: ev.InputEvent, decision: Decision) -> str:
-    """Count the decision in the metrics; its outcome label."""
+def _count(tally: metrics.Tally, event: ev.InputEvent, decision: Decision) -> str:
+    """Count the decision in ``tally``; its outcome label."""
     outcome = "applied"
     for out in decision.outputs:
         if isinstance(out, ev.Alert):
-            _child(metrics.ALERTS, out.kind.value).inc()
+            tally.add(_child(metrics.ALERTS, out.kind.value))
             if out.kind is ev.AlertKind.CONFLICTING_ARGUMENTS:
-                metrics.CONFLICTS.inc()
+                tally.add(metrics.CONFLICTS)
         if isinstance(event, ev.Intent) and isinstance(out, ev.Receipt) \
                 and out.intent_event_id == event.event_id:
             outcome = out.reason.value if out.reason is not ev.Reason.NONE else out.status.value
@@ -282,8 +285,8 @@ def _count(event: ev.InputEvent, decision: Decision) -> str:
                     and out.status is not ev.ReceiptStatus.REJECTED \
                     and out.status is not ev.ReceiptStatus.HELD:
                 outcome = "duplicate"
-                metrics.DUPLICATES_SUPPRESSED.inc()
+                tally.add(metrics.DUPLICATES_SUPPRESSED)
     if isinstance(event, ev.PoisonInput):
         outcome = "poison"
-    _child(metrics.DECISIONS, type(event).__name__, outcome).inc()
+    tally.add(_child(metrics.DECISIONS, type(event).__name__, outcome))
     return outcome

@@ -98,3 +98,30 @@ def test_a_timer_that_changes_nothing_is_dropped_not_refired() -> None:
     batch = overlay.store_batch(None)
     assert (900, "a") in set(batch.timers_removed)
     assert set(batch.timers_added) == {(1_100, "a")}
+
+
+def test_each_state_put_has_its_deadline_computed_once(monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    """The timers, the heap and the store's index read one computation per state put (and
+    one of the stored state, per key): never again while firing or writing."""
+    from ledger_stream.processor import partition as partition_module
+
+    calls: list[str] = []
+
+    def counted(state: KeyState, policy: Policy) -> int | None:
+        calls.append(state.key)
+        return due_ms(state, policy)
+
+    monkeypatch.setattr(partition_module, "due_ms", counted)
+    keys = [f"k{i}" for i in range(5)]
+    overlay = PartitionOverlay(_store_with(*(_dispatched(k, 1_000) for k in keys)), POLICY)
+    for key in keys:
+        before = overlay.state(key)
+        overlay.put(key, before, replace(before, lease_until_ms=2_000))
+    overlay.put("k0", overlay.state("k0"), replace(overlay.state("k0"), lease_until_ms=50))
+    assert len(calls) == 2 * len(keys) + 1
+    overlay.advance(200)
+    assert overlay.due_now() == [(150, "k0")]  # the lease, then the stall allowance
+    batch = overlay.store_batch(None)
+    assert len(calls) == 2 * len(keys) + 1
+    assert (2_100, "k1") in batch.timers_added and (1_100, "k1") in batch.timers_removed

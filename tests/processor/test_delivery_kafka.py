@@ -1,0 +1,111 @@
+"""At least once on a real broker: librdkafka reports failures only (no Python call per record
+delivered), a changelog write the broker refuses still abandons the batch before its input
+offsets are committed, and the store's changelog offset, counted instead of reported, is
+the changelog's true end (never past it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+from ledger_stream.config import Settings
+from ledger_stream.domain.policy import Policy
+from ledger_stream.kafka.offsets import end_offset
+from ledger_stream.processor import clients
+from ledger_stream.processor.batch import Batch
+from ledger_stream.processor.checkpoint import Checkpoint
+from ledger_stream.processor.delivery import AtLeastOnceDelivery
+from ledger_stream.processor.exceptions import BatchAbandoned
+from ledger_stream.processor.runtime import OUTPUT_ROLES
+from ledger_stream.state import RocksDBPartitionStore
+from tests.factories import intent
+from tests.processor.fakes import ATTEMPTS, INTENTS, PARTITIONS, make_step, record_of
+
+pytestmark = pytest.mark.timeout(120)
+MEMBER = "member-1"
+
+
+class Member:
+    """The consumer calls of a checkpoint: a member of the group; counts its commits."""
+
+    def __init__(self) -> None:
+        self.commits: list[list[TopicPartition]] = []
+
+    def memberid(self) -> str:
+        return MEMBER
+
+    def commit(self, offsets: list[TopicPartition], asynchronous: bool) -> None:
+        self.commits.append(offsets)
+
+
+class Reported(AtLeastOnceDelivery):
+    """Keeps every delivery report served to Python."""
+
+    def __init__(self, *args: Any) -> None:
+        self.reports: list[Any] = []
+        super().__init__(*args)
+
+    def _report(self, err: Any, msg: Any) -> None:
+        self.reports.append(err)
+        super()._report(err, msg)
+
+
+def _limit_changelog(bootstrap: str, topic: str, max_bytes: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("max.message.bytes", str(max_bytes),
+                    incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result()
+
+
+def test_at_least_once_counts_changelog_offsets_and_stops_on_a_lost_write(
+        ledger_topics: Settings, tmp_path: Path) -> None:
+    bootstrap = ledger_topics.kafka_bootstrap
+    assert bootstrap is not None
+    changelog_topic = ledger_topics.topic("changelog")
+    member = Member()
+    delivery = Reported(clients.producer_settings(bootstrap, None), changelog_topic, member)
+    step = make_step(Policy())
+    stores = {p: RocksDBPartitionStore(tmp_path / f"p{p}", p) for p in range(PARTITIONS)}
+    checkpoint = Checkpoint(delivery, member, step,  # type: ignore[arg-type]
+                            {role: ledger_topics.topic(role) for role in OUTPUT_ROLES},
+                            "group", "one")
+    ends = Consumer({"bootstrap.servers": bootstrap, "group.id": "ends"})
+    offset = 0
+
+    def batch_of(count: int) -> Batch:
+        nonlocal offset
+        batch = Batch(step, stores, {}, (INTENTS, ATTEMPTS), MEMBER)  # type: ignore[arg-type]
+        batch.add_all([record_of(intent(f"acme/pay/k{offset + i}"), INTENTS, offset + i,  # type: ignore[list-item]
+                                 1_000 + offset + i) for i in range(count)])
+        offset += count
+        return batch
+
+    try:
+        for _ in range(3):
+            checkpoint.run(batch_of(20))
+        assert delivery.reports == []  # 60 decisions, their receipts, dispatches, rows
+        assert len(member.commits) == 3
+        for partition, store in stores.items():
+            true_end = end_offset(ends, TopicPartition(changelog_topic, partition))
+            assert store.changelog_offset == true_end > 0
+
+        # The broker refuses the next rows (larger than the topic takes): a lost write.
+        _limit_changelog(bootstrap, changelog_topic, 64)
+        before = {p: (s.changelog_offset, s.clock_ms) for p, s in stores.items()}
+        with pytest.raises(BatchAbandoned) as why:
+            checkpoint.run(batch_of(5))
+        assert why.value.kind == "delivery"
+        assert delivery.reports and all(err is not None for err in delivery.reports)
+        assert len(member.commits) == 3  # its input offsets were never committed
+        assert {p: (s.changelog_offset, s.clock_ms) for p, s in stores.items()} == before
+    finally:
+        ends.close()
+        delivery.close()
+        for store in stores.values():
+            store.close()
