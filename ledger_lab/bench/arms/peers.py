@@ -1,0 +1,192 @@
+"""Peers: the same protected payment through ledger-stream and through the libraries a user
+would pick instead (:mod:`.peers_libs`), side by side in one run.
+
+One payments sandbox (``call_ms`` per call) serves every contestant. Each takes the business
+key as its idempotency key and keeps it in a durable store: ledger-stream's ``submit``
+through the processor (exactly once) and the HTTP connector; effect-ledger on SQLite;
+agent-ledger and idemkit on PostgreSQL; DBOS on SQLite and on PostgreSQL. The PostgreSQL
+server is a throwaway one (the pg arms'), a new database per run.
+
+At each concurrency in ``levels`` (agents are threads of one process): ``calls`` fresh
+payments, then the same ``calls`` again as duplicates of settled keys. Latency p50/p99 in ms
+and effects per second over each batch's wall time. Every contestant runs at every level
+before the next repetition (interleaved, the starting contestant rotating); the figures are
+medians over ``repeats``. After every run the sandbox's ledger must hold exactly one effect
+per key of the run (a duplicate effect or a lost one stops the arm).
+
+Figures are named ``<contestant>_<agents>_<fresh|duplicate>_<p50_ms|p99_ms|per_s>``.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ledger_lab.bench.arms.connector import CONNECTOR_ENV
+from ledger_lab.bench.arms.peers_client import WARM_UP_CALLS, body
+from ledger_lab.bench.arms.peers_client import measure as measure_calls
+from ledger_lab.bench.arms.peers_libs import POSTGRES_PEERS
+from ledger_lab.bench.arms.peers_plan import LEDGER, PeersPlan
+from ledger_lab.bench.context import ArmResult, BenchContext
+from ledger_lab.bench.exceptions import BenchError
+from ledger_lab.bench.processes import peak_rss_mb, throwaway_approver_env
+from ledger_stream.config import Settings
+
+Say = Callable[[str], None]
+CHILD_TIMEOUT_S = 900
+
+
+class _LedgerContestant:
+    """ledger-stream's side: a processor, the HTTP connector at the sandbox, one client."""
+
+    def __init__(self, bootstrap: str, prefix: str, folder: Path, sandbox_url: str) -> None:
+        from ledger_lab.harness.stack import Stack
+        from ledger_stream import LedgerClient, Workflow
+        from ledger_stream.kafka import topics
+
+        s = Settings(kafka_bootstrap=bootstrap, topic_prefix=prefix, partitions=3,
+                     replication_factor=1)
+        topics.require_matching(topics.create_topics(bootstrap, s))
+        folder.mkdir(parents=True, exist_ok=True)
+        self.stack = Stack(s, folder, processor_env={
+            **throwaway_approver_env(), "LEDGER_PROCESSING_GUARANTEE": "exactly-once"})
+        try:
+            self.connector = self.stack.connector(
+                "http", "--name", "payments", "--base-url", sandbox_url, env=CONNECTOR_ENV)
+            self.client = LedgerClient(s)
+        except BaseException:
+            self.stack.close()
+            raise
+        self.workflow = Workflow("bench-peers", "1.0", "thread", "payment")
+
+    def call(self, key: str, payment: dict[str, Any]) -> object:
+        from ledger_stream import operation_key
+
+        intent = self.client.intent(operation_key("acme", "refund", key), "refund",
+                                    "payments", payment, workflow=self.workflow)
+        return self.client.submit(intent, wait=60)
+
+    def processes(self) -> list[Any]:
+        return [self.stack.processor, self.connector]
+
+    def close(self) -> None:
+        try:
+            self.client.close()
+        finally:
+            self.stack.close()
+
+
+def _run_peer(peer: str, sandbox_url: str, folder: Path, dsn: str, agents: int, calls: int,
+              token: str) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "ledger_lab.bench.arms.peers_client", "--peer", peer,
+            "--url", sandbox_url, "--folder", str(folder), "--dsn", dsn,
+            "--agents", str(agents), "--calls", str(calls), "--token", token]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
+                          check=False)
+    if done.returncode != 0:
+        raise BenchError(f"peer {peer} at {agents} agents failed:\n{done.stderr[-3000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def _effects(sandbox: Any) -> int:
+    return len(sandbox.ledger()["effects"])
+
+
+def measure(plan: PeersPlan, folder: Path, say: Say, bootstrap: str | None = None,
+            prefix: str = "peers", postgres: Any = None) -> tuple[dict[str, float], float]:
+    """(median figures of every contestant at every level, the highest peak RSS in MiB of
+    a peer's process, ledger-stream's processor and connector)."""
+    from ledger_lab.harness.postgres import PostgresServer
+    from ledger_lab.harness.sandbox import SandboxProc
+
+    runs: dict[str, list[float]] = {}
+    rss = 0.0
+    sandbox = SandboxProc(folder / "sandbox.db", latency_ms=plan.call_ms)
+    own_pg = postgres is None and any(p in POSTGRES_PEERS for p in plan.peers)
+    server = PostgresServer().start() if own_pg else postgres
+    ledger: _LedgerContestant | None = None
+    try:
+        if plan.ledger:
+            if bootstrap is None:
+                raise BenchError("ledger-stream's side of the peers arm needs Kafka")
+            say("starting ledger-stream (processor, connector)")
+            ledger = _LedgerContestant(bootstrap, prefix, folder / "ledger", sandbox.url)
+        names = plan.contestants()
+        for repetition in range(plan.repeats):
+            for agents in plan.levels:
+                calls = plan.calls(agents)
+                start = repetition % len(names)
+                for who in names[start:] + names[:start]:
+                    say(f"{who} at {agents} agents ({repetition + 1}/{plan.repeats})")
+                    token = f"p{uuid.uuid4().hex[:10]}"
+                    before = _effects(sandbox)
+                    if who == LEDGER:
+                        assert ledger is not None
+                        got: dict[str, Any] = measure_calls(ledger.call, token, agents, calls)
+                    else:
+                        dsn = server.new_database() if who in POSTGRES_PEERS else ""
+                        got = _run_peer(who, sandbox.url, folder / f"{who}-{token}", dsn,
+                                        agents, calls, token)
+                    rss = max(rss, float(got.pop("peak_rss_mb", 0.0)))
+                    made, expected = _effects(sandbox) - before, calls + WARM_UP_CALLS
+                    if made != expected:  # one effect per key: none lost, none twice
+                        raise BenchError(f"{who}: {made} effects at the target for "
+                                         f"{expected} keys")
+                    for figure, value in got.items():
+                        if isinstance(value, float | int):
+                            runs.setdefault(f"{who}_{agents}_{figure}", []).append(value)
+    finally:
+        if ledger is not None:
+            rss = max(rss, *(peak_rss_mb(p.pid) for p in ledger.processes()))
+            ledger.close()
+        sandbox.stop()
+        if own_pg and server is not None:
+            server.remove()
+    return {name: statistics.median(values) for name, values in runs.items()}, rss
+
+
+def leaders(figures: dict[str, float], names: Sequence[str], levels: Sequence[int]
+            ) -> dict[str, str]:
+    """Who is ahead on each figure at each level: lowest latency, highest rate."""
+    out = {}
+    for agents in levels:
+        for kind in ("fresh", "duplicate"):
+            for stat, best in (("p50_ms", min), ("p99_ms", min), ("per_s", max)):
+                scored = {n: figures[f"{n}_{agents}_{kind}_{stat}"] for n in names
+                          if f"{n}_{agents}_{kind}_{stat}" in figures}
+                if scored:
+                    out[f"{agents}_{kind}_{stat}"] = best(scored, key=scored.__getitem__)
+    return out
+
+
+class PeersArm:
+    name = "peers"
+    repeated = False
+
+    def run(self, ctx: BenchContext, repetition: int) -> ArmResult:
+        plan = ctx.sizes.peers
+        total = plan.repeats * len(plan.levels) * len(plan.contestants()) + 1
+        done = [0]
+
+        def say(line: str) -> None:
+            ctx.progress(f"{self.name}: {line}", done[0], total)
+            done[0] += 1
+
+        server = ctx.shared.get("pg-server")
+        if server is None and any(p in POSTGRES_PEERS for p in plan.peers):
+            from ledger_lab.harness.postgres import PostgresServer
+            server = ctx.shared["pg-server"] = PostgresServer().start()
+        figures, rss = measure(plan, ctx.folder("peers"), say, ctx.bootstrap,
+                          f"{ctx.prefix}-peers", server)
+        return ArmResult(self.name, repetition, figures, rss,
+                         {"levels": list(plan.levels), "repeats": plan.repeats,
+                          "calls": {str(a): plan.calls(a) for a in plan.levels},
+                          "call_ms": plan.call_ms, "contestants": list(plan.contestants()),
+                          "ahead": leaders(figures, plan.contestants(), plan.levels),
+                          "payment": body(0)})
