@@ -25,12 +25,14 @@ answered the retry and kept in its store. The verdicts:
 
 ledger-stream's own answer to the same case is the falsification matrix's scenario 6 (a
 queryable target: settled by lookup) and 6b (no lookup: ``needs_reconciliation``).
-Each peer runs in a child process of its own (``--peer``), as the benchmark runs it.
+Each peer runs in a child process of its own (``--peer``), as the benchmark runs it; the
+child arms the fault and reads the sandbox's ledger itself.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import subprocess
 import sys
@@ -38,6 +40,7 @@ import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ledger_lab.bench.arms.peers_libs import PEER_NAMES, POSTGRES_PEERS, Target, open_peer
 
@@ -54,18 +57,48 @@ def _attempt(peer: Any, key: str) -> tuple[bool, str]:
     return True, "payment returned"
 
 
-def run_peer(name: str, url: str, folder: Path, dsn: str, per_attempt_keys: bool
-             ) -> dict[str, Any]:
-    """In the child: the first call (the fault is armed), the retry, the store's state."""
-    peer = open_peer(name, Target(url, per_attempt_keys), folder, dsn, 1)
+def _sandbox(url: str, method: str, path: str, body: Any = None) -> Any:
+    """One JSON request to the sandbox's own API (faults, ledger)."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
     try:
-        key = f"unknown-{uuid.uuid4().hex[:10]}"
-        first_ok, first = _attempt(peer, key)
-        second_ok, second = _attempt(peer, key)
-        return {"first_ok": first_ok, "first": first, "retry_ok": second_ok,
-                "retry": second, "state": peer.state(key)}
+        conn.request(method, path, None if body is None else json.dumps(body),
+                     {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        data = json.loads(response.read())
+        if response.status != 200:
+            raise RuntimeError(f"sandbox {method} {path}: {response.status} {data}")
+        return data
+    finally:
+        conn.close()
+
+
+def run_peer(name: str, url: str, folder: Path, dsn: str) -> list[dict[str, Any]]:
+    """In the child: at each target, the first call (the fault armed), the retry, and what
+    the target and the peer's store hold after them. One row per target."""
+    target = Target(url)
+    peer = open_peer(name, target, folder, dsn, 1)
+    rows = []
+    try:
+        for target_name, per_attempt in TARGETS.items():
+            target.per_attempt_keys = per_attempt
+            before = _sandbox(url, "GET", "/v1/ledger")
+            _sandbox(url, "DELETE", "/v1/faults")
+            _sandbox(url, "POST", "/v1/faults", {"mode": "commit_then_drop"})  # next new key
+            key = f"unknown-{uuid.uuid4().hex[:10]}"
+            first_ok, first = _attempt(peer, key)
+            retry_ok, retry = _attempt(peer, key)
+            after = _sandbox(url, "GET", "/v1/ledger")
+            effects = len(after["effects"]) - len(before["effects"])
+            requests = len(after["requests"]) - len(before["requests"])
+            state = peer.state(key)
+            rows.append({"peer": name, "target": target_name, "effects": effects,
+                         "requests": requests, "first_ok": first_ok, "first": first,
+                         "retry_ok": retry_ok, "retry": retry, "state": state,
+                         "verdict": verdict(effects, requests, retry_ok, state)})
     finally:
         peer.close()
+    return rows
 
 
 def verdict(effects: int, requests: int, retry_ok: bool, state: str) -> str:
@@ -79,42 +112,33 @@ def verdict(effects: int, requests: int, retry_ok: bool, state: str) -> str:
     return "reports failed"
 
 
-def run_all(peers: tuple[str, ...] = PEER_NAMES) -> list[dict[str, Any]]:
-    """Every peer against both targets, each in a child process; one row per run."""
+def run_all(peers: tuple[str, ...] = PEER_NAMES, postgres: Any = None
+            ) -> list[dict[str, Any]]:
+    """Every peer against both targets, each in a child process; one row per run.
+    ``postgres``: a running server to use (else a throwaway one is started)."""
     from ledger_lab.harness.postgres import PostgresServer
     from ledger_lab.harness.sandbox import SandboxProc
 
     folder = Path(tempfile.mkdtemp(prefix="ledger-falsify-peers-"))
     sandbox = SandboxProc(folder / "sandbox.db")
-    server = PostgresServer().start() if any(p in POSTGRES_PEERS for p in peers) else None
-    rows = []
+    own_pg = postgres is None and any(p in POSTGRES_PEERS for p in peers)
+    server = PostgresServer().start() if own_pg else postgres
+    rows: list[dict[str, Any]] = []
     try:
         for name in peers:
-            for target, per_attempt in TARGETS.items():
-                before = sandbox.ledger()
-                sandbox.clear_faults()
-                sandbox.set_fault("commit_then_drop")  # the next new key's payment
-                dsn = server.new_database() if server and name in POSTGRES_PEERS else ""
-                argv = [sys.executable, "-m", "ledger_lab.falsify.peers", "--peer", name,
-                        "--url", sandbox.url, "--folder", str(folder / uuid.uuid4().hex),
-                        "--dsn", dsn] + (["--per-attempt-keys"] if per_attempt else [])
-                done = subprocess.run(argv, capture_output=True, text=True, timeout=300,
-                                      check=False)
-                if done.returncode != 0:
-                    rows.append({"peer": name, "target": target,
-                                 "verdict": "could not run", "error": done.stderr[-2000:]})
-                    continue
-                seen = json.loads(done.stdout.strip().splitlines()[-1])
-                after = sandbox.ledger()
-                effects = len(after["effects"]) - len(before["effects"])
-                requests = len(after["requests"]) - len(before["requests"])
-                rows.append({"peer": name, "target": target, "effects": effects,
-                             "requests": requests, **seen,
-                             "verdict": verdict(effects, requests, seen["retry_ok"],
-                                                seen["state"])})
+            dsn = server.new_database() if server and name in POSTGRES_PEERS else ""
+            argv = [sys.executable, "-m", "ledger_lab.falsify.peers", "--peer", name,
+                    "--url", sandbox.url, "--folder", str(folder / name), "--dsn", dsn]
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=300,
+                                  check=False)
+            if done.returncode != 0:
+                rows += [{"peer": name, "target": target, "verdict": "could not run",
+                          "error": done.stderr[-2000:]} for target in TARGETS]
+                continue
+            rows += json.loads(done.stdout.strip().splitlines()[-1])
     finally:
         sandbox.stop()
-        if server is not None:
+        if own_pg and server is not None:
             server.remove()
     return rows
 
@@ -137,13 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url")
     parser.add_argument("--folder", type=Path)
     parser.add_argument("--dsn", default="")
-    parser.add_argument("--per-attempt-keys", action="store_true")
     parser.add_argument("--out", type=Path, help="write the rows as JSON here too")
     a = parser.parse_args(argv)
     if a.peer:
         if not a.url or a.folder is None:
             parser.error("--peer needs --url and --folder")
-        print(json.dumps(run_peer(a.peer, a.url, a.folder, a.dsn, a.per_attempt_keys)))
+        print(json.dumps(run_peer(a.peer, a.url, a.folder, a.dsn)))
         return 0
     rows = run_all()
     if a.out:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
+import math
 import resource
 import time
 from collections.abc import Callable, Sequence
@@ -22,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from ledger_lab.bench.arms.peers_libs import PEER_NAMES, Target, open_peer
-from ledger_lab.bench.arms.sdk import at
 
 WARM_UP_CALLS = 3
 
@@ -44,6 +44,12 @@ def concurrently(agents: int, calls: int, call: Callable[[int], object]
         began = time.perf_counter()
         spent = list(pool.map(one, range(calls)))
         return spent, calls / (time.perf_counter() - began)
+
+
+def at(seconds: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile ``q`` of ``seconds``, in ms (as the sdk arm computes it)."""
+    ordered = sorted(seconds)
+    return 1000 * ordered[min(len(ordered), max(math.ceil(q * len(ordered)), 1)) - 1]
 
 
 def figures_of(kind: str, spent: Sequence[float], rate: float) -> dict[str, float]:

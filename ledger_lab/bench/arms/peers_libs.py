@@ -152,7 +152,7 @@ class AgentLedgerPeer:
             return pool
 
         self.pool = self.aio.run(open_pool())
-        self.ledger = EffectLedger(EffectLedgerOptions(store=PostgresStore(pool=self.pool)))
+        self.ledger: Any = EffectLedger(EffectLedgerOptions(store=PostgresStore(pool=self.pool)))
 
     def _tool_call(self, key: str, body: dict[str, Any]) -> Any:
         from agent_ledger import ToolCall
