@@ -5,7 +5,7 @@ One payments sandbox (``call_ms`` per call) serves every contestant. Each takes 
 key as its idempotency key and keeps it in a durable store: ledger-stream's ``submit``
 through the processor (exactly once) and the HTTP connector; effect-ledger on SQLite;
 agent-ledger and idemkit on PostgreSQL; DBOS on SQLite and on PostgreSQL. The PostgreSQL
-server is a throwaway one (the pg arms'), a new database per run.
+server is a throwaway one (the pg arms') with ``fsync`` on, a new database per run.
 
 At each concurrency in ``levels`` (agents are threads of one process): ``calls`` fresh
 payments, then the same ``calls`` again as duplicates of settled keys. Latency p50/p99 in ms
@@ -94,6 +94,30 @@ def _run_peer(peer: str, sandbox_url: str, folder: Path, dsn: str, agents: int, 
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
+def durable_postgres() -> Any:
+    """A throwaway PostgreSQL server (the pg arms') made durable for the peers: ``fsync`` on
+    (the test server runs without it) and room for 64 agents' pools at once."""
+    import psycopg
+
+    from ledger_lab.harness.postgres import PostgresServer
+
+    server = PostgresServer().start()
+    try:
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET fsync = on")
+            conn.execute("ALTER SYSTEM SET synchronous_commit = on")
+            conn.execute("ALTER SYSTEM SET max_connections = 300")
+        server.restart()
+        with psycopg.connect(server.dsn) as conn:
+            row = conn.execute("SHOW fsync").fetchone()
+        if row is None or row[0] != "on":
+            raise BenchError(f"PostgreSQL for the peers: fsync is {row}, not on")
+    except BaseException:
+        server.remove()
+        raise
+    return server
+
+
 def _effects(sandbox: Any) -> int:
     return len(sandbox.ledger()["effects"])
 
@@ -102,14 +126,13 @@ def measure(plan: PeersPlan, folder: Path, say: Say, bootstrap: str | None = Non
             prefix: str = "peers", postgres: Any = None) -> tuple[dict[str, float], float]:
     """(median figures of every contestant at every level, the highest peak RSS in MiB of
     a peer's process, ledger-stream's processor and connector)."""
-    from ledger_lab.harness.postgres import PostgresServer
     from ledger_lab.harness.sandbox import SandboxProc
 
     runs: dict[str, list[float]] = {}
     rss = 0.0
     sandbox = SandboxProc(folder / "sandbox.db", latency_ms=plan.call_ms)
     own_pg = postgres is None and any(p in POSTGRES_PEERS for p in plan.peers)
-    server = PostgresServer().start() if own_pg else postgres
+    server = durable_postgres() if own_pg else postgres
     ledger: _LedgerContestant | None = None
     try:
         if plan.ledger:
@@ -178,15 +201,28 @@ class PeersArm:
             ctx.progress(f"{self.name}: {line}", done[0], total)
             done[0] += 1
 
-        server = ctx.shared.get("pg-server")
-        if server is None and any(p in POSTGRES_PEERS for p in plan.peers):
-            from ledger_lab.harness.postgres import PostgresServer
-            server = ctx.shared["pg-server"] = PostgresServer().start()
         figures, rss = measure(plan, ctx.folder("peers"), say, ctx.bootstrap,
-                          f"{ctx.prefix}-peers", server)
+                               f"{ctx.prefix}-peers")
         return ArmResult(self.name, repetition, figures, rss,
                          {"levels": list(plan.levels), "repeats": plan.repeats,
                           "calls": {str(a): plan.calls(a) for a in plan.levels},
                           "call_ms": plan.call_ms, "contestants": list(plan.contestants()),
                           "ahead": leaders(figures, plan.contestants(), plan.levels),
                           "payment": body(0)})
+
+
+def markdown(figures: dict[str, float], names: Sequence[str], levels: Sequence[int]) -> str:
+    """The figures as one Markdown table: a row per contestant and level."""
+    lines = ["| agents | contestant | fresh p50 / p99 ms | fresh effects/s | "
+             "duplicate p50 / p99 ms | duplicates/s |",
+             "| ---: | --- | ---: | ---: | ---: | ---: |"]
+    for agents in levels:
+        for n in names:
+            f = {k.removeprefix(f"{n}_{agents}_"): v for k, v in figures.items()
+                 if k.startswith(f"{n}_{agents}_")}
+            if f:
+                lines.append(
+                    f"| {agents} | {n} | {f['fresh_p50_ms']:.1f} / {f['fresh_p99_ms']:.1f} | "
+                    f"{f['fresh_per_s']:,.0f} | {f['duplicate_p50_ms']:.2f} / "
+                    f"{f['duplicate_p99_ms']:.1f} | {f['duplicate_per_s']:,.0f} |")
+    return "\n".join(lines)
