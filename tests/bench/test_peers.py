@@ -26,12 +26,13 @@ def test_the_peers_arm_protects_the_payment_and_reports_figures(
     peers = ("effect-ledger", "idemkit")
     plan = PeersPlan(levels=(2,), calls_per_agent=1, min_calls=3, repeats=1, peers=peers,
                      ledger=False)
-    figures, rss = measure(plan, tmp_path, lambda _: None, postgres=postgres_server)
+    figures, rss, errors = measure(plan, tmp_path, lambda _: None, postgres=postgres_server)
 
     # measure() raises unless the target holds exactly one effect per key of each run.
     assert set(figures) == {f"{peer}_2_{name}" for peer in peers for name in FIGURES}
     assert all(value > 0 for value in figures.values()), figures
     assert rss > 0
+    assert errors == {}
     ahead = leaders(figures, peers, (2,))
     assert set(ahead) == {f"2_{name}" for name in FIGURES}
     assert set(ahead.values()) <= set(peers)
