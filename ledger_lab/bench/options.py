@@ -45,8 +45,9 @@ class BenchOptions(BaseSettings):
         return small, Sizes(pg_naive_intents=500, latency_seconds=1.0,
                             growth_keys=(1_000, 4_000), growth_batch=2_000, sdk_calls=10,
                             sdk_agents=8, status_sizes=(1_000,), dispatches=100,
-                            peers=PeersPlan(levels=(1, 8), calls_per_agent=1, min_calls=4,
-                                            repeats=1))
+                            # tests/bench/test_peers.py runs every peer library
+                            peers=PeersPlan(levels=(2,), calls_per_agent=1, min_calls=3,
+                                            repeats=1, peers=("effect-ledger", "idemkit")))
 
     def arm_names(self) -> tuple[str, ...]:
         """The selected arms in canonical order; ValueError names an unknown one."""
