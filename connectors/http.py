@@ -27,7 +27,8 @@ never the key) and the class of a socket or TLS failure; a response body only as
 length (``connector/redaction.py``).
 
 Connections are kept alive between calls when the server allows it (when one is kept and
-used again: connectors/http_exchange.py).
+used again: connectors/http_exchange.py). ``start_apply`` runs a call on a kept connection
+on this target's exchange loop (connectors/http_loop.py), with the same outcomes.
 """
 
 from __future__ import annotations
@@ -39,7 +40,18 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, quote_plus, urlsplit
 
-from connectors.http_exchange import Ambiguous, Exchange, NotSent, Pool, Reply
+from connectors import http_exchange
+from connectors.http_exchange import (
+    Ambiguous,
+    Exchange,
+    NotSent,
+    Pool,
+    Reply,
+    _host_header,
+    _keep_seconds,
+)
+from connectors.http_loop import ExchangeLoop, Flight
+from connectors.http_wire import request_bytes
 from ledger_stream import tracing
 from ledger_stream.connector.redaction import withheld
 from ledger_stream.connector.target import EffectRequest, LookupUnavailable, Target, TargetError
@@ -152,6 +164,8 @@ class HttpTarget(Target):
         self._https, self._host, self._port = parts.scheme == "https", parts.hostname, parts.port
         self._prefix = parts.path.rstrip("/")
         self._pool = Pool(self._connection)
+        self._loop = ExchangeLoop(f"{self.name}-http")
+        self._host_line = _host_header(self._connection())  # no socket until connect()
         check_path(self.apply_path)
         if self.lookup_path is not None:
             check_lookup_template(self.lookup_path)
@@ -196,14 +210,58 @@ class HttpTarget(Target):
         return Exchange(self._pool, method, path, shown_path, body, headers).run(timeout_s)
 
     def close(self) -> None:
+        self._loop.close()
         self._pool.close()
 
-    def apply(self, request: EffectRequest, timeout_s: float) -> str:
+    def _apply_request(self, request: EffectRequest) -> tuple[bytes, dict[str, str]]:
         body = json.dumps(request.args, sort_keys=True, separators=(",", ":")).encode()
         headers = {**self.headers, **tracing.http_headers(), "Content-Type":
                    "application/json", "Idempotency-Key": request.key,
                    "X-Attempt-Id": request.attempt_id}
+        return body, headers
+
+    def apply(self, request: EffectRequest, timeout_s: float) -> str:
+        body, headers = self._apply_request(request)
         reply = self._call("POST", self.apply_path, self.apply_path, body, headers, timeout_s)
+        return self._receipt(reply)
+
+    def start_apply(self, request: EffectRequest, timeout_s: float,
+                    done: Callable[[str, Exception | None], None]) -> bool:
+        """``apply`` on a kept connection, run by this target's exchange loop
+        (connectors/http_loop.py) with the same outcomes. False when no connection is kept
+        (opening one may wait on DNS beyond any deadline: ``apply`` on a thread does it) or
+        the request would be refused before sending (``apply`` raises that NotSent)."""
+        body, headers = self._apply_request(request)
+        try:
+            wire = request_bytes("POST", self._prefix + self.apply_path, self._host_line,
+                                 headers, body)
+        except ValueError:
+            return False  # apply() refuses it before sending, with its reason
+        conn = self._pool.take_kept()
+        if conn is None:
+            return False
+
+        def finished(result: Reply | TargetError) -> None:
+            if isinstance(result, TargetError):
+                done("", result)
+                return
+            try:
+                receipt = self._receipt(result)
+            except TargetError as exc:
+                done("", exc)
+                return
+            done(receipt, None)
+
+        flight = Flight(conn, wire, "POST", f"POST {self._prefix}{self.apply_path}",
+                        timeout_s, http_exchange.MAX_RESPONSE_BYTES, finished,
+                        self._pool.give, _keep_seconds)
+        if self._loop.start(flight):
+            return True
+        conn.close()  # the target is closing
+        return False
+
+    def _receipt(self, reply: Reply) -> str:
+        """The receipt id of an answer to ``apply``; raises what it means otherwise."""
         if not 200 <= reply.status < 300:
             outcome, why = self.status_outcome(reply.status)
             raise Refused(reply.status, outcome, why, reply.text)

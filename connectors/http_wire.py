@@ -29,6 +29,7 @@ import re
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from http.client import BadStatusLine, HTTPException, IncompleteRead, RemoteDisconnected
 
 MAX_HEAD_BYTES = 65_536  # status line and headers together
@@ -60,19 +61,32 @@ def request_bytes(method: str, path: str, host: str, headers: Mapping[str, str],
     given = {name.lower() for name in headers}
     lines = [f"{method} {path} HTTP/1.1".encode("ascii")]
     if "host" not in given:
-        lines.append(b"Host: " + host.encode("idna"))
+        lines.append(_host_line(host))
     if "accept-encoding" not in given:
         lines.append(b"Accept-Encoding: identity")
     for name, value in headers.items():
-        raw_name, raw_value = name.encode("ascii"), value.encode("latin-1")
-        if not _TOKEN.fullmatch(raw_name):
-            raise ValueError("an invalid header name")
+        raw_value = value.encode("latin-1")
         if _ILLEGAL_VALUE.search(raw_value):
             raise ValueError(f"the {name} header contains CR, LF or NUL")
-        lines.append(raw_name + b": " + raw_value)
+        lines.append(_header_name(name) + raw_value)
     if "content-length" not in given and (body is not None or method in BODY_METHODS):
         lines.append(b"Content-Length: " + str(len(body or b"")).encode())
     return b"\r\n".join(lines) + b"\r\n\r\n" + (body or b"")
+
+
+# A target sends the same few names and host on every request: checked and encoded once.
+@lru_cache(maxsize=256)
+def _header_name(name: str) -> bytes:
+    """``name: `` as bytes; ValueError if ``name`` is not a token."""
+    raw_name = name.encode("ascii")
+    if not _TOKEN.fullmatch(raw_name):
+        raise ValueError("an invalid header name")
+    return raw_name + b": "
+
+
+@lru_cache(maxsize=64)
+def _host_line(host: str) -> bytes:
+    return b"Host: " + host.encode("idna")
 
 
 class _Reader:
@@ -114,10 +128,37 @@ class _Reader:
         return out
 
 
+class NeedMore(Exception):
+    """The bytes received so far end before the answer does (``parse_received``)."""
+
+
+class _Received(_Reader):
+    """The bytes received so far on a non-blocking socket: reading past them raises
+    NeedMore, unless the stream has ended (``ended``: nothing more will come)."""
+
+    def __init__(self, data: bytes, ended: bool) -> None:  # noqa: D107 - no socket
+        self.buf, self.ended = bytearray(data), ended
+
+    def more(self) -> bool:
+        if self.ended:
+            return False
+        raise NeedMore
+
+
 def read_answer(sock: socket.socket, left: Callable[[], float], limit: int,
                 method: str = "POST") -> Answer:
     """The response to the request just written on ``sock`` (see the module docstring)."""
-    reader = _Reader(sock, left)
+    return _answer(_Reader(sock, left), limit, method)
+
+
+def parse_received(data: bytes, ended: bool, limit: int, method: str = "POST") -> Answer:
+    """The response in ``data``, the bytes received so far (``ended``: and then the end of
+    the stream), read as ``read_answer`` reads a socket. Raises NeedMore while the answer is
+    incomplete and more may come; a caller parses again from the start with more bytes."""
+    return _answer(_Received(data, ended), limit, method)
+
+
+def _answer(reader: _Reader, limit: int, method: str) -> Answer:
     while True:
         status, version, headers = _head(reader)
         if status != 100:
@@ -145,6 +186,9 @@ def read_answer(sock: socket.socket, left: Callable[[], float], limit: int,
 
 
 def _head(reader: _Reader) -> tuple[int, bytes, dict[str, str]]:
+    """The status, version and headers of one answer (a 1xx's too)."""
+    if (whole := _whole_head(reader)) is not None:
+        return whole
     try:
         status_line = reader.line(MAX_HEAD_BYTES)
     except IncompleteRead:
@@ -165,6 +209,27 @@ def _head(reader: _Reader) -> tuple[int, bytes, dict[str, str]]:
         if not colon:
             continue  # http.client ignores such a line too
         headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+    return int(parts[1]), parts[0], headers
+
+
+def _whole_head(reader: _Reader) -> tuple[int, bytes, dict[str, str]] | None:
+    """``_head`` at once when the whole head is in the buffer already (nearly always): the
+    same lines, split in one pass instead of one ``line`` call each. None otherwise."""
+    buf = reader.buf
+    end = min((i for i in (buf.find(b"\n\r\n"), buf.find(b"\n\n")) if i >= 0), default=-1)
+    if end < 0 or end >= MAX_HEAD_BYTES:
+        return None
+    lines = bytes(buf[:end]).split(b"\n")
+    del buf[:end + (3 if buf[end + 1:end + 2] == b"\r" else 2)]
+    parts = lines[0].rstrip(b"\r").split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit() \
+            or len(parts[1]) != 3:
+        raise BadStatusLine("not an HTTP/1.x status line")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, colon, value = line.partition(b":")
+        if colon:  # http.client ignores a line without one too
+            headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
     return int(parts[1]), parts[0], headers
 
 

@@ -211,7 +211,11 @@ def _holds(settings: Settings, name: str, path: str, want: Any) -> None:
 
 
 # Settings added since the groups (each with its own tests): flat name -> where it is held.
-NEW_SETTINGS = {"actions": "policy.actions"}  # tests/processor/test_action_policy.py
+NEW_SETTINGS = {"actions": "policy.actions",  # tests/processor/test_action_policy.py
+                # tests/sdk/test_receipt_cache.py
+                "sdk_receipt_cache": "sdk.receipt_cache",
+                "sdk_receipt_cache_size": "sdk.receipt_cache_size",
+                "sdk_receipt_cache_ttl_s": "sdk.receipt_cache_ttl_s"}
 
 
 def test_the_list_names_every_setting_and_nothing_was_dropped() -> None:

@@ -63,17 +63,40 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="no Kafka: the CPU harness, µs per record of each processor stage "
                         "and of the echo and io-floor work (--intents default 10000, --repeat "
                         "passes default 5, --partitions, --seed, --out)")
+    parser.add_argument("--charts", nargs="?", const="", metavar="DIR",
+                        help="draw the results as PNG charts (latency CDF, stage bars, peers; "
+                        "needs the charts extra) into DIR, or beside the --out JSON")
     add_common_flags(parser)
     parser.set_defaults(handler=_run)
+
+
+def _draw(report: dict[str, object], folder: str, out: str | None) -> None:
+    """The report's charts into ``folder`` (empty: beside ``out``), named after ``out``."""
+    from ledger_lab.bench.charts import ChartsUnavailable, render
+
+    where = Path(folder) if folder else Path(out).parent if out else Path(".")
+    try:
+        written = render(report, where, Path(out).stem if out else "bench")
+    except ChartsUnavailable as exc:
+        raise CliError(str(exc)) from exc
+    for path in written:
+        print(f"chart: {path}")
 
 
 def _run_cpu(args: argparse.Namespace) -> int:
     from ledger_lab.bench import cpu
 
+    out, charts = args.out, getattr(args, "charts", None)
+    if charts is not None and not out:  # the charts are drawn from the JSON
+        Path(charts or ".").mkdir(parents=True, exist_ok=True)
+        out = str(Path(charts or ".") / "cpu.json")
     argv = [f"--{name}={value}" for name, value in (
         ("intents", args.intents), ("partitions", args.partitions), ("passes", args.repeat),
-        ("seed", args.seed), ("out", args.out)) if value is not None]
-    return cpu.main(argv)
+        ("seed", args.seed), ("out", out)) if value is not None]
+    code = cpu.main(argv)
+    if code == 0 and charts is not None and out:
+        _draw(json.loads(Path(out).read_text()), charts, out)
+    return code
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -114,4 +137,6 @@ def _run(args: argparse.Namespace) -> int:
         print(f"\nJSON report: {options.out}")
     else:
         print(text)
+    if args.charts is not None:
+        _draw(report, args.charts, options.out)
     return 0

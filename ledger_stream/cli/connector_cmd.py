@@ -37,7 +37,7 @@ def _protocol_flags(parser: argparse.ArgumentParser) -> None:
                        "none (env: LEDGER_CONNECTOR_METRICS_PORT; default off)")
     add_metrics_host_flag(group)
     group.add_argument("--max-in-flight", type=int, help="dispatches handled at once by this "
-                       "instance (env: LEDGER_CONNECTOR_MAX_IN_FLIGHT; default 64)")
+                       "instance (env: LEDGER_CONNECTOR_MAX_IN_FLIGHT; default 256)")
     group.add_argument("--fast-path", action="store_true", default=None,
                        help="call before the grant arrives, for live dispatches only; needs a "
                        "target that deduplicates (env: LEDGER_CONNECTOR_FAST_PATH; default off)")

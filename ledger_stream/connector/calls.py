@@ -14,7 +14,9 @@ Job = Callable[[], None]
 
 
 class CallPool:
-    """``size`` threads taking jobs from one queue, started at the first job.
+    """Up to ``size`` threads taking jobs from one queue, each started when a job finds no
+    thread idle (a target that runs its calls itself, ``Target.start_apply``, leaves most
+    of them unstarted).
 
     Leaner than ``ThreadPoolExecutor`` on the path every dispatch takes: a job is one
     ``SimpleQueue.put`` (no Future, no Condition, no lock and no thread-count check per job;
@@ -32,20 +34,25 @@ class CallPool:
         self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._closed = False
+        self._lock = threading.Lock()
+        self._idle = 0  # threads waiting for a job, less the jobs queued for them
 
     def submit(self, job: Job) -> None:
-        if self._closed:
-            return
-        if not self._threads:
-            for i in range(self._size):
-                thread = threading.Thread(target=self._work, name=f"{self._name}_{i}",
-                                          daemon=True)
-                thread.start()
+        with self._lock:
+            if self._closed:
+                return
+            self._idle -= 1
+            if self._idle < 0 and len(self._threads) < self._size:
+                thread = threading.Thread(target=self._work, name=f"{self._name}_"
+                                          f"{len(self._threads)}", daemon=True)
                 self._threads.append(thread)
+                self._idle += 1  # the new thread takes this job
+                thread.start()
         self._jobs.put(job)
 
     def close(self) -> None:
-        self._closed = True
+        with self._lock:
+            self._closed = True
         while True:
             try:
                 self._jobs.get_nowait()
@@ -60,3 +67,5 @@ class CallPool:
                 job()
             except BaseException:  # noqa: BLE001 - one job's bug must not shrink the pool
                 logger.exception("a connector job failed")
+            with self._lock:
+                self._idle += 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cache
+
 from prometheus_client import Counter, Histogram
 
 from ledger_stream.domain.events import OutcomeStatus
@@ -28,3 +30,18 @@ def start_series(target: str) -> None:
     Idempotent; called when a connector starts."""
     for status in OutcomeStatus:
         ATTEMPTS.labels(target, status.value)
+
+
+class TargetSeries:
+    """The series of one target that every call updates, looked up once: ``labels`` cost
+    about 10 µs of CPU a call."""
+
+    def __init__(self, target: str) -> None:
+        self.target_seconds = TARGET_SECONDS.labels(target)
+        self.attempts = {status: ATTEMPTS.labels(target, status.value)
+                         for status in OutcomeStatus}
+
+
+@cache
+def series(target: str) -> TargetSeries:
+    return TargetSeries(target)

@@ -24,7 +24,7 @@ class ConnectorOptions:
     lookup_delay_s: float = 0.0  # the target's consistency window before "not found"
     lookup_patience_s: float = 30.0  # keep retrying a failing lookup this long (outages)
     answer_warn_s: float = 10.0  # log a claim still unanswered after this long
-    max_in_flight: int = 64  # dispatches handled at once by this instance
+    max_in_flight: int = 256  # dispatches handled at once by this instance
     # Call before the grant arrives: only for a target that deduplicates by key, and only
     # for a dispatch that is live (read after assignment, younger than the max age), so a
     # settled attempt is never sent again after the target forgot its idempotency key.

@@ -1,15 +1,17 @@
 """The connector process: the connector core (``core.py``; docs/design.md, 'The connector
 protocol') driven by Kafka and a pool of worker threads.
 
-One thread reads ``ledger.dispatch`` and feeds the core; target calls and lookups run on up
-to ``max_in_flight`` worker threads, so a slow key (a backoff, a Held, a slow target) never
-stalls the others; produces are confirmed by their delivery reports, and only then does the
-core move on. The core's commands are executed here:
+One thread reads ``ledger.dispatch`` and feeds the core; up to ``max_in_flight`` target
+calls and lookups run at once, on the target's own I/O where it has one
+(``Target.start_apply``) or on worker threads, so a slow key (a backoff, a Held, a slow
+target) never stalls the others; produces are confirmed by their delivery reports, and
+only then does the core move on. The core's commands are executed here:
 
 - Produce: to ``ledger.attempts``; the delivery report is the acknowledgement. A failed one
   stops the process without committing anything more (exit status 3).
-- Call: on a worker, never started after the grant's ``start_by`` (reported ``not_called``
-  instead); classified by the Target; failpoints before and after.
+- Call: handed to ``Target.start_apply`` (untraced calls) or run on a worker, never
+  started after the grant's ``start_by`` (reported ``not_called`` instead); classified by
+  the Target; failpoints before and after.
 - Lookup: on a worker.
 - Commit: the partition's offset, asynchronously; synchronously when a partition is revoked
   or the process stops.
@@ -54,13 +56,13 @@ from ledger_stream.connector.commands import (
 from ledger_stream.connector.core import ConnectorCore
 from ledger_stream.connector.feed import DispatchFeed
 from ledger_stream.connector.options import ConnectorOptions
-from ledger_stream.connector.target import Target
+from ledger_stream.connector.target import EffectRequest, Target
 from ledger_stream.domain import events as ev
 from ledger_stream.failpoints import failpoint
 from ledger_stream.kafka.clients import Producer
 from ledger_stream.kafka.layout import LayoutRefused, check_roles
 from ledger_stream.kafka.producer import producer_config
-from ledger_stream.kafka.reach import wait_for_kafka
+from ledger_stream.kafka.reach import StopRequested, wait_for_kafka
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import AvroCodec
 
@@ -86,6 +88,14 @@ def id_source() -> Callable[[], str]:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class _Bug(Exception):
+    """What ``Target.start_apply`` itself raised: a bug, reported as one (``_report_call``)."""
+
+    def __init__(self, bug: Exception) -> None:
+        super().__init__(type(bug).__name__)
+        self.bug = bug
 
 
 class ConnectorWorker:
@@ -139,7 +149,12 @@ class ConnectorWorker:
             return self.exit_status
         try:  # its topics at the layout the state was built under (kafka/layout.py)
             check_roles(self._bootstrap, self._layout_topics[0], self._layout_topics[1:],
-                        wait_s=self._startup_wait_s)
+                        self._kafka_timeout_s, wait_s=self._startup_wait_s, stop=stop)
+        except StopRequested:  # SIGTERM while the check waited for the cluster
+            logger.info("connector stopped while waiting for Kafka at start-up",
+                        extra=log_fields(target=self._target.name))
+            self._close()
+            return self.exit_status
         except LayoutRefused:
             self._close()
             raise
@@ -232,7 +247,7 @@ class ConnectorWorker:
             if isinstance(cmd, Produce):
                 self._produce(cmd)
             elif isinstance(cmd, Call):
-                self._pool.submit(partial(self._call, cmd))
+                self._start_call(cmd)
             elif isinstance(cmd, Lookup):
                 self._pool.submit(partial(self._lookup, cmd))
             elif isinstance(cmd, Commit):
@@ -283,14 +298,45 @@ class ConnectorWorker:
             while len(self._traces) > TRACES_LIMIT:
                 self._traces.pop(next(iter(self._traces)))
 
-    def _call(self, cmd: Call) -> None:
+    def _start_call(self, cmd: Call) -> None:
+        """Hand the call to the target's own I/O (``Target.start_apply``) where it can take
+        it, else to a worker thread. A call with a span to open (tracing), or whose lease ran
+        out (reported ``not_called``), goes to a thread as before."""
+        request = cmd.request
+        with self._traces_lock:
+            traced = request.key in self._traces
+        if traced or tracing.installed() or (cmd.start_by_ms and _now_ms() > cmd.start_by_ms):
+            self._pool.submit(partial(self._call, cmd))
+            return
+        failpoint("before_call")
+        started = time.perf_counter()
         try:
-            status, external_id, error = self._traced_call(cmd)
+            if self._target.start_apply(request, cmd.timeout_s,
+                                        partial(self._applied, cmd, started)):
+                return
+        except Exception as exc:  # a Target's bug: the request may have gone out
+            self._applied(cmd, started, "", _Bug(exc))
+            return
+        self._pool.submit(partial(self._call, cmd, True))
+
+    def _applied(self, cmd: Call, started: float, external_id: str,
+                 error: Exception | None) -> None:
+        """``start_apply``'s ``done``: judged and reported as a call on a thread is."""
+        self._report_call(cmd, lambda: self._judged(cmd.request, started, external_id, error))
+
+    def _call(self, cmd: Call, failpoint_passed: bool = False) -> None:
+        self._report_call(cmd, lambda: self._traced_call(cmd, failpoint_passed))
+
+    def _report_call(self, cmd: Call, outcome: Callable[[], tuple[ev.OutcomeStatus, str, str]]
+                     ) -> None:
+        try:
+            status, external_id, error = outcome()
         except Exception as exc:
             # A bug in a Target (its classify) or around the call: the request may have gone
             # out, so the outcome is unknown (the processor reconciles the key); a job left
             # calling for good would hold its key, a slot and its partition's commits.
             # Frames and classes only: a message (or its cause's) may quote the target.
+            exc = exc.bug if isinstance(exc, _Bug) else exc
             logger.error("call failed inside the connector", extra=log_fields(
                 key=cmd.request.key, attempt=cmd.request.attempt,
                 claim_id=cmd.request.attempt_id, error=redaction.bug_report(exc)))
@@ -300,20 +346,21 @@ class ConnectorWorker:
         self._done.put(lambda: self._core.called(cmd.job_id, status, external_id, error,
                                                  _now_ms()))
 
-    def _traced_call(self, cmd: Call) -> tuple[ev.OutcomeStatus, str, str]:
+    def _traced_call(self, cmd: Call, failpoint_passed: bool = False
+                     ) -> tuple[ev.OutcomeStatus, str, str]:
         request = cmd.request
         with self._traces_lock:
             parent = self._traces.get(request.key, ())
         if not parent and not tracing.installed():
             # A span with neither a parent nor a provider records and passes on nothing:
             # skipped, it cost about 30 µs of CPU per call.
-            return self._call_target(cmd)
+            return self._call_target(cmd, failpoint_passed)
         attributes = {"ledger.operation_key": request.key, "ledger.attempt": request.attempt,
                       "ledger.attempt_id": request.attempt_id,
                       "ledger.args_hash": request.args_hash}
         with tracing.span(f"ledger.apply {self._target.name}", parent=parent, kind="client",
                           attributes=attributes) as span:
-            status, external_id, error = self._call_target(cmd)
+            status, external_id, error = self._call_target(cmd, failpoint_passed)
             tracing.annotate(span, **{"ledger.outcome": status.value})
             if status is not ev.OutcomeStatus.SUCCEEDED:
                 tracing.failed(span, f"{status.value}: {error.split(' [', 1)[0]}")
@@ -322,29 +369,45 @@ class ConnectorWorker:
                     self._traces[request.key] = tracing.current_headers()
         return status, external_id, error
 
-    def _call_target(self, cmd: Call) -> tuple[ev.OutcomeStatus, str, str]:
+    def _call_target(self, cmd: Call, failpoint_passed: bool = False
+                     ) -> tuple[ev.OutcomeStatus, str, str]:
         request = cmd.request
         if cmd.start_by_ms and _now_ms() > cmd.start_by_ms:
             status, external_id, error = (ev.OutcomeStatus.NOT_CALLED, "",
                                           "lease ran out before the call")
-        else:
+            self._counted(request, status, external_id, error)
+            return status, external_id, error
+        if not failpoint_passed:
             failpoint("before_call")
-            started = time.perf_counter()
-            try:
-                external_id = self._target.apply(request, cmd.timeout_s)
-                status, error = ev.OutcomeStatus.SUCCEEDED, ""
-            except Exception as exc:  # the target classifies whatever it raised
-                external_id, status = "", self._target.classify(exc)
-                error = redaction.summary(exc)  # never the target's text
-            metrics.TARGET_SECONDS.labels(self._target.name).observe(
-                time.perf_counter() - started)
-            failpoint("after_call")
-        metrics.ATTEMPTS.labels(self._target.name, status.value).inc()
+        started = time.perf_counter()
+        try:
+            external_id, raised = self._target.apply(request, cmd.timeout_s), None
+        except Exception as exc:  # the target classifies whatever it raised
+            external_id, raised = "", exc
+        return self._judged(request, started, external_id, raised)
+
+    def _judged(self, request: EffectRequest, started: float, external_id: str,
+                raised: Exception | None) -> tuple[ev.OutcomeStatus, str, str]:
+        """A call's outcome from what the target returned or raised; counted and logged."""
+        if isinstance(raised, _Bug):
+            raise raised
+        if raised is None:
+            status, error = ev.OutcomeStatus.SUCCEEDED, ""
+        else:
+            status, error = self._target.classify(raised), redaction.summary(raised)
+            external_id = ""  # never the target's text
+        metrics.series(self._target.name).target_seconds.observe(time.perf_counter() - started)
+        failpoint("after_call")
+        self._counted(request, status, external_id, error)
+        return status, external_id, error
+
+    def _counted(self, request: EffectRequest, status: ev.OutcomeStatus, external_id: str,
+                 error: str) -> None:
+        metrics.series(self._target.name).attempts[status].inc()
         logger.info("attempt", extra=log_fields(
             key=request.key, attempt=request.attempt, claim_id=request.attempt_id,
             outcome=status.value, external_id=external_id, args_hash=request.args_hash,
             error=error))
-        return status, external_id, error
 
     def _lookup(self, cmd: Lookup) -> None:
         try:

@@ -27,6 +27,7 @@ What a Target must guarantee:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,15 @@ class Target(ABC):
     @abstractmethod
     def apply(self, request: EffectRequest, timeout_s: float) -> str:
         """Apply the effect; return the target's receipt id. Raises on any failure."""
+
+    def start_apply(self, request: EffectRequest, timeout_s: float,
+                    done: Callable[[str, Exception | None], None]) -> bool:
+        """``apply`` without holding the caller's thread, where the Target can: True when
+        started, and then ``done(receipt_id, None)`` or ``done("", what apply would have
+        raised)`` is called exactly once, from another thread, within ``timeout_s``. False
+        (the default) when it cannot: nothing was sent, ``done`` is never called, and the
+        caller calls ``apply`` on a thread of its own."""
+        return False
 
     @abstractmethod
     def classify(self, error: Exception) -> OutcomeStatus:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -30,7 +31,7 @@ from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.clients import Consumer, Producer
 from ledger_stream.kafka.exceptions import KafkaSetupError
 from ledger_stream.kafka.message import fetched
-from ledger_stream.logs import log_fields
+from ledger_stream.kafka.reach import StopRequested, keep_asking
 
 logger = logging.getLogger(__name__)
 
@@ -93,23 +94,27 @@ def layout_problem(recorded: Layout, counts: Mapping[str, int]) -> str | None:
             f"{migration(found)}")
 
 
-def read_layout(bootstrap: str, changelog: str, timeout_s: float = 30.0) -> Layout | None:
+def read_layout(bootstrap: str, changelog: str, timeout_s: float = 30.0,
+                stop: threading.Event | None = None) -> Layout | None:
     """The layout recorded in ``changelog`` (its latest ``~layout`` record), or None when
     none was ever written. Reads partition 0 of the changelog to its end, read_uncommitted:
     the record is written outside transactions, and an open transaction of a processor (a
-    row, never a layout) must not hold the read back."""
+    row, never a layout) must not hold the read back. A set ``stop`` ends the read within
+    about a second (StopRequested)."""
     reader = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
                        "group.id": f"ledger-layout-{uuid.uuid4().hex}",
                        "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
     deadline = time.monotonic() + timeout_s
     try:
-        low, high = _bounds(reader, changelog, timeout_s)
+        low, high = _bounds(reader, changelog, timeout_s, stop)
         if high <= low:
             return None
         reader.assign([TopicPartition(changelog, LAYOUT_PARTITION, OFFSET_BEGINNING)])
         found: bytes | None = None
         position = low
         while position < high:
+            if stop is not None and stop.is_set():
+                raise StopRequested(f"reading the layout from {changelog}")
             if time.monotonic() > deadline:  # a leader gone: the position stops moving
                 raise KafkaException(KafkaError(
                     KafkaError._TIMED_OUT, f"{changelog}[{LAYOUT_PARTITION}] not read to "
@@ -127,21 +132,29 @@ def read_layout(bootstrap: str, changelog: str, timeout_s: float = 30.0) -> Layo
         reader.close()
 
 
-def _bounds(reader: Consumer, changelog: str, timeout_s: float) -> tuple[int, int]:
+BOUNDS_ASK_S = 1.0  # one watermark request: a stop is seen between them
+
+
+def _bounds(reader: Consumer, changelog: str, timeout_s: float,
+            stop: threading.Event | None = None) -> tuple[int, int]:
     """Partition 0's low and high watermarks; a topic created a moment ago may be unknown
-    to this new client, or have no leader yet, for a moment: asked again until
-    ``timeout_s``."""
+    to this new client, or have no leader yet, for a moment: asked again (each request
+    bounded by a second, so a set ``stop`` is seen) until ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while True:
+        if stop is not None and stop.is_set():
+            raise StopRequested(f"reading the layout from {changelog}")
         try:
             low, high = reader.get_watermark_offsets(
-                TopicPartition(changelog, LAYOUT_PARTITION), timeout=timeout_s)
+                TopicPartition(changelog, LAYOUT_PARTITION),
+                timeout=max(0.1, min(BOUNDS_ASK_S, deadline - time.monotonic())))
             return int(low), int(high)
         except KafkaException as exc:
             err = exc.args[0]
             passing = err.retriable() or err.code() in (
                 KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART,
-                KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
+                KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                KafkaError._TIMED_OUT)
             if not passing or time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
@@ -166,13 +179,13 @@ def write_layout(bootstrap: str, changelog: str, layout: Layout, timeout_s: floa
 
 
 def check_layout(bootstrap: str, changelog: str, counts: Mapping[str, int],
-                 record: bool = False, timeout_s: float = 30.0, read: bool = True
-                 ) -> Layout | None:
+                 record: bool = False, timeout_s: float = 30.0, read: bool = True,
+                 stop: threading.Event | None = None) -> Layout | None:
     """Compare ``counts`` (topic name: partitions) with the recorded layout. Raises
     LayoutRefused naming the migration when they differ from it, or from each other. With
     none recorded yet (a fresh deployment): ``record`` writes the one ``counts`` share.
     Returns the recorded layout (None: none, and not recorded). ``read=False`` compares the
-    counts with each other only."""
+    counts with each other only. A set ``stop`` ends the read's wait (StopRequested)."""
     if len(set(counts.values())) > 1:
         listed = ", ".join(f"{name} has {n}" for name, n in sorted(counts.items()))
         raise LayoutRefused(f"partition counts differ ({listed}): every ledger topic must "
@@ -181,7 +194,7 @@ def check_layout(bootstrap: str, changelog: str, counts: Mapping[str, int],
     if not read:
         return None
     try:
-        recorded = _read_patiently(bootstrap, changelog, timeout_s)
+        recorded = _read_patiently(bootstrap, changelog, timeout_s, stop)
     except (KafkaException, ValueError) as exc:
         raise LayoutRefused(f"reading the partition layout from {changelog} failed: {exc}"
                             ) from exc
@@ -202,25 +215,18 @@ def check_layout(bootstrap: str, changelog: str, counts: Mapping[str, int],
 READ_ATTEMPT_S = 30.0
 
 
-def _read_patiently(bootstrap: str, changelog: str, timeout_s: float) -> Layout | None:
+def _read_patiently(bootstrap: str, changelog: str, timeout_s: float,
+                    stop: threading.Event | None = None) -> Layout | None:
     """read_layout, asked again while Kafka does not answer (a broker restarting, a
     partition without a leader until its replica returns: a processor started then must
     wait, not refuse) until ``timeout_s``; each failed try logged. A record this code did
-    not write (ValueError) is refused at once."""
+    not write (ValueError) is refused at once; a set ``stop`` ends the wait."""
     deadline = time.monotonic() + timeout_s
-    tries = 0
-    while True:
-        left = deadline - time.monotonic()
-        try:
-            return read_layout(bootstrap, changelog, max(1.0, min(READ_ATTEMPT_S, left)))
-        except KafkaException as exc:
-            tries += 1
-            if time.monotonic() >= deadline:
-                raise
-            logger.warning("partition layout not readable yet; retrying", extra=log_fields(
-                topic=changelog, error=str(exc), attempt=tries,
-                gives_up_in_s=round(deadline - time.monotonic(), 1)))
-            time.sleep(1.0)
+    return keep_asking(
+        lambda: read_layout(bootstrap, changelog,
+                            max(1.0, min(READ_ATTEMPT_S, deadline - time.monotonic())), stop),
+        stop, "partition layout not readable yet; retrying", wait_s=timeout_s,
+        fields={"topic": changelog})
 
 
 def topic_counts(bootstrap: str, names: list[str], timeout_s: float = 30.0,
@@ -233,35 +239,35 @@ def topic_counts(bootstrap: str, names: list[str], timeout_s: float = 30.0,
 
 
 def patient_counts(bootstrap: str, names: list[str], wait_s: float,
-                   attempt_s: float = READ_ATTEMPT_S) -> dict[str, int]:
+                   attempt_s: float = READ_ATTEMPT_S, stop: threading.Event | None = None
+                   ) -> dict[str, int]:
     """topic_counts, asked again while the cluster does not answer, for up to ``wait_s``
-    (start-up waits out a broker restart). LayoutRefused when it never answered."""
+    (start-up waits out a broker restart). LayoutRefused when it never answered;
+    StopRequested when ``stop`` is set first."""
     admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            return topic_counts(bootstrap, names, max(1.0, min(attempt_s, wait_s)), admin)
-        except KafkaException as exc:
-            if time.monotonic() >= deadline:
-                raise LayoutRefused(f"Kafka did not answer within {wait_s:g} s: {exc}"
-                                    ) from exc
-            logger.warning("Kafka did not answer the start-up check; retrying",
-                           extra=log_fields(error=str(exc), gives_up_in_s=round(
-                               deadline - time.monotonic(), 1)))
-            time.sleep(1.0)
+    try:
+        return keep_asking(
+            lambda: topic_counts(bootstrap, names, max(1.0, min(attempt_s, wait_s)), admin),
+            stop, "Kafka did not answer the start-up check; retrying", wait_s=wait_s)
+    except KafkaException as exc:
+        raise LayoutRefused(f"Kafka did not answer within {wait_s:g} s: {exc}") from exc
 
 
 def check_roles(bootstrap: str, changelog: str, names: list[str],
-                timeout_s: float = 30.0, wait_s: float | None = None) -> Layout | None:
+                timeout_s: float = 30.0, wait_s: float | None = None,
+                stop: threading.Event | None = None) -> Layout | None:
     """What a connector or the view runs at start: the topics ``names`` it uses share one
     count, and that count is the recorded one (when one is recorded). LayoutRefused if not.
     ``wait_s`` (default ``timeout_s``): how long a cluster that does not answer (a broker
-    restarting, the layout's partition without a leader) is waited out before refusing;
-    a real mismatch is refused at once."""
+    restarting, the layout's partition without a leader) is waited out before refusing,
+    each metadata request bounded by ``timeout_s``; a real mismatch is refused at once. A
+    set ``stop`` (SIGTERM) ends the wait (StopRequested)."""
     wait_s = timeout_s if wait_s is None else wait_s
-    counts = patient_counts(bootstrap, [*names, changelog], wait_s, min(timeout_s, wait_s))
+    counts = patient_counts(bootstrap, [*names, changelog], wait_s, min(timeout_s, wait_s),
+                            stop)
     if changelog not in counts:  # no processor state at all: nothing recorded to match
         check_layout(bootstrap, changelog, counts, record=False, timeout_s=wait_s,
                      read=False)
         return None
-    return check_layout(bootstrap, changelog, counts, record=False, timeout_s=wait_s)
+    return check_layout(bootstrap, changelog, counts, record=False, timeout_s=wait_s,
+                        stop=stop)

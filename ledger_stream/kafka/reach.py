@@ -5,12 +5,19 @@ broker still starting, a network partition) must not sit silent: :func:`wait_for
 asks the bootstrap servers for cluster metadata, logs a warning naming the address, what it
 asked and what failed within ``attempt_s`` seconds, and keeps asking with backoff until the
 cluster answers or the process is told to stop.
+
+:func:`keep_asking` is the one retry loop of every start-up wait (this one, and the topic and
+layout checks that follow it): each failed try logged, the pause between tries cut short by
+the process's stop event (SIGTERM), which ends the wait with :class:`StopRequested`.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -23,6 +30,41 @@ logger = logging.getLogger(__name__)
 
 ATTEMPT_S = 5.0
 BACKOFF_MAX_S = 30.0
+T = TypeVar("T")
+
+
+class StopRequested(Exception):  # noqa: N818 - a request, not a failure
+    """The process was told to stop (SIGTERM, SIGINT) while it waited for Kafka at start-up.
+    Nothing was read or decided; the process ends with status 0."""
+
+
+def keep_asking(ask: Callable[[], T], stop: threading.Event | None, warning: str, *,
+                wait_s: float | None = None, backoff_max_s: float = 1.0,
+                fields: dict[str, Any] | None = None) -> T:
+    """``ask()``'s answer, asked again while it raises KafkaException: each failure logged
+    as ``warning`` with ``fields``, the error, the attempt and the next pause (1 s, doubled
+    up to ``backoff_max_s``). Re-raises the last KafkaException once ``wait_s`` has passed
+    (None: never). Raises StopRequested as soon as ``stop`` is set: before a try, and
+    during a pause (one try itself is bounded by the caller's timeout)."""
+    deadline = float("inf") if wait_s is None else time.monotonic() + wait_s
+    pause = stop.wait if stop is not None else time.sleep
+    failures, delay = 0, 1.0
+    while True:
+        if stop is not None and stop.is_set():
+            raise StopRequested(warning)
+        try:
+            return ask()
+        except KafkaException as exc:
+            failures += 1
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            logger.warning(warning, extra=log_fields(
+                **(fields or {}), error=kafka_error_text(exc), attempt=failures,
+                retry_in_s=delay, **({} if wait_s is None else {
+                    "gives_up_in_s": round(left, 1)})))
+            pause(delay)
+            delay = min(delay * 2, backoff_max_s)
 
 
 def wait_for_kafka(bootstrap: str, who: str, stop: threading.Event, *,
@@ -30,21 +72,22 @@ def wait_for_kafka(bootstrap: str, who: str, stop: threading.Event, *,
     """True once Kafka at ``bootstrap`` answers a metadata request; False if ``stop`` was
     set first. ``who`` names the waiting process in the log lines."""
     admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
-    failures, delay = 0, 1.0
-    while not stop.is_set():
-        try:
-            meta = admin.list_topics(timeout=attempt_s)
-        except KafkaException as exc:
-            failures += 1
-            logger.warning("cannot reach Kafka; retrying", extra=log_fields(
-                who=who, bootstrap=bootstrap, tried="metadata request to the bootstrap "
-                f"servers ({attempt_s:g} s)", error=kafka_error_text(exc), attempt=failures,
-                retry_in_s=delay))
-            stop.wait(delay)
-            delay = min(delay * 2, backoff_max_s)
-            continue
-        if failures:
-            logger.info("reached Kafka", extra=log_fields(
-                who=who, bootstrap=bootstrap, brokers=len(meta.brokers), attempts=failures + 1))
-        return True
-    return False
+    tries = 0
+
+    def ask() -> Any:
+        nonlocal tries
+        tries += 1
+        return admin.list_topics(timeout=attempt_s)
+
+    try:
+        meta = keep_asking(ask, stop, "cannot reach Kafka; retrying",
+                           backoff_max_s=backoff_max_s, fields={
+                               "who": who, "bootstrap": bootstrap,
+                               "tried": "metadata request to the bootstrap servers "
+                                        f"({attempt_s:g} s)"})
+    except StopRequested:
+        return False
+    if tries > 1:
+        logger.info("reached Kafka", extra=log_fields(
+            who=who, bootstrap=bootstrap, brokers=len(meta.brokers), attempts=tries))
+    return True

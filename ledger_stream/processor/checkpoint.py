@@ -33,6 +33,7 @@ from ledger_stream.processor import changelog
 from ledger_stream.processor.batch import Batch
 from ledger_stream.processor.delivery import Delivery
 from ledger_stream.processor.exceptions import BatchAbandoned
+from ledger_stream.processor.stages import BatchClock
 from ledger_stream.processor.step import LedgerStep
 
 
@@ -49,18 +50,24 @@ class Checkpoint:
         self._topics = topics
         self._group = group
         self._instance = instance
+        self.clock = BatchClock()  # the runtime starts it as a batch's poll begins
 
     def run(self, batch: Batch) -> None:
         """Steps b, c and d for a batch that went through step a."""
+        lap = self.clock.lap
         self._produce(batch)
+        lap("produce")
         failpoint("processor_after_produce")
         changelog_next = self.delivery.confirm()
+        lap("flush")
         failpoint("processor_after_flush")
         self._commit(batch)
+        lap("commit")
         failpoint("processor_after_commit")
         for partition, overlay in batch.overlays.items():
             if overlay.changed:
                 overlay.store.write(overlay.store_batch(changelog_next.get(partition)))
+        lap("store")
 
     def _produce(self, batch: Batch) -> None:
         send, topics = self.delivery.send, self._topics

@@ -85,8 +85,14 @@ def changelog_ends_config(bootstrap: str) -> dict[str, Any]:
 
 
 def producer_settings(bootstrap: str, transactional: str | None) -> dict[str, Any]:
-    """Idempotent, murmur2-partitioned; transactional when ``transactional`` is an id."""
-    config = producer_config(bootstrap, acks="all")
+    """Idempotent, murmur2-partitioned; transactional when ``transactional`` is an id.
+
+    No linger: every batch ends in a flush (and, exactly once, a commit) that waits for its
+    records, and librdkafka's flush does not send what lingers at once: 5 ms of linger
+    added about 3 ms to every batch's transaction (13.4 against 10.4 ms, interleaved), and
+    a fresh submit waits for three batches. Records produced while a request is in flight
+    still share the next one."""
+    config = producer_config(bootstrap, acks="all", **{"linger.ms": 0})
     if transactional is not None:
         config["transactional.id"] = transactional
         config["transaction.timeout.ms"] = TRANSACTION_TIMEOUT_MS

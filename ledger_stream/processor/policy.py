@@ -7,7 +7,8 @@ import hashlib
 import json
 import logging
 import re
-from dataclasses import replace
+from dataclasses import fields, replace
+from enum import Enum
 
 from ledger_stream.config import Settings
 from ledger_stream.domain.approval import ApprovalKeys, InvalidApprovalKey
@@ -127,19 +128,40 @@ def action_rules(settings: Settings) -> dict[str, ActionRules]:
     return rules
 
 
+# Policy fields that name or authenticate, not decide: the keys can rotate without a new
+# revision (approvals carry their own key id), and the revision cannot digest itself.
+NOT_KNOBS = frozenset({"approval_keys", "revision"})
+
+
+def policy_knobs(policy: Policy) -> dict[str, object]:
+    """Every knob of ``policy`` that decides an action's fate, as plain JSON values: each
+    field of Policy but :data:`NOT_KNOBS`, each action's rules field by field. Read from
+    the dataclass fields, so a knob added to Policy or ActionRules is in it at once."""
+    knobs: dict[str, object] = {}
+    for knob in fields(policy):
+        if knob.name in NOT_KNOBS:
+            continue
+        value = getattr(policy, knob.name)
+        if knob.name == "actions":
+            value = {action: {f.name: _plain(getattr(r, f.name)) for f in fields(r)}
+                     for action, r in sorted(value.items())}
+        knobs[knob.name] = _plain(value)
+    return knobs
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, frozenset | set):
+        return sorted(value)
+    if isinstance(value, Enum):
+        return value.value
+    return value
+
+
 def policy_revision(policy: Policy) -> str:
-    """A short digest of the knobs that decide an action's fate (the approver keys aside):
-    two processors with the same revision decide every action alike, and a changed knob
-    changes it. Receipts an action's rule decided name it."""
-    table = {
-        "replay_window_ms": policy.replay_window_ms, "max_attempts": policy.max_attempts,
-        "retry_backoff_ms": policy.retry_backoff_ms,
-        "approval_required_actions": sorted(policy.approval_required_actions),
-        "actions": {action: [r.replay_window_ms, r.max_attempts, r.retry_after_lookup.value,
-                             r.approval, r.reversible]
-                    for action, r in sorted(policy.actions.items())},
-    }
-    text = json.dumps(table, sort_keys=True, separators=(",", ":"))
+    """A short digest of every knob that decides an action's fate (:func:`policy_knobs`:
+    the approver keys aside): two processors with the same revision decide every action
+    alike, and a changed knob changes it. Receipts an action's rule decided name it."""
+    text = json.dumps(policy_knobs(policy), sort_keys=True, separators=(",", ":"))
     return "p-" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

@@ -13,6 +13,7 @@ to fix the topic.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -29,6 +30,7 @@ from confluent_kafka.admin import (
 from ledger_stream.config import Settings
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.layout import Layout, LayoutRefused, check_layout
+from ledger_stream.kafka.reach import keep_asking
 from ledger_stream.logs import log_fields
 from ledger_stream.processor.clients import group_config
 from ledger_stream.processor.exceptions import StartupRefused
@@ -68,52 +70,53 @@ TOPIC_PATIENCE_S = 10.0  # how long a topic just created may take to show in met
 
 
 def listed_topics(admin: AdminClient, names: list[str], timeout_s: float,
-                  patience_s: float = TOPIC_PATIENCE_S, wait_s: float = 0.0
-                  ) -> tuple[dict[str, Any], list[str]]:
+                  patience_s: float = TOPIC_PATIENCE_S, wait_s: float = 0.0,
+                  stop: threading.Event | None = None) -> tuple[dict[str, Any], list[str]]:
     """The cluster's topics, and which of ``names`` are missing from them. A topic just
     created (``topics create`` right before the processor starts) can take a moment to reach
     the metadata a broker serves, so missing ones are asked for again for ``patience_s``
-    before they count as missing. A cluster that does not answer is asked again for
-    ``wait_s``; StartupRefused when it never answered."""
+    before they count as missing. A cluster that does not answer (each try bounded by
+    ``timeout_s``) is asked again for ``wait_s``; StartupRefused when it never answered,
+    StopRequested when ``stop`` is set first."""
     deadline = time.monotonic() + patience_s
     answer_by = time.monotonic() + wait_s
+    pause = stop.wait if stop is not None else time.sleep
     while True:
         try:
-            found: dict[str, Any] = admin.list_topics(timeout=timeout_s).topics
+            found: dict[str, Any] = keep_asking(
+                lambda: admin.list_topics(timeout=timeout_s).topics, stop,
+                "Kafka did not answer the start-up check; retrying",
+                wait_s=max(0.0, answer_by - time.monotonic()))
         except KafkaException as exc:
-            if time.monotonic() >= answer_by:
-                raise StartupRefused(f"Kafka did not answer: {exc}") from exc
-            logger.warning("Kafka did not answer the start-up check; retrying",
-                           extra=log_fields(error=str(exc), gives_up_in_s=round(
-                               answer_by - time.monotonic(), 1)))
-            time.sleep(1.0)
-            deadline = max(deadline, time.monotonic() + patience_s)
-            continue
+            raise StartupRefused(f"Kafka did not answer: {exc}") from exc
         missing = [name for name in names if name not in found]
         if not missing or time.monotonic() >= deadline:
             return found, missing
-        time.sleep(0.5)
+        pause(0.5)
 
 
-def check_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0) -> Layout:
+def check_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0,
+                 stop: threading.Event | None = None) -> Layout:
     """The layout the state was built under, which the topics are at. Raises
     StartupRefused naming the fix when a topic is missing, the partition counts differ from
     each other or from the recorded layout (recorded here when there is none yet), or an
     input topic's clock is not bounded. A cluster that does not answer (a broker
     restarting, the layout's partition without a leader) is waited out for
-    ``settings.connection.startup_wait_s`` before refusing."""
+    ``settings.connection.startup_wait_s`` before refusing; a set ``stop`` (SIGTERM) ends
+    that wait within about ``settings.connection.timeout_s`` (StopRequested)."""
     admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
     names = {role: settings.topic(role) for role in INPUTS + OUTPUTS}
     wait_s = settings.connection.startup_wait_s
-    found, missing = listed_topics(admin, sorted(names.values()), min(timeout_s, wait_s),
-                                   wait_s=wait_s)
+    found, missing = listed_topics(admin, sorted(names.values()),
+                                   min(timeout_s, wait_s, settings.connection.timeout_s),
+                                   wait_s=wait_s, stop=stop)
     if missing:
         raise StartupRefused(f"missing topics {', '.join(missing)}: run `ledger-stream "
                              "topics create` with the same settings")
     counts = {names[r]: len(found[names[r]].partitions) for r in (*INPUTS, "changelog")}
     try:  # the counts agree with each other and with the layout the state was built under
         layout = check_layout(bootstrap, names["changelog"], counts, record=True,
-                              timeout_s=wait_s)
+                              timeout_s=wait_s, stop=stop)
     except LayoutRefused as exc:
         raise StartupRefused(str(exc)) from exc
     for role in INPUTS:

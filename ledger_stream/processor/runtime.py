@@ -27,11 +27,12 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from ledger_stream.config import Settings
+from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
 from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.message import error_text, position
 from ledger_stream.kafka.offsets import learn_leaders
-from ledger_stream.kafka.reach import wait_for_kafka
+from ledger_stream.kafka.reach import StopRequested, wait_for_kafka
 from ledger_stream.kafka.replicas import below_min_isr
 from ledger_stream.logs import log_fields
 from ledger_stream.processor import clients, collector, metrics
@@ -43,6 +44,7 @@ from ledger_stream.processor.exceptions import BatchAbandoned, ProcessorError
 from ledger_stream.processor.layout import LayoutWatch, adopt_layout
 from ledger_stream.processor.policy import announce, policy_from
 from ledger_stream.processor.preflight import check_topics
+from ledger_stream.processor.stages import StageLog
 from ledger_stream.processor.step import LedgerStep
 from ledger_stream.processor.ticks import Ticker
 from ledger_stream.serde import AvroCodec, SerdeError, make_codec
@@ -68,14 +70,18 @@ class Processor:
     _layout: LayoutWatch | None = None  # set by __init__ (tests build one without it)
 
     def __init__(self, settings: Settings, codec: AvroCodec | None = None,
-                 stop: threading.Event | None = None) -> None:
+                 stop: threading.Event | None = None, policy: Policy | None = None) -> None:
         """``stop``: set by a SIGTERM that came while the process was still starting (the
-        command installs its handler first); the loop then never starts."""
+        command installs its handler first); the loop then never starts. ``policy``: the
+        one ``settings`` give, when the caller built it already (it is announced here, and
+        the same object decides)."""
         self.settings = settings
-        policy = policy_from(settings)  # first: a missing approval secret is refused at once
+        # First: a missing approval secret is refused at once.
+        policy = policy if policy is not None else policy_from(settings)
         announce(policy)
         bootstrap = resolve_bootstrap(settings)
-        layout = check_topics(bootstrap, settings)
+        self._stop = stop or threading.Event()
+        layout = check_topics(bootstrap, settings, stop=self._stop)  # StopRequested: stopped
         partitions = layout.partitions
         self._folder = StateFolder(settings.resolved_state_dir, settings.processor.consumer_group)
         self._folder.lock()
@@ -111,7 +117,7 @@ class Processor:
         self._checkpoint = Checkpoint(delivery, self._consumer, self._step, topics, group,
                                       self.instance, self._assignment.incremental)
         self._ticker = Ticker(settings.processor.tick_interval_ms)
-        self._stop = stop or threading.Event()
+        self._stages = StageLog()
         self._stop_at = float("inf")  # when _stopping ran (an outside stop: at shutdown)
         self._backoff_s = 0.0
         self._fetching_epoch = 0  # the assignment epoch the fetcher was last restarted at
@@ -164,10 +170,13 @@ class Processor:
             self._layout.hold(self._consumer)  # never decide a key whose partition moved
             return
         self._restart_fetching()
+        clock = self._checkpoint.clock
+        clock.start()
         records, member, metadata = self._collect()
         ticks = self._ticks()
         if not records and not ticks:
             return
+        clock.lap("poll")
         # The wall clock as the batch's outputs are about to leave: deadlines that wait for
         # an answer to them count from it (a partition clock behind it is lag, not silence).
         batch = Batch(self._step, self._assignment.stores, self._assignment.committed,
@@ -175,6 +184,7 @@ class Processor:
         batch.ticks = ticks
         try:
             batch.add_all(records)
+            clock.lap("decide")
             self._checkpoint.run(batch)
         except BatchAbandoned as why:
             self._abandon(why, batch)
@@ -283,6 +293,7 @@ class Processor:
         metrics.BATCHES.inc()
         metrics.BATCH_RECORDS.observe(batch.records)
         metrics.TICKS.inc(len(batch.ticks))
+        self._stages.committed(self._checkpoint.clock, batch.records)
         self._backoff_s = 0.0
 
     # -- abandoning a batch -------------------------------------------------------------------
@@ -400,6 +411,7 @@ class Processor:
 
     def _shutdown(self) -> None:
         self._stop_at = min(self._stop_at, time.monotonic())  # an outside stop: from now
+        self._stages.flush()  # the last window's stage times
         if not self._close_consumer():
             return  # a thread is still in the consumer: nothing more is safe to close
         self._assignment.close()
@@ -435,12 +447,15 @@ def run_processor(settings: Settings, stop: threading.Event | None = None) -> No
     (one line) when it cannot start or cannot go on. Until Kafka answers, it says so and
     keeps asking."""
     stop = stop or threading.Event()
-    policy_from(settings)  # a missing approval secret is refused before any connection
+    policy = policy_from(settings)  # a missing approval secret is refused before any connection
     if not wait_for_kafka(resolve_bootstrap(settings), "processor", stop,
                           attempt_s=settings.connection.timeout_s):
         return
     try:
-        processor = Processor(settings, stop=stop)
+        processor = Processor(settings, stop=stop, policy=policy)
     except StoreError as exc:
         raise ProcessorError(str(exc)) from exc
+    except StopRequested:  # SIGTERM while the start-up checks waited for the cluster
+        logger.info("processor stopped while waiting for Kafka at start-up")
+        return
     processor.run()

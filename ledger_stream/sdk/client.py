@@ -11,6 +11,7 @@ with the original outcome.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 import uuid
@@ -37,6 +38,7 @@ from ledger_stream.kafka.exceptions import DeliveryFailed, KafkaSetupError, kafk
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import key_receipts
+from ledger_stream.logs import log_fields
 from ledger_stream.sdk import dry_run
 from ledger_stream.sdk.errors import (
     InvalidIntentError,
@@ -44,9 +46,12 @@ from ledger_stream.sdk.errors import (
     NoTimelineError,
     raise_for,
 )
+from ledger_stream.sdk.receipt_cache import ReceiptCache
 from ledger_stream.sdk.receipt_hub import AsyncReceiptWaiter, ReceiptHub
 from ledger_stream.sdk.view_client import ViewClient
 from ledger_stream.serde import AvroCodec, make_codec
+
+logger = logging.getLogger(__name__)
 
 PENDING = frozenset({ev.ReceiptStatus.ACCEPTED, ev.ReceiptStatus.IN_PROGRESS,
                      ev.ReceiptStatus.RECONCILING})
@@ -92,6 +97,9 @@ class LedgerClient:
         self._admin_client: AdminClient | None = None
         self._ends: EndOffsets | None = None
         self._closed = False
+        sdk = self.settings.sdk
+        self.receipt_cache: ReceiptCache | None = ReceiptCache(
+            sdk.receipt_cache_size, sdk.receipt_cache_ttl_s) if sdk.receipt_cache else None
 
     @property
     def codec(self) -> AvroCodec:
@@ -123,7 +131,9 @@ class LedgerClient:
     def submit(self, intent: ev.Intent, wait: float = 30.0, *,
                raise_errors: bool = True) -> ev.Receipt:
         """Produce ``intent`` and return the key's receipt once terminal, or the latest
-        pending receipt after ``wait`` seconds.
+        pending receipt after ``wait`` seconds. A duplicate of a key this client created
+        and saw succeed is answered at once from its receipt cache (receipt_cache.py: the
+        answer the ledger gives, its intent still produced; ``sdk_receipt_cache``).
 
         The receipt answers ``intent`` (its ``intent_event_id``, also when the key's later
         change it carries was written for the intent holding the key): ``state`` is the
@@ -144,6 +154,9 @@ class LedgerClient:
             return raise_for(receipt) if raise_errors else receipt
         dry_run.refuse_in_dry_run(intent)  # a process that must not write: before any wait
         _check(intent)
+        cached = self._cached(intent)
+        if cached is not None:
+            return raise_for(cached) if raise_errors else cached
         deadline = time.monotonic() + wait
         with tracing.span(f"ledger.submit {intent.action}", kind="producer",
                           attributes=_span_attributes(intent)) as span:
@@ -161,7 +174,42 @@ class LedgerClient:
             failpoint("after_receipt")
             receipt = follow.answer()
             _answered(span, receipt, waiter.traces)
+        self._learn(intent, receipt)
         return raise_for(receipt) if raise_errors else receipt
+
+    def _cached(self, intent: ev.Intent) -> ev.Receipt | None:
+        """The receipt cache's answer to ``intent`` (receipt_cache.py), its intent produced
+        for the record without waiting; None when the ledger must answer."""
+        if self._closed:  # as a submit to the ledger would say (its producer is gone)
+            raise RuntimeError("the LedgerClient is closed")
+        cache = self.receipt_cache
+        receipt = cache.answer(intent) if cache is not None else None
+        if cache is None or receipt is None:
+            return None
+
+        def report(error: KafkaError | None, _msg: object) -> None:
+            if error is not None:  # never silent: logged, listed, and the key asks again
+                why = f"{intent.key} {intent.event_id}: {error.str()}"
+                logger.error("intent answered from the receipt cache not recorded",
+                             extra=log_fields(key=intent.key, event_id=intent.event_id,
+                                              err=error.str()))
+                cache.forget(intent.key, why)
+
+        with tracing.span(f"ledger.submit {intent.action}", kind="producer",
+                          attributes={**_span_attributes(intent),
+                                      "ledger.receipt.cached": "true"}) as span:
+            failpoint("before_intent")
+            with self._reaching(f"record the intent for {intent.key}"):
+                self._producer.send_raw("intents", intent.key.encode("utf-8"),
+                                        self._codec.encode(intent),
+                                        headers=tracing.current_headers(),
+                                        on_delivery=report)
+            _answered(span, receipt, {})
+        return receipt
+
+    def _learn(self, intent: ev.Intent, receipt: ev.Receipt) -> None:
+        if self.receipt_cache is not None:
+            self.receipt_cache.learn(intent, receipt)
 
     def _produce(self, intent: ev.Intent, trace: tracing.Headers = (),
                  timeout_s: float = 30.0) -> None:
@@ -418,6 +466,9 @@ class AsyncLedgerClient:
             return raise_for(receipt) if raise_errors else receipt
         dry_run.refuse_in_dry_run(intent)
         _check(intent)
+        cached = self._client._cached(intent)
+        if cached is not None:
+            return raise_for(cached) if raise_errors else cached
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         kafka_wait = time.monotonic() + wait  # the same deadline, on the clock _kafka_wait reads
@@ -439,6 +490,7 @@ class AsyncLedgerClient:
             failpoint("after_receipt")
             receipt = follow.answer()
             _answered(span, receipt, waiter.traces)
+        self._client._learn(intent, receipt)
         return raise_for(receipt) if raise_errors else receipt
 
     async def status(self, key: str, wait: float = 2.0) -> ev.Receipt | None:

@@ -25,7 +25,7 @@ class ConnectorSettings(SettingsGroup):
     )
     instance_id: str = Field("", description="this instance's id in claims")
     max_in_flight: int = Field(
-        64, ge=1, description="dispatches one connector instance handles at once")
+        256, ge=1, description="dispatches one connector instance handles at once")
     fast_path: bool = Field(
         False, description="call a deduplicating target before the grant arrives (only live "
         "dispatches; needs a target declared to deduplicate)")

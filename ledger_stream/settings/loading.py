@@ -35,6 +35,7 @@ from ledger_stream.settings.mcp import McpSettings
 from ledger_stream.settings.policy import PolicySettings
 from ledger_stream.settings.process import LocalKafkaSettings, ProcessSettings
 from ledger_stream.settings.processor import ProcessorSettings
+from ledger_stream.settings.sdk import SdkSettings
 from ledger_stream.settings.topics import TopicSettings
 from ledger_stream.settings.view import ViewSettings
 
@@ -45,7 +46,7 @@ GROUPS: dict[str, type[SettingsGroup]] = {
     "connection": ConnectionSettings, "topics": TopicSettings, "process": ProcessSettings,
     "local": LocalKafkaSettings, "processor": ProcessorSettings, "connector": ConnectorSettings,
     "view": ViewSettings, "gateway": GatewaySettings, "mcp": McpSettings,
-    "policy": PolicySettings,
+    "policy": PolicySettings, "sdk": SdkSettings,
 }
 
 
@@ -120,6 +121,7 @@ class Settings(BaseSettings):
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
+    sdk: SdkSettings = Field(default_factory=SdkSettings)
 
     if TYPE_CHECKING:
         # For the type checker: flat names as init arguments and the generated flat

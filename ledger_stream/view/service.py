@@ -14,7 +14,7 @@ from ledger_stream.config import Settings
 from ledger_stream.history.reader import ROLES
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
 from ledger_stream.kafka.layout import check_roles
-from ledger_stream.kafka.reach import wait_for_kafka
+from ledger_stream.kafka.reach import StopRequested, wait_for_kafka
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import make_codec
 from ledger_stream.view.follower import ReceiptView
@@ -43,9 +43,14 @@ def run_view(settings: Settings, no_auth: bool = False) -> None:
         return
     followed = ["receipts", *(ROLES if settings.view.timeline else ())]
     # Raises LayoutRefused (a KafkaSetupError) at another count than the state's.
-    check_roles(bootstrap, settings.topic("changelog"),
-                sorted({settings.topic(role) for role in followed}),
-                wait_s=settings.connection.startup_wait_s)
+    try:
+        check_roles(bootstrap, settings.topic("changelog"),
+                    sorted({settings.topic(role) for role in followed}),
+                    settings.connection.timeout_s, wait_s=settings.connection.startup_wait_s,
+                    stop=stop)
+    except StopRequested:  # SIGTERM while the check waited for the cluster
+        logger.info("view stopped while waiting for Kafka at start-up")
+        return
     store = ViewStore(settings.resolved_view_dir / settings.topics.prefix)
     codec = make_codec(settings.connection.schema_registry_url)
     view: ReceiptView | None = None

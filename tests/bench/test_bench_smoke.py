@@ -40,7 +40,8 @@ def test_smoke_run_reports_every_arm_and_ratio(kafka_bootstrap: str, tmp_path: P
     monkeypatch.delenv("LEDGER_APPROVAL_PUBLIC_KEYS", raising=False)
     monkeypatch.delenv("LEDGER_DEV_MODE", raising=False)
 
-    status = _bench(["--smoke", "--bootstrap", kafka_bootstrap, "--out", str(out)])
+    status = _bench(["--smoke", "--bootstrap", kafka_bootstrap, "--out", str(out),
+                     "--charts"])
 
     assert status == 0
     report = json.loads(out.read_text())
@@ -59,8 +60,17 @@ def test_smoke_run_reports_every_arm_and_ratio(kafka_bootstrap: str, tmp_path: P
     assert {row["ratio"] for row in report["targets"]} == {name for name, *_ in TARGETS}
     assert report["machine"]["cpu_count"] >= 1
     assert report["workload"]["intents"] == 2_000
+    assert report["arms"]["sdk"]["median"]["duplicate_cached_p50_ms"] > 0  # the receipt cache
     printed = capsys.readouterr().out
     assert "ledger_alo_vs_avro_echo" in printed
+    # What the charts are drawn from: each path's quantiles, the processors' stage lines.
+    notes = report["arms"]["latency"]["runs"][0]["notes"]
+    assert {name: bool(points) for name, points in notes["cdf_ms"].items()} == {
+        "ledger": True, "raw": True}
+    assert notes["ledger_batch_stages"]["batches"] >= 1
+    assert report["arms"]["ledger-alo"]["runs"][0]["notes"]["batch_stages"]["records"] >= 1
+    for chart in ("latency-cdf", "batch-stages"):  # beside the JSON
+        assert (tmp_path / f"bench.{chart}.png").read_bytes()[:4] == b"\x89PNG", chart
 
 
 def test_unknown_arm_is_a_user_error() -> None:

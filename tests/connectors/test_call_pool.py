@@ -50,3 +50,20 @@ def test_close_drops_the_jobs_not_started_and_ends_the_threads():
     assert ran == []
     pool.submit(lambda: ran.append("after close"))
     assert ran == []
+
+
+def test_a_thread_starts_only_when_no_thread_is_idle():
+    # A target that runs its calls itself leaves the pool nearly unused: the pool of a
+    # connector allowed hundreds of calls in flight must not start hundreds of threads.
+    pool = CallPool(64, "t")
+    for _ in range(20):
+        done = threading.Event()
+        pool.submit(done.set)
+        assert done.wait(5)
+        for _ in range(100):  # the thread counts itself idle just after the job
+            with pool._lock:
+                if pool._idle == len(pool._threads):
+                    break
+            threading.Event().wait(0.01)
+    assert len(pool._threads) == 1
+    pool.close()

@@ -29,6 +29,7 @@ from ledger_stream.processor.batch import Batch
 from ledger_stream.processor.exceptions import BatchAbandoned, ProcessorError
 from ledger_stream.processor.restore import RestoreStats
 from ledger_stream.processor.runtime import Processor
+from ledger_stream.processor.stages import BatchClock, StageLog
 from ledger_stream.processor.ticks import Ticker
 from ledger_stream.serde.exceptions import SchemaRegistryUnavailable
 from ledger_stream.state import MemoryPartitionStore
@@ -179,6 +180,7 @@ class Broker:
         self.delivery = SimpleNamespace(abort=lambda: None, replace_producer=lambda: None)
         self.decided: list[tuple[str, int, int]] = []
         self.commits = 0
+        self.clock = BatchClock()
 
     def run(self, batch: RecordingBatch) -> None:
         r = self.rng.random()
@@ -234,6 +236,7 @@ def build(seed: int, *, late_start: float = 0.3, cb_rate: float = 0.08,
     p._step = make_step()
     p._checkpoint = broker  # type: ignore[assignment]
     p._ticker = Ticker(0 if rng.random() < 0.3 else 10**9)
+    p._stages = StageLog()
     p._stop = threading.Event()
     p._backoff_s = 0.0
     p._fetching_epoch, p._fetching = 0, set()

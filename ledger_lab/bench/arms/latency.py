@@ -36,6 +36,7 @@ from ledger_lab.bench.arms.ledger import LedgerArm
 from ledger_lab.bench.arms.raw_echo import start_echo
 from ledger_lab.bench.context import ArmResult, BenchContext
 from ledger_lab.bench.exceptions import BenchError
+from ledger_lab.bench.latency_detail import cdf, summed
 from ledger_lab.bench.processes import Child, CpuWindow, processor
 from ledger_lab.bench.topics import create_ledger_topics, create_plain_topics
 from ledger_lab.bench.workload import Workload, WorkloadSpec, generate
@@ -150,6 +151,7 @@ class LatencyArm:
 
     def __init__(self, guarantee: str = "at-least-once") -> None:
         self.guarantee = guarantee
+        self._stages: dict[str, object] | None = None  # the processor's, once it ran
 
     def run(self, ctx: BenchContext, repetition: int) -> ArmResult:
         if "ledger-max-rate" not in ctx.shared:  # the ledger arm was not selected: measure
@@ -168,6 +170,8 @@ class LatencyArm:
         ledger, ledger_cpu, ledger_rss = self._ledger(ctx, workload, rate)
         ctx.progress(self.name, 2, 2)
         warm_up_s = min(WARM_UP_S, count / rate / 2)
+        distribution = {name: cdf([ms for due, ms in answered if due >= warm_up_s])
+                        for name, answered in (("ledger", ledger), ("raw", raw))}
         figures = {"rate_per_s": rate, "warm_up_s": warm_up_s,
                    **latency_figures("ledger", ledger, count, warm_up_s),
                    **latency_figures("raw", raw, count, warm_up_s),
@@ -175,7 +179,8 @@ class LatencyArm:
                    **{f"raw_{k}": v for k, v in raw_cpu.items()}}
         return ArmResult(self.name, repetition, figures, max(ledger_rss, raw_rss),
                          {"guarantee": self.guarantee, "load": LOAD, "intents": count,
-                          "ledger_rss_mb": ledger_rss, "raw_echo_rss_mb": raw_rss})
+                          "ledger_rss_mb": ledger_rss, "raw_echo_rss_mb": raw_rss,
+                          "cdf_ms": distribution, "ledger_batch_stages": self._stages})
 
     def _ledger(self, ctx: BenchContext, workload: Workload,
                 rate: float) -> tuple[list[tuple[float, float]], dict[str, float], float]:
@@ -191,11 +196,15 @@ class LatencyArm:
             return str(codec.decode_record(value)[1]["intent_event_id"]).encode()
 
         group = f"{prefix}-processor"
+        log = ctx.folder("logs") / f"{group}.log"
         child = processor(ctx.bootstrap, prefix, group, ctx.folder(f"state-{group}"),
-                          ctx.folder("logs") / f"{group}.log", self.guarantee, ctx.partitions)
+                          log, self.guarantee, ctx.partitions,
+                          env={"LEDGER_LOG_LEVEL": "INFO"})  # its stage lines
         loop = OpenLoop(ctx.bootstrap, settings.topic("intents"), settings.topic("receipts"),
                         match)
-        return _measure(child, loop, records, rate)
+        measured = _measure(child, loop, records, rate)
+        self._stages = summed(log)  # the whole run's, its start included
+        return measured
 
     def _raw(self, ctx: BenchContext, workload: Workload,
              rate: float) -> tuple[list[tuple[float, float]], dict[str, float], float]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 
 from ledger_lab.bench.context import ArmResult, BenchContext
+from ledger_lab.bench.latency_detail import summed
 from ledger_lab.bench.processes import processor
 from ledger_lab.bench.topics import end_offsets, read_span
 
@@ -35,8 +36,9 @@ class LedgerArm:
         group = f"{prefix}-{self.name}-{uuid.uuid4().hex[:6]}"
         state_dir = ctx.folder(f"state-{group}")
         expected = len(ctx.workload)
-        child = processor(ctx.bootstrap, prefix, group, state_dir,
-                          ctx.folder("logs") / f"{group}.log", self.guarantee, ctx.partitions)
+        log = ctx.folder("logs") / f"{group}.log"
+        child = processor(ctx.bootstrap, prefix, group, state_dir, log, self.guarantee,
+                          ctx.partitions, env={"LEDGER_LOG_LEVEL": "INFO"})  # stage lines
         try:
             cpu = ctx.drain(child, group, f"{prefix}.intents", expected, self.name)
         finally:
@@ -45,4 +47,5 @@ class LedgerArm:
         return ArmResult(self.name, repetition,
                          {"decisions_per_s": span.rate(), "seconds": span.seconds, **cpu}, rss,
                          {"receipts": span.count, "guarantee": self.guarantee,
-                          "group": group, "state_dir": str(state_dir), "prefix": prefix})
+                          "group": group, "state_dir": str(state_dir), "prefix": prefix,
+                          "batch_stages": summed(log)})

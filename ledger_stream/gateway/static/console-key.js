@@ -28,7 +28,7 @@ async function loadOpenKey(holder) {
     $("timeline").hidden = true; $("picture").hidden = true; state.shownRows = "";
     return;
   }
-  showOperation(key, op.status === "fulfilled" ? op.value : null);
+  showOperation(key, op.status === "fulfilled" ? op.value : null, rows.value);
   const shown = JSON.stringify(rows.value);
   $("live").textContent = "live: read " + iso(Date.now()) + ", " + rows.value.length + " records";
   if (shown === state.shownRows) { refreshTimes($("timeline")); return; }
@@ -36,17 +36,54 @@ async function loadOpenKey(holder) {
   showTimeline(rows.value);
 }
 
-function showOperation(key, op) {
+function showOperation(key, op, rows) {
   const box = $("operation");
   box.className = ""; box.textContent = "";
   const name = document.createElement("code"), status = document.createElement("span");
   name.textContent = key;
-  if (!op) { box.append(name, " has no receipt yet: the ledger has not answered its intent"); return; }
-  status.className = "state"; status.id = "key-state"; status.textContent = op.key_status;
-  box.append(name, " is ", status, op.resolved ? " (settled)" : " (not settled yet)",
-    op.external_id ? ", external id " + op.external_id : "",
-    op.attempts ? ", " + op.attempts + " attempt(s)" : "", "; last receipt ");
-  box.appendChild(when(op.at_ms));
+  if (!op) box.append(name, " has no receipt yet: the ledger has not answered its intent");
+  else {
+    status.className = "state"; status.id = "key-state"; status.textContent = op.key_status;
+    box.append(name, " is ", status, op.resolved ? " (settled)" : " (not settled yet)",
+      op.external_id ? ", external id " + op.external_id : "",
+      op.attempts ? ", " + op.attempts + " attempt(s)" : "", "; last receipt ", when(op.at_ms));
+  }
+  flagged(box, rows);
+}
+
+// The key's observed-step flags (GET /v1/timeline's ``flag``, as `inspect` shows them): a
+// re-run (a replay, a fork, a resume) whose step read something else from a source than the
+// thread's first run did. A mark for the review, never a reason the ledger refused anything.
+function flagged(box, rows) {
+  const count = rows.filter((r) => r.flag).length;
+  if (!count) return;
+  const line = document.createElement("p"), badge = document.createElement("b");
+  line.className = "flag";
+  badge.textContent = "flagged";
+  line.append(badge, " " + count + " intent(s) of a re-run read something else than the "
+    + "thread's first run (observation changed): see the rows marked below");
+  box.appendChild(line);
+}
+
+// The detail cell: the record's detail, and for an intent what its step observed and the
+// flag of a re-run that observed something else.
+function detailCell(r) {
+  const detail = humanDetail(r.detail);
+  if (!r.observed && !r.flag) return detail;
+  const box = document.createElement("div");
+  if (detail) box.append(detail);
+  if (r.observed) {
+    const line = document.createElement("div");
+    line.className = "observed"; line.textContent = "observed " + r.observed;
+    box.appendChild(line);
+  }
+  if (r.flag) {
+    const line = document.createElement("div"), badge = document.createElement("b");
+    line.className = "flag"; badge.textContent = "FLAGGED";
+    line.append(badge, " " + r.flag);
+    box.appendChild(line);
+  }
+  return box;
 }
 
 function showTimeline(rows) {
@@ -57,8 +94,9 @@ function showTimeline(rows) {
   rows.forEach((r, i) => {
     const tr = row([when(r.ledger_time_ms, true), keyPicture.LANES[keyPicture.laneOf(r)].split(" ")[0],
       r.event, r.role + " " + r.partition + "@" + r.offset, r.attempt, r.outcome || r.receipt,
-      r.next_state, r.external_id, humanDetail(r.detail)], ["nowrap", "nowrap", "nowrap", "nowrap"]);
+      r.next_state, r.external_id, detailCell(r)], ["nowrap", "nowrap", "nowrap", "nowrap"]);
     tr.dataset.index = String(i);
+    if (r.flag) tr.classList.add("flagged");
     tr.addEventListener("click", () => pick(i));
     tbody.appendChild(tr);
   });

@@ -143,11 +143,12 @@
     rows.forEach((r, i) => {
       const how = look(r), p = at(i);
       const mark = shape(how.shape, p.x, p.y, how.small);
-      mark.setAttribute("class", "mark " + how.cls);
+      mark.setAttribute("class", "mark " + how.cls + (r.flag ? " flagged" : ""));
       mark.setAttribute("fill", how.color);
       mark.dataset.index = String(i);
       mark.appendChild(el("title", {}, [clock(r.ledger_time_ms), r.event, r.outcome || r.receipt,
-        r.next_state && "→ " + r.next_state, r.detail].filter(Boolean).join(" · ")));
+        r.next_state && "→ " + r.next_state, r.detail, r.flag && "FLAGGED " + r.flag]
+        .filter(Boolean).join(" · ")));
       mark.addEventListener("click", () => onPick(i));
       svg.appendChild(mark);
       if (how.cls.includes("unknown")) {
@@ -155,6 +156,10 @@
           fill: "none", stroke: ORANGE, "stroke-width": 2}));
         svg.appendChild(el("text", {class: "note", x: p.x, y: p.y + 22, "text-anchor": "middle"},
           "unknown"));
+      }
+      if (r.flag) {  // a re-run that read something else than its thread's first run
+        svg.appendChild(el("text", {class: "note flag-note", x: p.x, y: p.y - 14,
+          "text-anchor": "middle"}, "observed differently"));
       }
     });
     for (const [i, j] of settled) {

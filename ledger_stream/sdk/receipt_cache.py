@@ -1,0 +1,144 @@
+"""The client's receipt cache: a duplicate of a key this client saw settle, answered at once.
+
+When a ``submit`` of this client created a key's effect and saw it succeed, the ledger
+answers every later intent for that key with the same arguments the same way until the
+key's replay window ends: ``already_done`` with the original outcome (``decide``: a
+settled key, the same arguments hash, a valid or absent approval). So the client can give
+that answer itself, built exactly as the processor builds it (``receipt_for``: the same
+receipt id, status, attempts, external id, detail and holder; only ``at_ms`` is the
+client's clock). The intent is still produced, for the record, the
+key's timeline and its alerts, without waiting for the acknowledgement; a delivery that
+fails is logged as an error, counted and listed (``unrecorded``), and the key leaves the
+cache, so its next duplicate goes through the ledger.
+
+What is never answered here (the ledger is asked, as without the cache):
+- other arguments (a conflict: the ledger rejects it and raises its alert);
+- a key whose effect this client did not create and see succeed: pending, held, rejected,
+  waiting for an operator (``needs_reconciliation``), failed (a late report of the effect
+  can still turn it succeeded), or answered ``already_done`` to this client (the answer's
+  time is not when the key settled, so its window cannot be told);
+- an intent that carries an approval, or a key whose settled intent carried one (the ledger
+  checks the approval, and the action may need one);
+- an action this client saw frozen (an answer with reason ``frozen``) or refused for its
+  approval, from then on for this cache's lifetime;
+- a key settled longer ago than ``ttl_s`` (by the processor's time of the settling receipt
+  and by this client's clock since it learned it, whichever is longer): keep ``ttl_s``
+  below the shortest replay window of the actions this client submits (the ledger seals a
+  key after it and answers ``expired_key``).
+
+Each tenant (the key's first part) has its own bounded map, least recently used first out,
+in this client alone: a client holds one credential, and a tenant only ever reads the
+entries of its own keys. Thread-safe.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from ledger_stream.domain import events as ev
+from ledger_stream.domain import ids
+from ledger_stream.domain.keys import tenant_of
+
+# Succeeded only: a failed key still turns succeeded when a late report of its effect comes
+# (``late_effect``), and the ledger then answers a duplicate "succeeded".
+FINAL = frozenset({ev.ReceiptStatus.SUCCEEDED})
+UNRECORDED_KEPT = 1_000  # failed deliveries listed (the oldest dropped past it)
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What the ledger knows of a settled key, as its receipts said."""
+
+    receipt: ev.Receipt  # a receipt of the key's final state
+    learned_at: float  # time.monotonic() when this client learned it
+
+
+class ReceiptCache:
+    """Settled keys of one client, per tenant, bounded (``size`` keys per tenant)."""
+
+    def __init__(self, size: int = 10_000, ttl_s: float = 60.0, *, tenants: int = 1_000) -> None:
+        if size < 1 or ttl_s <= 0 or tenants < 1:
+            raise ValueError("size and tenants must be at least 1, ttl_s above 0")
+        self.size, self.ttl_s, self._tenants_max = size, ttl_s, tenants
+        self._tenants: OrderedDict[str, OrderedDict[str, Settled]] = OrderedDict()
+        self._refused: set[tuple[str, str]] = set()  # (tenant, action): frozen or approval
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.unrecorded: list[str] = []  # "key event_id: why" of intents Kafka refused
+
+    def learn(self, intent: ev.Intent, receipt: ev.Receipt) -> None:
+        """Note ``receipt``, the answer a submit of ``intent`` got from the ledger."""
+        tenant = tenant_of(intent.key)
+        with self._lock:
+            if receipt.reason is ev.Reason.FROZEN or receipt.reason is ev.Reason.APPROVAL:
+                self._refused.add((tenant, intent.action))
+                self._drop_locked(tenant, intent.key)
+                return
+            # Only this intent's own effect, settled: its receipt's time is when the key
+            # settled (a later answer's is the answer's, and the window counts from the
+            # settling), and it names the arguments the key holds.
+            final = receipt.status in FINAL and receipt.key_status is receipt.status \
+                and receipt.effect_intent_id == intent.event_id == receipt.intent_event_id \
+                and receipt.args_hash == intent.args_hash and intent.approval is None
+            if not final:
+                self._drop_locked(tenant, intent.key)  # what was known is not any more
+                return
+            keys = self._tenants.pop(tenant, None) or OrderedDict()
+            self._tenants[tenant] = keys
+            keys.pop(intent.key, None)
+            keys[intent.key] = Settled(receipt, time.monotonic())
+            while len(keys) > self.size:
+                keys.popitem(last=False)
+            while len(self._tenants) > self._tenants_max:
+                self._tenants.popitem(last=False)
+
+    def answer(self, intent: ev.Intent) -> ev.Receipt | None:
+        """The ledger's answer to ``intent`` when this cache may give it, else None."""
+        tenant = tenant_of(intent.key)
+        with self._lock:
+            if intent.approval is not None or (tenant, intent.action) in self._refused:
+                return None
+            keys = self._tenants.get(tenant)
+            if keys is None:
+                return None
+            settled = keys.get(intent.key)
+            if settled is None or settled.receipt.args_hash != intent.args_hash:
+                return None
+            now_ms = int(time.time() * 1000)
+            age_s = max(now_ms - settled.receipt.at_ms, 0) / 1000
+            if max(age_s, time.monotonic() - settled.learned_at) >= self.ttl_s:
+                self._drop_locked(tenant, intent.key)
+                return None
+            self.hits += 1
+            keys.move_to_end(intent.key)  # used: the last to go
+            self._tenants.move_to_end(tenant)
+        return _duplicate_answer(settled.receipt, intent, now_ms)
+
+    def forget(self, key: str, why: str) -> None:
+        """Drop ``key`` (its intent was not recorded: ``why``); listed in ``unrecorded``."""
+        with self._lock:
+            self._drop_locked(tenant_of(key), key)
+            self.unrecorded.append(why)
+            del self.unrecorded[:-UNRECORDED_KEPT]
+
+    def _drop_locked(self, tenant: str, key: str) -> None:
+        keys = self._tenants.get(tenant)
+        if keys is not None:
+            keys.pop(key, None)
+
+
+def _duplicate_answer(settled: ev.Receipt, intent: ev.Intent, now_ms: int) -> ev.Receipt:
+    """The receipt the processor writes for ``intent`` on a key in ``settled``'s final state
+    (``decide._intent`` on a terminal key: ``receipt_for(state, intent.event_id, now,
+    detail=state.status_detail)``), at this client's ``now_ms``."""
+    status = settled.key_status
+    return ev.Receipt(
+        receipt_id=ids.receipt_id(settled.key, intent.event_id, settled.attempts, status.value),
+        key=settled.key, intent_event_id=intent.event_id, status=status,
+        reason=ev.Reason.NONE, args_hash=settled.args_hash, attempts=settled.attempts,
+        at_ms=now_ms, external_id=settled.external_id, detail=settled.detail,
+        key_status=status, origin=intent.origin.value,
+        effect_intent_id=settled.effect_intent_id)

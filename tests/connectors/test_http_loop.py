@@ -1,0 +1,293 @@
+"""Calls run by the HTTP target's exchange loop (connectors/http_loop.py, through
+``HttpTarget.start_apply``) against a real local server (no broker): the same outcomes as a
+call on a thread, and the deadlines of finished calls let go.
+
+The server answers each request with a receipt naming its own idempotency key, and does
+to the N-th request (counted from 1) what a test asks: answer in two pieces, never answer,
+hang up after reading it, or answer with garbage.
+"""
+
+from __future__ import annotations
+
+import queue
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from connectors import http_exchange
+from connectors.http import HttpTarget
+from ledger_stream.connector.target import EffectRequest
+from ledger_stream.domain.events import OutcomeStatus
+from tests.connectors.raw_server import RawServer
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def effect(key: str) -> EffectRequest:
+    return EffectRequest(key, 1, f"claim-{key}", "refund", {"amount": 1}, "hash")
+
+
+class Api:
+    """Keep-alive HTTP/1.1; ``odd`` maps a request number to what happens to it."""
+
+    def __init__(self, odd: dict[int, str] | None = None) -> None:
+        self.odd = odd or {}
+        self.requests: list[tuple[int, str]] = []  # (connection number, idempotency key)
+        self.connections = 0
+        self._lock = threading.Lock()
+        self._server = RawServer(self._serve)
+        self.url = self._server.url
+
+    def _serve(self, conn: socket.socket, stop: threading.Event) -> None:
+        with self._lock:
+            self.connections += 1
+            number = self.connections
+        buffer = b""
+        with conn:
+            while not stop.is_set():
+                while b"\r\n\r\n" not in buffer:
+                    try:
+                        chunk = conn.recv(4096)
+                    except OSError:
+                        return
+                    if not chunk:
+                        return
+                    buffer += chunk
+                head, _, buffer = buffer.partition(b"\r\n\r\n")
+                headers = dict(line.split(": ", 1) for line in head.decode().split("\r\n")[1:])
+                length = int(headers.get("Content-Length", "0"))
+                while len(buffer) < length:
+                    buffer += conn.recv(4096)
+                buffer = buffer[length:]
+                key = headers.get("Idempotency-Key", "")
+                with self._lock:
+                    self.requests.append((number, key))
+                    what = self.odd.get(len(self.requests), "")
+                body = f'{{"id": "pay-{key}"}}'.encode()
+                answer = (b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
+                          + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+                if what == "hang up":
+                    return
+                if what == "silent":
+                    stop.wait(20)
+                    return
+                if what == "garbage":
+                    conn.sendall(b"HTTP/1.1 2x0 Secret-Card-4242\r\n\r\n")
+                    return
+                if what == "split":
+                    conn.sendall(answer[:30])
+                    time.sleep(0.2)
+                    conn.sendall(answer[30:])
+                    continue
+                conn.sendall(answer)
+
+    def close(self) -> None:
+        self._server.close()
+
+
+@pytest.fixture
+def apis() -> Iterator[list[Api]]:
+    started: list[Api] = []
+    yield started
+    for api in started:
+        api.close()
+
+
+def serve(apis: list[Api], odd: dict[int, str] | None = None) -> Api:
+    apis.append(Api(odd))
+    return apis[-1]
+
+
+class Done:
+    """``start_apply``'s ``done``: what it was called with, and how often."""
+
+    def __init__(self) -> None:
+        self.results: queue.SimpleQueue[tuple[str, Exception | None]] = queue.SimpleQueue()
+        self.calls = 0
+
+    def __call__(self, receipt: str, error: Exception | None) -> None:
+        self.calls += 1
+        self.results.put((receipt, error))
+
+    def get(self) -> tuple[str, Exception | None]:
+        return self.results.get(timeout=10)
+
+
+def kept(api: Api) -> HttpTarget:
+    """A target with one kept connection to ``api`` (request 1 made it)."""
+    target = HttpTarget("t", api.url)
+    assert target.apply(effect("acme/refund/0"), timeout_s=2.0) == "pay-acme/refund/0"
+    return target
+
+
+def test_a_call_on_a_kept_connection_is_run_by_the_loop(apis):
+    api = serve(apis)
+    target = kept(api)
+    for i in range(1, 4):
+        done = Done()
+        assert target.start_apply(effect(f"acme/refund/{i}"), 2.0, done)
+        assert done.get() == (f"pay-acme/refund/{i}", None)
+    assert api.connections == 1
+    assert [key for _, key in api.requests] == [f"acme/refund/{i}" for i in range(4)]
+
+
+def test_without_a_kept_connection_nothing_is_started_or_sent(apis):
+    api = serve(apis)
+    target, done = HttpTarget("t", api.url), Done()
+    assert not target.start_apply(effect("acme/refund/1"), 2.0, done)
+    time.sleep(0.2)
+    assert api.requests == [] and done.calls == 0
+
+
+def test_an_answer_in_two_pieces_is_read_whole(apis):
+    api = serve(apis, {2: "split"})
+    target, done = kept(api), Done()
+    assert target.start_apply(effect("acme/refund/1"), 2.0, done)
+    assert done.get() == ("pay-acme/refund/1", None)
+    done = Done()
+    assert target.start_apply(effect("acme/refund/2"), 2.0, done)  # still kept
+    assert done.get() == ("pay-acme/refund/2", None)
+    assert api.connections == 1
+
+
+@pytest.mark.parametrize("odd", ["hang up", "silent", "garbage"])
+def test_a_call_that_went_out_and_got_no_answer_is_unknown_and_its_connection_dropped(
+        apis, odd):
+    api = serve(apis, {2: odd})
+    target, done = kept(api), Done()
+    started = time.monotonic()
+    assert target.start_apply(effect("acme/refund/1"), 1.0, done)
+    receipt, error = done.get()
+    assert time.monotonic() - started < 2.5, "the call outlived its deadline"
+    assert receipt == "" and error is not None
+    assert target.classify(error) is OutcomeStatus.UNKNOWN  # it may have been applied
+    assert "after sending POST /v1/payments" in str(error)
+    assert "Secret" not in str(error) and "4242" not in str(error)  # the server's text
+    assert done.calls == 1
+    assert target.apply(effect("acme/refund/2"), timeout_s=2.0) == "pay-acme/refund/2"
+    assert api.connections == 2  # the failed connection was not used again
+
+
+def test_a_request_refused_before_sending_is_left_to_apply(apis):
+    api = serve(apis)
+    target, done = kept(api), Done()
+    bad = EffectRequest("acme/refund/1\r\nX-Injected: 1", 1, "c", "refund", {}, "h")
+    assert not target.start_apply(bad, 2.0, done)
+    with pytest.raises(Exception) as raised:
+        target.apply(bad, 2.0)
+    assert target.classify(raised.value) is OutcomeStatus.NOT_APPLIED
+    assert len(api.requests) == 1 and done.calls == 0
+
+
+def test_finished_calls_leave_no_deadline_behind_in_the_loop(apis):
+    # Each call's deadline is 20 s away, behind a call still waiting (10 s): kept until
+    # their deadlines, they would pile up with the rate of calls.
+    api = serve(apis, {2: "silent"})
+    target, waiting = kept(api), Done()
+    assert target.start_apply(effect("acme/refund/1"), 10.0, waiting)  # its only connection
+    assert target.apply(effect("acme/refund/2"), timeout_s=2.0) == "pay-acme/refund/2"
+    for i in range(3, 203):
+        done = Done()
+        assert target.start_apply(effect(f"acme/refund/{i}"), 20.0, done)
+        assert done.get()[1] is None
+    assert target._loop.watched() < 100
+    assert waiting.calls == 0
+
+
+def test_finished_calls_leave_no_deadline_behind_on_the_thread_path(apis):
+    api = serve(apis)
+    target = kept(api)
+    before = len(http_exchange.DEADLINES)
+    for i in range(1, 201):
+        assert target.apply(effect(f"acme/refund/{i}"), timeout_s=30.0) == f"pay-acme/refund/{i}"
+    assert len(http_exchange.DEADLINES) - before < 100
+
+
+def test_calls_in_flight_at_once_each_get_their_own_answer(apis):
+    api = serve(apis)
+    target = HttpTarget("t", api.url)
+    warm = [threading.Thread(target=target.apply, args=(effect(f"acme/warm/{i}"), 2.0))
+            for i in range(8)]
+    for thread in warm:
+        thread.start()
+    for thread in warm:
+        thread.join()
+    dones = {}
+    for i in range(8):
+        dones[i] = Done()
+        if not target.start_apply(effect(f"acme/refund/{i}"), 5.0, dones[i]):
+            dones[i](target.apply(effect(f"acme/refund/{i}"), 5.0), None)
+    assert {i: d.get() for i, d in dones.items()} == {
+        i: (f"pay-acme/refund/{i}", None) for i in range(8)}
+
+
+def test_close_refuses_new_calls(apis):
+    api = serve(apis)
+    target = kept(api)
+    target.close()
+    assert not target.start_apply(effect("acme/refund/1"), 2.0, Done())
+
+
+def test_a_sooner_deadline_is_kept_while_the_loop_waits_for_a_later_one(apis):
+    api = serve(apis, {2: "silent", 4: "silent"})
+    target, later, sooner = kept(api), Done(), Done()
+    assert target.start_apply(effect("acme/refund/1"), 10.0, later)  # the loop waits for it
+    assert target.apply(effect("acme/refund/2"), timeout_s=2.0) == "pay-acme/refund/2"
+    started = time.monotonic()
+    assert target.start_apply(effect("acme/refund/3"), 0.3, sooner)
+    receipt, error = sooner.get()
+    assert time.monotonic() - started < 1.0, "cut at the later deadline, not its own"
+    assert target.classify(error) is OutcomeStatus.UNKNOWN
+    assert "Deadline after sending" in str(error) and later.calls == 0
+
+
+# --- over TLS: the loop reads what the TLS layer has decrypted, and waits for the rest ------
+
+
+@pytest.fixture
+def tls(tmp_path, monkeypatch):
+    """A self-signed certificate for 127.0.0.1 (openssl), trusted by the client side."""
+    import ssl
+    import subprocess
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(cert, key)
+    monkeypatch.setattr(ssl, "_create_default_https_context",
+                        lambda: ssl.create_default_context(cafile=str(cert)))
+    return server
+
+
+class TlsApi(Api):
+    def __init__(self, context, odd: dict[int, str] | None = None) -> None:
+        self._context = context
+        super().__init__(odd)
+        self.url = self.url.replace("http://", "https://")
+
+    def _serve(self, conn: socket.socket, stop: threading.Event) -> None:
+        try:
+            wrapped = self._context.wrap_socket(conn, server_side=True)
+        except OSError:
+            return
+        super()._serve(wrapped, stop)
+
+
+def test_calls_over_tls_are_run_by_the_loop_with_the_same_outcomes(apis, tls):
+    api = TlsApi(tls, {3: "split", 5: "hang up"})
+    apis.append(api)
+    target = kept(api)
+    for i in range(1, 4):  # requests 2, 3 (in two pieces), 4
+        done = Done()
+        assert target.start_apply(effect(f"acme/refund/{i}"), 5.0, done)
+        assert done.get() == (f"pay-acme/refund/{i}", None)
+    assert api.connections == 1
+    done = Done()
+    assert target.start_apply(effect("acme/refund/4"), 5.0, done)  # request 5: no answer
+    receipt, error = done.get()
+    assert receipt == "" and target.classify(error) is OutcomeStatus.UNKNOWN

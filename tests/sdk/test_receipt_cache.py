@@ -1,0 +1,159 @@
+"""The receipt cache's rules, on receipts built by the decision core itself: it answers a
+duplicate of a key this client created and saw succeed exactly as ``decide`` does, and
+refuses everything else (the broker tests show the refused cases reach the processor)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pytest
+
+from ledger_stream.config import Settings
+from ledger_stream.domain import events as ev
+from ledger_stream.domain.decide import DEFAULT_POLICY, decide
+from ledger_stream.domain.keys import args_hash, canonical_json
+from ledger_stream.domain.outputs import state_receipt
+from ledger_stream.domain.state import KeyState, Phase, absent
+from ledger_stream.domain.transitions import enter
+from ledger_stream.sdk.receipt_cache import ReceiptCache
+
+WORKFLOW = ev.Workflow("billing-bot", "1", "t-1", "refund")
+ARGS = {"amount": 4200}
+KEY = "acme/refund/r-1"
+
+
+def _intent(n: int, args: object = ARGS, key: str = KEY, **extra: object) -> ev.Intent:
+    return ev.Intent(event_id=f"e-{n}", key=key, tenant=key.split("/")[0], action="refund",
+                     target="payments", args_json=canonical_json(args),
+                     args_hash=args_hash(args), workflow=WORKFLOW, at_ms=1, **extra)
+
+
+def _settle(intent: ev.Intent, now: int) -> tuple[KeyState, ev.Receipt]:
+    """The key reserved by ``intent`` and settled succeeded by the processor's own core,
+    with the receipt that settled it."""
+    state = decide(absent(intent.key), intent, DEFAULT_POLICY, now).state
+    done = enter(state, Phase.SUCCEEDED, now, external_id="pay-9", status_detail="paid")
+    return done, state_receipt(done, now)
+
+
+def test_a_duplicate_is_answered_as_the_decision_core_answers_it() -> None:
+    cache = ReceiptCache()
+    first = _intent(1)
+    state, settled = _settle(first, int(time.time() * 1000))
+    cache.learn(first, settled)
+    repeat = _intent(2, origin=ev.Origin.REPLAY)
+    got = cache.answer(repeat)
+    assert got is not None and cache.hits == 1
+    (want,) = [o for o in decide(state, repeat, DEFAULT_POLICY, got.at_ms).outputs
+               if isinstance(o, ev.Receipt)]
+    assert got == want
+    assert got.answer is ev.Answer.ALREADY_DONE
+
+
+@pytest.mark.parametrize("status", [s for s in ev.ReceiptStatus
+                                    if s is not ev.ReceiptStatus.SUCCEEDED])
+def test_no_state_but_succeeded_is_learned(status: ev.ReceiptStatus) -> None:
+    cache = ReceiptCache()
+    first = _intent(1)
+    _, settled = _settle(first, int(time.time() * 1000))
+    cache.learn(first, replace(settled, status=status, key_status=status))
+    assert cache.answer(_intent(2)) is None
+
+
+def test_an_effect_this_client_did_not_create_is_not_learned() -> None:
+    cache = ReceiptCache()
+    first = _intent(1)
+    _, settled = _settle(first, int(time.time() * 1000))
+    other = _intent(7)  # answered already_done: another intent's effect
+    cache.learn(other, replace(settled, intent_event_id=other.event_id))
+    assert cache.answer(_intent(2)) is None
+
+
+def test_other_arguments_an_approval_and_a_later_pending_answer_are_refused() -> None:
+    cache = ReceiptCache()
+    first = _intent(1)
+    _, settled = _settle(first, int(time.time() * 1000))
+    cache.learn(first, settled)
+    assert cache.answer(_intent(2, {"amount": 1})) is None
+    approval = ev.Approval("ann", first.args_hash, "", 2**62, "sig")
+    assert cache.answer(_intent(3, approval=approval)) is None
+    cache.learn(first, replace(settled, status=ev.ReceiptStatus.RECONCILING,
+                               key_status=ev.ReceiptStatus.RECONCILING))
+    assert cache.answer(_intent(4)) is None  # what was known is forgotten
+
+
+def test_a_key_settled_with_an_approval_is_not_learned() -> None:
+    cache = ReceiptCache()
+    first = _intent(1)
+    _, settled = _settle(first, int(time.time() * 1000))
+    approval = ev.Approval("ann", args_hash(ARGS), "", 2**62, "sig")
+    cache.learn(replace(first, approval=approval), settled)  # the approved one settled it
+    assert cache.answer(_intent(2)) is None
+
+
+@pytest.mark.parametrize("reason", [ev.Reason.FROZEN, ev.Reason.APPROVAL])
+def test_a_frozen_or_approval_refused_action_is_not_answered_any_more(
+        reason: ev.Reason) -> None:
+    cache = ReceiptCache()
+    first = _intent(1)
+    _, settled = _settle(first, int(time.time() * 1000))
+    cache.learn(first, settled)
+    other = _intent(5, key="acme/refund/r-2")
+    status = ev.ReceiptStatus.HELD if reason is ev.Reason.FROZEN else ev.ReceiptStatus.REJECTED
+    cache.learn(other, replace(settled, key=other.key, intent_event_id=other.event_id,
+                               status=status, reason=reason))
+    assert cache.answer(_intent(2)) is None
+    assert cache.answer(_intent(3, key="beta/refund/r-1")) is None  # never learned
+
+
+def test_the_window_counts_from_the_settling_receipt() -> None:
+    cache = ReceiptCache(ttl_s=60)
+    first = _intent(1)
+    _, settled = _settle(first, int(time.time() * 1000) - 61_000)
+    cache.learn(first, settled)
+    assert cache.answer(_intent(2)) is None
+
+
+def test_each_tenant_has_its_own_bounded_map() -> None:
+    cache = ReceiptCache(size=2)
+    now = int(time.time() * 1000)
+    for n, key in enumerate(["acme/refund/a", "acme/refund/b", "acme/refund/c",
+                             "beta/refund/a"]):
+        intent = _intent(n, key=key)
+        cache.learn(intent, _settle(intent, now)[1])
+    assert cache.answer(_intent(10, key="acme/refund/a")) is None  # evicted, oldest first
+    assert cache.answer(_intent(13, key="acme/refund/b")) is not None  # used: kept...
+    intent = _intent(14, key="acme/refund/d")
+    cache.learn(intent, _settle(intent, now)[1])
+    assert cache.answer(_intent(15, key="acme/refund/c")) is None  # ...over c, unused
+    assert cache.answer(_intent(11, key="acme/refund/d")) is not None
+    assert cache.answer(_intent(12, key="beta/refund/a")) is not None  # not acme's bound
+
+
+def test_a_failed_record_drops_the_key_and_is_listed() -> None:
+    cache = ReceiptCache()
+    first = _intent(1)
+    cache.learn(first, _settle(first, int(time.time() * 1000))[1])
+    cache.forget(KEY, "acme/refund/r-1 e-2: broker down")
+    assert cache.answer(_intent(3)) is None
+    assert cache.unrecorded == ["acme/refund/r-1 e-2: broker down"]
+
+
+def test_the_knob() -> None:
+    assert Settings().sdk.receipt_cache is True
+    off = Settings(sdk_receipt_cache=False, sdk_receipt_cache_ttl_s=5, sdk_receipt_cache_size=3)
+    assert (off.sdk.receipt_cache, off.sdk.receipt_cache_ttl_s,
+            off.sdk.receipt_cache_size) == (False, 5.0, 3)
+
+
+def test_a_closed_client_answers_nothing_from_its_cache() -> None:
+    from ledger_stream import LedgerClient
+
+    client = LedgerClient(Settings(kafka_bootstrap="127.0.0.1:1"))
+    first = _intent(1)
+    assert client.receipt_cache is not None
+    client.receipt_cache.learn(first, _settle(first, int(time.time() * 1000))[1])
+    client.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        client.submit(_intent(2))
