@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ledger_lab.bench.arms.peers_plan import PeersPlan
 from ledger_lab.bench.exceptions import BenchError
 from ledger_lab.bench.processes import Child, CpuWindow
 from ledger_lab.bench.topics import CommitWatcher
@@ -31,6 +32,7 @@ class Sizes:
     status_sizes: tuple[int, ...] = (0, 200_000, 2_000_000)  # receipts behind the view
     call_ms: int = 20  # the sandbox's time per call (sdk and connector arms)
     dispatches: int = 3_000  # the connector arm's intents
+    peers: PeersPlan = PeersPlan()  # the peers arm: concurrencies, calls, repetitions
 
 
 @dataclass

@@ -11,10 +11,11 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ledger_lab.bench.arms.peers_plan import PeersPlan
 from ledger_lab.bench.context import Sizes
 
 ARM_NAMES = ("bytes-echo", "avro-echo", "io-floor", "ledger", "pg-naive", "pg-tuned",
-             "latency", "growth", "restore", "scale-out", "sdk", "connector")
+             "latency", "growth", "restore", "scale-out", "sdk", "connector", "peers")
 Mode = Literal["at-least-once", "exactly-once", "both"]
 
 
@@ -43,7 +44,10 @@ class BenchOptions(BaseSettings):
                                         "partitions": min(self.partitions, 3), "repeat": 1})
         return small, Sizes(pg_naive_intents=500, latency_seconds=1.0,
                             growth_keys=(1_000, 4_000), growth_batch=2_000, sdk_calls=10,
-                            sdk_agents=8, status_sizes=(1_000,), dispatches=100)
+                            sdk_agents=8, status_sizes=(1_000,), dispatches=100,
+                            # tests/bench/test_peers.py runs every peer library
+                            peers=PeersPlan(levels=(2,), calls_per_agent=1, min_calls=3,
+                                            repeats=1, peers=("effect-ledger", "idemkit")))
 
     def arm_names(self) -> tuple[str, ...]:
         """The selected arms in canonical order; ValueError names an unknown one."""

@@ -28,6 +28,7 @@ from ledger_lab.bench.arms.connector import ConnectorArm
 from ledger_lab.bench.arms.growth import GrowthArm
 from ledger_lab.bench.arms.latency import LatencyArm
 from ledger_lab.bench.arms.ledger import LedgerArm
+from ledger_lab.bench.arms.peers import PeersArm
 from ledger_lab.bench.arms.postgres import PostgresArm
 from ledger_lab.bench.arms.raw_echo import EchoArm
 from ledger_lab.bench.arms.restore import RestoreArm
@@ -107,6 +108,8 @@ def plan(options: BenchOptions) -> tuple[list[Arm], list[Arm]]:
             once.append(SdkArm())
         elif name == "connector":
             once.append(ConnectorArm())
+        elif name == "peers":
+            once.append(PeersArm())
     return repeated, once
 
 

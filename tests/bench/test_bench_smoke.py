@@ -14,7 +14,8 @@ from ledger_lab.bench.report import TARGETS, THROUGHPUT_RATIOS
 from ledger_lab.cli import bench_cmd
 
 EXPECTED_ARMS = {"bytes-echo", "avro-echo", "io-floor", "ledger-alo", "ledger-eos", "pg-naive",
-                 "pg-tuned", "latency", "growth", "restore", "scale-out", "sdk", "connector"}
+                 "pg-tuned", "latency", "growth", "restore", "scale-out", "sdk", "connector",
+                 "peers"}
 
 
 def _bench(argv: list[str]) -> int:
