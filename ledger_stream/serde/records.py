@@ -66,10 +66,11 @@ def _hints(cls: type) -> dict[str, Any]:
     that module: the same types the pure class declares."""
     module = sys.modules[cls.__module__]
     compiled = str(getattr(module, "__file__", "") or "")
-    suffix = next((s for s in EXTENSION_SUFFIXES if compiled.endswith(s)), None)
-    if suffix is None:
+    if not compiled.endswith(tuple(EXTENSION_SUFFIXES)):
         return typing.get_type_hints(cls)
-    tree = ast.parse(Path(compiled[:-len(suffix)] + ".py").read_text(encoding="utf-8"))
+    package, _, stem = cls.__module__.rpartition(".")
+    source = Path(next(iter(sys.modules[package].__path__))) / f"{stem}.py"
+    tree = ast.parse(source.read_text(encoding="utf-8"))
     body = next(node.body for node in ast.walk(tree)
                 if isinstance(node, ast.ClassDef) and node.name == cls.__qualname__)
     return {item.target.id: eval(ast.unparse(item.annotation), vars(module))  # noqa: S307
