@@ -35,7 +35,8 @@ PyMODINIT_FUNC PyInit_%(name)s(void) {
 
 def _core_module():  # type: ignore[no-untyped-def]
     """ledger_stream/core.py by path: importing the package would import the domain."""
-    spec = importlib.util.spec_from_file_location("_ledger_core", ROOT / "ledger_stream" / "core.py")
+    path = ROOT / "ledger_stream" / "core.py"
+    spec = importlib.util.spec_from_file_location("_ledger_core", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 
 import ledger_stream
@@ -49,14 +50,16 @@ def _range(bounds: tuple[int, int]) -> list[str]:
     return [seed_digest(seed) for seed in range(*bounds)]
 
 
-def digests(first: int, count: int, workers: int = 1) -> list[str]:
-    """Seeds ``first`` .. ``first + count - 1``'s digests, in seed order."""
+def digests(first: int, count: int, workers: int = 1) -> Iterator[list[str]]:
+    """Seeds ``first`` .. ``first + count - 1``'s digests, in seed order, a chunk at a time
+    (a long run's progress can be kept as it goes)."""
     chunk = max(1, min(1_000, count // max(1, workers * 4)))
     bounds = [(s, min(s + chunk, first + count)) for s in range(first, first + count, chunk)]
     if workers <= 1:
-        return [d for part in map(_range, bounds) for d in part]
+        yield from map(_range, bounds)
+        return
     with ProcessPoolExecutor(workers) as pool:
-        return [d for part in pool.map(_range, bounds) for d in part]
+        yield from pool.map(_range, bounds)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,13 +70,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="write the per-seed digests here, one a line")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    found = digests(args.first, args.count, args.workers)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as out:
-            out.write("\n".join(found) + "\n")
+    found: list[str] = []
+    out = open(args.out, "w", encoding="utf-8") if args.out else None  # noqa: SIM115
+    try:
+        for part in digests(args.first, args.count, args.workers):
+            found += part
+            if out:
+                out.write("".join(f"{d}\n" for d in part))
+                out.flush()
+    finally:
+        if out:
+            out.close()
     print(json.dumps({
         "core": ledger_stream.CORE, "running": running(), "pid": os.getpid(),
-        "first": args.first, "count": args.count, "seconds": round(time.perf_counter() - started, 1),
+        "first": args.first, "count": args.count,
+        "seconds": round(time.perf_counter() - started, 1),
         "digest": hashlib.sha256("".join(found).encode()).hexdigest()}))
     return 0
 

@@ -16,11 +16,11 @@ import dataclasses
 import sys
 import types
 import typing
-from importlib.machinery import EXTENSION_SUFFIXES
-from pathlib import Path
 from collections.abc import Callable
 from enum import Enum
 from functools import cache
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
 from typing import Any
 
 Encoder = Callable[[Any], dict[str, Any]]
