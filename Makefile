@@ -4,19 +4,29 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+CORE   := $(VENV)/.core-stamp
 ## The versions of every dev dependency CI last passed with (`make lock` rewrites it): pip
 ## takes them as constraints, so a new release of a tool cannot turn the build red on its own.
 LOCK   := requirements-dev.lock
 
 .PHONY: install prereqs lock check jars test test-fast lint typecheck model simulate mutate fuzz chaos demo bench falsify clean
 
-install: $(STAMP)
+install: $(STAMP) $(CORE)
 
 $(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]' -c $(LOCK)
 	touch $(STAMP)
+
+## The compiled decision core (setup.py, ledger_stream/core.py): ledger_stream/domain built
+## with mypyc beside its sources, again after any edit to them (a stale build is refused at
+## import, and the sources run). `pip install -e .` alone runs the pure core.
+$(CORE): $(STAMP) setup.py ledger_stream/core.py $(wildcard ledger_stream/domain/*.py)
+	@echo "compiling the decision core (mypyc, about a minute)"
+	LEDGER_BUILD_CORE=mypyc $(BIN)/python setup.py --quiet build_ext --inplace > $(VENV)/core-build.log 2>&1 \
+		|| { cat $(VENV)/core-build.log; exit 1; }
+	touch $(CORE)
 
 ## Rewrite the lock from a fresh install of the dev extras at their newest allowed versions.
 lock:

@@ -17,6 +17,12 @@ Reading a ledger topic yourself (receipts, alerts, ...) with any Kafka consumer:
     event = AvroCodec().decode(message.value())   # a Receipt, an Alert, ...
 """
 
+# ruff: noqa: E402 (the core is chosen before the imports below load the domain)
+from ledger_stream import core as _core
+
+# Before anything imports the domain: the compiled core or the pure one, once per process.
+CORE = _core.select()
+
 from ledger_stream.domain.approval import ApprovalSigner, sign_approval
 from ledger_stream.domain.events import (
     Alert,

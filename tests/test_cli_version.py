@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ledger_stream.cli.main import build_parser, main, package_version
+from ledger_stream.core import running
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
@@ -25,7 +26,9 @@ def test_every_installed_entry_point_prints_the_package_version():
         done = subprocess.run([str(command), "--version"], capture_output=True, text=True,
                               timeout=60)
         assert done.returncode == 0, done.stderr
-        assert done.stdout.strip() == f"{name} {project['version']}"
+        # ledger-stream also names the decision core it runs (compiled or pure)
+        core = f" ({running()} core)" if name == "ledger-stream" else ""
+        assert done.stdout.strip() == f"{name} {project['version']}{core}"
 
 
 def command_paths(parser: argparse.ArgumentParser,
@@ -59,4 +62,5 @@ def test_every_command_and_subcommand_answers_version(
             main([*path, "--version"])
         printed = capsys.readouterr()
         assert done.value.code == 0, (path, printed.err)
-        assert printed.out.strip() == f"ledger-stream {package_version()}", path
+        assert printed.out.strip() == f"ledger-stream {package_version()} ({running()} core)", \
+            path

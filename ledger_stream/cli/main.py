@@ -43,6 +43,7 @@ from ledger_stream.cli import (
     watch_cmd,
 )
 from ledger_stream.cli.common import CliError, printable
+from ledger_stream.core import running as core_running
 from ledger_stream.logs import configure_logging
 
 
@@ -69,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in (*COMMANDS, *plugin_commands()):
         command.register(subparsers)
-    add_version_flags(parser, f"ledger-stream {package_version()}")
+    add_version_flags(parser, f"ledger-stream {package_version()} ({core_running()} core)")
     return parser
 
 

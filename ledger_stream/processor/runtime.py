@@ -27,6 +27,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from ledger_stream.config import Settings
+from ledger_stream.core import running as core_running
 from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
 from ledger_stream.kafka.clients import Consumer
@@ -142,7 +143,7 @@ class Processor:
         logger.info("processor started", extra=log_fields(
             group=self.settings.processor.consumer_group, instance=self.instance,
             guarantee=self.settings.processor.processing_guarantee,
-            state_dir=str(self._folder.root)))
+            state_dir=str(self._folder.root), core=core_running()))
         try:
             while not self._stop.is_set():
                 self._iteration()

@@ -11,12 +11,16 @@ writes goes through them, so they are on its hot path.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import sys
 import types
 import typing
 from collections.abc import Callable
 from enum import Enum
 from functools import cache
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
 from typing import Any
 
 Encoder = Callable[[Any], dict[str, Any]]
@@ -51,8 +55,27 @@ def _field(name: str, hint: Any) -> _Field:
 
 @cache
 def _fields(cls: type) -> tuple[_Field, ...]:
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     return tuple(_field(f.name, hints[f.name]) for f in dataclasses.fields(cls))
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """``cls``'s field types. A class mypyc compiled (the compiled decision core) keeps only
+    erased annotations (``tuple`` for ``tuple[Observation, ...]``), so its hints are read
+    from its module's source, which ships beside the compiled module, and evaluated in
+    that module: the same types the pure class declares."""
+    module = sys.modules[cls.__module__]
+    compiled = str(getattr(module, "__file__", "") or "")
+    if not compiled.endswith(tuple(EXTENSION_SUFFIXES)):
+        return typing.get_type_hints(cls)
+    package, _, stem = cls.__module__.rpartition(".")
+    source = Path(next(iter(sys.modules[package].__path__))) / f"{stem}.py"
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    body = next(node.body for node in ast.walk(tree)
+                if isinstance(node, ast.ClassDef) and node.name == cls.__qualname__)
+    return {item.target.id: eval(ast.unparse(item.annotation), vars(module))  # noqa: S307
+            for item in body
+            if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)}
 
 
 def _compile(source: str, scope: dict[str, Any], name: str) -> Any:

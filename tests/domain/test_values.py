@@ -57,7 +57,12 @@ def test_each_field_changed_alone_and_all_together_match_dataclasses_replace(
     for f in fields:
         new = _different(getattr(value, f.name))
         assert new != getattr(value, f.name), f.name
-        expected = dataclasses.replace(value, **{f.name: new})  # type: ignore[type-var]
+        try:
+            expected = dataclasses.replace(value, **{f.name: new})  # type: ignore[type-var]
+        except TypeError:  # the compiled core's classes refuse a value outside the type
+            with pytest.raises(TypeError):
+                replace(value, **{f.name: new})
+            continue
         assert replace(value, **{f.name: new}) == expected
         everything[f.name] = new
     assert replace(value, **everything) == dataclasses.replace(value, **everything)  # type: ignore[type-var]
