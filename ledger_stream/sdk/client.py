@@ -97,9 +97,7 @@ class LedgerClient:
         self._admin_client: AdminClient | None = None
         self._ends: EndOffsets | None = None
         self._closed = False
-        sdk = self.settings.sdk
-        self.receipt_cache: ReceiptCache | None = ReceiptCache(
-            sdk.receipt_cache_size, sdk.receipt_cache_ttl_s) if sdk.receipt_cache else None
+        self.receipt_cache = ReceiptCache.from_settings(self.settings)
 
     @property
     def codec(self) -> AvroCodec:

@@ -14,6 +14,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.decide import DEFAULT_POLICY, decide
 from ledger_stream.domain.keys import args_hash, canonical_json
 from ledger_stream.domain.outputs import state_receipt
+from ledger_stream.domain.policy import ActionRules, Policy
 from ledger_stream.domain.state import KeyState, Phase, absent
 from ledger_stream.domain.transitions import enter
 from ledger_stream.sdk.receipt_cache import ReceiptCache
@@ -157,3 +158,48 @@ def test_a_closed_client_answers_nothing_from_its_cache() -> None:
     client.close()
     with pytest.raises(RuntimeError, match="closed"):
         client.submit(_intent(2))
+
+
+def _receipts(state: KeyState, intent: ev.Intent, policy: Policy, now: int) -> ev.Receipt:
+    (receipt,) = [o for o in decide(state, intent, policy, now).outputs
+                  if isinstance(o, ev.Receipt)]
+    return receipt
+
+
+def test_a_repeat_of_the_settling_intent_does_not_restart_the_window() -> None:
+    """The same intent submitted again (the retry a pending answer invites) is answered by
+    the processor at its own time: that receipt's time is not when the key settled, so a
+    cache that took it would answer past the key's seal."""
+    now = int(time.time() * 1000)
+    policy = replace(DEFAULT_POLICY, actions={"refund": ActionRules(replay_window_ms=60_000)})
+    cache = ReceiptCache(ttl_s=30)  # below the action's window, as the docs ask
+    first = _intent(1)
+    state, _ = _settle(first, now - 50_000)  # settled 50 s ago
+    cache.learn(first, _receipts(state, first, policy, now))  # the repeat's answer
+    later = _intent(2)
+    assert _receipts(state, later, policy, now + 15_000).reason is ev.Reason.EXPIRED_KEY
+    assert cache.answer(later) is None
+
+
+def test_an_action_window_below_the_ttl_bounds_it() -> None:
+    """The client's own settings name an action's replay window shorter than the TTL: the
+    cache answers that action's keys only within the window."""
+    settings = Settings(actions={"refund": {"replay_window_ms": 5_000}})
+    cache = ReceiptCache.from_settings(settings)
+    assert cache is not None and cache.ttl_s == 60
+    first = _intent(1)
+    cache.learn(first, _settle(first, int(time.time() * 1000) - 6_000)[1])
+    assert cache.answer(_intent(2)) is None
+
+
+def test_an_action_the_settings_say_needs_an_approval_is_never_answered() -> None:
+    """A duplicate without an approval of such an action is refused by the ledger
+    (``approval missing``): the cache leaves it to the ledger."""
+    cache = ReceiptCache.from_settings(Settings(approval_required_actions=["refund"]))
+    assert cache is not None
+    first = _intent(1)
+    state, settled = _settle(first, int(time.time() * 1000))
+    cache.learn(first, settled)
+    policy = replace(DEFAULT_POLICY, approval_required_actions=frozenset({"refund"}))
+    assert _receipts(state, _intent(2), policy, settled.at_ms).reason is ev.Reason.APPROVAL
+    assert cache.answer(_intent(2)) is None
