@@ -203,3 +203,35 @@ def test_an_action_the_settings_say_needs_an_approval_is_never_answered() -> Non
     policy = replace(DEFAULT_POLICY, approval_required_actions=frozenset({"refund"}))
     assert _receipts(state, _intent(2), policy, settled.at_ms).reason is ev.Reason.APPROVAL
     assert cache.answer(_intent(2)) is None
+
+
+EXITS_UNCLOSED = """
+import sys, time
+from ledger_stream import LedgerClient
+from ledger_stream.config import Settings
+from ledger_stream.domain import events as ev
+client = LedgerClient(Settings(kafka_bootstrap="127.0.0.1:1", kafka_timeout_s=1))
+workflow = ev.Workflow("billing-bot", "1", "t-1", "refund")
+first = client.intent("acme/refund/r-1", "refund", "payments", {"amount": 1}, workflow=workflow)
+now = int(time.time() * 1000)
+client.receipt_cache.learn(first, ev.Receipt(
+    "r", first.key, first.event_id, ev.ReceiptStatus.SUCCEEDED, ev.Reason.NONE,
+    first.args_hash, 1, now, key_status=ev.ReceiptStatus.SUCCEEDED,
+    effect_intent_id=first.event_id))
+again = client.intent("acme/refund/r-1", "refund", "payments", {"amount": 1}, workflow=workflow)
+assert client.submit(again).answer is ev.Answer.ALREADY_DONE
+print(again.event_id)
+"""  # ends without close(), Kafka unreachable
+
+
+def test_a_cached_answer_never_recorded_is_said_when_the_process_ends_unclosed() -> None:
+    """Its caller got the answer; the intent never reached Kafka: the process says so as
+    it ends, rather than dropping the intent in the producer's queue unseen."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", EXITS_UNCLOSED], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()  # answered from the cache
+    assert "intent answered from the receipt cache not recorded" in done.stderr, done.stderr
