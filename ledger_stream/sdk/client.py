@@ -210,10 +210,17 @@ class LedgerClient:
                                       "ledger.receipt.cached": "true"}) as span:
             failpoint("before_intent")
             with self._reaching(f"record the intent for {intent.key}"):
-                self._producer.send_raw("intents", intent.key.encode("utf-8"),
-                                        self._codec.encode(intent),
-                                        headers=tracing.current_headers(),
-                                        on_delivery=report)
+                try:
+                    self._producer.send_raw("intents", intent.key.encode("utf-8"),
+                                            self._codec.encode(intent),
+                                            headers=tracing.current_headers(),
+                                            on_delivery=report, wait_for_room=False)
+                except BufferError:
+                    # The producer's queue is full (Kafka slow or gone): waiting for room
+                    # here would block an event loop (the async client answers from the
+                    # cache on it); the ledger's path waits off the loop, and reports.
+                    unacked.pop(intent.event_id, None)
+                    return None
             _answered(span, receipt, {})
         return receipt
 

@@ -235,3 +235,47 @@ def test_a_cached_answer_never_recorded_is_said_when_the_process_ends_unclosed()
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip()  # answered from the cache
     assert "intent answered from the receipt cache not recorded" in done.stderr, done.stderr
+
+
+def test_a_full_producer_queue_never_blocks_the_async_client_s_event_loop() -> None:
+    """Kafka gone and the producer's local queue full: a duplicate the cache could answer
+    is left to the ledger's path (which waits off the loop and says Kafka is unavailable)
+    rather than waiting for room on the event loop, which would stall every coroutine of
+    the process (the gateway's requests among them)."""
+    import asyncio
+    import threading
+
+    from ledger_stream import AsyncLedgerClient
+    from ledger_stream.kafka.producer import EventProducer
+    from ledger_stream.sdk.errors import LedgerUnavailable
+
+    settings = Settings(kafka_bootstrap="127.0.0.1:1", kafka_timeout_s=1)
+    client = AsyncLedgerClient(settings)
+    sync = client.client
+    sync._producer = EventProducer(settings, "127.0.0.1:1", sync.codec, acks="all",
+                                   **{"linger.ms": 0, "queue.buffering.max.messages": 1})
+    first = _intent(1)
+    assert sync.receipt_cache is not None
+    sync.receipt_cache.learn(first, _settle(first, int(time.time() * 1000))[1])
+    ticks: list[float] = []
+    outcome: list[object] = []
+
+    async def ticker() -> None:
+        while True:
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.05)
+
+    async def scenario() -> None:
+        beat = asyncio.create_task(ticker())
+        assert (await client.submit(_intent(2))).answer is ev.Answer.ALREADY_DONE  # queued
+        try:
+            await client.submit(_intent(3), wait=2)
+        except (LedgerUnavailable, TimeoutError) as exc:
+            outcome.append(exc)
+        beat.cancel()
+
+    runner = threading.Thread(target=asyncio.run, args=(scenario(),), daemon=True)
+    runner.start()
+    runner.join(30)
+    assert not runner.is_alive(), "the event loop is blocked in the producer's queue"
+    assert outcome and max(b - a for a, b in zip(ticks, ticks[1:], strict=False)) < 1.0
