@@ -246,9 +246,20 @@ def main(argv: list[str] | None = None) -> int:
     for result in args.results:
         try:
             report = json.loads(result.read_text())
-            written = render(report, args.out or result.parent, result.stem)
         except (OSError, ValueError) as exc:
             print(f"{result}: {exc}", file=sys.stderr)
+            return 2
+        try:
+            if not isinstance(report, dict):
+                raise TypeError(f"a JSON {type(report).__name__}, not an object")
+            written = render(report, args.out or result.parent, result.stem)
+        except OSError as exc:
+            print(f"{result}: {exc}", file=sys.stderr)
+            return 2
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+            # A field of another shape than the bench writes: name the file, no traceback.
+            print(f"{result}: not a bench result ({type(exc).__name__}: {exc})",
+                  file=sys.stderr)
             return 2
         except ChartsUnavailable as exc:
             print(exc, file=sys.stderr)

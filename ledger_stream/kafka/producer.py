@@ -112,9 +112,11 @@ class EventProducer:
                  partition: int | None = None,
                  headers: Sequence[tuple[str, bytes]] = (),
                  on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
-                 ) -> None:
+                 wait_for_room: bool = True) -> None:
         """``partition``: write there, not to the key's partition (Ticks, containment);
-        ``on_delivery``: this record's report goes there instead of the shared list."""
+        ``on_delivery``: this record's report goes there instead of the shared list;
+        ``wait_for_room=False``: a full local queue raises BufferError at once instead of
+        waiting for deliveries to drain it (a caller that must not block)."""
         refuse_if_forbidden(f"to {role}")
         topic = self._settings.topic(role)
         extra: dict[str, Any] = {"headers": list(headers)} if headers else {}
@@ -126,6 +128,8 @@ class EventProducer:
                                        on_delivery=on_delivery or self._report, **extra)
                 break
             except BufferError:
+                if not wait_for_room:
+                    raise
                 self._producer.poll(0.1)  # local queue full: let deliveries drain
         self._producer.poll(0)
 

@@ -146,6 +146,13 @@ def policy_knobs(policy: Policy) -> dict[str, object]:
             value = {action: {f.name: _plain(getattr(r, f.name)) for f in fields(r)}
                      for action, r in sorted(value.items())}
         knobs[knob.name] = _plain(value)
+    # Which approvals count is a knob too, though the keys themselves are not: a revoked
+    # key id refuses its approvals, and development mode accepts HMAC ones. Named only when
+    # set (a policy without either keeps its revision); never the secret, only its use.
+    keys = policy.approval_keys
+    if keys.revoked or keys.dev_secret is not None:
+        knobs["approvals"] = {"revoked": sorted(keys.revoked),
+                              "dev_mode": keys.dev_secret is not None}
     return knobs
 
 
@@ -159,8 +166,9 @@ def _plain(value: object) -> object:
 
 def policy_revision(policy: Policy) -> str:
     """A short digest of every knob that decides an action's fate (:func:`policy_knobs`:
-    the approver keys aside): two processors with the same revision decide every action
-    alike, and a changed knob changes it. Receipts an action's rule decided name it."""
+    the approver keys and any secret aside, the revoked key ids and development mode in):
+    two processors with the same revision decide every action alike, and a changed knob
+    changes it. Receipts an action's rule decided name it."""
     text = json.dumps(policy_knobs(policy), sort_keys=True, separators=(",", ":"))
     return "p-" + hashlib.sha256(text.encode()).hexdigest()[:12]
 

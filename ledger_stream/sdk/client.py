@@ -11,10 +11,12 @@ with the original outcome.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -97,9 +99,13 @@ class LedgerClient:
         self._admin_client: AdminClient | None = None
         self._ends: EndOffsets | None = None
         self._closed = False
-        sdk = self.settings.sdk
-        self.receipt_cache: ReceiptCache | None = ReceiptCache(
-            sdk.receipt_cache_size, sdk.receipt_cache_ttl_s) if sdk.receipt_cache else None
+        self.receipt_cache = ReceiptCache.from_settings(self.settings)
+        # Intents answered from the cache, not acknowledged yet (event id: key). A process
+        # that ends without close() would drop them in librdkafka's queue unseen: at exit
+        # (or when the client is collected) they are waited for, and the rest logged.
+        self._cache_unacked: dict[str, str] = {}
+        weakref.finalize(self, _unrecorded_at_exit, self._producer, self._cache_unacked,
+                         self.settings.connection.timeout_s)
 
     @property
     def codec(self) -> AvroCodec:
@@ -187,7 +193,11 @@ class LedgerClient:
         if cache is None or receipt is None:
             return None
 
+        unacked = self._cache_unacked
+        unacked[intent.event_id] = intent.key
+
         def report(error: KafkaError | None, _msg: object) -> None:
+            unacked.pop(intent.event_id, None)
             if error is not None:  # never silent: logged, listed, and the key asks again
                 why = f"{intent.key} {intent.event_id}: {error.str()}"
                 logger.error("intent answered from the receipt cache not recorded",
@@ -200,10 +210,17 @@ class LedgerClient:
                                       "ledger.receipt.cached": "true"}) as span:
             failpoint("before_intent")
             with self._reaching(f"record the intent for {intent.key}"):
-                self._producer.send_raw("intents", intent.key.encode("utf-8"),
-                                        self._codec.encode(intent),
-                                        headers=tracing.current_headers(),
-                                        on_delivery=report)
+                try:
+                    self._producer.send_raw("intents", intent.key.encode("utf-8"),
+                                            self._codec.encode(intent),
+                                            headers=tracing.current_headers(),
+                                            on_delivery=report, wait_for_room=False)
+                except BufferError:
+                    # The producer's queue is full (Kafka slow or gone): waiting for room
+                    # here would block an event loop (the async client answers from the
+                    # cache on it); the ledger's path waits off the loop, and reports.
+                    unacked.pop(intent.event_id, None)
+                    return None
             _answered(span, receipt, {})
         return receipt
 
@@ -356,6 +373,21 @@ class LedgerClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _unrecorded_at_exit(producer: EventProducer, unacked: dict[str, str],
+                        timeout_s: float) -> None:
+    """Wait up to ``timeout_s`` for the intents answered from the receipt cache that Kafka
+    has not acknowledged yet; log each one still not acknowledged as not recorded (their
+    callers were answered, so only this line says the ledger never saw them)."""
+    if not unacked:
+        return
+    with contextlib.suppress(DeliveryFailed):  # each one left is logged below
+        producer.flush(timeout_s)  # serves the delivery reports, refusals logged by them
+    for event_id, key in list(unacked.items()):
+        logger.error("intent answered from the receipt cache not recorded", extra=log_fields(
+            key=key, event_id=event_id,
+            err=f"not acknowledged within {timeout_s:g} s before the client went away"))
 
 
 def _check(intent: ev.Intent) -> None:

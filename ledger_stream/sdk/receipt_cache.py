@@ -22,9 +22,15 @@ What is never answered here (the ledger is asked, as without the cache):
 - an action this client saw frozen (an answer with reason ``frozen``) or refused for its
   approval, from then on for this cache's lifetime;
 - a key settled longer ago than ``ttl_s`` (by the processor's time of the settling receipt
-  and by this client's clock since it learned it, whichever is longer): keep ``ttl_s``
-  below the shortest replay window of the actions this client submits (the ledger seals a
-  key after it and answers ``expired_key``).
+  and by this client's clock since it learned it, whichever is longer), or than its
+  action's replay window when this client's settings name a shorter one (the ledger seals
+  a key after it and answers ``expired_key``): keep ``ttl_s`` below the shortest replay
+  window of the actions this client submits when the client's settings do not hold them;
+- a key learned only from the answer to its settling intent submitted again (the retry a
+  pending answer invites): the processor wrote that receipt when it answered, not when the
+  key settled, so the window cannot be told from it;
+- an action this client's settings say needs an approval (the ledger refuses a duplicate
+  without one).
 
 Each tenant (the key's first part) has its own bounded map, least recently used first out,
 in this client alone: a client holds one credential, and a tenant only ever reads the
@@ -36,11 +42,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ledger_stream.domain import events as ev
 from ledger_stream.domain import ids
 from ledger_stream.domain.keys import tenant_of
+from ledger_stream.settings.loading import Settings
 
 # Succeeded only: a failed key still turns succeeded when a late report of its effect comes
 # (``late_effect``), and the ledger then answers a duplicate "succeeded".
@@ -59,15 +67,37 @@ class Settled:
 class ReceiptCache:
     """Settled keys of one client, per tenant, bounded (``size`` keys per tenant)."""
 
-    def __init__(self, size: int = 10_000, ttl_s: float = 60.0, *, tenants: int = 1_000) -> None:
+    def __init__(self, size: int = 10_000, ttl_s: float = 60.0, *, tenants: int = 1_000,
+                 windows_s: Mapping[str, float] | None = None,
+                 approval_actions: Iterable[str] = ()) -> None:
+        """``windows_s``: replay windows by action (seconds) shorter than ``ttl_s``, which
+        bound that action's keys; ``approval_actions``: actions never answered here."""
         if size < 1 or ttl_s <= 0 or tenants < 1:
             raise ValueError("size and tenants must be at least 1, ttl_s above 0")
         self.size, self.ttl_s, self._tenants_max = size, ttl_s, tenants
+        self._windows_s = dict(windows_s or {})
+        self._approval_actions = frozenset(approval_actions)
         self._tenants: OrderedDict[str, OrderedDict[str, Settled]] = OrderedDict()
         self._refused: set[tuple[str, str]] = set()  # (tenant, action): frozen or approval
         self._lock = threading.Lock()
         self.hits = 0
         self.unrecorded: list[str] = []  # "key event_id: why" of intents Kafka refused
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ReceiptCache | None:
+        """The cache ``settings.sdk`` asks for (None: off), bounded by the replay windows
+        and approval rules the same settings give the ledger (``policy``, ``topics``)."""
+        sdk = settings.sdk
+        if not sdk.receipt_cache:
+            return None
+        ledger_s = settings.topics.replay_window_ms / 1000
+        windows = {action: min(rules.replay_window_ms / 1000, ledger_s)
+                   for action, rules in settings.policy.actions.items()
+                   if rules.replay_window_ms is not None}
+        approval = {*settings.policy.required_actions,
+                    *(a for a, rules in settings.policy.actions.items() if rules.approval)}
+        return cls(sdk.receipt_cache_size, min(sdk.receipt_cache_ttl_s, ledger_s),
+                   windows_s=windows, approval_actions=approval)
 
     def learn(self, intent: ev.Intent, receipt: ev.Receipt) -> None:
         """Note ``receipt``, the answer a submit of ``intent`` got from the ledger."""
@@ -77,12 +107,14 @@ class ReceiptCache:
                 self._refused.add((tenant, intent.action))
                 self._drop_locked(tenant, intent.key)
                 return
-            # Only this intent's own effect, settled: its receipt's time is when the key
-            # settled (a later answer's is the answer's, and the window counts from the
-            # settling), and it names the arguments the key holds.
+            # Only this intent's own effect, settled, by the change of the key itself (no
+            # origin: not an answer to an intent): its receipt's time is when the key
+            # settled (an answer's, even to this same intent sent again, is the answer's,
+            # and the window counts from the settling), and it names the arguments held.
             final = receipt.status in FINAL and receipt.key_status is receipt.status \
                 and receipt.effect_intent_id == intent.event_id == receipt.intent_event_id \
-                and receipt.args_hash == intent.args_hash and intent.approval is None
+                and receipt.args_hash == intent.args_hash and intent.approval is None \
+                and receipt.origin == ""
             if not final:
                 self._drop_locked(tenant, intent.key)  # what was known is not any more
                 return
@@ -99,7 +131,8 @@ class ReceiptCache:
         """The ledger's answer to ``intent`` when this cache may give it, else None."""
         tenant = tenant_of(intent.key)
         with self._lock:
-            if intent.approval is not None or (tenant, intent.action) in self._refused:
+            if intent.approval is not None or (tenant, intent.action) in self._refused \
+                    or intent.action in self._approval_actions:
                 return None
             keys = self._tenants.get(tenant)
             if keys is None:
@@ -109,7 +142,8 @@ class ReceiptCache:
                 return None
             now_ms = int(time.time() * 1000)
             age_s = max(now_ms - settled.receipt.at_ms, 0) / 1000
-            if max(age_s, time.monotonic() - settled.learned_at) >= self.ttl_s:
+            ttl_s = min(self.ttl_s, self._windows_s.get(intent.action, self.ttl_s))
+            if max(age_s, time.monotonic() - settled.learned_at) >= ttl_s:
                 self._drop_locked(tenant, intent.key)
                 return None
             self.hits += 1

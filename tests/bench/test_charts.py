@@ -137,3 +137,19 @@ def test_the_processor_s_stage_lines_are_summed_over_its_windows(tmp_path: Path)
     assert found["max_ms"] == {"poll": 5.0, "flush": 9.0}
     assert (found["gc_pauses"], found["gc_ms"]) == (2, 1.0)
     assert summed(tmp_path / "absent.log") is None
+
+
+@pytest.mark.parametrize("text", [
+    "[1, 2]",  # not an object
+    '{"arms": []}',
+    '{"arms": {"latency": {"runs": [{"notes": {"cdf_ms": {"ledger": [[0.5]]}}}]}}}',
+    '{"arms": {"ledger-alo": {"runs": [{"notes": {"batch_stages": '
+    '{"batches": 2, "mean_ms": {"poll": 1.0}}}}]}}}',  # no records
+    '{"alo": {"stages_us": {"decide": 1.0}, "us": "fast"}}',
+])
+def test_a_result_that_is_not_a_bench_result_is_named_not_a_traceback(
+        tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    result = tmp_path / "odd.json"
+    result.write_text(text)
+    assert charts.main([str(result)]) == 2
+    assert f"{result}: not a bench result" in capsys.readouterr().err

@@ -62,3 +62,19 @@ def test_processors_apart_in_a_timing_knob_report_apart(setting: str) -> None:
     base = policy_from(Settings())
     other = policy_from(Settings(**{setting: getattr(base, setting) + 1000}))
     assert other.revision != base.revision
+
+
+def test_which_approvals_count_changes_the_revision_but_no_secret_is_in_it() -> None:
+    """A revoked approver key refuses its approvals and development mode accepts HMAC
+    ones: two processors apart in either decide approvals apart, so their revisions differ.
+    The development secret's value is never part of what is digested."""
+    from ledger_stream.domain.approval import ApprovalKeys
+    from ledger_stream.processor.policy import policy_knobs
+
+    base = policy_from(Settings())
+    revoked = replace(base, approval_keys=ApprovalKeys.of({}, frozenset({"ann-2025"})))
+    dev = replace(base, approval_keys=ApprovalKeys(dev_secret=b"s3cret-one"))
+    other_dev = replace(base, approval_keys=ApprovalKeys(dev_secret=b"s3cret-two"))
+    assert len({policy_revision(p) for p in (base, revoked, dev)}) == 3
+    assert policy_revision(dev) == policy_revision(other_dev)
+    assert "s3cret" not in str(policy_knobs(dev))

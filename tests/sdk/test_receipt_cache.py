@@ -14,6 +14,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.decide import DEFAULT_POLICY, decide
 from ledger_stream.domain.keys import args_hash, canonical_json
 from ledger_stream.domain.outputs import state_receipt
+from ledger_stream.domain.policy import ActionRules, Policy
 from ledger_stream.domain.state import KeyState, Phase, absent
 from ledger_stream.domain.transitions import enter
 from ledger_stream.sdk.receipt_cache import ReceiptCache
@@ -157,3 +158,124 @@ def test_a_closed_client_answers_nothing_from_its_cache() -> None:
     client.close()
     with pytest.raises(RuntimeError, match="closed"):
         client.submit(_intent(2))
+
+
+def _receipts(state: KeyState, intent: ev.Intent, policy: Policy, now: int) -> ev.Receipt:
+    (receipt,) = [o for o in decide(state, intent, policy, now).outputs
+                  if isinstance(o, ev.Receipt)]
+    return receipt
+
+
+def test_a_repeat_of_the_settling_intent_does_not_restart_the_window() -> None:
+    """The same intent submitted again (the retry a pending answer invites) is answered by
+    the processor at its own time: that receipt's time is not when the key settled, so a
+    cache that took it would answer past the key's seal."""
+    now = int(time.time() * 1000)
+    policy = replace(DEFAULT_POLICY, actions={"refund": ActionRules(replay_window_ms=60_000)})
+    cache = ReceiptCache(ttl_s=30)  # below the action's window, as the docs ask
+    first = _intent(1)
+    state, _ = _settle(first, now - 50_000)  # settled 50 s ago
+    cache.learn(first, _receipts(state, first, policy, now))  # the repeat's answer
+    later = _intent(2)
+    assert _receipts(state, later, policy, now + 15_000).reason is ev.Reason.EXPIRED_KEY
+    assert cache.answer(later) is None
+
+
+def test_an_action_window_below_the_ttl_bounds_it() -> None:
+    """The client's own settings name an action's replay window shorter than the TTL: the
+    cache answers that action's keys only within the window."""
+    settings = Settings(actions={"refund": {"replay_window_ms": 5_000}})
+    cache = ReceiptCache.from_settings(settings)
+    assert cache is not None and cache.ttl_s == 60
+    first = _intent(1)
+    cache.learn(first, _settle(first, int(time.time() * 1000) - 6_000)[1])
+    assert cache.answer(_intent(2)) is None
+
+
+def test_an_action_the_settings_say_needs_an_approval_is_never_answered() -> None:
+    """A duplicate without an approval of such an action is refused by the ledger
+    (``approval missing``): the cache leaves it to the ledger."""
+    cache = ReceiptCache.from_settings(Settings(approval_required_actions=["refund"]))
+    assert cache is not None
+    first = _intent(1)
+    state, settled = _settle(first, int(time.time() * 1000))
+    cache.learn(first, settled)
+    policy = replace(DEFAULT_POLICY, approval_required_actions=frozenset({"refund"}))
+    assert _receipts(state, _intent(2), policy, settled.at_ms).reason is ev.Reason.APPROVAL
+    assert cache.answer(_intent(2)) is None
+
+
+EXITS_UNCLOSED = """
+import sys, time
+from ledger_stream import LedgerClient
+from ledger_stream.config import Settings
+from ledger_stream.domain import events as ev
+client = LedgerClient(Settings(kafka_bootstrap="127.0.0.1:1", kafka_timeout_s=1))
+workflow = ev.Workflow("billing-bot", "1", "t-1", "refund")
+first = client.intent("acme/refund/r-1", "refund", "payments", {"amount": 1}, workflow=workflow)
+now = int(time.time() * 1000)
+client.receipt_cache.learn(first, ev.Receipt(
+    "r", first.key, first.event_id, ev.ReceiptStatus.SUCCEEDED, ev.Reason.NONE,
+    first.args_hash, 1, now, key_status=ev.ReceiptStatus.SUCCEEDED,
+    effect_intent_id=first.event_id))
+again = client.intent("acme/refund/r-1", "refund", "payments", {"amount": 1}, workflow=workflow)
+assert client.submit(again).answer is ev.Answer.ALREADY_DONE
+print(again.event_id)
+"""  # ends without close(), Kafka unreachable
+
+
+def test_a_cached_answer_never_recorded_is_said_when_the_process_ends_unclosed() -> None:
+    """Its caller got the answer; the intent never reached Kafka: the process says so as
+    it ends, rather than dropping the intent in the producer's queue unseen."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", EXITS_UNCLOSED], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()  # answered from the cache
+    assert "intent answered from the receipt cache not recorded" in done.stderr, done.stderr
+
+
+def test_a_full_producer_queue_never_blocks_the_async_client_s_event_loop() -> None:
+    """Kafka gone and the producer's local queue full: a duplicate the cache could answer
+    is left to the ledger's path (which waits off the loop and says Kafka is unavailable)
+    rather than waiting for room on the event loop, which would stall every coroutine of
+    the process (the gateway's requests among them)."""
+    import asyncio
+    import threading
+
+    from ledger_stream import AsyncLedgerClient
+    from ledger_stream.kafka.producer import EventProducer
+    from ledger_stream.sdk.errors import LedgerUnavailable
+
+    settings = Settings(kafka_bootstrap="127.0.0.1:1", kafka_timeout_s=1)
+    client = AsyncLedgerClient(settings)
+    sync = client.client
+    sync._producer = EventProducer(settings, "127.0.0.1:1", sync.codec, acks="all",
+                                   **{"linger.ms": 0, "queue.buffering.max.messages": 1})
+    first = _intent(1)
+    assert sync.receipt_cache is not None
+    sync.receipt_cache.learn(first, _settle(first, int(time.time() * 1000))[1])
+    ticks: list[float] = []
+    outcome: list[object] = []
+
+    async def ticker() -> None:
+        while True:
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.05)
+
+    async def scenario() -> None:
+        beat = asyncio.create_task(ticker())
+        assert (await client.submit(_intent(2))).answer is ev.Answer.ALREADY_DONE  # queued
+        try:
+            await client.submit(_intent(3), wait=2)
+        except (LedgerUnavailable, TimeoutError) as exc:
+            outcome.append(exc)
+        beat.cancel()
+
+    runner = threading.Thread(target=asyncio.run, args=(scenario(),), daemon=True)
+    runner.start()
+    runner.join(30)
+    assert not runner.is_alive(), "the event loop is blocked in the producer's queue"
+    assert outcome and max(b - a for a, b in zip(ticks, ticks[1:], strict=False)) < 1.0
