@@ -6,7 +6,10 @@ from typing import Any
 
 from ledger_stream.config import Settings
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
+from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.producer import producer_config
+from ledger_stream.processor.delivery import AtLeastOnceDelivery, Delivery, ExactlyOnceDelivery
+from ledger_stream.processor.exceptions import BatchAbandoned, ProcessorError
 
 # librdkafka's own log lines go through Python logging: one structured line each.
 LIBRDKAFKA = CLIENT_CONFIG
@@ -97,3 +100,20 @@ def producer_settings(bootstrap: str, transactional: str | None) -> dict[str, An
         config["transactional.id"] = transactional
         config["transaction.timeout.ms"] = TRANSACTION_TIMEOUT_MS
     return config
+
+
+def delivery_for(settings: Settings, bootstrap: str, instance: str,
+                 consumer: Consumer) -> Delivery:
+    """The delivery the processing guarantee names, its producer started (transactional
+    under exactly once, named for the group and ``instance``); ProcessorError, one line,
+    when the producer cannot start."""
+    group = settings.processor.consumer_group
+    exactly_once = settings.processor.processing_guarantee == "exactly-once"
+    producer = producer_settings(
+        bootstrap, transactional_id(group, instance) if exactly_once else None)
+    try:
+        if exactly_once:
+            return ExactlyOnceDelivery(producer, settings.topic("changelog"))
+        return AtLeastOnceDelivery(producer, settings.topic("changelog"), consumer)
+    except BatchAbandoned as exc:
+        raise ProcessorError(f"cannot start the producer: {exc.reason}") from exc

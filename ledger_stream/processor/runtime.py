@@ -40,7 +40,6 @@ from ledger_stream.processor import clients, collector, metrics
 from ledger_stream.processor.assignment import Assignment
 from ledger_stream.processor.batch import Batch, in_time_order, rewind_to
 from ledger_stream.processor.checkpoint import Checkpoint
-from ledger_stream.processor.delivery import AtLeastOnceDelivery, Delivery, ExactlyOnceDelivery
 from ledger_stream.processor.exceptions import BatchAbandoned, ProcessorError
 from ledger_stream.processor.layout import LayoutWatch, adopt_layout
 from ledger_stream.processor.policy import announce, policy_from
@@ -56,10 +55,9 @@ logger = logging.getLogger(__name__)
 
 POLL_S = 0.1
 # After SIGTERM (docs/operations.md, "Stopping"): the batch in flight and its abort get
-# STOP_CALLS_S, leaving the group and closing the stores until STOP_CLOSE_S, and at
-# STOP_BOUND_S the kernel ends the process (SIGALRM) whatever still blocks (a librdkafka
-# call that ignores its timeout): inside the usual 30 s grace before a SIGKILL. Ending
-# there is as safe as a crash; a clean stop only spares the group's session timeout.
+# STOP_CALLS_S, leaving the group and closing the stores until STOP_CLOSE_S; at STOP_BOUND_S
+# SIGALRM ends the process whatever still blocks, inside the usual 30 s before a SIGKILL
+# (as safe as a crash; a clean stop only spares the group's session timeout).
 STOP_CALLS_S, STOP_CLOSE_S, STOP_BOUND_S = 12.0, 20.0, 25
 BACKOFF_FIRST_S, BACKOFF_MAX_S = 0.5, 10.0
 OUTPUT_ROLES = ("dispatch", "receipts", "alerts", "dlq", "attempts", "changelog", "intents")
@@ -72,10 +70,8 @@ class Processor:
 
     def __init__(self, settings: Settings, codec: AvroCodec | None = None,
                  stop: threading.Event | None = None, policy: Policy | None = None) -> None:
-        """``stop``: set by a SIGTERM that came while the process was still starting (the
-        command installs its handler first); the loop then never starts. ``policy``: the
-        one ``settings`` give, when the caller built it already (it is announced here, and
-        the same object decides)."""
+        """``stop``: set by a SIGTERM during start-up (the loop then never starts).
+        ``policy``: the one ``settings`` give, built by the caller (announced and used)."""
         self.settings = settings
         # First: a missing approval secret is refused at once.
         policy = policy if policy is not None else policy_from(settings)
@@ -103,15 +99,7 @@ class Processor:
                                       self._ends,
                                       incremental=settings.processor.group_protocol == "consumer")
         self._assignment.home_count = partitions if layout.grown_from else None
-        exactly_once = settings.processor.processing_guarantee == "exactly-once"
-        producer = clients.producer_settings(
-            bootstrap, clients.transactional_id(group, self.instance) if exactly_once else None)
-        try:
-            delivery: Delivery = (
-                ExactlyOnceDelivery(producer, settings.topic("changelog")) if exactly_once
-                else AtLeastOnceDelivery(producer, settings.topic("changelog"), self._consumer))
-        except BatchAbandoned as exc:
-            raise ProcessorError(f"cannot start the producer: {exc.reason}") from exc
+        delivery = clients.delivery_for(settings, bootstrap, self.instance, self._consumer)
         topics = {role: settings.topic(role) for role in OUTPUT_ROLES}
         self._bootstrap = bootstrap
         self._topic_names = sorted({*topics.values(), *self._inputs})

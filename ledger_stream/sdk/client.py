@@ -11,12 +11,9 @@ with the original outcome.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -30,7 +27,6 @@ from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import args_hash, canonical_json, tenant_of
 from ledger_stream.domain.validation import invalid_reason
-from ledger_stream.domain.values import replace
 from ledger_stream.failpoints import failpoint
 from ledger_stream.history import Located, TimelineRow, evidence, read_key, timeline
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
@@ -40,23 +36,23 @@ from ledger_stream.kafka.exceptions import DeliveryFailed, KafkaSetupError, kafk
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.receipts import key_receipts
-from ledger_stream.logs import log_fields
 from ledger_stream.sdk import dry_run
+from ledger_stream.sdk.cached_answers import CachedAnswers
 from ledger_stream.sdk.errors import (
     InvalidIntentError,
     LedgerUnavailable,
     NoTimelineError,
     raise_for,
 )
+from ledger_stream.sdk.follow import PENDING as PENDING
+from ledger_stream.sdk.follow import Follow as _Follow
+from ledger_stream.sdk.follow import answered as _answered
+from ledger_stream.sdk.follow import span_attributes as _span_attributes
 from ledger_stream.sdk.receipt_cache import ReceiptCache
 from ledger_stream.sdk.receipt_hub import AsyncReceiptWaiter, ReceiptHub
 from ledger_stream.sdk.view_client import ViewClient
 from ledger_stream.serde import AvroCodec, make_codec
 
-logger = logging.getLogger(__name__)
-
-PENDING = frozenset({ev.ReceiptStatus.ACCEPTED, ev.ReceiptStatus.IN_PROGRESS,
-                     ev.ReceiptStatus.RECONCILING})
 # Kafka's own waits inside a submit (the intent's acknowledgement, a partition's first end
 # offset) are bounded by what is left of ``wait``, get at least this much, and never more
 # than their own limits (a long wait must not hold the receipts' assignment lock longer).
@@ -100,12 +96,8 @@ class LedgerClient:
         self._ends: EndOffsets | None = None
         self._closed = False
         self.receipt_cache = ReceiptCache.from_settings(self.settings)
-        # Intents answered from the cache, not acknowledged yet (event id: key). A process
-        # that ends without close() would drop them in librdkafka's queue unseen: at exit
-        # (or when the client is collected) they are waited for, and the rest logged.
-        self._cache_unacked: dict[str, str] = {}
-        weakref.finalize(self, _unrecorded_at_exit, self._producer, self._cache_unacked,
-                         self.settings.connection.timeout_s)
+        self._cached_answers = None if self.receipt_cache is None else CachedAnswers(
+            self.receipt_cache, self._producer, self._codec, self.settings.connection.timeout_s)
 
     @property
     def codec(self) -> AvroCodec:
@@ -184,45 +176,12 @@ class LedgerClient:
         return raise_for(receipt) if raise_errors else receipt
 
     def _cached(self, intent: ev.Intent) -> ev.Receipt | None:
-        """The receipt cache's answer to ``intent`` (receipt_cache.py), its intent produced
+        """The receipt cache's answer to ``intent`` (cached_answers.py), its intent produced
         for the record without waiting; None when the ledger must answer."""
         if self._closed:  # as a submit to the ledger would say (its producer is gone)
             raise RuntimeError("the LedgerClient is closed")
-        cache = self.receipt_cache
-        receipt = cache.answer(intent) if cache is not None else None
-        if cache is None or receipt is None:
-            return None
-
-        unacked = self._cache_unacked
-        unacked[intent.event_id] = intent.key
-
-        def report(error: KafkaError | None, _msg: object) -> None:
-            unacked.pop(intent.event_id, None)
-            if error is not None:  # never silent: logged, listed, and the key asks again
-                why = f"{intent.key} {intent.event_id}: {error.str()}"
-                logger.error("intent answered from the receipt cache not recorded",
-                             extra=log_fields(key=intent.key, event_id=intent.event_id,
-                                              err=error.str()))
-                cache.forget(intent.key, why)
-
-        with tracing.span(f"ledger.submit {intent.action}", kind="producer",
-                          attributes={**_span_attributes(intent),
-                                      "ledger.receipt.cached": "true"}) as span:
-            failpoint("before_intent")
-            with self._reaching(f"record the intent for {intent.key}"):
-                try:
-                    self._producer.send_raw("intents", intent.key.encode("utf-8"),
-                                            self._codec.encode(intent),
-                                            headers=tracing.current_headers(),
-                                            on_delivery=report, wait_for_room=False)
-                except BufferError:
-                    # The producer's queue is full (Kafka slow or gone): waiting for room
-                    # here would block an event loop (the async client answers from the
-                    # cache on it); the ledger's path waits off the loop, and reports.
-                    unacked.pop(intent.event_id, None)
-                    return None
-            _answered(span, receipt, {})
-        return receipt
+        answers = self._cached_answers
+        return None if answers is None else answers.answer(intent, self._producer, self._reaching)
 
     def _learn(self, intent: ev.Intent, receipt: ev.Receipt) -> None:
         if self.receipt_cache is not None:
@@ -375,21 +334,6 @@ class LedgerClient:
         self.close()
 
 
-def _unrecorded_at_exit(producer: EventProducer, unacked: dict[str, str],
-                        timeout_s: float) -> None:
-    """Wait up to ``timeout_s`` for the intents answered from the receipt cache that Kafka
-    has not acknowledged yet; log each one still not acknowledged as not recorded (their
-    callers were answered, so only this line says the ledger never saw them)."""
-    if not unacked:
-        return
-    with contextlib.suppress(DeliveryFailed):  # each one left is logged below
-        producer.flush(timeout_s)  # serves the delivery reports, refusals logged by them
-    for event_id, key in list(unacked.items()):
-        logger.error("intent answered from the receipt cache not recorded", extra=log_fields(
-            key=key, event_id=event_id,
-            err=f"not acknowledged within {timeout_s:g} s before the client went away"))
-
-
 def _check(intent: ev.Intent) -> None:
     """InvalidIntentError for an intent the processor would dead-letter: its caller would
     otherwise wait for an answer that never comes."""
@@ -419,57 +363,6 @@ async def _follow_async(hub: ReceiptHub, key: str, loop: asyncio.AbstractEventLo
 def _close_registered(registering: asyncio.Future[AsyncReceiptWaiter]) -> None:
     if not registering.cancelled() and registering.exception() is None:
         registering.result().close()
-
-
-def _span_attributes(intent: ev.Intent) -> dict[str, str]:
-    """Ids and hashes only: never the arguments."""
-    return {"ledger.operation_key": intent.key, "ledger.intent_event_id": intent.event_id,
-            "ledger.args_hash": intent.args_hash, "ledger.origin": intent.origin.value}
-
-
-def _answered(span: object, receipt: ev.Receipt, traces: dict[str, tracing.Headers]) -> None:
-    """The answer on the submit span, linked to the hop that produced it (the connector's
-    call, when the receipt settles an effect)."""
-    if span is None:
-        return
-    tracing.annotate(span, **{"ledger.receipt.status": receipt.status.value,
-                              "ledger.receipt.reason": receipt.reason.value})
-    tracing.link(span, traces.get(receipt.receipt_id, ()), **{"ledger.receipt_id":
-                                                              receipt.receipt_id})
-    if receipt.status in (ev.ReceiptStatus.REJECTED, ev.ReceiptStatus.FAILED):
-        tracing.failed(span, f"{receipt.status.value}: {receipt.reason.value}")
-
-
-class _Follow:
-    """Our answer among a key's receipts, then the key's changes until one is terminal."""
-
-    def __init__(self, intent: ev.Intent) -> None:
-        self._intent = intent
-        self._answer: ev.Receipt | None = None
-
-    @property
-    def done(self) -> bool:
-        return self._answer is not None and self._answer.status not in PENDING
-
-    def take(self, receipts: list[ev.Receipt]) -> None:
-        for receipt in receipts:
-            if self.done:
-                return
-            if self._answer is None and receipt.intent_event_id != self._intent.event_id:
-                continue  # written before our answer
-            if self._answer is not None and receipt.status is not receipt.key_status:
-                continue  # another intent's rejection: not a change of the key
-            # A change of the key answers the intent that holds it; as our answer it names
-            # our intent, so that ``answer`` reads already_done when that one is not ours.
-            self._answer = receipt if receipt.intent_event_id == self._intent.event_id \
-                else replace(receipt, intent_event_id=self._intent.event_id)
-
-    def answer(self) -> ev.Receipt:
-        """The terminal receipt, or the latest pending one; TimeoutError if none came."""
-        if self._answer is None:
-            raise TimeoutError(f"no receipt for {self._intent.key} within the wait; the "
-                               "intent is recorded and will be decided: submit it again to ask")
-        return self._answer
 
 
 class AsyncLedgerClient:

@@ -1,0 +1,100 @@
+"""A duplicate answered from the client's receipt cache (receipt_cache.py), its intent still
+recorded.
+
+The answer is given at once; the intent is produced for the record (and the ledger's alerts)
+without waiting for Kafka's acknowledgement. Never silently lost: a refused delivery is logged,
+and its key leaves the cache; intents still unacknowledged when the client goes away (closed
+or not) are waited for, and each one left is logged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import weakref
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+from confluent_kafka import KafkaError
+
+from ledger_stream import tracing
+from ledger_stream.domain import events as ev
+from ledger_stream.failpoints import failpoint
+from ledger_stream.kafka.exceptions import DeliveryFailed
+from ledger_stream.kafka.producer import EventProducer
+from ledger_stream.logs import log_fields
+from ledger_stream.sdk.follow import answered, span_attributes
+from ledger_stream.sdk.receipt_cache import ReceiptCache
+from ledger_stream.serde import AvroCodec
+
+logger = logging.getLogger(__name__)
+
+
+class CachedAnswers:
+    """The cache's answers for one client, and the intents they still have to record."""
+
+    def __init__(self, cache: ReceiptCache, producer: EventProducer, codec: AvroCodec,
+                 timeout_s: float) -> None:
+        self.cache = cache
+        self._codec = codec
+        # Intents answered from the cache, not acknowledged yet (event id: key). A process
+        # that ends without close() would drop them in librdkafka's queue unseen: at exit
+        # (or when the client is collected) they are waited for, and the rest logged.
+        self.unacked: dict[str, str] = {}
+        weakref.finalize(self, _unrecorded_at_exit, producer, self.unacked, timeout_s)
+
+    def answer(self, intent: ev.Intent, producer: EventProducer,
+               reaching: Callable[[str], AbstractContextManager[None]]) -> ev.Receipt | None:
+        """The receipt cache's answer to ``intent``, its intent produced for the record by
+        ``producer`` (the client's) without waiting; None when the ledger must answer.
+        ``reaching`` turns Kafka's errors into the client's (LedgerClient._reaching)."""
+        cache = self.cache
+        receipt = cache.answer(intent)
+        if receipt is None:
+            return None
+
+        unacked = self.unacked
+        unacked[intent.event_id] = intent.key
+
+        def report(error: KafkaError | None, _msg: object) -> None:
+            unacked.pop(intent.event_id, None)
+            if error is not None:  # never silent: logged, listed, and the key asks again
+                why = f"{intent.key} {intent.event_id}: {error.str()}"
+                logger.error("intent answered from the receipt cache not recorded",
+                             extra=log_fields(key=intent.key, event_id=intent.event_id,
+                                              err=error.str()))
+                cache.forget(intent.key, why)
+
+        with tracing.span(f"ledger.submit {intent.action}", kind="producer",
+                          attributes={**span_attributes(intent),
+                                      "ledger.receipt.cached": "true"}) as span:
+            failpoint("before_intent")
+            with reaching(f"record the intent for {intent.key}"):
+                try:
+                    producer.send_raw("intents", intent.key.encode("utf-8"),
+                                      self._codec.encode(intent),
+                                      headers=tracing.current_headers(),
+                                      on_delivery=report, wait_for_room=False)
+                except BufferError:
+                    # The producer's queue is full (Kafka slow or gone): waiting for room
+                    # here would block an event loop (the async client answers from the
+                    # cache on it); the ledger's path waits off the loop, and reports.
+                    unacked.pop(intent.event_id, None)
+                    return None
+            answered(span, receipt, {})
+        return receipt
+
+
+def _unrecorded_at_exit(producer: EventProducer, unacked: dict[str, str],
+                        timeout_s: float) -> None:
+    """Wait up to ``timeout_s`` for the intents answered from the receipt cache that Kafka
+    has not acknowledged yet; log each one still not acknowledged as not recorded (their
+    callers were answered, so only this line says the ledger never saw them)."""
+    if not unacked:
+        return
+    with contextlib.suppress(DeliveryFailed):  # each one left is logged below
+        producer.flush(timeout_s)  # serves the delivery reports, refusals logged by them
+    for event_id, key in list(unacked.items()):
+        logger.error("intent answered from the receipt cache not recorded", extra=log_fields(
+            key=key, event_id=event_id,
+            err=f"not acknowledged within {timeout_s:g} s before the client went away"))
