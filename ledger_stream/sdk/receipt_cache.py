@@ -54,6 +54,12 @@ from ledger_stream.settings.loading import Settings
 # (``late_effect``), and the ledger then answers a duplicate "succeeded".
 FINAL = frozenset({ev.ReceiptStatus.SUCCEEDED})
 UNRECORDED_KEPT = 1_000  # failed deliveries listed (the oldest dropped past it)
+# Bounds of one client's memory whatever the tenants (a gateway serves many): settled keys
+# across all tenants (the least recently used tenant's oldest first out), and the actions
+# seen frozen or refused for their approval (past it the cache answers nothing: forgetting
+# one would answer for an action the ledger refuses).
+TOTAL_KEPT = 100_000
+REFUSED_KEPT = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,16 +71,19 @@ class Settled:
 
 
 class ReceiptCache:
-    """Settled keys of one client, per tenant, bounded (``size`` keys per tenant)."""
+    """Settled keys of one client, per tenant, bounded (``size`` keys per tenant, ``total``
+    across tenants)."""
 
     def __init__(self, size: int = 10_000, ttl_s: float = 60.0, *, tenants: int = 1_000,
+                 total: int = TOTAL_KEPT,
                  windows_s: Mapping[str, float] | None = None,
                  approval_actions: Iterable[str] = ()) -> None:
         """``windows_s``: replay windows by action (seconds) shorter than ``ttl_s``, which
         bound that action's keys; ``approval_actions``: actions never answered here."""
-        if size < 1 or ttl_s <= 0 or tenants < 1:
-            raise ValueError("size and tenants must be at least 1, ttl_s above 0")
-        self.size, self.ttl_s, self._tenants_max = size, ttl_s, tenants
+        if size < 1 or ttl_s <= 0 or tenants < 1 or total < 1:
+            raise ValueError("size, tenants and total must be at least 1, ttl_s above 0")
+        self.size, self.ttl_s, self._tenants_max, self.total = size, ttl_s, tenants, total
+        self._count = 0  # settled keys held, all tenants
         self._windows_s = dict(windows_s or {})
         self._approval_actions = frozenset(approval_actions)
         self._tenants: OrderedDict[str, OrderedDict[str, Settled]] = OrderedDict()
@@ -104,7 +113,8 @@ class ReceiptCache:
         tenant = tenant_of(intent.key)
         with self._lock:
             if receipt.reason is ev.Reason.FROZEN or receipt.reason is ev.Reason.APPROVAL:
-                self._refused.add((tenant, intent.action))
+                if len(self._refused) < REFUSED_KEPT:  # at the bound answer() gives nothing
+                    self._refused.add((tenant, intent.action))
                 self._drop_locked(tenant, intent.key)
                 return
             # Only this intent's own effect, settled, by the change of the key itself (no
@@ -120,19 +130,28 @@ class ReceiptCache:
                 return
             keys = self._tenants.pop(tenant, None) or OrderedDict()
             self._tenants[tenant] = keys
-            keys.pop(intent.key, None)
+            self._count -= keys.pop(intent.key, None) is not None
             keys[intent.key] = Settled(receipt, time.monotonic())
+            self._count += 1
             while len(keys) > self.size:
                 keys.popitem(last=False)
+                self._count -= 1
             while len(self._tenants) > self._tenants_max:
-                self._tenants.popitem(last=False)
+                self._count -= len(self._tenants.popitem(last=False)[1])
+            while self._count > self.total:  # the least recently used tenant's oldest
+                oldest_tenant, oldest = next(iter(self._tenants.items()))
+                oldest.popitem(last=False)
+                self._count -= 1
+                if not oldest:
+                    del self._tenants[oldest_tenant]
 
     def answer(self, intent: ev.Intent) -> ev.Receipt | None:
         """The ledger's answer to ``intent`` when this cache may give it, else None."""
         tenant = tenant_of(intent.key)
         with self._lock:
             if intent.approval is not None or (tenant, intent.action) in self._refused \
-                    or intent.action in self._approval_actions:
+                    or intent.action in self._approval_actions \
+                    or len(self._refused) >= REFUSED_KEPT:
                 return None
             keys = self._tenants.get(tenant)
             if keys is None:
@@ -161,7 +180,7 @@ class ReceiptCache:
     def _drop_locked(self, tenant: str, key: str) -> None:
         keys = self._tenants.get(tenant)
         if keys is not None:
-            keys.pop(key, None)
+            self._count -= keys.pop(key, None) is not None
 
 
 def _duplicate_answer(settled: ev.Receipt, intent: ev.Intent, now_ms: int) -> ev.Receipt:

@@ -132,6 +132,39 @@ def test_each_tenant_has_its_own_bounded_map() -> None:
     assert cache.answer(_intent(12, key="beta/refund/a")) is not None  # not acme's bound
 
 
+def test_the_cache_is_bounded_across_tenants_too() -> None:
+    """A gateway's client serves every tenant: past ``total`` settled keys in all, the
+    least recently used tenant's oldest key goes first, whatever each tenant's own bound."""
+    cache = ReceiptCache(size=10, total=3)
+    now = int(time.time() * 1000)
+    keys = ["acme/refund/a", "acme/refund/b", "beta/refund/a", "gamma/refund/a"]
+    for n, key in enumerate(keys):
+        intent = _intent(n, key=key)
+        cache.learn(intent, _settle(intent, now)[1])
+    answered = [key for n, key in enumerate(keys)
+                if cache.answer(_intent(20 + n, key=key)) is not None]
+    assert answered == keys[1:]  # acme's oldest went first
+
+
+def test_past_the_bound_of_refused_actions_nothing_is_answered(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forgetting that an action was frozen would answer for it: at the bound the cache
+    answers nothing rather than forget one."""
+    from ledger_stream.sdk import receipt_cache
+    monkeypatch.setattr(receipt_cache, "REFUSED_KEPT", 2)
+    cache = ReceiptCache()
+    now = int(time.time() * 1000)
+    first = _intent(1)
+    _, settled = _settle(first, now)
+    cache.learn(first, settled)
+    assert cache.answer(_intent(2)) is not None
+    for n, tenant in enumerate(["beta", "gamma", "delta"]):
+        other = _intent(5 + n, key=f"{tenant}/refund/r-2")
+        cache.learn(other, replace(settled, key=other.key, intent_event_id=other.event_id,
+                                   status=ev.ReceiptStatus.HELD, reason=ev.Reason.FROZEN))
+    assert cache.answer(_intent(3)) is None  # acme's refunds were never frozen
+
+
 def test_a_failed_record_drops_the_key_and_is_listed() -> None:
     cache = ReceiptCache()
     first = _intent(1)
