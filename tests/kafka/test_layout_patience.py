@@ -13,7 +13,8 @@ from ledger_stream.kafka.layout import Layout, LayoutRefused, check_layout
 def _flaky(failures: int, answer: Layout | None):
     calls = {"n": 0}
 
-    def read(bootstrap: str, changelog: str, timeout_s: float) -> Layout | None:
+    def read(bootstrap: str, changelog: str, timeout_s: float,
+             stop: object = None) -> Layout | None:
         calls["n"] += 1
         if calls["n"] <= failures:
             raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "leader moving"))
@@ -42,7 +43,8 @@ def test_a_read_that_never_answers_is_refused_at_the_deadline(
 def test_a_record_this_code_did_not_write_is_refused_at_once(monkeypatch: pytest.MonkeyPatch):
     calls = {"n": 0}
 
-    def read(bootstrap: str, changelog: str, timeout_s: float) -> Layout | None:
+    def read(bootstrap: str, changelog: str, timeout_s: float,
+             stop: object = None) -> Layout | None:
         calls["n"] += 1
         raise ValueError("not a layout record")
     monkeypatch.setattr(layout_module, "read_layout", read)
