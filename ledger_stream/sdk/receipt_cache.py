@@ -140,7 +140,7 @@ class ReceiptCache:
                 self._count -= len(self._tenants.popitem(last=False)[1])
             while self._count > self.total:  # the least recently used tenant's oldest
                 oldest_tenant, oldest = next(iter(self._tenants.items()))
-                oldest.popitem(last=False)
+                oldest.popitem(last=False)  # never empty: _drop_locked removes an emptied map
                 self._count -= 1
                 if not oldest:
                     del self._tenants[oldest_tenant]
@@ -181,6 +181,8 @@ class ReceiptCache:
         keys = self._tenants.get(tenant)
         if keys is not None:
             self._count -= keys.pop(key, None) is not None
+            if not keys:
+                del self._tenants[tenant]
 
 
 def _duplicate_answer(settled: ev.Receipt, intent: ev.Intent, now_ms: int) -> ev.Receipt:

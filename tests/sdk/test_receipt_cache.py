@@ -146,6 +146,23 @@ def test_the_cache_is_bounded_across_tenants_too() -> None:
     assert answered == keys[1:]  # acme's oldest went first
 
 
+def test_a_tenant_whose_keys_were_all_dropped_does_not_break_the_bound() -> None:
+    """A tenant's only key dropped (its intent not recorded) leaves no empty map behind for
+    the bound across tenants to trip on: learning goes on, and the bound holds."""
+    cache = ReceiptCache(size=10, total=2)
+    now = int(time.time() * 1000)
+    gone = _intent(1, key="acme/refund/a")
+    cache.learn(gone, _settle(gone, now)[1])
+    cache.forget(gone.key, "not recorded")
+    keys = ["beta/refund/a", "beta/refund/b", "beta/refund/c"]
+    for n, key in enumerate(keys):
+        intent = _intent(10 + n, key=key)
+        cache.learn(intent, _settle(intent, now)[1])
+    answered = [key for n, key in enumerate(keys)
+                if cache.answer(_intent(20 + n, key=key)) is not None]
+    assert answered == keys[1:]
+
+
 def test_past_the_bound_of_refused_actions_nothing_is_answered(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Forgetting that an action was frozen would answer for it: at the bound the cache
