@@ -39,6 +39,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 TOPIC_PREFIX = "submit-txn-"
+BLOCK = 5  # rounds in a row on one rig before the next rig's
 
 
 class Reader:
@@ -97,7 +98,9 @@ class Rig:
     topics of one broker; ``client`` goes into every one of its clients' settings."""
 
     def __init__(self, bootstrap: str, fetch_waits: list[int], topics: int,
-                 client: dict[str, str]) -> None:
+                 client: dict[str, str], transactional_ids: int = 1) -> None:
+        """``transactional_ids``: producers taking the transactions in turn (2: each one's
+        next transaction begins one transaction later, after its last one completed)."""
         self.topics = [f"{TOPIC_PREFIX}{uuid.uuid4().hex[:8]}" for _ in range(topics)]
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for future in admin.create_topics([NewTopic(t, 1, 1) for t in self.topics]).values():
@@ -110,13 +113,22 @@ class Rig:
             self.member.poll(0.1)
         base = {**common, "enable.idempotence": True, "acks": "all", "linger.ms": 0}
         self.refusals = _Refusals()
-        self.txn = Producer({**base, "transactional.id": f"submit-txn-{uuid.uuid4().hex}",
-                             "transaction.timeout.ms": 10_000,
-                             # its transaction lines: the coordinator's refusals counted
-                             "debug": "eos", "logger": self.refusals.logger})
-        self.txn.init_transactions(30)
+        self.txns = [Producer({**base, "transactional.id": f"submit-txn-{uuid.uuid4().hex}",
+                               "transaction.timeout.ms": 10_000,
+                               # its transaction lines: the coordinator's refusals counted
+                               "debug": "eos", "logger": self.refusals.logger})
+                     for _ in range(transactional_ids)]
+        for producer in self.txns:
+            producer.init_transactions(30)
+        self._turn = 0
         self.plain = Producer(base)
         self.readers = [Reader(common, self.topics[0], wait) for wait in fetch_waits]
+
+    @property
+    def txn(self) -> Producer:
+        """The producer whose turn it is (each call the next)."""
+        self._turn += 1
+        return self.txns[self._turn % len(self.txns)]
 
     def produce(self, producer: Producer, value: bytes) -> None:
         for topic in self.topics:
@@ -142,12 +154,14 @@ def measure(rigs: dict[str, Rig], rounds: int, pause_s: float) -> dict[str, Any]
     kinds = ("txn", "plain")
     for i in range(rounds * len(kinds) * len(rigs)):
         kind = kinds[i % len(kinds)]
-        label, rig = list(rigs.items())[(i // len(kinds)) % len(rigs)]
-        topic, member, txn, plain, readers = (rig.topics[0], rig.member, rig.txn, rig.plain,
-                                              rig.readers)
+        # Blocks of BLOCK rounds per rig: within one, each transaction follows the one
+        # before as closely as a processor's next batch would (--pause-ms 0).
+        label, rig = list(rigs.items())[(i // (len(kinds) * BLOCK)) % len(rigs)]
+        topic, member, plain, readers = rig.topics[0], rig.member, rig.plain, rig.readers
         value = f"{i}-{uuid.uuid4().hex}".encode()
         t0 = time.monotonic()
         if kind == "txn":
+            txn = rig.txn
             txn.begin_transaction()
             rig.produce(txn, value)
             txn.flush(10)
@@ -175,7 +189,8 @@ def measure(rigs: dict[str, Rig], rounds: int, pause_s: float) -> dict[str, Any]
         time.sleep(pause_s)  # 0: the next round begins as a reader's answer would
     refused = {}
     for label, rig in rigs.items():
-        rig.txn.poll(0.2)  # the last debug lines
+        for producer in rig.txns:
+            producer.poll(0.2)  # the last debug lines
         refused[f"{label}CONCURRENT_TRANSACTIONS answers"] = rig.refusals.count
         rig.close()
     return {"steps": {k: _quantiles(v) for k, v in steps.items()},
@@ -218,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client-set", action="append", default=[], metavar="KEY=VALUE",
                         help="also run clients with these librdkafka settings (B) on the "
                         "same broker, their rounds interleaved with the plain clients' (A)")
+    parser.add_argument("--alternate", action="store_true",
+                        help="also run B: two transactional producers on the same broker "
+                        "taking the transactions in turn, interleaved with A (one)")
     parser.add_argument("--topics", type=int, default=1, metavar="N",
                         help="records per round, one to each of N topics (default 1; a "
                         "processor's batch writes a dispatch, a receipt and a changelog "
@@ -233,8 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--broker-set and --client-set take KEY=VALUE")
     extra = dict(item.split("=", 1) for item in args.broker_set)
     client = dict(item.split("=", 1) for item in args.client_set)
-    if extra and client:
-        parser.error("--broker-set and --client-set: one at a time")
+    if sum(map(bool, (extra, client, args.alternate))) > 1:
+        parser.error("--broker-set, --client-set and --alternate: one at a time")
 
     def say(line: str) -> None:
         print(f"[submit-txn] {line}", file=sys.stderr, flush=True)
@@ -242,23 +260,26 @@ def main(argv: list[str] | None = None) -> int:
     with ExitStack() as stack:
         given = os.environ.get("LEDGER_KAFKA_BOOTSTRAP")
         first = given or stack.enter_context(_broker_with({}, say))
-        ab = bool(extra or client)
+        ab = bool(extra or client or args.alternate)
         rigs = {"A " if ab else "": Rig(first, args.fetch_wait_ms, args.topics, {})}
         if extra:
             second = stack.enter_context(_broker_with(extra, say))
             rigs["B "] = Rig(second, args.fetch_wait_ms, args.topics, {})
         elif client:
             rigs["B "] = Rig(first, args.fetch_wait_ms, args.topics, client)
+        elif args.alternate:
+            rigs["B "] = Rig(first, args.fetch_wait_ms, args.topics, {}, transactional_ids=2)
         found = measure(rigs, args.rounds, args.pause_ms / 1000)
     found["load"] = os.getloadavg()
-    found["b"] = {"broker": extra, "client": client}
+    found["b"] = {"broker": extra, "client": client, "alternate": args.alternate}
     found["topics"] = args.topics
     for section in ("steps", "readable"):
         for name, q in sorted(found[section].items()):
             print(f"{name:<52} p50 {q['p50']:6.2f}  p90 {q['p90']:6.2f} ms")
     for name, count in found["refused"].items():
         print(f"{name:<52} {count} in {found['transactions_per_rig']} transactions")
-    print(f"{args.topics} topic(s) a round; B: {extra or client}; "
+    b = extra or client or ("two transactional ids in turn" if args.alternate else "-")
+    print(f"{args.topics} topic(s) a round; B: {b}; "
           f"load average {found['load'][0]:.1f}")
     if args.json:
         args.json.write_text(json.dumps(found, indent=2) + "\n")

@@ -12,7 +12,8 @@ def test_bad_flags_are_refused_with_a_reason(capsys: pytest.CaptureFixture[str])
                          (["--topics", "0"], "--rounds and --topics must be at least 1"),
                          (["--pause-ms", "-1"], "--pause-ms not negative"),
                          (["--client-set", "nagle"], "take KEY=VALUE"),
-                         (["--broker-set", "a=1", "--client-set", "b=2"], "one at a time")):
+                         (["--broker-set", "a=1", "--client-set", "b=2"], "one at a time"),
+                         (["--alternate", "--client-set", "b=2"], "one at a time")):
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 2
