@@ -133,6 +133,7 @@ def read_layout(bootstrap: str, changelog: str, timeout_s: float = 30.0,
 
 
 BOUNDS_ASK_S = 1.0  # one watermark request: a stop is seen between them
+ACK_SLICE_S = 1.0  # one wait for the recorded layout's acknowledgement, likewise
 
 
 def _bounds(reader: Consumer, changelog: str, timeout_s: float,
@@ -160,9 +161,11 @@ def _bounds(reader: Consumer, changelog: str, timeout_s: float,
             time.sleep(0.2)
 
 
-def write_layout(bootstrap: str, changelog: str, layout: Layout, timeout_s: float = 30.0
-                 ) -> None:
-    """Record ``layout`` in ``changelog`` (durable when this returns)."""
+def write_layout(bootstrap: str, changelog: str, layout: Layout, timeout_s: float = 30.0,
+                 stop: threading.Event | None = None) -> None:
+    """Record ``layout`` in ``changelog`` (durable when this returns). A set ``stop`` ends
+    the wait for the acknowledgement within about a second (StopRequested): the record
+    may still be written, which is harmless (the counts it names are the topics')."""
     producer = Producer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
                          "enable.idempotence": True, "acks": "all"})
     errors: list[str] = []
@@ -173,7 +176,14 @@ def write_layout(bootstrap: str, changelog: str, layout: Layout, timeout_s: floa
 
     producer.produce(changelog, layout.encode(), LAYOUT_KEY, LAYOUT_PARTITION,
                      on_delivery=delivered)
-    if producer.flush(timeout_s) or errors:
+    deadline = time.monotonic() + timeout_s
+    while True:  # in slices: a start-up SIGTERM must not wait out the whole bound
+        if stop is not None and stop.is_set():
+            raise StopRequested(f"recording the layout in {changelog}")
+        left = producer.flush(max(0.0, min(ACK_SLICE_S, deadline - time.monotonic())))
+        if not left or time.monotonic() >= deadline:
+            break
+    if left or errors:
         raise LayoutRefused(f"recording the layout in {changelog} failed: "
                             f"{errors[0] if errors else 'no answer'}")
 
@@ -202,7 +212,7 @@ def check_layout(bootstrap: str, changelog: str, counts: Mapping[str, int],
         if not record or not counts:
             return None
         recorded = Layout(next(iter(counts.values())))
-        write_layout(bootstrap, changelog, recorded, timeout_s)
+        write_layout(bootstrap, changelog, recorded, timeout_s, stop)
         return recorded
     problem = layout_problem(recorded, counts)
     if problem:

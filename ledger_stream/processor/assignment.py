@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -47,6 +48,9 @@ COORDINATOR_MOVING = frozenset({
     KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
     KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError._TRANSPORT,
     KafkaError._WAIT_COORD, KafkaError.REBALANCE_IN_PROGRESS})
+# What processor.policy.policy_revision names a policy by (offsets committed by anything
+# else carry no metadata, or other text: not a revision).
+REVISION = re.compile(r"p-[0-9a-f]{12}")
 RESTORE_ATTEMPTS = 8  # a broker restart can take a minute here: wait it out, then give up
 
 
@@ -217,7 +221,26 @@ class Assignment:
                 logger.warning("reading committed offsets: the coordinator is moving; "
                                "asking again", extra=log_fields(error=error.str()))
                 time.sleep(COMMITTED_RETRY_PAUSE_S)
+        self._note_other_policies(found)
         offsets = {(tp.topic, tp.partition): tp.offset for tp in found}
         intents, attempts = self.topics
         return {p: Positions(max(offsets[(intents, p)], -1), max(offsets[(attempts, p)], -1))
                 for p in partitions}
+
+    def _note_other_policies(self, committed: list[TopicPartition]) -> None:
+        """Say which partitions' last committed batch another policy revision decided (the
+        revision each processor puts in its offsets' metadata, checkpoint.py): one line per
+        revision, and ``ledger_partitions_from_other_policy_total{revision}``. Expected once
+        per partition in a rolling policy change; a processor of the group still on other
+        settings makes it come back at every rebalance. Nothing stops: the state is the
+        same whichever policy decided it."""
+        own = self._policy.revision
+        others: dict[str, set[int]] = defaultdict(set)
+        for tp in committed:
+            if tp.metadata and tp.metadata != own and REVISION.fullmatch(tp.metadata):
+                others[tp.metadata].add(tp.partition)
+        for revision, partitions in sorted(others.items()):
+            metrics.OTHER_POLICY.labels(revision).inc(len(partitions))
+            logger.warning("partitions last decided under another policy revision",
+                           extra=log_fields(partitions=sorted(partitions), revision=revision,
+                                            policy_revision=own))

@@ -125,15 +125,17 @@ class Batch:
         return Positions(self._next.get((self._intents, partition), before.intents),
                          self._next.get((self._attempts, partition), before.attempts))
 
-    def offsets(self) -> list[TopicPartition]:
-        """The input offsets this batch commits (both topics of every partition it read)."""
+    def offsets(self, metadata: str = "") -> list[TopicPartition]:
+        """The input offsets this batch commits (both topics of every partition it read),
+        each carrying ``metadata`` (the policy revision that decided the batch)."""
         found = []
         for partition in self.overlays:
             positions = self.positions(partition)
             for topic, offset in ((self._intents, positions.intents),
                                   (self._attempts, positions.attempts)):
                 if offset >= 0:
-                    found.append(TopicPartition(topic, partition, offset))
+                    found.append(TopicPartition(topic, partition, offset, metadata)
+                                 if metadata else TopicPartition(topic, partition, offset))
         return found
 
 

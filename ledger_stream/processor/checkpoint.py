@@ -106,7 +106,9 @@ class Checkpoint:
         return written
 
     def _commit(self, batch: Batch) -> None:
-        offsets = batch.offsets()
+        # The offsets name the policy revision that decided the batch: the processor that
+        # takes the partition next says so when its own differs (assignment.py).
+        offsets = batch.offsets(self._step.policy.revision)
         if offsets and (not batch.member or self._consumer.memberid() != batch.member):
             # The consumer left or rejoined the group since it polled these records: their
             # partitions may belong to another member now. (The broker would refuse the

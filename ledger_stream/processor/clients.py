@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from ledger_stream.config import Settings
@@ -103,17 +104,18 @@ def producer_settings(bootstrap: str, transactional: str | None) -> dict[str, An
 
 
 def delivery_for(settings: Settings, bootstrap: str, instance: str,
-                 consumer: Consumer) -> Delivery:
+                 consumer: Consumer, stop: threading.Event | None = None) -> Delivery:
     """The delivery the processing guarantee names, its producer started (transactional
     under exactly once, named for the group and ``instance``); ProcessorError, one line,
-    when the producer cannot start."""
+    when the producer cannot start; StopRequested when ``stop`` is set (a SIGTERM) while
+    it starts."""
     group = settings.processor.consumer_group
     exactly_once = settings.processor.processing_guarantee == "exactly-once"
     producer = producer_settings(
         bootstrap, transactional_id(group, instance) if exactly_once else None)
     try:
         if exactly_once:
-            return ExactlyOnceDelivery(producer, settings.topic("changelog"))
+            return ExactlyOnceDelivery(producer, settings.topic("changelog"), stop)
         return AtLeastOnceDelivery(producer, settings.topic("changelog"), consumer)
     except BatchAbandoned as exc:
         raise ProcessorError(f"cannot start the producer: {exc.reason}") from exc

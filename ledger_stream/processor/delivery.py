@@ -33,6 +33,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ledger_stream.kafka.clients import Consumer, Producer
+from ledger_stream.kafka.reach import StopRequested
 from ledger_stream.processor.exceptions import BatchAbandoned
 
 STALE_GENERATION = frozenset({
@@ -267,7 +268,8 @@ class Delivery(ABC):
             self._producer.flush(self._within(5))
         self._producer = None  # type: ignore[assignment]
 
-    def _bounded(self, step: str, call: Callable[[], object], timeout_s: float) -> None:
+    def _bounded(self, step: str, call: Callable[[], object], timeout_s: float,
+                 stop: threading.Event | None = None) -> None:
         """Run a blocking transactional call under a deadline of our own.
 
         librdkafka does not always honour the timeout it is given: a
@@ -276,14 +278,21 @@ class Delivery(ABC):
         broker was killed). The call runs in a thread; past ``timeout_s`` plus a grace, the
         producer is declared wedged and the batch abandoned with ``new_producer``: its
         successor, with the same transactional id, fences it and aborts its transaction.
+        A set ``stop`` (a SIGTERM during start-up) ends the wait too: StopRequested.
         """
         caller = self._caller = self._caller or _Caller()
-        outcome = caller.run(call, timeout_s + WEDGED_GRACE_S,
-                             lambda: self._within(timeout_s + WEDGED_GRACE_S))
+        bound = timeout_s + WEDGED_GRACE_S
+
+        def left() -> float:
+            return 0.0 if stop is not None and stop.is_set() else self._within(bound)
+
+        outcome = caller.run(call, bound, left)
         if outcome is None:
             self._caller = None  # its thread is stuck in the call, and ends after it
             caller.stop()
             self._stuck.append((self._producer, caller))
+            if stop is not None and stop.is_set():
+                raise StopRequested(f"{step}: told to stop")
             raise BatchAbandoned(
                 "producer_wedged", f"{step} did not return within "
                 f"{timeout_s + WEDGED_GRACE_S:.0f} s (a coordinator went away; librdkafka "
@@ -324,22 +333,27 @@ class AtLeastOnceDelivery(Delivery):
 
 
 class ExactlyOnceDelivery(Delivery):
-    def __init__(self, config: dict[str, Any], changelog_topic: str) -> None:
+    def __init__(self, config: dict[str, Any], changelog_topic: str,
+                 stop: threading.Event | None = None) -> None:
+        """``stop``: set by a SIGTERM during start-up; it ends the producer's set-up
+        (``init_transactions`` and its retries) within WAIT_SLICE_S: StopRequested."""
         super().__init__(config, changelog_topic)
         self._in_transaction = False
-        self._init_transactions()
+        self._init_transactions(stop)
 
-    def _init_transactions(self) -> None:
+    def _init_transactions(self, stop: threading.Event | None = None) -> None:
+        pause = time.sleep if stop is None else stop.wait
         for attempt in range(1, RETRIES + 1):
             try:
                 self._bounded("init_transactions",
                               partial(self._producer.init_transactions, TXN_TIMEOUT_S),
-                              TXN_TIMEOUT_S)
+                              TXN_TIMEOUT_S, stop)
                 return
             except KafkaException as exc:
                 if attempt == RETRIES or not exc.args[0].retriable():
                     raise classify(exc, "init_transactions") from exc
-                time.sleep(0.5 * attempt)
+                if pause(0.5 * attempt):  # stop.wait: True once told to stop
+                    raise StopRequested("init_transactions: told to stop") from exc
 
     def replace_producer(self) -> None:
         self._in_transaction = False

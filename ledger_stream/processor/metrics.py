@@ -90,6 +90,12 @@ POLICY_INFO = Gauge(
     "the ledger-wide and per-action knobs): processors that disagree show two revisions",
     ["revision"],
 )
+OTHER_POLICY = Counter(
+    "ledger_partitions_from_other_policy_total",
+    "Partitions this processor took whose last committed batch was decided under another "
+    "policy revision (named): expected once per partition in a rolling policy change",
+    ["revision"],
+)
 
 
 class Tally:

@@ -99,7 +99,8 @@ class Processor:
                                       self._ends,
                                       incremental=settings.processor.group_protocol == "consumer")
         self._assignment.home_count = partitions if layout.grown_from else None
-        delivery = clients.delivery_for(settings, bootstrap, self.instance, self._consumer)
+        delivery = clients.delivery_for(settings, bootstrap, self.instance, self._consumer,
+                                        self._stop)  # StopRequested: stopped
         topics = {role: settings.topic(role) for role in OUTPUT_ROLES}
         self._bootstrap = bootstrap
         self._topic_names = sorted({*topics.values(), *self._inputs})

@@ -4,13 +4,16 @@ recorded.
 The answer is given at once; the intent is produced for the record (and the ledger's alerts)
 without waiting for Kafka's acknowledgement. Never silently lost: a refused delivery is logged,
 and its key leaves the cache; intents still unacknowledged when the client goes away (closed
-or not) are waited for, and each one left is logged.
+or not) are waited for, and each one left is logged. A cached answer and the client's
+``close`` never overlap: an intent answered before ``close`` is in the producer's queue when
+``close`` flushes it, and a cached answer asked for after it is refused (RuntimeError).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -42,12 +45,32 @@ class CachedAnswers:
         # (or when the client is collected) they are waited for, and the rest logged.
         self.unacked: dict[str, str] = {}
         weakref.finalize(self, _unrecorded_at_exit, producer, self.unacked, timeout_s)
+        # The barrier between a cached answer and close(): held from the closed check until
+        # the answer's intent is in the producer's queue, never across a Kafka wait (the
+        # produce does not wait for room; the async client answers on its event loop). Not
+        # the client's lock: that one is held across Kafka's waits.
+        self._gate = threading.Lock()
+        self._closed = False
+
+    def close(self) -> None:
+        """Refuse every cached answer from now on; returns once none is being produced (the
+        intents answered so far are in the producer's queue, for its close to flush)."""
+        with self._gate:
+            self._closed = True
 
     def answer(self, intent: ev.Intent, producer: EventProducer,
                reaching: Callable[[str], AbstractContextManager[None]]) -> ev.Receipt | None:
         """The receipt cache's answer to ``intent``, its intent produced for the record by
         ``producer`` (the client's) without waiting; None when the ledger must answer.
-        ``reaching`` turns Kafka's errors into the client's (LedgerClient._reaching)."""
+        ``reaching`` turns Kafka's errors into the client's (LedgerClient._reaching).
+        RuntimeError once ``close`` began."""
+        with self._gate:
+            if self._closed:  # as a submit to the ledger would say (its producer is gone)
+                raise RuntimeError("the LedgerClient is closed")
+            return self._answer(intent, producer, reaching)
+
+    def _answer(self, intent: ev.Intent, producer: EventProducer,
+                reaching: Callable[[str], AbstractContextManager[None]]) -> ev.Receipt | None:
         cache = self.cache
         receipt = cache.answer(intent)
         if receipt is None:
@@ -81,6 +104,7 @@ class CachedAnswers:
                     # cache on it); the ledger's path waits off the loop, and reports.
                     unacked.pop(intent.event_id, None)
                     return None
+            cache.count_hit()
             answered(span, receipt, {})
         return receipt
 

@@ -323,6 +323,8 @@ class LedgerClient:
                 return
             self._closed = True
             hub, self._hub = self._hub, None
+        if self._cached_answers is not None:  # an answer being produced is queued first
+            self._cached_answers.close()
         if hub is not None:
             hub.close()
         self._producer.close()

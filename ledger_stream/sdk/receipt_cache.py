@@ -89,7 +89,7 @@ class ReceiptCache:
         self._tenants: OrderedDict[str, OrderedDict[str, Settled]] = OrderedDict()
         self._refused: set[tuple[str, str]] = set()  # (tenant, action): frozen or approval
         self._lock = threading.Lock()
-        self.hits = 0
+        self.hits = 0  # duplicates answered from this cache (counted by count_hit)
         self.unrecorded: list[str] = []  # "key event_id: why" of intents Kafka refused
 
     @classmethod
@@ -165,10 +165,15 @@ class ReceiptCache:
             if max(age_s, time.monotonic() - settled.learned_at) >= ttl_s:
                 self._drop_locked(tenant, intent.key)
                 return None
-            self.hits += 1
             keys.move_to_end(intent.key)  # used: the last to go
             self._tenants.move_to_end(tenant)
         return _duplicate_answer(settled.receipt, intent, now_ms)
+
+    def count_hit(self) -> None:
+        """Count one duplicate answered from this cache: called once its intent is handed to
+        Kafka, not by ``answer`` (an answer left to the ledger after all is no hit)."""
+        with self._lock:
+            self.hits += 1
 
     def forget(self, key: str, why: str) -> None:
         """Drop ``key`` (its intent was not recorded: ``why``); listed in ``unrecorded``."""

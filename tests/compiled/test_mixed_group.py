@@ -7,54 +7,27 @@ wrote it."""
 
 from __future__ import annotations
 
-import random
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
 from ledger_lab.harness.processes import Proc, start_processor
 from ledger_stream.config import Settings
-from ledger_stream.domain import events as ev
-from ledger_stream.kafka.producer import EventProducer
 from tests.compiled.support import needs_build
-from tests.factories import intent
 from tests.processor.support import (
+    QUIET,
     assert_outputs_match_the_model,
+    intent_stream,
     kill_all,
     log_lines,
     receipts_for,
+    send_over_time,
     wait_exit,
     wait_for,
 )
 
 pytestmark = [pytest.mark.timeout(300), needs_build]
-
-# No Ticks (replays decide in one order), small batches (several per process).
-QUIET = {"LEDGER_TICK_INTERVAL_MS": "600000", "LEDGER_MAX_BATCH": "150"}
-
-
-def _stream(keys: int) -> list[ev.Intent]:
-    """One intent per key, then duplicates for a quarter of the keys, shuffled."""
-    rng = random.Random(37)
-    events = [intent(key=f"acme/pay/k{i}", args={"amount": i}) for i in range(keys)]
-    events += [intent(key=f"acme/pay/k{i}", args={"amount": i})
-               for i in rng.sample(range(keys), keys // 4)]
-    rng.shuffle(events)
-    return events
-
-
-def _send_over_time(settings: Settings, events: list[ev.Intent], seconds: float) -> None:
-    producer = EventProducer(settings, settings.kafka_bootstrap)
-    chunk = max(1, len(events) // int(seconds * 10))
-    for start in range(0, len(events), chunk):
-        for event in events[start:start + chunk]:
-            producer.send("intents", event)
-        producer.flush()
-        time.sleep(0.1)
-    producer.close()
-
 
 def _core_of(proc: Proc) -> str:
     started = log_lines(proc, "processor started")
@@ -65,7 +38,7 @@ def _core_of(proc: Proc) -> str:
 def test_a_pure_and_a_compiled_processor_in_one_group(ledger_topics: Settings,
                                                       tmp_path: Path) -> None:
     s = ledger_topics
-    events = _stream(keys=900)
+    events = intent_stream(keys=900, seed=37, conflicts=False)
     guarantee = ("--guarantee", "at-least-once")  # copies from both cores to compare
     pure = start_processor(s, tmp_path / "pure", tmp_path / "pure.log", *guarantee,
                            env={**QUIET, "LEDGER_CORE": "pure"})
@@ -75,7 +48,7 @@ def test_a_pure_and_a_compiled_processor_in_one_group(ledger_topics: Settings,
     procs = [pure, crashing]
     half = len(events) // 2
     try:
-        _send_over_time(s, events[:half], 3.0)
+        send_over_time(s, events[:half], 3.0)
         assert wait_exit(crashing, 90) == -signal.SIGKILL, crashing.tail()
         again = start_processor(s, tmp_path / "c2", tmp_path / "compiled-2.log", *guarantee,
                                 env={**QUIET, "LEDGER_CORE": "compiled"})
@@ -83,7 +56,7 @@ def test_a_pure_and_a_compiled_processor_in_one_group(ledger_topics: Settings,
         # The second half once the compiled processor holds partitions (it decides some).
         wait_for("the compiled processor's partitions",
                  lambda: bool(log_lines(again, "partitions assigned")), 90, procs)
-        _send_over_time(s, events[half:], 3.0)
+        send_over_time(s, events[half:], 3.0)
         receipts_for(s, {e.event_id for e in events}, timeout_s=120, proc=pure)
         assert [_core_of(p) for p in procs] == ["pure", "compiled", "compiled"]
         assert pure.stop() == 0, pure.tail()

@@ -4,6 +4,7 @@ the pure model of what a crash-free processor outputs, and waiting on real proce
 from __future__ import annotations
 
 import json
+import random
 import re
 import socket
 import time
@@ -22,12 +23,18 @@ from ledger_stream.domain import absent, decide
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.state import KeyState
 from ledger_stream.kafka.offsets import end_offset
+from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.kafka.reader import read_topic
 from ledger_stream.processor.policy import policy_from
 from ledger_stream.serde import AvroCodec, DecodeError
-from tests.factories import now_of
+from tests.factories import intent, now_of
 
 CODEC = AvroCodec()
+# A processor whose replays are byte-identical: no Ticks (with intents alone, a partition's
+# records are decided in one order on every replay; Ticks on attempts-p could interleave with
+# intents-p differently after a restart and move the clock at another record), and small
+# batches (several per process).
+QUIET = {"LEDGER_TICK_INTERVAL_MS": "600000", "LEDGER_MAX_BATCH": "150"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,3 +238,30 @@ def assert_outputs_match_the_model(settings: Settings, events: list[ev.Intent],
         doubled = [oid for oid, c in copies.items() if len(c) > 1]
         assert not doubled, f"{len(doubled)} outputs visible twice, e.g. {doubled[:3]}"
     one_dispatch_id_per_key(settings)
+
+
+def intent_stream(keys: int, seed: int, conflicts: bool = True) -> list[ev.Intent]:
+    """Intents in a random order (``seed``): one per key, duplicates (same arguments) for a
+    quarter of the keys and, with ``conflicts``, other arguments for a twentieth."""
+    rng = random.Random(seed)
+    events = [intent(key=f"acme/pay/k{i}", args={"amount": i}) for i in range(keys)]
+    events += [intent(key=f"acme/pay/k{i}", args={"amount": i})
+               for i in rng.sample(range(keys), keys // 4)]
+    if conflicts:
+        events += [intent(key=f"acme/pay/k{i}", args={"amount": -1})
+                   for i in rng.sample(range(keys), keys // 20)]
+    rng.shuffle(events)
+    return events
+
+
+def send_over_time(settings: Settings, events: list[ev.Intent], seconds: float) -> None:
+    """Produce ``events`` to the intents topic in chunks, one every 0.1 s, over about
+    ``seconds`` (a processor started meanwhile sees a stream, not one backlog)."""
+    producer = EventProducer(settings, settings.kafka_bootstrap)
+    chunk = max(1, len(events) // int(seconds * 10))
+    for start in range(0, len(events), chunk):
+        for event in events[start:start + chunk]:
+            producer.send("intents", event)
+        producer.flush()
+        time.sleep(0.1)
+    producer.close()

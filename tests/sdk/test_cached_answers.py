@@ -1,0 +1,99 @@
+"""A cached answer's intent against the client's ``close`` and the hit count: every intent
+answered from the cache is delivered or logged as not recorded, a cached answer after
+``close`` is refused, and only an answer the cache gave counts as a hit."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from ledger_stream import LedgerClient
+from ledger_stream.config import Settings
+from ledger_stream.domain import events as ev
+from ledger_stream.kafka.producer import EventProducer
+from tests.sdk.test_receipt_cache import _intent, _settle
+
+NOWHERE = "127.0.0.1:1"  # Kafka unreachable: a produced intent waits in the queue
+
+
+class _HeldSend(EventProducer):
+    """The client's real producer, each send held until ``go`` is set (or a second passed):
+    the moment a cached answer is between its checks and its produce."""
+
+    def __init__(self, settings: Settings, client: LedgerClient, **extra: Any) -> None:
+        super().__init__(settings, NOWHERE, client.codec, acks="all",
+                         **{"linger.ms": 0, **extra})
+        self.sending, self.go = threading.Event(), threading.Event()
+
+    def send_raw(self, *args: Any, **kwargs: Any) -> None:
+        self.sending.set()
+        self.go.wait(1.0)
+        super().send_raw(*args, **kwargs)
+
+
+def _client_with_a_settled_key(**producer: Any) -> tuple[LedgerClient, _HeldSend]:
+    settings = Settings(kafka_bootstrap=NOWHERE, kafka_timeout_s=1)
+    client = LedgerClient(settings)
+    # Fails an intent not acknowledged in half a second: close()'s flush then ends soon.
+    held = _HeldSend(settings, client, **{"message.timeout.ms": 500, **producer})
+    client._producer = held
+    first = _intent(1)
+    assert client.receipt_cache is not None
+    client.receipt_cache.learn(first, _settle(first, int(time.time() * 1000))[1])
+    return client, held
+
+
+def test_close_during_a_cached_answer_delivers_or_logs_its_intent(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """close() on one thread while another's cached answer is being produced: the answer's
+    intent reaches the producer's queue before close flushes it (here Kafka never answers,
+    so it is logged as not recorded); no AttributeError from a producer already released."""
+    client, held = _client_with_a_settled_key()
+    duplicate = _intent(2)
+    answers: list[object] = []
+
+    def submit() -> None:
+        try:
+            answers.append(client.submit(duplicate))
+        except Exception as exc:  # noqa: BLE001 - asserted below
+            answers.append(exc)
+
+    submitting = threading.Thread(target=submit)
+    caplog.set_level(logging.ERROR, "ledger_stream.sdk.cached_answers")
+    submitting.start()
+    assert held.sending.wait(10)
+    closing = threading.Thread(target=client.close)
+    closing.start()
+    closing.join(0.3)  # close() waits for the answer being produced (before: it ran through)
+    held.go.set()
+    submitting.join(10)
+    closing.join(10)
+    assert not submitting.is_alive() and not closing.is_alive()
+    (answer,) = answers
+    assert isinstance(answer, ev.Receipt), answer
+    assert answer.answer is ev.Answer.ALREADY_DONE
+    logged = [r for r in caplog.records
+              if r.getMessage() == "intent answered from the receipt cache not recorded"]
+    assert [r.fields["event_id"] for r in logged] == [duplicate.event_id]  # type: ignore[attr-defined]
+    assert client.receipt_cache is not None and len(client.receipt_cache.unrecorded) == 1
+    with pytest.raises(RuntimeError, match="closed"):  # after close: refused, not answered
+        client.submit(_intent(3))
+
+
+def test_an_answer_left_to_the_ledger_is_not_a_hit() -> None:
+    """The producer's queue full (Kafka gone): the cache could answer, but its intent cannot
+    be queued, so the ledger answers; only the answer the cache gave is counted."""
+    client, held = _client_with_a_settled_key(**{"queue.buffering.max.messages": 1})
+    held.go.set()
+    cache = client.receipt_cache
+    assert cache is not None
+    try:
+        assert client._cached(_intent(2)) is not None  # queued: the cache's answer
+        assert client._cached(_intent(3)) is None  # no room: left to the ledger
+        assert cache.hits == 1
+    finally:
+        client.close()  # the queued intent times out: logged as not recorded
