@@ -5,11 +5,12 @@ the changelog's true end (never past it)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from ledger_stream.config import Settings
@@ -61,6 +62,22 @@ def _limit_changelog(bootstrap: str, topic: str, max_bytes: int) -> None:
                     incremental_operation=AlterConfigOpType.SET)])
     for future in admin.incremental_alter_configs([resource]).values():
         future.result()
+    # The broker applies a topic's new config after it answered the change: write to the
+    # changelog until it refuses (each probe goes to every partition, as a batch's rows
+    # may), so the lost write below cannot race the limit.
+    probe = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    refused: list[Any] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        refused.clear()
+        for partition in range(PARTITIONS):
+            probe.produce(topic, b"x" * (4 * max_bytes), partition=partition,
+                          on_delivery=lambda err, _msg: refused.append(err))
+        probe.flush(10)
+        if len(refused) == PARTITIONS and all(err is not None for err in refused):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{topic} still takes records over {max_bytes} bytes after 30 s")
 
 
 def test_at_least_once_counts_changelog_offsets_and_stops_on_a_lost_write(
