@@ -33,6 +33,7 @@ on this target's exchange loop (connectors/http_loop.py), with the same outcomes
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 from collections.abc import Callable, Iterable
@@ -166,7 +167,6 @@ class HttpTarget(Target):
         self._pool = Pool(self._connection)
         self._loop = ExchangeLoop(f"{self.name}-http")
         self._host_line = host_header(self._connection())  # no socket until connect()
-        self._template: RequestTemplate | None = None  # see _apply_wire
         check_path(self.apply_path)
         if self.lookup_path is not None:
             check_lookup_template(self.lookup_path)
@@ -175,6 +175,12 @@ class HttpTarget(Target):
                              f"got {self.lookup_key_encoding!r}")
         check_id_field(self.id_field)
         self._declare_statuses()
+        self._template: RequestTemplate | None = None  # see _apply_wire
+        with contextlib.suppress(ValueError):  # a header it cannot hold: the general path
+            self._template = RequestTemplate(
+                "POST", self._prefix + self.apply_path, self._host_line,
+                {**self.headers, "Content-Type": "application/json"},
+                ("Idempotency-Key", "X-Attempt-Id"))
 
     def _declare_statuses(self) -> None:
         declared = {"not applied": check_statuses(self.not_applied_statuses),
@@ -226,14 +232,6 @@ class HttpTarget(Target):
         once (``RequestTemplate``), unless a trace context or a header of the target's own
         (one of those set per call) asks for the general path. ValueError as there."""
         extra = tracing.http_headers()
-        if self._template is None and not extra:
-            try:
-                self._template = RequestTemplate(
-                    "POST", self._prefix + self.apply_path, self._host_line,
-                    {**self.headers, "Content-Type": "application/json"},
-                    ("Idempotency-Key", "X-Attempt-Id"))
-            except ValueError:
-                pass  # a header the template cannot hold: the general path every time
         if self._template is None or extra:
             body, headers = self._apply_request(request)
             return request_bytes("POST", self._prefix + self.apply_path, self._host_line,

@@ -17,10 +17,11 @@ Reported: process CPU (user + system, every thread) over the measured N, less th
 work (decoding what was produced, encoding the grants: timed afterwards on a sample of the
 records, since reading a CPU clock per record costs more than the work), per dispatch; and
 dispatches per second of wall time. The sandbox's own CPU over the same dispatches (its
-process, from /proc) is reported beside it, never in it: a remote API's would be elsewhere. A warm-up round of N/2 is not measured. ``--target
-sleep`` replaces the HTTP target by one that sleeps ``call_ms`` (the connector's Kafka side
-alone); ``--profile`` writes a cProfile of the loop's thread (answers are read on the
-target's exchange loop thread, new connections opened on pool threads).
+process, from /proc) is reported beside it, never in it: a remote API's would be elsewhere.
+A warm-up round of N/2 is not measured. ``--target sleep`` replaces the HTTP target by one
+that sleeps ``call_ms`` (the connector's Kafka side alone); ``--profile`` writes a cProfile
+of the loop's thread (answers are read, and most outcomes produced, on the target's
+exchange loop thread; new connections opened on pool threads).
 """
 
 from __future__ import annotations
