@@ -33,6 +33,7 @@ on this target's exchange loop (connectors/http_loop.py), with the same outcomes
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 from collections.abc import Callable, Iterable
@@ -47,11 +48,11 @@ from connectors.http_exchange import (
     NotSent,
     Pool,
     Reply,
-    _host_header,
-    _keep_seconds,
+    host_header,
+    keep_seconds,
 )
 from connectors.http_loop import ExchangeLoop, Flight
-from connectors.http_wire import request_bytes
+from connectors.http_wire import RequestTemplate, request_bytes
 from ledger_stream import tracing
 from ledger_stream.connector.redaction import withheld
 from ledger_stream.connector.target import EffectRequest, LookupUnavailable, Target, TargetError
@@ -165,7 +166,7 @@ class HttpTarget(Target):
         self._prefix = parts.path.rstrip("/")
         self._pool = Pool(self._connection)
         self._loop = ExchangeLoop(f"{self.name}-http")
-        self._host_line = _host_header(self._connection())  # no socket until connect()
+        self._host_line = host_header(self._connection())  # no socket until connect()
         check_path(self.apply_path)
         if self.lookup_path is not None:
             check_lookup_template(self.lookup_path)
@@ -174,6 +175,12 @@ class HttpTarget(Target):
                              f"got {self.lookup_key_encoding!r}")
         check_id_field(self.id_field)
         self._declare_statuses()
+        self._template: RequestTemplate | None = None  # see _apply_wire
+        with contextlib.suppress(ValueError):  # a header it cannot hold: the general path
+            self._template = RequestTemplate(
+                "POST", self._prefix + self.apply_path, self._host_line,
+                {**self.headers, "Content-Type": "application/json"},
+                ("Idempotency-Key", "X-Attempt-Id"))
 
     def _declare_statuses(self) -> None:
         declared = {"not applied": check_statuses(self.not_applied_statuses),
@@ -220,6 +227,18 @@ class HttpTarget(Target):
                    "X-Attempt-Id": request.attempt_id}
         return body, headers
 
+    def _apply_wire(self, request: EffectRequest) -> bytes:
+        """The bytes ``apply`` sends for ``request``; the fixed headers checked and encoded
+        once (``RequestTemplate``), unless a trace context or a header of the target's own
+        (one of those set per call) asks for the general path. ValueError as there."""
+        extra = tracing.http_headers()
+        if self._template is None or extra:
+            body, headers = self._apply_request(request)
+            return request_bytes("POST", self._prefix + self.apply_path, self._host_line,
+                                 headers, body)
+        body = json.dumps(request.args, sort_keys=True, separators=(",", ":")).encode()
+        return self._template.render((request.key, request.attempt_id), body)
+
     def apply(self, request: EffectRequest, timeout_s: float) -> str:
         body, headers = self._apply_request(request)
         reply = self._call("POST", self.apply_path, self.apply_path, body, headers, timeout_s)
@@ -231,10 +250,8 @@ class HttpTarget(Target):
         (connectors/http_loop.py) with the same outcomes. False when no connection is kept
         (opening one may wait on DNS beyond any deadline: ``apply`` on a thread does it) or
         the request would be refused before sending (``apply`` raises that NotSent)."""
-        body, headers = self._apply_request(request)
         try:
-            wire = request_bytes("POST", self._prefix + self.apply_path, self._host_line,
-                                 headers, body)
+            wire = self._apply_wire(request)
         except ValueError:
             return False  # apply() refuses it before sending, with its reason
         conn = self._pool.take_kept()
@@ -254,7 +271,7 @@ class HttpTarget(Target):
 
         flight = Flight(conn, wire, "POST", f"POST {self._prefix}{self.apply_path}",
                         timeout_s, http_exchange.MAX_RESPONSE_BYTES, finished,
-                        self._pool.give, _keep_seconds)
+                        self._pool.give, keep_seconds)
         if self._loop.start(flight):
             return True
         conn.close()  # the target is closing

@@ -4,7 +4,10 @@ An exchange that ends before its deadline (nearly all do) leaves its entry behin
 that only pops from the top; with a 10 s deadline at 2,000 calls/s that was 20,000 dead
 entries, each holding its exchange and connection. ``DeadlineHeap.discard`` counts them and
 rebuilds the heap without them once they outnumber the live ones, so it holds at most about
-twice the exchanges in flight, for O(1) amortised work per exchange.
+twice the exchanges in flight, for O(1) amortised work per exchange. Only an entry still in
+the heap counts: an item taken out by ``due`` (cut at its deadline), never pushed (it failed
+as it started) or discarded twice does not, or the count would run ahead of the heap and
+rebuild it more and more often.
 """
 
 from __future__ import annotations
@@ -37,20 +40,29 @@ class DeadlineHeap(Generic[T]):
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, T]] = []
         self._order = itertools.count()
-        self._dead = 0
+        # id(item) -> whether it has ended, for each item with an entry in the heap (the
+        # heap holds the item, so its id is not reused meanwhile).
+        self._held: dict[int, bool] = {}
+        self._dead = 0  # entries in the heap whose item has ended
 
     def __len__(self) -> int:
         return len(self._heap)
 
     def push(self, deadline: float, item: T) -> None:
+        """Watch ``item`` (not in the heap already) until ``deadline``."""
         heapq.heappush(self._heap, (deadline, next(self._order), item))
+        self._held[id(item)] = False
 
     def discard(self, item: T) -> None:
         """``item`` has ended (its ``ended`` is True now): its entry may go."""
+        if self._held.get(id(item)) is not False:
+            return  # not in the heap, or counted already
+        self._held[id(item)] = True
         self._dead += 1
         if self._dead >= PRUNE_AT_LEAST and self._dead * 2 >= len(self._heap):
             self._heap = [entry for entry in self._heap if not entry[2].ended]
             heapq.heapify(self._heap)
+            self._held = {id(entry[2]): False for entry in self._heap}
             self._dead = 0
 
     def next_at(self) -> float | None:
@@ -63,16 +75,19 @@ class DeadlineHeap(Generic[T]):
         out = []
         while self._heap and self._heap[0][0] <= now:
             _, _, item = heapq.heappop(self._heap)
-            if item.ended:
-                self._dead = max(self._dead - 1, 0)
-            else:
+            self._taken(item)
+            if not item.ended:
                 out.append(item)
         return out
 
     def _drop_ended(self) -> None:
         while self._heap and self._heap[0][2].ended:
-            heapq.heappop(self._heap)
-            self._dead = max(self._dead - 1, 0)
+            self._taken(heapq.heappop(self._heap)[2])
+
+    def _taken(self, item: T) -> None:
+        """``item``'s entry left the heap."""
+        if self._held.pop(id(item), False):
+            self._dead -= 1
 
 
 class Deadlines:

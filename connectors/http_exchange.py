@@ -57,7 +57,7 @@ def _dropped(conn: http.client.HTTPConnection) -> bool:
         return True
 
 
-def _keep_seconds(keep_alive: str | None) -> float:
+def keep_seconds(keep_alive: str | None) -> float:
     """How long to keep a connection: KEEP_IDLE_S, or half the server's ``Keep-Alive:
     timeout=N`` if that is shorter."""
     for part in (keep_alive or "").split(","):
@@ -121,7 +121,7 @@ class Pool:
             conn.close()
 
 
-def _host_header(conn: http.client.HTTPConnection) -> str:
+def host_header(conn: http.client.HTTPConnection) -> str:
     """``Host`` as http.client writes it: the port only when not the scheme's default."""
     host = f"[{conn.host}]" if ":" in conn.host else conn.host
     return host if conn.port == conn.default_port else f"{host}:{conn.port}"
@@ -216,7 +216,7 @@ class Exchange:
                 self._fail(NotSent, f"before sending {self._shown}", exc)
                 return
             try:  # refused here (a bad path or header): nothing left
-                request = request_bytes(self._method, self._path, _host_header(conn),
+                request = request_bytes(self._method, self._path, host_header(conn),
                                         self._headers, self._body)
             except ValueError as exc:
                 self._fail(NotSent, f"before sending {self._shown}", exc)
@@ -245,7 +245,7 @@ class Exchange:
         sock.sendall(request)
         answer = read_answer(sock, self._left, MAX_RESPONSE_BYTES, self._method)
         if answer.keep:
-            self._keep_s = _keep_seconds(answer.keep_alive)
+            self._keep_s = keep_seconds(answer.keep_alive)
         return Reply(answer.status, answer.body.decode("utf-8", "replace"))
 
     def _fail(self, kind: type[TargetError], when: str, exc: Exception) -> None:

@@ -89,7 +89,9 @@ class Flight:
     sent: int = 0
     sending: bool = False  # a byte may have left: from now on the outcome is unknown
     received: bytearray = field(default_factory=bytearray)
-    finished: bool = False
+    written: bool = False  # ``start`` is done writing: the loop may cut it
+    finished: bool = False  # left the loop: nothing to read or cut any more
+    reported: bool = False  # ``done`` called (once: under the loop's lock)
 
     @property
     def ended(self) -> bool:  # for DeadlineHeap: nothing left to cut
@@ -108,6 +110,7 @@ class ExchangeLoop:
         self._deadlines: DeadlineHeap[Flight] = DeadlineHeap()
         self._wake_at = float("inf")  # the loop waits until then; -inf: it is not waiting
         self._closed = not hasattr(select, "epoll")
+        self._stopped = False  # the thread has ended: flights still being written end here
         self._thread: threading.Thread | None = None
         self._epoll: select.epoll | None = None
         self._wake_r: socket.socket | None = None
@@ -140,11 +143,18 @@ class ExchangeLoop:
             self._fail(flight, kind, f"{when} sending {flight.shown}", exc)
             return True
         with self._lock:  # only now may the loop cut it: no write of ours is under way
-            self._deadlines.push(flight.deadline, flight)
-            wake = flight.deadline < self._wake_at
+            stopped, flight.written = self._stopped, True
+            if not stopped:
+                self._deadlines.push(flight.deadline, flight)
+            wake = not stopped and flight.deadline < self._wake_at
             if wake:
                 self._wake_at = flight.deadline
-        if wake:
+        if stopped:  # the loop's thread ended while this was written: nobody reads it
+            self._forget(flight)
+            flight.conn.close()
+            self._finish(flight, Ambiguous(f"the exchange loop stopped after sending "
+                                           f"{flight.shown}"))
+        elif wake:
             self._wake()
         return True
 
@@ -223,10 +233,12 @@ class ExchangeLoop:
             self._release()
 
     def _release(self) -> None:
-        """The loop ends: every flight still here is cut, its outcome as at a deadline."""
+        """The loop ends: every flight still here is cut, its outcome as at a deadline; one
+        that ``start`` is still writing is cut by ``start`` once written (cut now, it could
+        be reported NotSent as its first byte leaves)."""
         with self._lock:
-            self._closed = True
-            flights = list(self._flights.values())
+            self._closed = self._stopped = True
+            flights = [f for f in self._flights.values() if f.written]
         for flight in flights:
             self._expire(flight)
         for closable in (self._epoll, self._wake_r, self._wake_w):
@@ -322,7 +334,10 @@ class ExchangeLoop:
             self._deadlines.discard(flight)
 
     def _finish(self, flight: Flight, result: Reply | TargetError) -> None:
-        flight.finished = True
+        with self._lock:  # the loop's end and ``start`` may both reach here: once only
+            if flight.reported:
+                return
+            flight.finished = flight.reported = True
         try:
             flight.done(result)
         except Exception:  # noqa: BLE001 - the caller's bug must not stop the other flights

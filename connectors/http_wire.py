@@ -56,6 +56,15 @@ class Answer:
 def request_bytes(method: str, path: str, host: str, headers: Mapping[str, str],
                   body: bytes | None) -> bytes:
     """The whole request. ValueError for a path or header http.client would refuse too."""
+    lines = _head_lines(method, path, host, headers)
+    if all(name.lower() != "content-length" for name in headers) and \
+            (body is not None or method in BODY_METHODS):
+        lines.append(b"Content-Length: " + str(len(body or b"")).encode())
+    return b"\r\n".join(lines) + b"\r\n\r\n" + (body or b"")
+
+
+def _head_lines(method: str, path: str, host: str, headers: Mapping[str, str]) -> list[bytes]:
+    """The request line, ``Host`` and ``Accept-Encoding`` unless given, then ``headers``."""
     if _ILLEGAL_PATH.search(path):
         raise ValueError("the request path contains a control character or a space")
     given = {name.lower() for name in headers}
@@ -64,14 +73,43 @@ def request_bytes(method: str, path: str, host: str, headers: Mapping[str, str],
         lines.append(_host_line(host))
     if "accept-encoding" not in given:
         lines.append(b"Accept-Encoding: identity")
-    for name, value in headers.items():
-        raw_value = value.encode("latin-1")
-        if _ILLEGAL_VALUE.search(raw_value):
-            raise ValueError(f"the {name} header contains CR, LF or NUL")
-        lines.append(_header_name(name) + raw_value)
-    if "content-length" not in given and (body is not None or method in BODY_METHODS):
-        lines.append(b"Content-Length: " + str(len(body or b"")).encode())
-    return b"\r\n".join(lines) + b"\r\n\r\n" + (body or b"")
+    return lines + [header_line(name, value) for name, value in headers.items()]
+
+
+def header_line(name: str, value: str) -> bytes:
+    """``name: value`` as ``request_bytes`` writes it (no line end). ValueError for a name
+    that is not a token, a value with CR, LF or NUL, or one not Latin-1."""
+    raw_value = value.encode("latin-1")
+    if _ILLEGAL_VALUE.search(raw_value):
+        raise ValueError(f"the {name} header contains CR, LF or NUL")
+    return _header_name(name) + raw_value
+
+
+class RequestTemplate:
+    """The requests of one method and path with the same fixed headers, written as
+    ``request_bytes`` writes them with ``fixed`` then ``varying`` headers: the fixed part
+    checked and encoded once, only the varying headers, the length and the body per call."""
+
+    def __init__(self, method: str, path: str, host: str, fixed: Mapping[str, str],
+                 varying: tuple[str, ...]) -> None:
+        lowered = {name.lower() for name in fixed}
+        if lowered & {"host", "accept-encoding", "content-length"} or \
+                lowered & {name.lower() for name in varying}:
+            raise ValueError("a template's fixed headers may not name its own")
+        self._head = b"".join(line + b"\r\n" for line in _head_lines(method, path, host, fixed))
+        self._names = [_header_name(name) for name in varying]
+        self._varying = varying
+
+    def render(self, values: tuple[str, ...], body: bytes) -> bytes:
+        """The whole request; ValueError as ``request_bytes`` raises it."""
+        parts = [self._head]
+        for name, raw_name, value in zip(self._varying, self._names, values, strict=True):
+            raw_value = value.encode("latin-1")
+            if _ILLEGAL_VALUE.search(raw_value):
+                raise ValueError(f"the {name} header contains CR, LF or NUL")
+            parts += (raw_name, raw_value, b"\r\n")
+        parts += (b"Content-Length: ", str(len(body)).encode(), b"\r\n\r\n", body)
+        return b"".join(parts)
 
 
 # A target sends the same few names and host on every request: checked and encoded once.
@@ -186,47 +224,37 @@ def _answer(reader: _Reader, limit: int, method: str) -> Answer:
 
 
 def _head(reader: _Reader) -> tuple[int, bytes, dict[str, str]]:
-    """The status, version and headers of one answer (a 1xx's too)."""
-    if (whole := _whole_head(reader)) is not None:
-        return whole
+    """The status, version and headers of one answer (a 1xx's too): split in one pass when
+    the whole head is in the buffer already (nearly always), else read line by line."""
+    buf = reader.buf
+    end = min((i for i in (buf.find(b"\n\r\n"), buf.find(b"\n\n")) if i >= 0), default=-1)
+    if 0 <= end < MAX_HEAD_BYTES:
+        lines = bytes(buf[:end]).split(b"\n")
+        del buf[:end + (3 if buf[end + 1:end + 2] == b"\r" else 2)]
+        return _parsed_head(lines[0].rstrip(b"\r"), lines[1:])
     try:
         status_line = reader.line(MAX_HEAD_BYTES)
     except IncompleteRead:
         if reader.buf:
             raise
         raise RemoteDisconnected("Remote end closed connection without response") from None
+    lines, size = [], len(status_line)
+    while line := reader.line(MAX_HEAD_BYTES - size):
+        size += len(line)
+        if size > MAX_HEAD_BYTES:
+            raise Malformed("the answer's headers are too long")
+        lines.append(line)
+    return _parsed_head(status_line, lines)
+
+
+def _parsed_head(status_line: bytes, lines: list[bytes]) -> tuple[int, bytes, dict[str, str]]:
+    """The status, version and headers named by a head's lines (each without its LF)."""
     parts = status_line.split(None, 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit() \
             or len(parts[1]) != 3:
         raise BadStatusLine("not an HTTP/1.x status line")
     headers: dict[str, str] = {}
-    size = len(status_line)
-    while line := reader.line(MAX_HEAD_BYTES - size):
-        size += len(line)
-        if size > MAX_HEAD_BYTES:
-            raise Malformed("the answer's headers are too long")
-        name, colon, value = line.partition(b":")
-        if not colon:
-            continue  # http.client ignores such a line too
-        headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
-    return int(parts[1]), parts[0], headers
-
-
-def _whole_head(reader: _Reader) -> tuple[int, bytes, dict[str, str]] | None:
-    """``_head`` at once when the whole head is in the buffer already (nearly always): the
-    same lines, split in one pass instead of one ``line`` call each. None otherwise."""
-    buf = reader.buf
-    end = min((i for i in (buf.find(b"\n\r\n"), buf.find(b"\n\n")) if i >= 0), default=-1)
-    if end < 0 or end >= MAX_HEAD_BYTES:
-        return None
-    lines = bytes(buf[:end]).split(b"\n")
-    del buf[:end + (3 if buf[end + 1:end + 2] == b"\r" else 2)]
-    parts = lines[0].rstrip(b"\r").split(None, 2)
-    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit() \
-            or len(parts[1]) != 3:
-        raise BadStatusLine("not an HTTP/1.x status line")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
+    for line in lines:
         name, colon, value = line.partition(b":")
         if colon:  # http.client ignores a line without one too
             headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")

@@ -16,10 +16,12 @@ reports, a commit, and the call.
 Reported: process CPU (user + system, every thread) over the measured N, less the fake's own
 work (decoding what was produced, encoding the grants: timed afterwards on a sample of the
 records, since reading a CPU clock per record costs more than the work), per dispatch; and
-dispatches per second of wall time. A warm-up round of N/2 is not measured. ``--target
-sleep`` replaces the HTTP target by one that sleeps ``call_ms`` (the connector's Kafka side
-alone); ``--profile`` writes a cProfile of the loop's thread (answers are read on the
-target's exchange loop thread, new connections opened on pool threads).
+dispatches per second of wall time. The sandbox's own CPU over the same dispatches (its
+process, from /proc) is reported beside it, never in it: a remote API's would be elsewhere.
+A warm-up round of N/2 is not measured. ``--target sleep`` replaces the HTTP target by one
+that sleeps ``call_ms`` (the connector's Kafka side alone); ``--profile`` writes a cProfile
+of the loop's thread (answers are read, and most outcomes produced, on the target's
+exchange loop thread; new connections opened on pool threads).
 """
 
 from __future__ import annotations
@@ -203,8 +205,18 @@ def _cpu() -> float:
     return t.user + t.system
 
 
+def process_cpu(pid: int | None) -> float:
+    """CPU seconds (user + system) process ``pid`` has used; 0 without /proc or a pid."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(make_target: Callable[[], Target], n: int, in_flight: int, say: Callable[[str], None],
-            profile: Path | None = None) -> dict[str, Any]:
+            profile: Path | None = None, sandbox_pid: int | None = None) -> dict[str, Any]:
     settings = Settings(kafka_bootstrap="fake:9092", topic_prefix="cpu")
     codec = AvroCodec()
     broker = FakeBroker(settings.topic("dispatch"), codec)
@@ -223,15 +235,18 @@ def measure(make_target: Callable[[], Target], n: int, in_flight: int, say: Call
             broker.append(warm)
             _until(lambda: broker.outcome_count >= len(warm), stop)
             cpu, records, started = _cpu(), broker.produced_count, time.monotonic()
+            sandbox_cpu = process_cpu(sandbox_pid)
             broker.append(measured)
             _until(lambda: broker.outcome_count >= len(warm) + n, stop)
             wall = time.monotonic() - started
             used = _cpu() - cpu
+            sandbox_used = process_cpu(sandbox_pid) - sandbox_cpu
             harness = (broker.produced_count - records) * broker.cost_s()
             figures.update(dispatches=n, in_flight=in_flight, wall_s=wall,
                            dispatches_per_s=n / wall,
                            cpu_us_per_dispatch=(used - harness) / n * 1e6,
                            harness_us_per_dispatch=harness / n * 1e6,
+                           sandbox_us_per_dispatch=sandbox_used / n * 1e6,
                            outcomes=dict(broker.outcomes))
         finally:
             stop.set()
@@ -294,12 +309,14 @@ def main(argv: list[str] | None = None) -> int:
             return SleepTarget(args.call_ms)
     try:
         for r in range(args.repeat):
-            f = measure(make_target, args.dispatches, args.in_flight, say, args.profile)
+            f = measure(make_target, args.dispatches, args.in_flight, say, args.profile,
+                        sandbox.pid if sandbox is not None else None)
             print(f"run {r + 1}: {f['dispatches']:,} dispatches, {args.call_ms} ms "
                   f"{args.target} target, {f['in_flight']} in flight: "
                   f"{f['cpu_us_per_dispatch']:.0f} µs CPU per dispatch, "
                   f"{f['dispatches_per_s']:,.0f}/s (harness {f['harness_us_per_dispatch']:.0f}"
-                  f" µs, outcomes {f['outcomes']})", flush=True)
+                  f" µs, sandbox {f['sandbox_us_per_dispatch']:.0f} µs of its own, outcomes "
+                  f"{f['outcomes']})", flush=True)
     finally:
         if sandbox is not None:
             sandbox.stop()

@@ -98,8 +98,8 @@ def key_digest(key: str | None) -> str | None:
 class SandboxHandler(BaseHTTPRequestHandler):
     server: SandboxServer
     protocol_version = "HTTP/1.1"
-    # Headers and body leave as two writes; without TCP_NODELAY the body waits for the
-    # client's delayed ACK of the headers (40 ms per call).
+    # Without TCP_NODELAY an answer waits for the client's delayed ACK of the one before
+    # (40 ms per call) when it is written in two pieces, as http.server's errors are.
     disable_nagle_algorithm = True
     server_version = "ledger-stream-sandbox"
     _status: int | str = 0  # for the log line: the status sent, or what happened instead
@@ -128,9 +128,11 @@ class SandboxHandler(BaseHTTPRequestHandler):
         except Exception:
             log.exception("sandbox handler failed", extra=log_fields(method=method))
             self._reply(500, {"error": "internal", "message": "internal error, see the log"})
-        shown = BY_KEY_PREFIX + "<key>" if path.startswith(BY_KEY_PREFIX) else path
-        log.info("%s %s %s", method, shown, self._status, extra=log_fields(
-            method=method, path=shown, status=self._status, key_sha=key_digest(self._key)))
+        if log.isEnabledFor(logging.INFO):  # the key's hash and the fields cost more
+            shown = BY_KEY_PREFIX + "<key>" if path.startswith(BY_KEY_PREFIX) else path
+            log.info("%s %s %s", method, shown, self._status, extra=log_fields(
+                method=method, path=shown, status=self._status,
+                key_sha=key_digest(self._key)))
 
     do_GET = do_POST = do_DELETE = do_PUT = do_PATCH = _dispatch
 
@@ -265,8 +267,11 @@ class SandboxHandler(BaseHTTPRequestHandler):
                 self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            # The head and the body in one write (end_headers, then the body): written
+            # apart, they often reached the client as two segments, so a client read,
+            # parsed and waited twice per answer, and this process sent twice.
+            self._headers_buffer.append(b"\r\n" + data)  # type: ignore[attr-defined]
+            self.flush_headers()
         except OSError:  # the client gave up (timeout, reset): nothing left to tell it
             self.close_connection = True
             self._status = f"{status}:client_gone"

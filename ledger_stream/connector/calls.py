@@ -19,10 +19,10 @@ class CallPool:
     of them unstarted).
 
     Leaner than ``ThreadPoolExecutor`` on the path every dispatch takes: a job is one
-    ``SimpleQueue.put`` (no Future, no Condition, no lock and no thread-count check per job;
-    those cost about 30 µs of CPU per call here). A job reports its own result (the
-    connector's jobs hand a completion to the loop); an exception it lets out is logged
-    and its thread goes on to the next job.
+    ``SimpleQueue.put`` and the idle count updated under one lock, held only for that (no
+    Future, no Condition; those cost about 30 µs of CPU per call here). A job reports its
+    own result (the connector's jobs run their completion under the worker's lock); an
+    exception it lets out is logged and its thread goes on to the next job.
 
     ``close`` drops the jobs not started; the ones running finish, and their threads end.
     The threads are daemons: a call still on the wire when the process exits has no outcome

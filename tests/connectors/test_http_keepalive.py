@@ -308,7 +308,7 @@ def test_the_servers_keep_alive_timeout_shortens_the_wait(servers):
     (None, http_exchange.KEEP_IDLE_S), ("timeout=5, max=100", http_exchange.KEEP_IDLE_S),
     ("timeout=1", 0.5), ("max=3, timeout=0", 0.0), ("timeout=x", http_exchange.KEEP_IDLE_S)])
 def test_keep_seconds(header, seconds):
-    assert http_exchange._keep_seconds(header) == seconds
+    assert http_exchange.keep_seconds(header) == seconds
 
 
 class _Decrypted:

@@ -291,3 +291,110 @@ def test_calls_over_tls_are_run_by_the_loop_with_the_same_outcomes(apis, tls):
     assert target.start_apply(effect("acme/refund/4"), 5.0, done)  # request 5: no answer
     receipt, error = done.get()
     assert receipt == "" and target.classify(error) is OutcomeStatus.UNKNOWN
+
+
+# --- the loop's own end, and its deadline heap -------------------------------------------------
+
+
+class HeldSocket:
+    """A real socket whose first ``send`` waits until ``go`` is set."""
+
+    def __init__(self, real: socket.socket) -> None:
+        self.real, self.entered, self.go = real, threading.Event(), threading.Event()
+
+    def fileno(self) -> int:
+        return self.real.fileno()
+
+    def gettimeout(self) -> float:
+        return 0.0
+
+    def send(self, data: bytes) -> int:
+        self.entered.set()
+        assert self.go.wait(5)
+        return self.real.send(data)
+
+    def close(self) -> None:
+        self.real.close()
+
+
+class HeldConnection:
+    def __init__(self, sock: HeldSocket) -> None:
+        self.sock: HeldSocket | None = sock
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+class Dying:
+    """The loop's epoll, whose wait now fails: the loop's thread dies."""
+
+    def __init__(self, real: object) -> None:
+        self.real = real
+
+    def poll(self, timeout: float) -> list[tuple[int, int]]:
+        raise RuntimeError("the loop's thread dies")
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.real, name)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_flight_being_written_as_the_loop_dies_is_finished_once_and_unknown():
+    """The loop's end cut every flight it held, one still being written by ``start`` too:
+    that one was reported at the cut and again when its write ended, and reported NotSent
+    if cut before ``sending`` was set, as its first byte could still leave."""
+    from connectors.http_loop import Ambiguous, ExchangeLoop, Flight
+
+    ours, theirs = socket.socketpair()
+    held = HeldSocket(ours)
+    results: list[object] = []
+    flight = Flight(HeldConnection(held), b"GET / HTTP/1.1\r\n\r\n", "GET",  # type: ignore
+                    "GET /", 5.0, 1000, results.append, lambda *_: None, lambda _: 1.0)
+    loop = ExchangeLoop("dying")
+    writer = threading.Thread(target=loop.start, args=(flight,))
+    writer.start()
+    assert held.entered.wait(5)
+    loop._epoll = Dying(loop._epoll)  # type: ignore[assignment]
+    assert loop._thread is not None
+    loop._thread.join(5)
+    assert not loop._thread.is_alive()
+    held.go.set()
+    writer.join(5)
+    assert len(results) == 1, results
+    assert isinstance(results[0], Ambiguous)
+    theirs.close()
+
+
+class Item:
+    def __init__(self) -> None:
+        self.ended = False
+
+
+def test_the_deadline_heap_counts_only_its_own_entries_of_ended_items():
+    """An item cut at its deadline (taken out by ``due``), one that failed before it was
+    pushed, or one discarded twice left a count the heap did not hold: the count ran ahead
+    and rebuilt the heap more and more often."""
+    from connectors.http_deadlines import DeadlineHeap
+
+    heap: DeadlineHeap[Item] = DeadlineHeap()
+    items = [Item() for _ in range(10)]
+    for at, item in enumerate(items):
+        heap.push(float(at), item)
+    [cut] = heap.due(0.0)  # taken out at its deadline, then ended
+    cut.ended = True
+    heap.discard(cut)
+    never = Item()  # failed as it started: never pushed
+    never.ended = True
+    heap.discard(never)
+    items[5].ended = True
+    heap.discard(items[5])
+    heap.discard(items[5])  # a second report of its end
+    assert heap._dead == 1 == sum(1 for item in items[1:] if item.ended)
+    items[1].ended = True  # ended, not yet discarded: dropped from the top first
+    assert heap.next_at() == 2.0
+    heap.discard(items[1])
+    assert heap._dead == 1
+    assert heap.due(9.0) == [item for item in items[2:] if not item.ended]
+    assert heap._dead == 0 and len(heap) == 0

@@ -134,6 +134,7 @@ def test_an_exception_leaving_a_span_is_traced_as_its_class_only(spans):
     spans.clear()
     worker = ConnectorWorker.__new__(ConnectorWorker)  # the call thread's parts, no Kafka
     worker._target, worker._done = DecliningTarget(), queue.SimpleQueue()
+    worker._lock, worker._loop_thread = threading.RLock(), threading.get_ident()
     worker._traces, worker._traces_lock = {}, threading.Lock()
     worker._core = type("Core", (), {"called": staticmethod(lambda *_: [])})()
     worker._call(Call(1, EffectRequest("acme/pay/k1", 1, "c1", "pay", {}, "h"), 2.0, 0))

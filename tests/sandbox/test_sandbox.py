@@ -223,3 +223,39 @@ def test_latency_is_spent_on_every_payment_request(tmp_path: Path):
         assert sandbox.post_payment(KEY, BODY).status == 201
         assert time.monotonic() - started >= 0.15
         assert len(sandbox.effects(KEY)) == 1
+
+
+def test_an_answer_leaves_in_one_write_and_a_commit_waits_for_no_fsync(tmp_path: Path):
+    """The sandbox stands beside the connector on the bench's two cores: its head and body
+    written apart reached a client as two pieces (two reads, two parses), and an fsync
+    per payment held its one store lock. A commit is in the WAL before the answer, so a
+    SIGKILL still loses nothing (test_effects_survive_sigkill_and_restart_on_the_same_port)."""
+    from ledger_lab.sandbox.server import SandboxHandler, make_server
+
+    writes: list[int] = []
+
+    class Counted(SandboxHandler):
+        def setup(self) -> None:
+            super().setup()
+            real = self.wfile.write
+            self.wfile.write = lambda data: writes.append(len(data)) or real(data)  # type: ignore
+
+    server = make_server("127.0.0.1", 0, tmp_path / "s.db")
+    server.RequestHandlerClass = Counted
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
+        for key in ("acme/refund/one", "acme/refund/two", "acme/refund/one"):
+            writes.clear()
+            conn.request("POST", "/v1/payments", body=b'{"amount": 1}',
+                         headers={"Idempotency-Key": key, "Content-Type": "application/json"})
+            answer = conn.getresponse()
+            assert answer.status in (200, 201) and answer.read()
+            assert len(writes) == 1, writes
+        conn.close()
+        assert server.store._db.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
+        assert server.store._db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    finally:
+        server.shutdown()
+        server.server_close()
+        server.store.close()
