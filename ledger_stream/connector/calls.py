@@ -3,7 +3,9 @@ slow target, a lookup retried) never stalls the loop reading ``ledger.dispatch``
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -69,3 +71,21 @@ class CallPool:
                 logger.exception("a connector job failed")
             with self._lock:
                 self._idle += 1
+
+
+def id_source() -> Callable[[], str]:
+    """New ids for claims and the records produced: 32 hex digits, a random prefix drawn once
+    per process and a counter, so unique across processes (two prefixes meet with odds of
+    one in 2**64) and within one. uuid4 read 16 bytes from the kernel for every id, three
+    per dispatch: a system call each, 30 µs apiece on a loaded machine."""
+    prefix, counter = os.urandom(8).hex(), itertools.count()
+    return lambda: f"{prefix}{next(counter):016x}"
+
+
+class TargetBug(Exception):
+    """What ``Target.start_apply`` itself raised: a bug, reported as one (the runtime's
+    ``_report_call``)."""
+
+    def __init__(self, bug: Exception) -> None:
+        super().__init__(type(bug).__name__)
+        self.bug = bug

@@ -34,7 +34,14 @@ from ledger_stream.connector.commands import (
     Record,
     Stop,
 )
-from ledger_stream.connector.jobs import LOCAL_STAGES, DispatchJob, Job, ReconcileJob, Stage
+from ledger_stream.connector.jobs import (
+    LOCAL_STAGES,
+    DispatchJob,
+    Job,
+    ReconcileJob,
+    Stage,
+    marker,
+)
 from ledger_stream.connector.options import ConnectorOptions
 from ledger_stream.connector.progress import PartitionProgress, Remembered
 from ledger_stream.connector.target import EffectRequest
@@ -53,6 +60,7 @@ class ConnectorCore:
         options.check(deduplicates)
         self.target, self.deduplicates, self.queryable = target, deduplicates, queryable
         self.opts = options
+        self.warn_ms = int(options.answer_warn_s * 1000)  # a claim's answer counts as slow
         self.instance = options.instance_id
         self._new_id = new_id
         self._progress: dict[int, PartitionProgress] = {}
@@ -171,9 +179,12 @@ class ConnectorCore:
             if job.stage is Stage.WAITING and job.wake_at_ms <= now_ms:
                 out += self._wake(job, now_ms)
             elif job.stage is Stage.ANSWER and isinstance(job, DispatchJob):
-                self._warn_if_slow(job, now_ms)
+                if job.newly_slow(now_ms, self.warn_ms):
+                    logger.warning("claim not answered yet; still waiting for the same claim",
+                                   extra=log_fields(key=job.key, attempt=job.d.attempt,
+                                                    claim_id=job.claim_id))
                 if not job.warned:
-                    warn_lb = min(warn_lb, job.claimed_at_ms + self._warn_ms)
+                    warn_lb = min(warn_lb, job.claimed_at_ms + self.warn_ms)
         self._warn_lb = warn_lb
         self._wake_exact = False  # jobs woken: looked for again below
         self.next_wake_ms()
@@ -242,7 +253,7 @@ class ConnectorCore:
         return out
 
     def _already_handled(self, job: Job) -> bool:
-        return _marker(job) in self._handled
+        return marker(job) in self._handled
 
     def _release(self, key: str) -> None:
         self._busy.pop(key, None)
@@ -282,7 +293,7 @@ class ConnectorCore:
             out: list[Command] = []
         else:
             if remember:
-                self._handled.add(_marker(job))
+                self._handled.add(marker(job))
             out = self._finish_offset(job.partition, job.offset)
         if self._busy.get(job.key) is job:
             self._release(job.key)
@@ -346,7 +357,7 @@ class ConnectorCore:
     def _await_answer(self, job: DispatchJob, now_ms: int) -> list[Command]:
         job.stage = Stage.ANSWER
         if not job.warned:  # ``tick`` warns once the answer is slow
-            self._warn_lb = min(self._warn_lb, job.claimed_at_ms + self._warn_ms)
+            self._warn_lb = min(self._warn_lb, job.claimed_at_ms + self.warn_ms)
         if job.abandoned or self.closing:
             # A fast-path job whose partition went while it was calling, or that finished
             # its call while the connector stops: no answer is read for it any more, and
@@ -425,17 +436,6 @@ class ConnectorCore:
         return ev.AttemptOutcome(self._new_id(), job.key, job.d.attempt, job.claim_id, status,
                                  now_ms, external_id, error[:200], self.deduplicates)
 
-    @property
-    def _warn_ms(self) -> int:
-        return int(self.opts.answer_warn_s * 1000)
-
-    def _warn_if_slow(self, job: DispatchJob, now_ms: int) -> None:
-        if not job.warned and now_ms - job.claimed_at_ms > self.opts.answer_warn_s * 1000:
-            job.warned = True
-            logger.warning("claim not answered yet; still waiting for the same claim",
-                           extra=log_fields(key=job.key, attempt=job.d.attempt,
-                                            claim_id=job.claim_id))
-
     # --- reconciliation -------------------------------------------------------------------
 
     def _result(self, job: ReconcileJob, status: ev.ReconcileStatus, external_id: str,
@@ -446,10 +446,3 @@ class ConnectorCore:
                                     self.deduplicates, now_ms, external_id, error[:200])
         return [Produce(job.id, result)]
 
-
-def _marker(job: Job) -> str:
-    if isinstance(job, DispatchJob):
-        return job.d.dispatch_id
-    assert isinstance(job, ReconcileJob)
-    r = job.r
-    return f"reconcile:{r.key}:{r.attempt}:{r.claim_id}"

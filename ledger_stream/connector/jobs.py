@@ -59,6 +59,13 @@ class DispatchJob(Job):
         assert self.dispatch is not None
         return self.dispatch
 
+    def newly_slow(self, now_ms: int, warn_ms: int) -> bool:
+        """True once per claim: when its answer first takes longer than ``warn_ms``."""
+        if self.warned or now_ms - self.claimed_at_ms <= warn_ms:
+            return False
+        self.warned = True
+        return True
+
 
 @dataclass(eq=False)
 class ReconcileJob(Job):
@@ -70,3 +77,12 @@ class ReconcileJob(Job):
     def r(self) -> ev.Reconcile:
         assert self.reconcile is not None
         return self.reconcile
+
+
+def marker(job: Job) -> str:
+    """What says a job was handled already: its dispatch id, or its reconcile's attempt."""
+    if isinstance(job, DispatchJob):
+        return job.d.dispatch_id
+    assert isinstance(job, ReconcileJob)
+    r = job.r
+    return f"reconcile:{r.key}:{r.attempt}:{r.claim_id}"

@@ -25,9 +25,7 @@ never an exception's message, which may quote the target's answer.
 
 from __future__ import annotations
 
-import itertools
 import logging
-import os
 import queue
 import threading
 import time
@@ -42,7 +40,7 @@ from confluent_kafka import KafkaError, Message
 from ledger_stream import tracing
 from ledger_stream.config import Settings
 from ledger_stream.connector import metrics, redaction
-from ledger_stream.connector.calls import CallPool
+from ledger_stream.connector.calls import CallPool, TargetBug, id_source
 from ledger_stream.connector.commands import (
     Call,
     Command,
@@ -77,25 +75,10 @@ Completion = Callable[[], list[Command]]
 TRACES_LIMIT = 10_000  # trace contexts kept for keys in progress (tracing.py)
 
 
-def id_source() -> Callable[[], str]:
-    """New ids for claims and the records produced: 32 hex digits, a random prefix drawn once
-    per process and a counter, so unique across processes (two prefixes meet with odds of
-    one in 2**64) and within one. uuid4 read 16 bytes from the kernel for every id, three
-    per dispatch: a system call each, 30 µs apiece on a loaded machine."""
-    prefix, counter = os.urandom(8).hex(), itertools.count()
-    return lambda: f"{prefix}{next(counter):016x}"
-
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
-
-class _Bug(Exception):
-    """What ``Target.start_apply`` itself raised: a bug, reported as one (``_report_call``)."""
-
-    def __init__(self, bug: Exception) -> None:
-        super().__init__(type(bug).__name__)
-        self.bug = bug
 
 
 class ConnectorWorker:
@@ -346,7 +329,7 @@ class ConnectorWorker:
                                         partial(self._applied, cmd, started)):
                 return
         except Exception as exc:  # a Target's bug: the request may have gone out
-            self._applied(cmd, started, "", _Bug(exc))
+            self._applied(cmd, started, "", TargetBug(exc))
             return
         self._pool.submit(partial(self._call, cmd, True))
 
@@ -367,7 +350,7 @@ class ConnectorWorker:
             # out, so the outcome is unknown (the processor reconciles the key); a job left
             # calling for good would hold its key, a slot and its partition's commits.
             # Frames and classes only: a message (or its cause's) may quote the target.
-            exc = exc.bug if isinstance(exc, _Bug) else exc
+            exc = exc.bug if isinstance(exc, TargetBug) else exc
             logger.error("call failed inside the connector", extra=log_fields(
                 key=cmd.request.key, attempt=cmd.request.attempt,
                 claim_id=cmd.request.attempt_id, error=redaction.bug_report(exc)))
@@ -420,7 +403,7 @@ class ConnectorWorker:
     def _judged(self, request: EffectRequest, started: float, external_id: str,
                 raised: Exception | None) -> tuple[ev.OutcomeStatus, str, str]:
         """A call's outcome from what the target returned or raised; counted and logged."""
-        if isinstance(raised, _Bug):
+        if isinstance(raised, TargetBug):
             raise raised
         if raised is None:
             status, error = ev.OutcomeStatus.SUCCEEDED, ""

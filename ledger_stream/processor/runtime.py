@@ -95,8 +95,7 @@ class Processor:
         self._restorer = Consumer(clients.changelog_reader_config(bootstrap))
         self._ends = Consumer(clients.changelog_ends_config(bootstrap))
         self._assignment = Assignment(self._folder.open, self._restorer, self._step.policy,
-                                      self._inputs, settings.topic("changelog"), group,
-                                      self._ends,
+                                      self._inputs, settings.topic("changelog"), group, self._ends,
                                       incremental=settings.processor.group_protocol == "consumer")
         self._assignment.home_count = partitions if layout.grown_from else None
         delivery = clients.delivery_for(settings, bootstrap, self.instance, self._consumer,
