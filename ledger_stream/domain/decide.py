@@ -79,7 +79,6 @@ from ledger_stream.domain.transitions import (
     reconcile,
     to_operator,
 )
-from ledger_stream.domain.values import replace
 
 DEFAULT_POLICY = Policy()
 # A conflict's answer names no held argument, not even their hash: a caller probing a key
@@ -126,16 +125,17 @@ def _sent(decision: Decision, sent_ms: int) -> Decision:
     for out in decision.outputs:
         if isinstance(out, Dispatch | Grant | Reconcile) and isinstance(out, awaited) \
                 and out.attempt == state.attempt:
-            return Decision(replace(state, sent_at_ms=sent_ms), decision.outputs)
+            return Decision(state.changed(sent_at_ms=sent_ms), decision.outputs)
     return decision
 
 
 def _answered_for(decision: Decision, intent: Intent) -> Decision:
     """The receipt answering ``intent`` names which kind of run asked."""
-    return Decision(decision.state, tuple(
-        replace(o, origin=intent.origin.value)
-        if isinstance(o, Receipt) and o.intent_event_id == intent.event_id else o
-        for o in decision.outputs))
+    origin, event_id = intent.origin.value, intent.event_id
+    return Decision(decision.state, tuple([
+        o.with_origin(origin) if isinstance(o, Receipt) and o.intent_event_id == event_id
+        else o
+        for o in decision.outputs]))
 
 
 def _decide(state: KeyState, event: Intent | AttemptEvent | Timer | Release, policy: Policy,
@@ -309,7 +309,7 @@ def _holder_report(state: KeyState, outcome: AttemptOutcome, policy: Policy,
                           f"outcome unknown: {outcome.error}")
     if state.phase is not Phase.DISPATCHED:
         # The holder's definite answer settles the question a reconciliation was asking.
-        state = replace(state, unknown_attempts=max(0, state.unknown_attempts - 1))
+        state = state.changed(unknown_attempts=max(0, state.unknown_attempts - 1))
     if status is OutcomeStatus.FAILED:
         failed = enter(state, Phase.FAILED, now, status_detail=outcome.error)
         return Decision(failed, (state_receipt(failed, now, Reason.TARGET_REJECTED),))
@@ -368,8 +368,8 @@ def _operator(state: KeyState, resolution: OperatorResolution, policy: Policy,
         failed = enter(state, Phase.FAILED, now, record, status_detail=f"failed {per}")
         return Decision(failed, (state_receipt(failed, now, Reason.OPERATOR),))
     # The operator established that the attempt did not apply: it is no longer unknown.
-    checked = replace(state.with_record(record),
-                      unknown_attempts=max(0, state.unknown_attempts - 1))
+    checked = state.with_record(record).changed(
+        unknown_attempts=max(0, state.unknown_attempts - 1))
     return next_attempt(checked, now, after_lease(state, now, policy),
                          f"not applied {per}", policy, by_operator=True)
 

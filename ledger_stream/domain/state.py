@@ -6,8 +6,6 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-from ledger_stream.domain.values import replace
-
 ATTEMPT_HISTORY_LIMIT = 8
 
 
@@ -38,7 +36,7 @@ class Phase(StrEnum):
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class AttemptRecord:
     """One report about one attempt, kept for the key's timeline."""
 
@@ -48,8 +46,16 @@ class AttemptRecord:
     at_ms: int
     external_id: str = ""
 
+    def __init__(self, attempt: int, claim_id: str, what: str, at_ms: int,
+                 external_id: str = "") -> None:
+        object.__setattr__(self, "attempt", attempt)
+        object.__setattr__(self, "claim_id", claim_id)
+        object.__setattr__(self, "what", what)
+        object.__setattr__(self, "at_ms", at_ms)
+        object.__setattr__(self, "external_id", external_id)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class KeyState:
     """Everything the ledger knows about one operation key.
 
@@ -91,6 +97,47 @@ class KeyState:
     # partition clock cannot expire them before the answer could be in the log.
     sent_at_ms: int = 0
 
+    # Written out for the compiled core, as in events.py (tests/domain/test_written_out.py).
+    def __init__(self, key: str, phase: Phase = Phase.ABSENT, intent_event_id: str = "",
+                 tenant: str = "", action: str = "", target: str = "", args_hash: str = "",
+                 args_json: str = "", payload_json: str = "", graph: str = "", version: str = "",
+                 attempt: int = 0, granted_claim_id: str = "", lease_until_ms: int = 0,
+                 not_before_ms: int = 0, external_id: str = "", status_detail: str = "",
+                 reserved_at_ms: int = 0, terminal_at_ms: int = 0, duplicate_effects: int = 0,
+                 history: tuple[AttemptRecord, ...] = (), phase_since_ms: int = 0,
+                 unknown_attempts: int = 0, lapses: int = 0, settled_by: str = "",
+                 stall_alerted: int = 0, sealed_outcome: str = "", held_by: str = "",
+                 sent_at_ms: int = 0) -> None:
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "phase", phase)
+        object.__setattr__(self, "intent_event_id", intent_event_id)
+        object.__setattr__(self, "tenant", tenant)
+        object.__setattr__(self, "action", action)
+        object.__setattr__(self, "target", target)
+        object.__setattr__(self, "args_hash", args_hash)
+        object.__setattr__(self, "args_json", args_json)
+        object.__setattr__(self, "payload_json", payload_json)
+        object.__setattr__(self, "graph", graph)
+        object.__setattr__(self, "version", version)
+        object.__setattr__(self, "attempt", attempt)
+        object.__setattr__(self, "granted_claim_id", granted_claim_id)
+        object.__setattr__(self, "lease_until_ms", lease_until_ms)
+        object.__setattr__(self, "not_before_ms", not_before_ms)
+        object.__setattr__(self, "external_id", external_id)
+        object.__setattr__(self, "status_detail", status_detail)
+        object.__setattr__(self, "reserved_at_ms", reserved_at_ms)
+        object.__setattr__(self, "terminal_at_ms", terminal_at_ms)
+        object.__setattr__(self, "duplicate_effects", duplicate_effects)
+        object.__setattr__(self, "history", history)
+        object.__setattr__(self, "phase_since_ms", phase_since_ms)
+        object.__setattr__(self, "unknown_attempts", unknown_attempts)
+        object.__setattr__(self, "lapses", lapses)
+        object.__setattr__(self, "settled_by", settled_by)
+        object.__setattr__(self, "stall_alerted", stall_alerted)
+        object.__setattr__(self, "sealed_outcome", sealed_outcome)
+        object.__setattr__(self, "held_by", held_by)
+        object.__setattr__(self, "sent_at_ms", sent_at_ms)
+
     @property
     def counted_attempts(self) -> int:
         """Attempts that count against ``max_attempts``: lapses never called the target."""
@@ -98,7 +145,47 @@ class KeyState:
 
     def with_record(self, record: AttemptRecord, **changes: Any) -> KeyState:
         history = (*self.history, record)[-ATTEMPT_HISTORY_LIMIT:]
-        return replace(self, history=history, **changes)
+        return self.changed(history=history, **changes)
+
+    def changed(self, **changes: Any) -> KeyState:
+        """A copy with ``changes`` applied, as ``dataclasses.replace`` makes it (a name that
+        is not a field raises TypeError). Every decision changes a key's state once or twice:
+        written out field by field, the compiled core builds the copy in one native call
+        (tests/domain/test_values.py checks that it names every field)."""
+        if not changes.keys() <= _FIELD_NAMES:
+            unknown = ", ".join(sorted(changes.keys() - _FIELD_NAMES))
+            raise TypeError(f"KeyState has no field {unknown}")
+        return KeyState(
+            key=changes.get("key", self.key),
+            phase=changes.get("phase", self.phase),
+            intent_event_id=changes.get("intent_event_id", self.intent_event_id),
+            tenant=changes.get("tenant", self.tenant),
+            action=changes.get("action", self.action),
+            target=changes.get("target", self.target),
+            args_hash=changes.get("args_hash", self.args_hash),
+            args_json=changes.get("args_json", self.args_json),
+            payload_json=changes.get("payload_json", self.payload_json),
+            graph=changes.get("graph", self.graph),
+            version=changes.get("version", self.version),
+            attempt=changes.get("attempt", self.attempt),
+            granted_claim_id=changes.get("granted_claim_id", self.granted_claim_id),
+            lease_until_ms=changes.get("lease_until_ms", self.lease_until_ms),
+            not_before_ms=changes.get("not_before_ms", self.not_before_ms),
+            external_id=changes.get("external_id", self.external_id),
+            status_detail=changes.get("status_detail", self.status_detail),
+            reserved_at_ms=changes.get("reserved_at_ms", self.reserved_at_ms),
+            terminal_at_ms=changes.get("terminal_at_ms", self.terminal_at_ms),
+            duplicate_effects=changes.get("duplicate_effects", self.duplicate_effects),
+            history=changes.get("history", self.history),
+            phase_since_ms=changes.get("phase_since_ms", self.phase_since_ms),
+            unknown_attempts=changes.get("unknown_attempts", self.unknown_attempts),
+            lapses=changes.get("lapses", self.lapses),
+            settled_by=changes.get("settled_by", self.settled_by),
+            stall_alerted=changes.get("stall_alerted", self.stall_alerted),
+            sealed_outcome=changes.get("sealed_outcome", self.sealed_outcome),
+            held_by=changes.get("held_by", self.held_by),
+            sent_at_ms=changes.get("sent_at_ms", self.sent_at_ms),
+        )
 
     def sealed(self) -> KeyState:
         """The redacted marker kept after the replay window: enough to answer a late intent
@@ -130,13 +217,17 @@ class KeyState:
 
     @classmethod
     def from_row(cls, row: list[Any]) -> KeyState:
-        values = dict(zip(_FIELDS, row, strict=False))
-        values["phase"] = Phase(values["phase"])
-        values["history"] = tuple(AttemptRecord(*r) for r in values.get("history", ()))
-        return cls(**values)
+        # Positional: the row is in field order (a longer row, from a newer release, has
+        # its extra fields dropped).
+        values = row[:len(_FIELDS)]
+        values[_PHASE] = Phase(values[_PHASE])
+        if len(values) > _HISTORY:
+            values[_HISTORY] = tuple(AttemptRecord(*r) for r in values[_HISTORY])
+        return cls(*values)
 
 
 _FIELDS = tuple(f.name for f in fields(KeyState))
+_FIELD_NAMES = frozenset(_FIELDS)
 FIELD_INDEX = {name: i for i, name in enumerate(_FIELDS)}  # a row's position of each field
 _PHASE = _FIELDS.index("phase")
 _HISTORY = _FIELDS.index("history")

@@ -10,13 +10,17 @@ from ledger_stream.domain.events import AlertKind, OutputEvent, Reason, Reconcil
 from ledger_stream.domain.outputs import alert_for, dispatch_for, state_receipt
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import AttemptRecord, KeyState, Phase
-from ledger_stream.domain.values import replace
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Decision:
     state: KeyState
     outputs: tuple[OutputEvent, ...] = ()
+
+    # Written out for the compiled core, as in events.py (tests/domain/test_written_out.py).
+    def __init__(self, state: KeyState, outputs: tuple[OutputEvent, ...] = ()) -> None:
+        object.__setattr__(self, "state", state)
+        object.__setattr__(self, "outputs", outputs)
 
 
 def expire_if_due(state: KeyState, now_ms: int, policy: Policy) -> KeyState:
@@ -33,7 +37,7 @@ def enter(state: KeyState, phase: Phase, now_ms: int, record: AttemptRecord | No
         changes["terminal_at_ms"] = now_ms
     if record is not None:
         return state.with_record(record, phase=phase, phase_since_ms=now_ms, **changes)
-    return replace(state, phase=phase, phase_since_ms=now_ms, **changes)
+    return state.changed(phase=phase, phase_since_ms=now_ms, **changes)
 
 
 def next_attempt(state: KeyState, now: int, not_before_ms: int, detail: str,
@@ -57,7 +61,7 @@ def next_attempt(state: KeyState, now: int, not_before_ms: int, detail: str,
         cited = policy.cited(state.action)  # last: readers find the clauses from the end
         if state.unknown_attempts:
             why = f"{used}, {state.unknown_attempts} of them with an unknown outcome{cited}"
-            asked = (replace(state, attempt=state.attempt + 1, lapses=state.lapses + 1)
+            asked = (state.changed(attempt=state.attempt + 1, lapses=state.lapses + 1)
                      if state.phase is Phase.NEEDS_OPERATOR else state)
             return to_operator(asked, now, why, f"max-attempts/{asked.attempt}",
                                reason=reason)
