@@ -131,7 +131,7 @@ def _sent(decision: Decision, sent_ms: int) -> Decision:
 
 def _answered_for(decision: Decision, intent: Intent) -> Decision:
     """The receipt answering ``intent`` names which kind of run asked."""
-    origin, event_id = intent.origin.value, intent.event_id
+    origin, event_id = intent.origin._value_, intent.event_id  # _value_: see outputs.py
     return Decision(decision.state, tuple([
         o.with_origin(origin) if isinstance(o, Receipt) and o.intent_event_id == event_id
         else o

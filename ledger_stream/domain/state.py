@@ -209,11 +209,17 @@ class KeyState:
     # back with the newer fields at their defaults.
 
     def to_row(self) -> list[Any]:
-        row = [getattr(self, name) for name in _FIELDS]
-        row[_PHASE] = self.phase.value
-        row[_HISTORY] = [[r.attempt, r.claim_id, r.what, r.at_ms, r.external_id]
-                         for r in self.history]
-        return row
+        # Written out in field order, as __init__ is (tests/domain/test_written_out.py);
+        # ``_value_``: the phase's string without the enum's ``value`` descriptor.
+        history = [[r.attempt, r.claim_id, r.what, r.at_ms, r.external_id]
+                   for r in self.history]
+        return [self.key, self.phase._value_, self.intent_event_id, self.tenant, self.action,
+                self.target, self.args_hash, self.args_json, self.payload_json, self.graph,
+                self.version, self.attempt, self.granted_claim_id, self.lease_until_ms,
+                self.not_before_ms, self.external_id, self.status_detail, self.reserved_at_ms,
+                self.terminal_at_ms, self.duplicate_effects, history, self.phase_since_ms,
+                self.unknown_attempts, self.lapses, self.settled_by, self.stall_alerted,
+                self.sealed_outcome, self.held_by, self.sent_at_ms]
 
     @classmethod
     def from_row(cls, row: list[Any]) -> KeyState:

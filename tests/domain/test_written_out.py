@@ -117,3 +117,13 @@ def test_a_receipt_with_an_origin_is_dataclasses_replace() -> None:
     assert all(getattr(receipt, f.name) != getattr(blank, f.name)
                for f in dataclasses.fields(ev.Receipt))
     assert receipt.with_origin("fork") == dataclasses.replace(receipt, origin="fork")
+
+
+def test_a_row_holds_every_field_in_order() -> None:
+    expected = [getattr(STATE, f.name) for f in dataclasses.fields(KeyState)]
+    expected[1] = "dispatched"
+    expected[20] = [[1, "c-1", "granted", 5, ""]]
+    row = STATE.to_row()
+    assert row == expected
+    assert type(row[1]) is str
+    assert KeyState.from_row(row) == STATE
