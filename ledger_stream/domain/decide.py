@@ -223,8 +223,9 @@ def _reserve(state: KeyState, intent: Intent, policy: Policy, now: int,
     problem = approval_problem(intent, policy.approval_keys, required, now)
     if problem is not None:
         return _approval_rejected(state, intent, problem, now)
-    reserved = enter(
-        state, Phase.RESERVED, now,
+    # The fields first, then the phase: two calls the compiled core makes natively (a
+    # ``**changes`` passed through ``enter`` goes through Python's keyword matching).
+    reserved = enter(state.changed(
         intent_event_id=intent.event_id,
         tenant=intent.tenant,
         action=intent.action,
@@ -237,7 +238,7 @@ def _reserve(state: KeyState, intent: Intent, policy: Policy, now: int,
         attempt=1,
         not_before_ms=now,
         reserved_at_ms=now,
-    )
+    ), Phase.RESERVED, now)
     return Decision(reserved, (state_receipt(reserved, now), dispatch_for(reserved, now)))
 
 

@@ -147,44 +147,58 @@ class KeyState:
         history = (*self.history, record)[-ATTEMPT_HISTORY_LIMIT:]
         return self.changed(history=history, **changes)
 
-    def changed(self, **changes: Any) -> KeyState:
-        """A copy with ``changes`` applied, as ``dataclasses.replace`` makes it (a name that
-        is not a field raises TypeError). Every decision changes a key's state once or twice:
-        written out field by field, the compiled core builds the copy in one native call
-        (tests/domain/test_values.py checks that it names every field)."""
-        if not changes.keys() <= _FIELD_NAMES:
-            unknown = ", ".join(sorted(changes.keys() - _FIELD_NAMES))
-            raise TypeError(f"KeyState has no field {unknown}")
+    def changed(self, *, key: str | None = None, phase: Phase | None = None,
+                intent_event_id: str | None = None, tenant: str | None = None,
+                action: str | None = None, target: str | None = None, args_hash: str | None = None,
+                args_json: str | None = None, payload_json: str | None = None,
+                graph: str | None = None, version: str | None = None, attempt: int | None = None,
+                granted_claim_id: str | None = None, lease_until_ms: int | None = None,
+                not_before_ms: int | None = None, external_id: str | None = None,
+                status_detail: str | None = None, reserved_at_ms: int | None = None,
+                terminal_at_ms: int | None = None, duplicate_effects: int | None = None,
+                history: tuple[AttemptRecord, ...] | None = None, phase_since_ms: int | None = None,
+                unknown_attempts: int | None = None, lapses: int | None = None,
+                settled_by: str | None = None, stall_alerted: int | None = None,
+                sealed_outcome: str | None = None, held_by: str | None = None,
+                sent_at_ms: int | None = None) -> KeyState:
+        """A copy with the fields given (not None: no field of a state holds None) changed,
+        as ``dataclasses.replace`` makes it; a name that is not a field raises TypeError.
+        Every decision changes a key's state once or twice: with each field a parameter of
+        its own, the compiled core passes them in a native call and builds the copy in
+        another (tests/domain/test_written_out.py checks that it names every field)."""
         return KeyState(
-            key=changes.get("key", self.key),
-            phase=changes.get("phase", self.phase),
-            intent_event_id=changes.get("intent_event_id", self.intent_event_id),
-            tenant=changes.get("tenant", self.tenant),
-            action=changes.get("action", self.action),
-            target=changes.get("target", self.target),
-            args_hash=changes.get("args_hash", self.args_hash),
-            args_json=changes.get("args_json", self.args_json),
-            payload_json=changes.get("payload_json", self.payload_json),
-            graph=changes.get("graph", self.graph),
-            version=changes.get("version", self.version),
-            attempt=changes.get("attempt", self.attempt),
-            granted_claim_id=changes.get("granted_claim_id", self.granted_claim_id),
-            lease_until_ms=changes.get("lease_until_ms", self.lease_until_ms),
-            not_before_ms=changes.get("not_before_ms", self.not_before_ms),
-            external_id=changes.get("external_id", self.external_id),
-            status_detail=changes.get("status_detail", self.status_detail),
-            reserved_at_ms=changes.get("reserved_at_ms", self.reserved_at_ms),
-            terminal_at_ms=changes.get("terminal_at_ms", self.terminal_at_ms),
-            duplicate_effects=changes.get("duplicate_effects", self.duplicate_effects),
-            history=changes.get("history", self.history),
-            phase_since_ms=changes.get("phase_since_ms", self.phase_since_ms),
-            unknown_attempts=changes.get("unknown_attempts", self.unknown_attempts),
-            lapses=changes.get("lapses", self.lapses),
-            settled_by=changes.get("settled_by", self.settled_by),
-            stall_alerted=changes.get("stall_alerted", self.stall_alerted),
-            sealed_outcome=changes.get("sealed_outcome", self.sealed_outcome),
-            held_by=changes.get("held_by", self.held_by),
-            sent_at_ms=changes.get("sent_at_ms", self.sent_at_ms),
+            key=self.key if key is None else key,
+            phase=self.phase if phase is None else phase,
+            intent_event_id=self.intent_event_id if intent_event_id is None else intent_event_id,
+            tenant=self.tenant if tenant is None else tenant,
+            action=self.action if action is None else action,
+            target=self.target if target is None else target,
+            args_hash=self.args_hash if args_hash is None else args_hash,
+            args_json=self.args_json if args_json is None else args_json,
+            payload_json=self.payload_json if payload_json is None else payload_json,
+            graph=self.graph if graph is None else graph,
+            version=self.version if version is None else version,
+            attempt=self.attempt if attempt is None else attempt,
+            granted_claim_id=(self.granted_claim_id if granted_claim_id is None
+                                 else granted_claim_id),
+            lease_until_ms=self.lease_until_ms if lease_until_ms is None else lease_until_ms,
+            not_before_ms=self.not_before_ms if not_before_ms is None else not_before_ms,
+            external_id=self.external_id if external_id is None else external_id,
+            status_detail=self.status_detail if status_detail is None else status_detail,
+            reserved_at_ms=self.reserved_at_ms if reserved_at_ms is None else reserved_at_ms,
+            terminal_at_ms=self.terminal_at_ms if terminal_at_ms is None else terminal_at_ms,
+            duplicate_effects=(self.duplicate_effects if duplicate_effects is None
+                                  else duplicate_effects),
+            history=self.history if history is None else history,
+            phase_since_ms=self.phase_since_ms if phase_since_ms is None else phase_since_ms,
+            unknown_attempts=(self.unknown_attempts if unknown_attempts is None
+                                 else unknown_attempts),
+            lapses=self.lapses if lapses is None else lapses,
+            settled_by=self.settled_by if settled_by is None else settled_by,
+            stall_alerted=self.stall_alerted if stall_alerted is None else stall_alerted,
+            sealed_outcome=self.sealed_outcome if sealed_outcome is None else sealed_outcome,
+            held_by=self.held_by if held_by is None else held_by,
+            sent_at_ms=self.sent_at_ms if sent_at_ms is None else sent_at_ms,
         )
 
     def sealed(self) -> KeyState:
@@ -233,7 +247,6 @@ class KeyState:
 
 
 _FIELDS = tuple(f.name for f in fields(KeyState))
-_FIELD_NAMES = frozenset(_FIELDS)
 FIELD_INDEX = {name: i for i, name in enumerate(_FIELDS)}  # a row's position of each field
 _PHASE = _FIELDS.index("phase")
 _HISTORY = _FIELDS.index("history")

@@ -37,6 +37,8 @@ def enter(state: KeyState, phase: Phase, now_ms: int, record: AttemptRecord | No
         changes["terminal_at_ms"] = now_ms
     if record is not None:
         return state.with_record(record, phase=phase, phase_since_ms=now_ms, **changes)
+    if not changes:  # a native call in the compiled core (no keywords passed through)
+        return state.changed(phase=phase, phase_since_ms=now_ms)
     return state.changed(phase=phase, phase_since_ms=now_ms, **changes)
 
 

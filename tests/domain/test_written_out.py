@@ -106,8 +106,8 @@ def test_a_state_changed_in_one_field_is_dataclasses_replace(name: str) -> None:
 def test_a_state_changed_in_nothing_is_an_equal_copy_and_unknown_names_raise() -> None:
     copied = STATE.changed()
     assert copied == STATE and copied is not STATE
-    with pytest.raises(TypeError, match="KeyState has no field colour, size"):
-        STATE.changed(size=1, colour="red")
+    with pytest.raises(TypeError, match="colour"):
+        STATE.changed(colour="red")  # type: ignore[call-arg]
 
 
 def test_a_receipt_with_an_origin_is_dataclasses_replace() -> None:
