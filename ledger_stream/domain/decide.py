@@ -254,8 +254,8 @@ def _claim(state: KeyState, claim: AttemptClaim, now: int) -> Decision:
         if now < state.not_before_ms:
             return Decision(state, (Held(state.key, n, cid, state.not_before_ms, now),))
         lease_until = now + claim.lease_ms
-        granted = enter(state, Phase.DISPATCHED, now, AttemptRecord(n, cid, "granted", now),
-                         granted_claim_id=cid, lease_until_ms=lease_until)
+        granted = enter(state.changed(granted_claim_id=cid, lease_until_ms=lease_until),
+                        Phase.DISPATCHED, now, AttemptRecord(n, cid, "granted", now))
         return Decision(granted, (Grant(state.key, n, cid, lease_until, now),
                                   state_receipt(granted, now)))
     if cid == state.granted_claim_id:
@@ -312,7 +312,7 @@ def _holder_report(state: KeyState, outcome: AttemptOutcome, policy: Policy,
         # The holder's definite answer settles the question a reconciliation was asking.
         state = state.changed(unknown_attempts=max(0, state.unknown_attempts - 1))
     if status is OutcomeStatus.FAILED:
-        failed = enter(state, Phase.FAILED, now, status_detail=outcome.error)
+        failed = enter(state.changed(status_detail=outcome.error), Phase.FAILED, now)
         return Decision(failed, (state_receipt(failed, now, Reason.TARGET_REJECTED),))
     counted = status is OutcomeStatus.NOT_APPLIED
     what = "not applied" if counted else "not called"
@@ -362,11 +362,12 @@ def _operator(state: KeyState, resolution: OperatorResolution, policy: Policy,
     # whether it was theirs (operate/decisions.py reads it back with ``decision_named``).
     per = f"per {resolution.operator} {decision_mark(resolution.event_id)}"
     if resolution.resolution is Resolution.APPLIED:
-        done = enter(state, Phase.SUCCEEDED, now, record, external_id=resolution.external_id,
-                      settled_by=who, status_detail=f"applied {per}")
+        done = enter(state.changed(external_id=resolution.external_id, settled_by=who,
+                                   status_detail=f"applied {per}"),
+                     Phase.SUCCEEDED, now, record)
         return Decision(done, (state_receipt(done, now, Reason.OPERATOR),))
     if resolution.resolution is Resolution.FAILED:
-        failed = enter(state, Phase.FAILED, now, record, status_detail=f"failed {per}")
+        failed = enter(state.changed(status_detail=f"failed {per}"), Phase.FAILED, now, record)
         return Decision(failed, (state_receipt(failed, now, Reason.OPERATOR),))
     # The operator established that the attempt did not apply: it is no longer unknown.
     checked = state.with_record(record).changed(

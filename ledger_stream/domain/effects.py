@@ -31,8 +31,8 @@ def effect_seen(state: KeyState, record: AttemptRecord, source: str, deduplicate
         return _duplicate(state, record, source,
                           f"another effect {ext!r} (claim {record.claim_id}), "
                           f"first {state.external_id!r} (claim {state.settled_by})")
-    done = enter(state, Phase.SUCCEEDED, now, record, external_id=ext,
-                  settled_by=record.claim_id, status_detail="")
+    done = enter(state.changed(external_id=ext, settled_by=record.claim_id, status_detail=""),
+                 Phase.SUCCEEDED, now, record)
     if state.phase is Phase.FAILED:
         late = done.changed(status_detail="effect reported after the key failed")
         alert = alert_for(state.key, AlertKind.LATE_EFFECT, source,
@@ -93,5 +93,5 @@ def _duplicate(state: KeyState, record: AttemptRecord, source: str, detail: str)
     alert = alert_for(state.key, AlertKind.DUPLICATE_EFFECT, source, detail, record.at_ms)
     if not state.phase.live:
         return Decision(state, (alert,))
-    counted = state.with_record(record, duplicate_effects=state.duplicate_effects + 1)
+    counted = state.changed(duplicate_effects=state.duplicate_effects + 1).with_record(record)
     return Decision(counted, (alert,))

@@ -145,7 +145,9 @@ class KeyState:
 
     def with_record(self, record: AttemptRecord, **changes: Any) -> KeyState:
         history = (*self.history, record)[-ATTEMPT_HISTORY_LIMIT:]
-        return self.changed(history=history, **changes)
+        if changes:
+            return self.changed(history=history, **changes)
+        return self.changed(history=history)  # a native call in the compiled core
 
     def changed(self, *, key: str | None = None, phase: Phase | None = None,
                 intent_event_id: str | None = None, tenant: str | None = None,

@@ -16,6 +16,7 @@ import pytest
 import ledger_stream.domain
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.state import AttemptRecord, KeyState, Phase
+from ledger_stream.domain.transitions import enter
 from tests.domain.test_values import _different
 
 
@@ -127,3 +128,19 @@ def test_a_row_holds_every_field_in_order() -> None:
     assert row == expected
     assert type(row[1]) is str
     assert KeyState.from_row(row) == STATE
+
+
+@pytest.mark.parametrize("phase", [Phase.DISPATCHED, Phase.SUCCEEDED, Phase.FAILED])
+@pytest.mark.parametrize("record", [None, AttemptRecord(3, "c-3", "granted", 40)])
+def test_entering_a_phase_with_changes_or_after_them_is_one_state(
+        phase: Phase, record: AttemptRecord | None) -> None:
+    """``enter``'s keywords (kept for its other callers) and the decision table's way (the
+    fields set first with ``changed``) give the same state: phase, its time, a terminal
+    time for a terminal phase (over any given), the record appended, the fields set."""
+    given = {"status_detail": "why", "terminal_at_ms": 1, "attempt": 4}
+    by_keywords = enter(STATE, phase, 50, record, **given)
+    assert by_keywords == enter(STATE.changed(**given), phase, 50, record)
+    assert (by_keywords.phase, by_keywords.phase_since_ms) == (phase, 50)
+    assert by_keywords.terminal_at_ms == (50 if phase.terminal else 1)
+    assert by_keywords.history == (*STATE.history, *([record] if record else []))
+    assert (by_keywords.status_detail, by_keywords.attempt) == ("why", 4)
