@@ -317,8 +317,8 @@ def withhold(before: KeyState, decision: Decision, hold: Hold, now: int) -> Deci
         answer = claim_again(before, grant.attempt, grant.claim_id, now)
         if not hold.room:  # not held (no room to queue it): the claimant still waits
             return Decision(before, (answer,))
-        held = enter(before, Phase.HELD, now, held_by=freeze.scope,
-                     status_detail=_why(freeze))
+        held = enter(before.changed(held_by=freeze.scope, status_detail=_why(freeze)),
+                     Phase.HELD, now)
         return Decision(held, (answer, state_receipt(held, now, Reason.FROZEN)))
     if not any(isinstance(o, Dispatch) for o in decision.outputs):
         return decision
@@ -338,7 +338,7 @@ def withhold(before: KeyState, decision: Decision, hold: Hold, now: int) -> Deci
             return Decision(before, (*kept, receipt))
         waiting = to_operator(state, now, full, f"freeze/{freeze.scope}/{state.attempt}")
         return Decision(waiting.state, kept + waiting.outputs)
-    held = enter(state, Phase.HELD, now, held_by=freeze.scope, status_detail=why)
+    held = enter(state.changed(held_by=freeze.scope, status_detail=why), Phase.HELD, now)
     return Decision(held, (*kept, state_receipt(held, now, Reason.FROZEN)))
 
 
@@ -355,8 +355,9 @@ def release(state: KeyState, event: Release, now: int) -> Decision:
     """An unfreeze reached a key its freeze holds: dispatch the withheld attempt."""
     if state.phase is not Phase.HELD or state.held_by != event.scope:
         return Decision(state)
-    ready = enter(state, Phase.RESERVED, now, held_by="", stall_alerted=0,
-                  status_detail=f"released by the unfreeze of {event.scope}")
+    ready = enter(state.changed(held_by="", stall_alerted=0,
+                                status_detail=f"released by the unfreeze of {event.scope}"),
+                  Phase.RESERVED, now)
     return Decision(ready, (state_receipt(ready, now), dispatch_for(ready, now)))
 
 

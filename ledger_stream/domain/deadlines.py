@@ -25,7 +25,6 @@ from ledger_stream.domain.outputs import alert_for, dispatch_for
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import AttemptRecord, KeyState, Phase
 from ledger_stream.domain.transitions import Decision, reconcile, to_operator
-from ledger_stream.domain.values import replace
 
 TIMER_CLAIM = "timer"  # the claim id a deadline's Reconcile names (it answers no claim)
 
@@ -123,7 +122,7 @@ def deadline(state: KeyState, policy: Policy, now: int) -> Decision:
     if state.phase is Phase.RESERVED:
         # Nobody claimed the dispatch: say so, and offer the same dispatch again (its id is
         # unchanged, so a connector that handled it skips it).
-        stalled = replace(state, stall_alerted=state.attempt)
+        stalled = state.changed(stall_alerted=state.attempt)
         alert = alert_for(state.key, AlertKind.STALLED, source,
                        f"attempt {state.attempt} for target {state.target!r} not claimed "
                        f"within {policy.stall_after_ms} ms", now)

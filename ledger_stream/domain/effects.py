@@ -8,7 +8,6 @@ from ledger_stream.domain.events import AlertKind, OutputEvent
 from ledger_stream.domain.outputs import alert_for, state_receipt
 from ledger_stream.domain.state import AttemptRecord, KeyState, Phase
 from ledger_stream.domain.transitions import Decision, enter
-from ledger_stream.domain.values import replace
 
 
 def effect_seen(state: KeyState, record: AttemptRecord, source: str, deduplicates: bool,
@@ -19,9 +18,9 @@ def effect_seen(state: KeyState, record: AttemptRecord, source: str, deduplicate
     if state.phase is Phase.EXPIRED and state.sealed_outcome == Phase.FAILED.value:
         # The key failed and was sealed: this is its first effect. The sealed key now says
         # so (a second, different effect is then a duplicate), and stays sealed.
-        late = replace(state, sealed_outcome=Phase.SUCCEEDED.value, external_id=ext,
-                       settled_by=record.claim_id,
-                       status_detail="effect reported after the key failed and was sealed")
+        late = state.changed(sealed_outcome=Phase.SUCCEEDED.value, external_id=ext,
+                             settled_by=record.claim_id,
+                             status_detail="effect reported after the key failed and was sealed")
         alert = alert_for(state.key, AlertKind.LATE_EFFECT, source,
                           f"attempt {record.attempt} applied {ext!r} after the key failed "
                           "and was sealed", now)
@@ -32,10 +31,10 @@ def effect_seen(state: KeyState, record: AttemptRecord, source: str, deduplicate
         return _duplicate(state, record, source,
                           f"another effect {ext!r} (claim {record.claim_id}), "
                           f"first {state.external_id!r} (claim {state.settled_by})")
-    done = enter(state, Phase.SUCCEEDED, now, record, external_id=ext,
-                  settled_by=record.claim_id, status_detail="")
+    done = enter(state.changed(external_id=ext, settled_by=record.claim_id, status_detail=""),
+                 Phase.SUCCEEDED, now, record)
     if state.phase is Phase.FAILED:
-        late = replace(done, status_detail="effect reported after the key failed")
+        late = done.changed(status_detail="effect reported after the key failed")
         alert = alert_for(state.key, AlertKind.LATE_EFFECT, source,
                        f"attempt {record.attempt} applied {ext!r} after the key failed", now)
         return Decision(late, (state_receipt(late, now), alert))
@@ -94,5 +93,5 @@ def _duplicate(state: KeyState, record: AttemptRecord, source: str, detail: str)
     alert = alert_for(state.key, AlertKind.DUPLICATE_EFFECT, source, detail, record.at_ms)
     if not state.phase.live:
         return Decision(state, (alert,))
-    counted = state.with_record(record, duplicate_effects=state.duplicate_effects + 1)
+    counted = state.changed(duplicate_effects=state.duplicate_effects + 1).with_record(record)
     return Decision(counted, (alert,))

@@ -16,6 +16,9 @@ from ledger_stream.domain.events import (
 )
 from ledger_stream.domain.state import KeyState, Phase
 
+# ``member._value_`` rather than ``member.value`` on the hot path: the same string, without the
+# ``value`` property's descriptor (Python code in the enum module, even for compiled callers).
+
 _PHASE_RECEIPT = {
     Phase.RESERVED: ReceiptStatus.ACCEPTED,
     Phase.DISPATCHED: ReceiptStatus.IN_PROGRESS,
@@ -40,7 +43,7 @@ def receipt_for(state: KeyState, answering: str, at_ms: int, *, status: ReceiptS
     """The key's receipt as an answer to event ``answering`` (an intent or a state change)."""
     status = status or key_status(state)
     return Receipt(
-        receipt_id=ids.receipt_id(state.key, answering, state.attempt, status.value),
+        receipt_id=ids.receipt_id(state.key, answering, state.attempt, status._value_),
         key=state.key,
         intent_event_id=answering,
         status=status,
@@ -61,7 +64,7 @@ def state_receipt(state: KeyState, at_ms: int, reason: Reason = Reason.NONE) -> 
 
 
 def alert_for(key: str, kind: AlertKind, source_event_id: str, detail: str, at_ms: int) -> Alert:
-    return Alert(ids.alert_id(key, kind.value, source_event_id), key, kind, source_event_id,
+    return Alert(ids.alert_id(key, kind._value_, source_event_id), key, kind, source_event_id,
                  detail, at_ms)
 
 

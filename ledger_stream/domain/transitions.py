@@ -10,13 +10,17 @@ from ledger_stream.domain.events import AlertKind, OutputEvent, Reason, Reconcil
 from ledger_stream.domain.outputs import alert_for, dispatch_for, state_receipt
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import AttemptRecord, KeyState, Phase
-from ledger_stream.domain.values import replace
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Decision:
     state: KeyState
     outputs: tuple[OutputEvent, ...] = ()
+
+    # Written out for the compiled core, as in events.py (tests/domain/test_written_out.py).
+    def __init__(self, state: KeyState, outputs: tuple[OutputEvent, ...] = ()) -> None:
+        object.__setattr__(self, "state", state)
+        object.__setattr__(self, "outputs", outputs)
 
 
 def expire_if_due(state: KeyState, now_ms: int, policy: Policy) -> KeyState:
@@ -28,12 +32,16 @@ def expire_if_due(state: KeyState, now_ms: int, policy: Policy) -> KeyState:
 
 def enter(state: KeyState, phase: Phase, now_ms: int, record: AttemptRecord | None = None,
            **changes: Any) -> KeyState:
-    """``state`` in ``phase`` since ``now_ms`` (with ``record`` added to the history)."""
-    if phase.terminal:
-        changes["terminal_at_ms"] = now_ms
+    """``state`` in ``phase`` since ``now_ms`` (with ``record`` added to the history, and
+    ``changes`` to its fields). The decision table sets other fields with
+    ``state.changed(...)`` before it calls this, without ``changes``: then the compiled
+    core makes native calls only (keywords passed through go through Python's matching)."""
+    if changes:
+        state = state.changed(**changes)
     if record is not None:
-        return state.with_record(record, phase=phase, phase_since_ms=now_ms, **changes)
-    return replace(state, phase=phase, phase_since_ms=now_ms, **changes)
+        state = state.with_record(record)
+    return state.changed(phase=phase, phase_since_ms=now_ms,
+                         terminal_at_ms=now_ms if phase.terminal else None)
 
 
 def next_attempt(state: KeyState, now: int, not_before_ms: int, detail: str,
@@ -57,16 +65,16 @@ def next_attempt(state: KeyState, now: int, not_before_ms: int, detail: str,
         cited = policy.cited(state.action)  # last: readers find the clauses from the end
         if state.unknown_attempts:
             why = f"{used}, {state.unknown_attempts} of them with an unknown outcome{cited}"
-            asked = (replace(state, attempt=state.attempt + 1, lapses=state.lapses + 1)
+            asked = (state.changed(attempt=state.attempt + 1, lapses=state.lapses + 1)
                      if state.phase is Phase.NEEDS_OPERATOR else state)
             return to_operator(asked, now, why, f"max-attempts/{asked.attempt}",
                                reason=reason)
-        failed = enter(state, Phase.FAILED, now, status_detail=used + cited)
+        failed = enter(state.changed(status_detail=used + cited), Phase.FAILED, now)
         return Decision(failed, (state_receipt(
             failed, now, Reason.OPERATOR if by_operator else Reason.MAX_ATTEMPTS),))
-    nxt = enter(state, Phase.RESERVED, now, attempt=state.attempt + 1, lapses=lapses,
-                 granted_claim_id="", lease_until_ms=0, not_before_ms=not_before_ms,
-                 status_detail=detail)
+    nxt = enter(state.changed(attempt=state.attempt + 1, lapses=lapses, granted_claim_id="",
+                              lease_until_ms=0, not_before_ms=not_before_ms,
+                              status_detail=detail), Phase.RESERVED, now)
     outputs: tuple[OutputEvent, ...] = (state_receipt(nxt, now, reason), dispatch_for(nxt, now))
     if not counted and lapses == policy.lapse_alert_after:
         outputs += (alert_for(state.key, AlertKind.STALLED, f"lapse/{state.attempt}",
@@ -78,7 +86,7 @@ def next_attempt(state: KeyState, now: int, not_before_ms: int, detail: str,
 def to_operator(state: KeyState, now: int, why: str, source: str,
                  record: AttemptRecord | None = None, reason: Reason = Reason.NONE,
                  ) -> Decision:
-    waiting = enter(state, Phase.NEEDS_OPERATOR, now, record, status_detail=why)
+    waiting = enter(state.changed(status_detail=why), Phase.NEEDS_OPERATOR, now, record)
     alert = alert_for(state.key, AlertKind.RECONCILIATION_REQUIRED, source, why, now)
     return Decision(waiting, (state_receipt(waiting, now, reason), alert))
 
@@ -86,8 +94,9 @@ def to_operator(state: KeyState, now: int, why: str, source: str,
 def reconcile(state: KeyState, now: int, claim_id: str, record: AttemptRecord | None,
                why: str) -> Decision:
     """The outcome of the current attempt is unknown: ask the target, never resend."""
-    reconciling = enter(state, Phase.RECONCILING, now, record, status_detail=why,
-                         unknown_attempts=state.unknown_attempts + 1)
+    reconciling = enter(state.changed(status_detail=why,
+                                      unknown_attempts=state.unknown_attempts + 1),
+                        Phase.RECONCILING, now, record)
     return Decision(reconciling, (
         Reconcile(state.key, state.attempt, claim_id, state.target, now),
         state_receipt(reconciling, now)))

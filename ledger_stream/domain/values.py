@@ -1,6 +1,8 @@
 """``replace`` for the ledger's frozen value objects, as ``dataclasses.replace`` does it, at
-half the cost: each decision replaces a key's state (29 fields) and its receipt at least
-once, and ``dataclasses.replace`` walks the class's fields and their kinds on every call.
+half the cost: ``dataclasses.replace`` walks the class's fields and their kinds on every
+call. (The copies every decision makes, of a key's state and of its receipt, have their
+own written-out methods, ``KeyState.changed`` and ``Receipt.with_origin``, which the
+compiled core runs as native code; this generated function stays interpreted.)
 
 Here each class gets, once, a compiled function that passes every field to the
 constructor: the changed ones from ``changes``, the others from the object. A name that is

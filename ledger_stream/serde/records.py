@@ -6,7 +6,11 @@ dataclasses as a list of dicts. Each class's pair
 is compiled into two straight-line functions (as ``dataclasses`` compiles ``__init__``): a
 dict display to encode, one constructor call to decode, with no per-field loop, ``getattr``
 or converter call where a field needs no conversion. Every record the processor reads or
-writes goes through them, so they are on its hot path.
+writes goes through them, so they are on its hot path: the constructor is called with
+positional arguments (in field order, which is ``__init__``'s: the compiled core's classes
+parse them faster than keywords), an enum is read as ``member._value_`` (the value
+without the ``value`` property's Python-level descriptor) and made from its value by a
+lookup in a map of its members (an unknown value raises as the enum's own call does).
 """
 
 from __future__ import annotations
@@ -78,6 +82,19 @@ def _hints(cls: type) -> dict[str, Any]:
             if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)}
 
 
+class _Members(dict[Any, Enum]):
+    """An enum's members by value: ``members[value]`` is ``enum(value)``, one dict lookup
+    instead of the enum's Python-level call (which a value not in the map still goes to,
+    to raise its own error)."""
+
+    def __init__(self, enum: type[Enum]) -> None:
+        super().__init__((member.value, member) for member in enum)
+        self.enum = enum
+
+    def __missing__(self, value: Any) -> Enum:
+        return self.enum(value)
+
+
 def _compile(source: str, scope: dict[str, Any], name: str) -> Any:
     namespace: dict[str, Any] = {}
     exec(compile(source, f"<ledger_stream.serde.records {name}>", "exec"), scope, namespace)
@@ -105,7 +122,7 @@ def encoder(cls: type) -> Encoder:
     scope: dict[str, Any] = {}
     items = []
     for i, f in enumerate(_fields(cls)):
-        raw = f"o.{f.name}.value" if f.kind == "enum" else f"o.{f.name}"
+        raw = f"o.{f.name}._value_" if f.kind == "enum" else f"o.{f.name}"
         items.append(f"{f.name!r}: {_expression(f, i, raw, encoder, 'e', scope)}")
     source = f"def encode(o):\n    return {{{', '.join(items)}}}\n"
     return typing.cast(Encoder, _compile(source, scope, "encode"))
@@ -116,13 +133,16 @@ def decoder(cls: type) -> Decoder:
     """Avro dict → ``cls``, compiled once. A record missing a field (a schema older than
     the class) leaves that field at its default, as the general path below does."""
     scope: dict[str, Any] = {"cls": cls, "slow": lambda r: _decode_present(cls, r)}
+    # Positional (field order is __init__'s), unless a field is keyword-only.
+    keywords = any(f.kw_only for f in dataclasses.fields(cls))
     args = []
     for i, f in enumerate(_fields(cls)):
         raw = f"r[{f.name!r}]"
         if f.kind == "enum":
-            scope[f"t{i}"] = f.type
-            raw = f"t{i}({raw})"
-        args.append(f"{f.name}={_expression(f, i, raw, decoder, 'd', scope)}")
+            scope[f"t{i}"] = _Members(f.type)
+            raw = f"t{i}[{raw}]"
+        value = _expression(f, i, raw, decoder, "d", scope)
+        args.append(f"{f.name}={value}" if keywords else value)
     source = (f"def decode(r):\n"
               f"    try:\n"
               f"        return cls({', '.join(args)})\n"

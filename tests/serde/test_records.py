@@ -61,3 +61,24 @@ def test_a_wrong_enum_symbol_raises_value_error_as_before() -> None:
     record["kind"] = "no_such_kind"
     with pytest.raises(ValueError):
         from_record(ev.Alert, record)
+
+
+def test_an_enum_decodes_to_its_member_itself() -> None:
+    record = to_record(ev.Alert("a", KEY, ev.AlertKind.DUPLICATE_EFFECT, "s", "d", 3))
+    assert from_record(ev.Alert, record).kind is ev.AlertKind.DUPLICATE_EFFECT
+    assert type(record["kind"]) is str
+
+
+@dataclasses.dataclass(frozen=True)
+class _KeywordOnly:
+    """A class whose constructor takes a field by keyword only: decoded by keyword (the
+    domain's classes are decoded positionally, in field order)."""
+
+    a: str
+    b: int = dataclasses.field(default=0, kw_only=True)
+    c: str = ""
+
+
+def test_a_keyword_only_field_is_decoded_by_keyword() -> None:
+    made = _KeywordOnly("x", b=2, c="y")
+    assert from_record(_KeywordOnly, to_record(made)) == made
