@@ -15,106 +15,49 @@ the one ``@dataclass`` generates is interpreted Python, one ``object.__setattr__
 field, while mypyc compiles a written-out one into direct slot stores (a tenth of the
 cost). It takes the fields in order with their defaults, exactly as the generated one
 would (tests/domain/test_written_out.py holds every such class to that).
+
+The enumerations are in ``kinds``, the output events in ``output_events``; this module
+names them all, so every reader imports the events from here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
-
-class Origin(StrEnum):
-    """Why a worker produced this intent; informational, never changes a decision."""
-
-    FRESH = "fresh"
-    RESUME = "resume"
-    REPLAY = "replay"
-    FORK = "fork"
-    OPERATOR = "operator"
-
-
-class OutcomeStatus(StrEnum):
-    SUCCEEDED = "succeeded"
-    NOT_APPLIED = "not_applied"  # failed, definitely not applied, retryable
-    FAILED = "failed"  # failed, permanent
-    UNKNOWN = "unknown"  # timeout or dropped connection after the request was sent
-    # The claimant did not call the target and never will for this claim: its grant came
-    # after the lease could cover the call, or it gave the claim up (revocation, shutdown).
-    # The attempt moves on without counting against max_attempts.
-    NOT_CALLED = "not_called"
-
-
-class ReconcileStatus(StrEnum):
-    FOUND = "found"
-    NOT_FOUND = "not_found"
-    UNQUERYABLE = "unqueryable"
-
-
-class Resolution(StrEnum):
-    APPLIED = "applied"
-    NOT_APPLIED = "not_applied"
-    FAILED = "failed"
-
-
-class ReceiptStatus(StrEnum):
-    ACCEPTED = "accepted"  # reserved, waiting for a connector
-    IN_PROGRESS = "in_progress"  # granted to a connector
-    RECONCILING = "reconciling"  # outcome unknown, target being queried
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    REJECTED = "rejected"
-    HELD = "held"
-    NEEDS_RECONCILIATION = "needs_reconciliation"
-
-
-TERMINAL_RECEIPTS = frozenset(
-    {
-        ReceiptStatus.SUCCEEDED,
-        ReceiptStatus.FAILED,
-        ReceiptStatus.REJECTED,
-        ReceiptStatus.HELD,
-        ReceiptStatus.NEEDS_RECONCILIATION,
-    }
+from ledger_stream.domain.kinds import (
+    TERMINAL_RECEIPTS,
+    AlertKind,
+    Answer,
+    AuditAction,
+    FreezeMode,
+    Origin,
+    OutcomeStatus,
+    Reason,
+    ReceiptStatus,
+    ReconcileStatus,
+    Resolution,
+)
+from ledger_stream.domain.output_events import (
+    Alert,
+    DeadLetter,
+    Dispatch,
+    DispatchMessage,
+    Done,
+    Grant,
+    Held,
+    OutputEvent,
+    Receipt,
+    Reconcile,
 )
 
-
-class Answer(StrEnum):
-    """What one request (one intent) got, beside the key's state: the distinction a
-    caller acts on, a graph on replay above all."""
-
-    CREATED = "created"  # this intent holds the key: its effect (state: succeeded or failed)
-    ALREADY_DONE = "already_done"  # another, earlier intent's effect: the original outcome
-    REJECTED = "rejected"  # refused (reason: conflict, approval, expired_key, ...): no effect
-    HELD = "held"  # held (reason: frozen, or version): applied after a release, if ever
-    PENDING = "pending"  # no outcome yet (in flight, or waiting for an operator): ask again
-
-
-class Reason(StrEnum):
-    NONE = "none"
-    CONFLICT = "conflict"
-    APPROVAL = "approval"
-    EXPIRED_KEY = "expired_key"
-    VERSION = "version"
-    MAX_ATTEMPTS = "max_attempts"
-    TARGET_REJECTED = "target_rejected"
-    OPERATOR = "operator"
-    FROZEN = "frozen"  # the action is frozen (containment): recorded, not dispatched
-
-
-class AlertKind(StrEnum):
-    CONFLICTING_ARGUMENTS = "conflicting_arguments"
-    DUPLICATE_EFFECT = "duplicate_effect"
-    EFFECT_WITHOUT_INTENT = "effect_without_intent"
-    APPROVAL_MISMATCH = "approval_mismatch"
-    EXPIRED_KEY_REUSE = "expired_key_reuse"
-    RECONCILIATION_REQUIRED = "reconciliation_required"
-    VERSION_MISMATCH = "version_mismatch"
-    POISON_INPUT = "poison_input"
-    STALLED = "stalled"  # a key made no progress for longer than the policy allows
-    LATE_EFFECT = "late_effect"  # an effect reported for a key already answered "failed"
-
-
-# --- inputs -------------------------------------------------------------------------------
+__all__ = [  # the inputs defined here, the kinds and outputs named here for every reader
+    "Approval", "Workflow", "Observation", "Intent", "AttemptClaim", "AttemptOutcome",
+    "ReconcileResult", "OperatorResolution", "PoisonInput", "Timer", "Tick", "Containment",
+    "AuditRecord", "Release", "AttemptEvent", "InputEvent", "Origin", "OutcomeStatus",
+    "ReconcileStatus", "Resolution", "ReceiptStatus", "TERMINAL_RECEIPTS", "Answer", "Reason",
+    "AlertKind", "FreezeMode", "AuditAction", "Dispatch", "Grant", "Held", "Reconcile", "Done",
+    "Receipt", "Alert", "DeadLetter", "DispatchMessage", "OutputEvent",
+]
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -368,11 +311,6 @@ class Tick:
     at_ms: int
 
 
-class FreezeMode(StrEnum):
-    HOLD = "hold"  # record new work, dispatch nothing until the unfreeze
-    APPROVAL = "approval"  # new intents of the action need a valid approval
-
-
 @dataclass(frozen=True, slots=True)
 class Containment:
     """An operator's freeze (``frozen``) or unfreeze of one action, for one tenant or every
@@ -395,13 +333,6 @@ class Containment:
     # keys already in flight under that version finish.
     graph: str = ""
     version: str = ""
-
-
-class AuditAction(StrEnum):
-    DECISION = "decision"  # an operator's decision on a key waiting for one
-    FREEZE = "freeze"
-    UNFREEZE = "unfreeze"
-    APPROVAL = "approval"  # an approval issued for a key
 
 
 @dataclass(frozen=True, slots=True)
@@ -437,233 +368,3 @@ class Release:
 
 AttemptEvent = AttemptClaim | AttemptOutcome | ReconcileResult | OperatorResolution
 InputEvent = Intent | AttemptEvent | PoisonInput | Timer | Release
-
-
-# --- outputs ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, init=False)
-class Dispatch:
-    dispatch_id: str
-    key: str
-    attempt: int
-    intent_event_id: str
-    tenant: str
-    action: str
-    target: str
-    args_json: str
-    args_hash: str
-    payload_json: str
-    not_before_ms: int
-    at_ms: int
-
-    def __init__(self, dispatch_id: str, key: str, attempt: int, intent_event_id: str, tenant: str,
-                 action: str, target: str, args_json: str, args_hash: str, payload_json: str,
-                 not_before_ms: int, at_ms: int) -> None:
-        object.__setattr__(self, "dispatch_id", dispatch_id)
-        object.__setattr__(self, "key", key)
-        object.__setattr__(self, "attempt", attempt)
-        object.__setattr__(self, "intent_event_id", intent_event_id)
-        object.__setattr__(self, "tenant", tenant)
-        object.__setattr__(self, "action", action)
-        object.__setattr__(self, "target", target)
-        object.__setattr__(self, "args_json", args_json)
-        object.__setattr__(self, "args_hash", args_hash)
-        object.__setattr__(self, "payload_json", payload_json)
-        object.__setattr__(self, "not_before_ms", not_before_ms)
-        object.__setattr__(self, "at_ms", at_ms)
-
-
-@dataclass(frozen=True, slots=True, init=False)
-class Grant:
-    key: str
-    attempt: int
-    claim_id: str
-    lease_until_ms: int
-    at_ms: int
-
-    def __init__(self, key: str, attempt: int, claim_id: str, lease_until_ms: int,
-                 at_ms: int) -> None:
-        object.__setattr__(self, "key", key)
-        object.__setattr__(self, "attempt", attempt)
-        object.__setattr__(self, "claim_id", claim_id)
-        object.__setattr__(self, "lease_until_ms", lease_until_ms)
-        object.__setattr__(self, "at_ms", at_ms)
-
-
-@dataclass(frozen=True, slots=True, init=False)
-class Held:
-    key: str
-    attempt: int
-    claim_id: str
-    lease_until_ms: int
-    at_ms: int
-
-    def __init__(self, key: str, attempt: int, claim_id: str, lease_until_ms: int,
-                 at_ms: int) -> None:
-        object.__setattr__(self, "key", key)
-        object.__setattr__(self, "attempt", attempt)
-        object.__setattr__(self, "claim_id", claim_id)
-        object.__setattr__(self, "lease_until_ms", lease_until_ms)
-        object.__setattr__(self, "at_ms", at_ms)
-
-
-@dataclass(frozen=True, slots=True, init=False)
-class Reconcile:
-    key: str
-    attempt: int
-    claim_id: str
-    target: str
-    at_ms: int
-
-    def __init__(self, key: str, attempt: int, claim_id: str, target: str, at_ms: int) -> None:
-        object.__setattr__(self, "key", key)
-        object.__setattr__(self, "attempt", attempt)
-        object.__setattr__(self, "claim_id", claim_id)
-        object.__setattr__(self, "target", target)
-        object.__setattr__(self, "at_ms", at_ms)
-
-
-@dataclass(frozen=True, slots=True, init=False)
-class Done:
-    key: str
-    attempt: int
-    claim_id: str
-    at_ms: int
-
-    def __init__(self, key: str, attempt: int, claim_id: str, at_ms: int) -> None:
-        object.__setattr__(self, "key", key)
-        object.__setattr__(self, "attempt", attempt)
-        object.__setattr__(self, "claim_id", claim_id)
-        object.__setattr__(self, "at_ms", at_ms)
-
-
-@dataclass(frozen=True, slots=True, init=False)
-class Receipt:
-    receipt_id: str
-    key: str
-    intent_event_id: str  # the intent this receipt answers (or the reserving one)
-    status: ReceiptStatus
-    reason: Reason
-    args_hash: str
-    attempts: int
-    at_ms: int
-    external_id: str = ""
-    detail: str = ""
-    # The key's own status after this decision: equal to ``status`` for state changes, and
-    # for a rejected or held intent the status of the key it could not touch ("rejected"
-    # when no effect holds the key), so the latest receipt of a key always tells its state.
-    key_status: ReceiptStatus = ReceiptStatus.ACCEPTED
-    # For a receipt that answers an intent: which kind of run asked (the intent's origin).
-    origin: str = ""
-    # The intent that holds the key: the one whose effect this is ("" when nothing holds
-    # the key, and on receipts written before this field).
-    effect_intent_id: str = ""
-
-    def __init__(self, receipt_id: str, key: str, intent_event_id: str, status: ReceiptStatus,
-                 reason: Reason, args_hash: str, attempts: int, at_ms: int, external_id: str = "",
-                 detail: str = "", key_status: ReceiptStatus = ReceiptStatus.ACCEPTED,
-                 origin: str = "", effect_intent_id: str = "") -> None:
-        object.__setattr__(self, "receipt_id", receipt_id)
-        object.__setattr__(self, "key", key)
-        object.__setattr__(self, "intent_event_id", intent_event_id)
-        object.__setattr__(self, "status", status)
-        object.__setattr__(self, "reason", reason)
-        object.__setattr__(self, "args_hash", args_hash)
-        object.__setattr__(self, "attempts", attempts)
-        object.__setattr__(self, "at_ms", at_ms)
-        object.__setattr__(self, "external_id", external_id)
-        object.__setattr__(self, "detail", detail)
-        object.__setattr__(self, "key_status", key_status)
-        object.__setattr__(self, "origin", origin)
-        object.__setattr__(self, "effect_intent_id", effect_intent_id)
-
-    def with_origin(self, origin: str) -> Receipt:
-        """This receipt naming ``origin`` (``dataclasses.replace``, written out field by
-        field as ``__init__`` is: each intent's answer gets its origin this way)."""
-        return Receipt(
-            receipt_id=self.receipt_id,
-            key=self.key,
-            intent_event_id=self.intent_event_id,
-            status=self.status,
-            reason=self.reason,
-            args_hash=self.args_hash,
-            attempts=self.attempts,
-            at_ms=self.at_ms,
-            external_id=self.external_id,
-            detail=self.detail,
-            key_status=self.key_status,
-            origin=origin,
-            effect_intent_id=self.effect_intent_id,
-        )
-
-    @property
-    def state(self) -> ReceiptStatus:
-        """The key's state: what the operation is, whoever asked (``key_status``)."""
-        return self.key_status
-
-    @property
-    def answer(self) -> Answer:
-        """What the intent this receipt answers got (``answer_to``)."""
-        return self.answer_to(self.intent_event_id)
-
-    def answer_to(self, intent_event_id: str) -> Answer:
-        """What the intent ``intent_event_id`` got, read from this receipt: by its own
-        status when the receipt answers it, else by the key's (a later change of the key).
-        A settled key is ``created`` for the intent that holds it, ``already_done`` for
-        any other; a receipt without ``effect_intent_id`` (written before it) names no
-        holder, so it reads ``already_done``: never a second ``created``."""
-        status = self.status if intent_event_id == self.intent_event_id else self.key_status
-        if status is ReceiptStatus.REJECTED:
-            return Answer.REJECTED
-        if status is ReceiptStatus.HELD:
-            return Answer.HELD
-        if status not in (ReceiptStatus.SUCCEEDED, ReceiptStatus.FAILED):
-            return Answer.PENDING
-        if self.effect_intent_id and self.effect_intent_id == intent_event_id:
-            return Answer.CREATED
-        return Answer.ALREADY_DONE
-
-
-@dataclass(frozen=True, slots=True, init=False)
-class Alert:
-    alert_id: str
-    key: str
-    kind: AlertKind
-    source_event_id: str
-    detail: str
-    at_ms: int
-
-    def __init__(self, alert_id: str, key: str, kind: AlertKind, source_event_id: str, detail: str,
-                 at_ms: int) -> None:
-        object.__setattr__(self, "alert_id", alert_id)
-        object.__setattr__(self, "key", key)
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "source_event_id", source_event_id)
-        object.__setattr__(self, "detail", detail)
-        object.__setattr__(self, "at_ms", at_ms)
-
-
-@dataclass(frozen=True, slots=True, init=False)
-class DeadLetter:
-    topic: str
-    partition: int
-    offset: int
-    reason: str
-    at_ms: int
-    key: bytes | None = None
-    value: bytes | None = None
-
-    def __init__(self, topic: str, partition: int, offset: int, reason: str, at_ms: int,
-                 key: bytes | None = None, value: bytes | None = None) -> None:
-        object.__setattr__(self, "topic", topic)
-        object.__setattr__(self, "partition", partition)
-        object.__setattr__(self, "offset", offset)
-        object.__setattr__(self, "reason", reason)
-        object.__setattr__(self, "at_ms", at_ms)
-        object.__setattr__(self, "key", key)
-        object.__setattr__(self, "value", value)
-
-
-DispatchMessage = Dispatch | Grant | Held | Reconcile | Done
-OutputEvent = DispatchMessage | Receipt | Alert | DeadLetter
