@@ -53,6 +53,14 @@ POLL_S = 0.05  # how long one poll waits for the first record; a new partition w
 DRAIN = 500  # records taken per drain of what is already fetched
 LEARN_S = 2.0  # how long the thread tries to learn the leaders before its first poll
 PATIENCE_S = 15.0  # how long a partition's first end offset is retried by default
+# How long the broker may hold a fetch that finds nothing new. It answers as soon as a
+# record is readable (for a read-committed fetch: once its transaction commits), so this
+# adds nothing to a receipt's wait; what it sets is how often an idle client asks. At 10 ms
+# the client's fetch thread sent ~100 empty fetches a second, about a third of the client's
+# CPU per fresh effect for one agent (2.25-3.0 ms against 1.75-2.0 at 500 ms, latency
+# unchanged); 100 ms keeps the cached high watermark (the floor of new waiters) as fresh as
+# any fetch answered by new data.
+FETCH_WAIT_MS = 100
 
 
 class ReceiptWaiter:
@@ -133,7 +141,7 @@ class ReceiptHub:
             "group.id": f"ledger-sdk-{uuid.uuid4().hex}",  # never joined: partitions assigned
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
-            "fetch.wait.max.ms": 10,
+            "fetch.wait.max.ms": FETCH_WAIT_MS,
         }
         self._consumer = Consumer(config)  # the thread's alone
         self._to_assign: queue.SimpleQueue[TopicPartition] = queue.SimpleQueue()
