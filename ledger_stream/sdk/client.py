@@ -166,7 +166,7 @@ class LedgerClient:
                               _kafka_wait(deadline, ACK_WAIT_MAX_S))
                 follow = _Follow(intent)
                 while not follow.done and (left := deadline - time.monotonic()) > 0:
-                    follow.take(waiter.read(left))
+                    follow.take(waiter.read_settled(left))
             finally:
                 waiter.close()
             failpoint("after_receipt")

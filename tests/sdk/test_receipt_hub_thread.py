@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from ledger_stream.domain.events import ReceiptStatus
 from ledger_stream.sdk import receipt_hub
 from ledger_stream.sdk.receipt_hub import ReceiptHub
 from ledger_stream.serde import AvroCodec
@@ -187,3 +189,40 @@ def test_a_floor_from_before_the_log_ended_lower_holds_nothing_back(hub: Any) ->
     assert late.floor == 1000
     _hand_over(consumer, "i2", offset=4, end=5)
     assert [r.intent_event_id for r in late.read(5)] == ["i2"]
+
+
+def _pending(intent_id: str, status: ReceiptStatus) -> Any:
+    return replace(receipt(intent_id), status=status, key_status=status)
+
+
+def test_a_submit_wakes_for_its_answer_not_for_each_pending_receipt(hub: Any) -> None:
+    waiter = hub.follow(KEY)
+    got: list[Any] = []
+    returned = threading.Event()
+    woken = []  # each notify wakes the submit's thread, whatever it then finds
+    notify = waiter._cond.notify
+    waiter._cond.notify = lambda *a: (woken.append(1), notify(*a))
+
+    def wait() -> None:
+        got.extend(waiter.read_settled(30))
+        returned.set()
+
+    threading.Thread(target=wait, daemon=True).start()
+    time.sleep(0.05)  # waiting by now (if not, it takes the pending ones at once: no wake)
+    waiter.deliver(_pending("i1", ReceiptStatus.ACCEPTED))
+    waiter.deliver(_pending("i1", ReceiptStatus.IN_PROGRESS))
+    assert not returned.wait(0.3)
+    assert woken == [], "a pending receipt woke the submit"
+    waiter.deliver(receipt("i1"))
+    assert returned.wait(5)
+    assert [r.status for r in got] == [ReceiptStatus.ACCEPTED, ReceiptStatus.IN_PROGRESS,
+                                       ReceiptStatus.SUCCEEDED]  # every one, in order
+
+
+def test_a_submit_whose_wait_runs_out_gets_the_pending_receipts(hub: Any) -> None:
+    waiter = hub.follow(KEY)
+    waiter.deliver(_pending("i1", ReceiptStatus.ACCEPTED))
+    began = time.monotonic()
+    assert [r.status for r in waiter.read_settled(0.2)] == [ReceiptStatus.ACCEPTED]
+    assert time.monotonic() - began >= 0.19
+    assert waiter.read_settled(0) == []  # taken once
