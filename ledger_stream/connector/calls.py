@@ -9,6 +9,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -89,3 +90,9 @@ class TargetBug(Exception):
     def __init__(self, bug: Exception) -> None:
         super().__init__(type(bug).__name__)
         self.bug = bug
+
+
+def reraise(exc: BaseException) -> list[Any]:
+    """A connector's completion that failed on a call's thread, raised again by the loop:
+    there an error that records cannot be written stops the connector (runtime.py)."""
+    raise exc

@@ -40,7 +40,7 @@ from confluent_kafka import KafkaError, Message
 from ledger_stream import tracing
 from ledger_stream.config import Settings
 from ledger_stream.connector import metrics, redaction
-from ledger_stream.connector.calls import CallPool, TargetBug, id_source
+from ledger_stream.connector.calls import CallPool, TargetBug, id_source, reraise
 from ledger_stream.connector.commands import (
     Call,
     Command,
@@ -195,6 +195,8 @@ class ConnectorWorker:
         if threading.get_ident() != self._loop_thread and self._lock.acquire(blocking=False):
             try:
                 self._execute(completion())
+            except BaseException as exc:  # noqa: BLE001 - stops the connector, as on the loop
+                self._done.put(partial(reraise, exc))  # not only a log line, its job stuck
             finally:
                 self._lock.release()
             return

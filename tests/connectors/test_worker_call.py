@@ -352,3 +352,39 @@ def test_a_call_that_ends_while_the_lock_is_held_is_left_to_the_loop() -> None:
         w._lock.release()
     assert core.called == [(17, ev.OutcomeStatus.SUCCEEDED, "mem-1", "")]
     assert core.threads == [threading.get_ident()]  # run by the loop
+
+
+def test_a_completion_that_fails_on_the_calls_thread_fails_on_the_loop() -> None:
+    """A completion run on the thread its call ended on (a pool thread here, the HTTP
+    exchange loop's for a call it carried) may raise: the outcome's record cannot be
+    encoded (the schema registry, asked once per event type, is down) or produced. Run by
+    the loop, as before completions ran there, that error stops the connector; on the
+    call's thread it was only logged by the pool, the job left reporting for good (its key,
+    a slot and its partition's commits held, the key's Reconcile queued behind it)."""
+    from functools import partial
+
+    from ledger_stream.connector.calls import CallPool
+    from ledger_stream.connector.commands import Produce
+    from ledger_stream.serde.exceptions import SchemaRegistryUnavailable
+
+    class DownRegistry:
+        def encode(self, event: object) -> bytes:
+            raise SchemaRegistryUnavailable("registering AttemptOutcome: connection refused")
+
+    core = Recorder()
+    outcome = ev.AttemptOutcome("o1", "acme/pay/k6", 1, "c6", ev.OutcomeStatus.SUCCEEDED, 1,
+                                "mem-1")
+    w = worker(MemoryTarget(), core)
+    w._core = type("Core", (), {"called": staticmethod(
+        lambda *args: core.called_(*args) or [Produce(12, outcome)])})()
+    w._codec, w._attempts = DownRegistry(), "ledger.attempts"
+    pool = CallPool(1, "test-call")
+    try:
+        pool.submit(partial(w._call, Call(12, EffectRequest("acme/pay/k6", 1, "c6", "pay", {},
+                                                            "h"), 2.0, 0)))
+        core.wait()
+        completion = w._done.get(timeout=5)  # the error, handed to the loop
+    finally:
+        pool.close()
+    with pytest.raises(SchemaRegistryUnavailable):
+        completion()
