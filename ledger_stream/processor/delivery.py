@@ -26,7 +26,7 @@ import queue
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
@@ -44,6 +44,8 @@ STALE_GENERATION = frozenset({
 # KIP-848: the batch carried the member epoch of its poll and the group has since moved on
 # by one assignment; the member is still in the group, so the next batch simply retries.
 STALE_EPOCH = KafkaError.STALE_MEMBER_EPOCH
+# One record to produce: (topic, value, key, partition or None, headers or None).
+Outgoing = tuple[str, bytes | None, bytes | None, int | None, list[tuple[str, bytes]] | None]
 PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 FLUSH_TIMEOUT_S = 30.0
 TXN_TIMEOUT_S = 30.0
@@ -204,8 +206,37 @@ class Delivery(ABC):
                 pass  # the local queue is full: let deliveries drain
             except KafkaException as exc:
                 raise classify(exc, "produce") from exc
-            try:  # not inside the handler above: its sibling would not catch this
-                self._producer.poll(0.05)
+            self._drain()  # not inside the handler above: its sibling would not catch this
+
+    def _drain(self) -> None:
+        """Serve delivery reports for a moment: the local queue is full."""
+        try:
+            self._producer.poll(0.05)
+        except KafkaException as exc:
+            raise classify(exc, "produce") from exc
+
+    def send_all(self, records: Iterable[Outgoing]) -> None:
+        """:meth:`send` for each of ``records`` (topic, value, key, partition or None,
+        headers or None), in order: the producer's own call for each record while its queue
+        takes them (a batch hands over a few thousand), :meth:`send`'s wait for room when
+        it is full."""
+        # The client's stub types headers as a list of (str, str | bytes | None), which a
+        # list of (str, bytes) is not (lists are invariant): the same call, typed loosely.
+        produce: Callable[..., None] = self._producer.produce
+        for topic, value, key, partition, headers in records:
+            try:
+                if partition is None:
+                    if headers:
+                        produce(topic, value=value, key=key, headers=headers)
+                    else:
+                        produce(topic, value=value, key=key)
+                elif headers:
+                    produce(topic, value=value, key=key, partition=partition, headers=headers)
+                else:
+                    produce(topic, value=value, key=key, partition=partition)
+            except BufferError:  # the local queue is full: wait for room, as send does
+                self._drain()
+                self.send(topic, value, key, partition, headers)
             except KafkaException as exc:
                 raise classify(exc, "produce") from exc
 

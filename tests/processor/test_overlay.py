@@ -125,3 +125,23 @@ def test_each_state_put_has_its_deadline_computed_once(monkeypatch: pytest.Monke
     batch = overlay.store_batch(None)
     assert len(calls) == 2 * len(keys) + 1
     assert (2_100, "k1") in batch.timers_added and (1_100, "k1") in batch.timers_removed
+
+
+def test_the_changelog_records_of_a_batch_name_it_and_carry_each_rows_basis() -> None:
+    from ledger_stream.domain import containment
+    from ledger_stream.domain.deadlines import deadline_basis
+    from ledger_stream.processor import changelog
+
+    a = _dispatched("a", 1_000)
+    overlay = PartitionOverlay(_store_with(a), POLICY)
+    overlay.put("a", a, replace(a, phase=Phase.RECONCILING, phase_since_ms=5))
+    overlay.put_containment(containment.NONE)
+    overlay.advance(70)
+    batch = changelog.headers("g", changelog.Positions(4, 9))
+    records = changelog.records("g", changelog.Positions(4, 9), overlay)
+    rows = overlay.rows()
+    assert records == [
+        (b"a", rows["a"], [*batch, changelog.due_header(
+            deadline_basis(overlay.changed_states()["a"]))]),
+        (changelog.CONTAINMENT_KEY.encode(), rows[changelog.CONTAINMENT_KEY], batch),
+        (changelog.CLOCK_KEY, b"70", batch)]
