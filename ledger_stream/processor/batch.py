@@ -109,7 +109,9 @@ class Batch:
         """Advance the partition clock to the record's broker timestamp, fire the timers
         that came, then decide the record (a Tick only moves the clock; a Containment changes the
         partition's freezes)."""
-        topic, partition, offset = position(msg)
+        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        if topic is None or partition is None or offset is None:
+            topic, partition, offset = position(msg)  # raises: an error, not a record
         overlay = self.overlays.get(partition) or self.overlay(partition)
         now = msg.timestamp()[1]
         if now > overlay.clock:  # overlay.advance, inline: once per record

@@ -145,3 +145,31 @@ def test_the_changelog_records_of_a_batch_name_it_and_carry_each_rows_basis() ->
             deadline_basis(overlay.changed_states()["a"]))]),
         (changelog.CONTAINMENT_KEY.encode(), rows[changelog.CONTAINMENT_KEY], batch),
         (changelog.CLOCK_KEY, b"70", batch)]
+
+
+def test_a_key_read_without_a_row_has_no_stored_deadline_to_compute(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh key (no row, so no entry in the timer index) costs one deadline, its new
+    state's, not a second one of the empty state it replaces."""
+    from ledger_stream.processor import partition
+
+    asked: list[KeyState] = []
+
+    def counted(state: KeyState, policy: Policy) -> int | None:
+        asked.append(state)
+        return due_ms(state, policy)
+
+    monkeypatch.setattr(partition, "due_ms", counted)
+    overlay = PartitionOverlay(_store_with(_dispatched("stored", 1_000)), POLICY)
+    overlay.read_ahead(["fresh", "stored"])
+    new = _dispatched("fresh", 2_000)
+    overlay.put("fresh", overlay.state("fresh"), new)
+    assert asked == [new]
+    moved = replace(overlay.state("stored"), lease_until_ms=3_000)
+    overlay.put("stored", overlay.state("stored"), moved)
+    assert asked == [new, _dispatched("stored", 1_000), moved]  # its index entry goes
+    written = overlay.store_batch(None)
+    assert written.timers_removed == {(due_ms(_dispatched("stored", 1_000), POLICY),
+                                       "stored")}
+    assert written.timers_added == {(due_ms(new, POLICY), "fresh"),
+                                    (due_ms(moved, POLICY), "stored")}
