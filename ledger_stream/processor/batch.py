@@ -4,7 +4,6 @@ the process until step b; dropping a Batch abandons it without a trace."""
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 from typing import Any
 
@@ -94,8 +93,15 @@ class Batch:
         for msg in records:
             key = msg.key()
             if key and not key.startswith(b"~"):  # Ticks and freezes name no key's row
-                with contextlib.suppress(UnicodeDecodeError):  # poison: read says why
-                    keys.setdefault(msg.partition() or 0, []).append(key.decode("utf-8"))
+                try:  # not contextlib.suppress: a context manager per record costs 0.5 µs
+                    text = key.decode("utf-8")
+                except UnicodeDecodeError:  # poison: read says why
+                    continue
+                wanted = keys.get(msg.partition() or 0)
+                if wanted is None:
+                    keys[msg.partition() or 0] = [text]
+                else:
+                    wanted.append(text)
         for partition, wanted in keys.items():
             if partition in self._stores:
                 self.overlay(partition).read_ahead(wanted)
