@@ -93,8 +93,7 @@ class Checkpoint:
         written: dict[int, int] = {}
         for partition, overlay in batch.overlays.items():
             records = changelog.records(self._group, batch.positions(partition), overlay)
-            self.delivery.send_all((topics["changelog"], value, key, partition, headers)
-                                   for key, value, headers in records)
+            self.delivery.send_changelog(topics["changelog"], partition, records)
             written[partition] = len(records)
         return written
 
