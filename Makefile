@@ -22,7 +22,8 @@ $(STAMP): pyproject.toml $(LOCK)
 ## The compiled decision core (setup.py, ledger_stream/core.py): ledger_stream/domain built
 ## with mypyc beside its sources, again after any edit to them (a stale build is refused at
 ## import, and the sources run). `pip install -e .` alone runs the pure core.
-$(CORE): $(STAMP) setup.py ledger_stream/core.py $(wildcard ledger_stream/domain/*.py)
+$(CORE): $(STAMP) setup.py ledger_stream/core.py $(wildcard ledger_stream/domain/*.py) \
+		ledger_stream/kafka/murmur2.c
 	@echo "compiling the decision core (mypyc, about a minute)"
 	LEDGER_BUILD_CORE=mypyc $(BIN)/python setup.py --quiet build_ext --inplace > $(VENV)/core-build.log 2>&1 \
 		|| { cat $(VENV)/core-build.log; exit 1; }

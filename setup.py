@@ -10,6 +10,7 @@ is refused at import rather than run (ledger_stream/core.py).
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 from pathlib import Path
@@ -64,4 +65,14 @@ def compiled_core() -> list:  # type: ignore[type-arg]
     return extensions
 
 
-setup(ext_modules=compiled_core() if os.environ.get("LEDGER_BUILD_CORE") == "mypyc" else [])
+def compiled_partitioner() -> list:  # type: ignore[type-arg]
+    """ledger_stream/kafka/murmur2.c as ``ledger_stream.kafka._murmur2``, with the digest of
+    the source it was built from (ledger_stream/kafka/partitioner.py refuses an older one)."""
+    source = ROOT / "ledger_stream" / "kafka" / "murmur2.c"
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    return [Extension("ledger_stream.kafka._murmur2", [str(source.relative_to(ROOT))],
+                      define_macros=[("MURMUR2_DIGEST", f'"{digest}"')])]
+
+
+setup(ext_modules=compiled_core() + compiled_partitioner()
+      if os.environ.get("LEDGER_BUILD_CORE") == "mypyc" else [])

@@ -188,12 +188,13 @@ class ProcessorRun:
         plans: list[Any] = [
             (self.codec, "decode", timed("decode", self.codec.decode)),
             (self.codec, "encode", timed("encode", self.codec.encode)),
-            (step_module, "partition_for", timed("validate", step_module.partition_for)),
+            (step_module, "key_partition", timed("validate", step_module.key_partition)),
             (step_module, "invalid_reason", timed("validate", step_module.invalid_reason)),
             (step_module, "decide", timed("decide", step_module.decide)),
             (partition_module, "decode_row", timed("store", partition_module.decode_row)),
             (partition_module, "encode_row", timed("store", partition_module.encode_row)),
             (self.delivery, "send", timed("produce", self.delivery.send)),
+            (self.delivery, "send_all", timed("produce", self.delivery.send_all)),
             (self.delivery, "confirm", timed("produce", self.delivery.confirm)),
             (self.delivery, "commit", timed("commit", self.delivery.commit)),
         ]

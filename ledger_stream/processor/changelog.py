@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ledger_stream.domain.deadlines import KINDS, DeadlineBasis
 
@@ -83,6 +84,33 @@ def parse_due(data: bytes) -> DeadlineBasis | None:
 
 def clock_value(clock_ms: int) -> bytes:
     return b"%d" % clock_ms
+
+
+class Changes(Protocol):
+    """What a batch changed in one partition (processor.partition.PartitionOverlay)."""
+
+    clock: int
+
+    @property
+    def clock_moved(self) -> bool: ...
+
+    def rows(self) -> dict[str, bytes]: ...
+
+    def row_dues(self) -> dict[str, tuple[str, bytes]]: ...
+
+
+def records(group: str, positions: Positions, changes: Changes
+            ) -> list[tuple[bytes, bytes, Headers]]:
+    """The changelog records (key, value, headers) of one partition's batch: a row per
+    changed key (its deadline basis beside it, but for the containment row), then the
+    clock when it moved. Every record names the batch (``headers``)."""
+    batch = headers(group, positions)
+    dues = changes.row_dues()
+    found = [(key.encode("utf-8"), row, batch if (due := dues.get(key)) is None
+              else [*batch, due]) for key, row in changes.rows().items()]
+    if changes.clock_moved:
+        found.append((CLOCK_KEY, clock_value(changes.clock), batch))
+    return found
 
 
 HeaderValue = str | bytes | None

@@ -80,29 +80,21 @@ class Checkpoint:
 
     def _produce(self, batch: Batch) -> dict[int, int]:
         """Hand the batch's records to the producer; the changelog records per partition."""
-        send, topics = self.delivery.send, self._topics
+        topics = self._topics
         self.delivery.begin()
-        for out in batch.outputs:
-            send(topics[out.topic], out.value, out.key, out.partition,
-                 list(out.headers) or None)
+        self.delivery.send_all(
+            (topics[out.topic], out.value, out.key, out.partition,
+             list(out.headers) if out.headers else None) for out in batch.outputs)
         wall_ms = int(time.time() * 1000)
         for partition in batch.ticks:
-            send(topics["attempts"], self._step.encode_tick(partition, self._instance, wall_ms),
-                 changelog.TICK_KEY, partition)
-        log = topics["changelog"]
+            self.delivery.send(
+                topics["attempts"], self._step.encode_tick(partition, self._instance, wall_ms),
+                changelog.TICK_KEY, partition)
         written: dict[int, int] = {}
         for partition, overlay in batch.overlays.items():
-            headers = changelog.headers(self._group, batch.positions(partition))
-            dues = overlay.row_dues()  # the containment row has none
-            rows = overlay.rows()
-            for key, row in rows.items():
-                due = dues.get(key)
-                send(log, row, key.encode("utf-8"), partition,
-                     headers if due is None else [*headers, due])
-            if overlay.clock_moved:
-                send(log, changelog.clock_value(overlay.clock), changelog.CLOCK_KEY,
-                     partition, headers)
-            written[partition] = len(rows) + overlay.clock_moved
+            records = changelog.records(self._group, batch.positions(partition), overlay)
+            self.delivery.send_changelog(topics["changelog"], partition, records)
+            written[partition] = len(records)
         return written
 
     def _commit(self, batch: Batch) -> None:

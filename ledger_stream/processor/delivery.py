@@ -6,7 +6,10 @@ Exactly once (the default): one transaction per batch with a stable transactiona
 metadata (KIP-447), so a processor whose generation is stale (paused past its session
 timeout, then resumed) cannot commit: its transaction is aborted and its records are never
 visible to read_committed readers. A restart with the same id aborts its predecessor's open
-transaction at once (``init_transactions``).
+transaction at once (``init_transactions``). Only the last changelog record of each
+partition has its delivery report served to Python (its offset is the one the store
+records): a record the broker refuses fails the transaction itself, whose commit then
+raises, so the batch is abandoned and none of its records become visible.
 
 At least once: no record may have failed before the offsets are committed synchronously;
 a produce failure is never taken as acknowledged. librdkafka reports only the failures
@@ -26,7 +29,7 @@ import queue
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
@@ -44,6 +47,8 @@ STALE_GENERATION = frozenset({
 # KIP-848: the batch carried the member epoch of its poll and the group has since moved on
 # by one assignment; the member is still in the group, so the next batch simply retries.
 STALE_EPOCH = KafkaError.STALE_MEMBER_EPOCH
+# One record to produce: (topic, value, key, partition or None, headers or None).
+Outgoing = tuple[str, bytes | None, bytes | None, int | None, list[tuple[str, bytes]] | None]
 PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 FLUSH_TIMEOUT_S = 30.0
 TXN_TIMEOUT_S = 30.0
@@ -151,9 +156,15 @@ class Delivery(ABC):
             return timeout_s
         return max(0.0, min(timeout_s, self._deadline - time.monotonic()))
 
+    # Whether every record's delivery report reaches ``_report`` (the producer's default
+    # callback); exactly once only the one ``send_changelog`` asks for does.
+    reports_each_record = True
+
     def _new_producer(self) -> Producer:
         self._let_go()
-        return (self.client or Producer)({**self._config, "on_delivery": self._report})
+        config = {**self._config, "on_delivery": self._report} if self.reports_each_record \
+            else dict(self._config)
+        return (self.client or Producer)(config)
 
     def _let_go(self) -> None:
         """Drop the wedged producers whose stuck call has returned (freeing them)."""
@@ -189,13 +200,17 @@ class Delivery(ABC):
         self._changelog_next = {}
 
     def send(self, topic: str, value: bytes | None, key: bytes | None,
-             partition: int | None = None, headers: list[tuple[str, bytes]] | None = None
-             ) -> None:
+             partition: int | None = None, headers: list[tuple[str, bytes]] | None = None,
+             reported: bool = False) -> None:
+        """Hand one record to the producer (waiting for room while its queue is full);
+        ``reported``: its delivery report reaches ``_report`` whatever the default."""
         extra: dict[str, Any] = {}
         if partition is not None:
             extra["partition"] = partition
         if headers:
             extra["headers"] = headers
+        if reported:
+            extra["on_delivery"] = self._report
         while True:
             try:
                 self._producer.produce(topic, value=value, key=key, **extra)
@@ -204,15 +219,56 @@ class Delivery(ABC):
                 pass  # the local queue is full: let deliveries drain
             except KafkaException as exc:
                 raise classify(exc, "produce") from exc
-            try:  # not inside the handler above: its sibling would not catch this
-                self._producer.poll(0.05)
+            self._drain()  # not inside the handler above: its sibling would not catch this
+
+    def _drain(self) -> None:
+        """Serve delivery reports for a moment: the local queue is full."""
+        try:
+            self._producer.poll(0.05)
+        except KafkaException as exc:
+            raise classify(exc, "produce") from exc
+
+    def send_all(self, records: Iterable[Outgoing]) -> None:
+        """:meth:`send` for each of ``records`` (topic, value, key, partition or None,
+        headers or None), in order: the producer's own call for each record while its queue
+        takes them (a batch hands over a few thousand), :meth:`send`'s wait for room when
+        it is full."""
+        # The client's stub types headers as a list of (str, str | bytes | None), which a
+        # list of (str, bytes) is not (lists are invariant): the same call, typed loosely.
+        produce: Callable[..., None] = self._producer.produce
+        for topic, value, key, partition, headers in records:
+            try:
+                if partition is None:
+                    if headers:
+                        produce(topic, value=value, key=key, headers=headers)
+                    else:
+                        produce(topic, value=value, key=key)
+                elif headers:
+                    produce(topic, value=value, key=key, partition=partition, headers=headers)
+                else:
+                    produce(topic, value=value, key=key, partition=partition)
+            except BufferError:  # the local queue is full: wait for room, as send does
+                self._drain()
+                self.send(topic, value, key, partition, headers)
             except KafkaException as exc:
                 raise classify(exc, "produce") from exc
+
+    def send_changelog(self, topic: str, partition: int,
+                       records: list[tuple[bytes, bytes, list[tuple[str, bytes]]]]) -> None:
+        """One partition's changelog records (key, value, headers), in order. Where records
+        are not reported one by one, the last one is: its offset is the partition's next."""
+        self.send_all((topic, value, key, partition, headers)
+                      for key, value, headers in records[:-1])
+        if records:
+            key, value, headers = records[-1]
+            self.send(topic, value, key, partition, headers,
+                      reported=not self.reports_each_record)
 
     def confirm(self) -> dict[int, int]:
         """Wait for every delivery report; the next changelog offset per partition written,
         for the partitions whose offsets were reported (at least once: none). Raises
-        BatchAbandoned when any record was not acknowledged."""
+        BatchAbandoned when any record reported was not acknowledged (exactly once, a
+        refused record that is not reported fails the transaction's commit instead)."""
         try:
             left = self._flush(FLUSH_TIMEOUT_S)
         except KafkaException as exc:
@@ -333,6 +389,12 @@ class AtLeastOnceDelivery(Delivery):
 
 
 class ExactlyOnceDelivery(Delivery):
+    # No Python call per record delivered: a record the broker refuses fails the
+    # transaction (commit_transaction raises an abortable error, the batch is abandoned and
+    # none of its records become visible), so only each partition's last changelog record
+    # is reported, for the changelog offset its store records.
+    reports_each_record = False
+
     def __init__(self, config: dict[str, Any], changelog_topic: str,
                  stop: threading.Event | None = None) -> None:
         """``stop``: set by a SIGTERM during start-up; it ends the producer's set-up

@@ -36,7 +36,8 @@ class PartitionOverlay:
         self.clock = store.clock_ms
         self._start_clock = self.clock
         self._changed: dict[str, KeyState] = {}
-        self._stored_due: dict[str, int | None] = {}  # due of the stored state, per changed key
+        # The due of each changed key's stored state (and of keys read without a row: none)
+        self._stored_due: dict[str, int | None] = {}
         self._due: dict[str, int | None] = {}  # due of each changed key's current state
         self._fired: set[TimerEntry] = set()
         self._heap: list[TimerEntry] = []  # deadlines of changed keys (stale ones skipped)
@@ -54,7 +55,11 @@ class PartitionOverlay:
         wanted = [key for key in dict.fromkeys(keys)  # a key twice in a batch: read once
                   if key not in self._read and key not in self._changed]
         for key, row in zip(wanted, self.store.get_many(wanted), strict=True):
-            self._read[key] = decode_row(row) if row is not None else absent(key)
+            if row is None:  # no row, so no timer entry in the store's index either
+                self._read[key] = absent(key)
+                self._stored_due[key] = None
+            else:
+                self._read[key] = decode_row(row)
 
     # -- the StateView of the step ------------------------------------------------------
 
@@ -73,7 +78,7 @@ class PartitionOverlay:
         return dict(self._changed)
 
     def put(self, key: str, before: KeyState, after: KeyState) -> None:
-        if key not in self._changed:
+        if key not in self._changed and key not in self._stored_due:
             self._stored_due[key] = due_ms(before, self._policy)
         self._changed[key] = after
         # Computed once per state: the timers, the store's index and the heap read it here.

@@ -240,3 +240,52 @@ def test_a_producer_fenced_while_its_queue_drains_abandons_the_batch() -> None:
     with pytest.raises(BatchAbandoned) as why:
         delivery.send("ledger.receipts", b"v", b"k")
     assert (why.value.kind, why.value.new_producer) == ("producer_fatal", True)
+
+
+class QueueFullOnce:
+    """Takes every record but the second, whose first hand-over finds the queue full."""
+
+    def __init__(self) -> None:
+        self.produced: list[tuple[object, ...]] = []
+        self.full = [False, True]
+        self.polls = 0
+
+    def produce(self, topic: str, **record: object) -> None:
+        if len(self.full) > len(self.produced) and self.full[len(self.produced)]:
+            self.full[len(self.produced)] = False
+            raise BufferError("Local: Queue full")
+        self.produced.append((topic, *sorted(record.items())))
+
+    def poll(self, timeout: float) -> int:
+        self.polls += 1
+        return 0
+
+
+def test_send_all_hands_every_record_over_in_order_and_waits_out_a_full_queue() -> None:
+    """The checkpoint hands a batch's records over in one call: the producer's own call
+    per record (a partition and headers only where given), the full-queue wait of ``send``
+    when the queue is full, and nothing lost or repeated."""
+    delivery = AtLeastOnceDelivery.__new__(AtLeastOnceDelivery)
+    producer = delivery._producer = QueueFullOnce()  # type: ignore[assignment]
+    delivery.send_all([("a", b"1", b"k1", None, None),
+                       ("b", b"2", b"k2", 3, None),
+                       ("c", b"3", b"k3", None, [("h", b"x")]),
+                       ("d", b"4", None, 5, [("h", b"y")])])
+    assert producer.produced == [
+        ("a", ("key", b"k1"), ("value", b"1")),
+        ("b", ("key", b"k2"), ("partition", 3), ("value", b"2")),
+        ("c", ("headers", [("h", b"x")]), ("key", b"k3"), ("value", b"3")),
+        ("d", ("headers", [("h", b"y")]), ("key", None), ("partition", 5), ("value", b"4"))]
+    assert producer.polls == 1  # the full queue drained once, then the record went
+
+
+def test_send_all_turns_a_kafka_error_into_an_abandoned_batch() -> None:
+    class Fenced:
+        def produce(self, *args: object, **kwargs: object) -> None:
+            raise _error(KafkaError._FENCED, fatal=True)
+
+    delivery = AtLeastOnceDelivery.__new__(AtLeastOnceDelivery)
+    delivery._producer = Fenced()  # type: ignore[assignment]
+    with pytest.raises(BatchAbandoned) as why:
+        delivery.send_all([("a", b"1", b"k1", None, None)])
+    assert (why.value.kind, why.value.new_producer) == ("producer_fatal", True)

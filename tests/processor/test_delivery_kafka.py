@@ -1,7 +1,9 @@
 """At least once on a real broker: librdkafka reports failures only (no Python call per record
 delivered), a changelog write the broker refuses still abandons the batch before its input
 offsets are committed, and the store's changelog offset, counted instead of reported, is
-the changelog's true end (never past it)."""
+the changelog's true end (never past it). Exactly once: one report per partition (its last
+changelog record, whose offset the store records), and a refused write, not reported,
+still abandons the batch: its transaction cannot commit."""
 
 from __future__ import annotations
 
@@ -16,15 +18,25 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from ledger_stream.config import Settings
 from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.offsets import end_offset
+from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.processor import clients
 from ledger_stream.processor.batch import Batch
 from ledger_stream.processor.checkpoint import Checkpoint
-from ledger_stream.processor.delivery import AtLeastOnceDelivery
+from ledger_stream.processor.delivery import AtLeastOnceDelivery, ExactlyOnceDelivery
 from ledger_stream.processor.exceptions import BatchAbandoned
 from ledger_stream.processor.runtime import OUTPUT_ROLES
+from ledger_stream.processor.step import LedgerStep
 from ledger_stream.state import RocksDBPartitionStore
 from tests.factories import intent
-from tests.processor.fakes import ATTEMPTS, INTENTS, PARTITIONS, make_step, record_of
+from tests.processor.fakes import (
+    ATTEMPTS,
+    CODEC,
+    INTENTS,
+    PARTITIONS,
+    FakeMessage,
+    make_step,
+    record_of,
+)
 
 pytestmark = pytest.mark.timeout(120)
 MEMBER = "member-1"
@@ -123,6 +135,91 @@ def test_at_least_once_counts_changelog_offsets_and_stops_on_a_lost_write(
         assert {p: (s.changelog_offset, s.clock_ms) for p, s in stores.items()} == before
     finally:
         ends.close()
+        delivery.close()
+        for store in stores.values():
+            store.close()
+
+
+class ReportedOnce(ExactlyOnceDelivery):
+    """Keeps every delivery report served to Python."""
+
+    def __init__(self, *args: Any) -> None:
+        self.reports: list[Any] = []
+        super().__init__(*args)
+
+    def _report(self, err: Any, msg: Any) -> None:
+        self.reports.append((err, msg.topic(), msg.partition()))
+        super()._report(err, msg)
+
+
+class Generation(Member):
+    def consumer_group_metadata(self) -> Any:
+        raise AssertionError("not asked: the batch holds the metadata of its poll")
+
+
+def test_exactly_once_reports_one_record_per_partition_and_a_lost_write_still_aborts(
+        ledger_topics: Settings, tmp_path: Path) -> None:
+    bootstrap = ledger_topics.kafka_bootstrap
+    assert bootstrap is not None
+    changelog_topic = ledger_topics.topic("changelog")
+    group = f"eos-{tmp_path.name}"
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    delivery = ReportedOnce(clients.producer_settings(bootstrap, f"{group}.one"),
+                            changelog_topic)
+    # Real input topics: the transaction commits the batch's offsets on them.
+    inputs = (ledger_topics.topic("intents"), ledger_topics.topic("attempts"))
+    partitions = ledger_topics.partitions
+    step = LedgerStep(Policy(), CODEC, dict(zip(inputs, ("intents", "attempts"), strict=True)),
+                      partitions)
+    stores = {p: RocksDBPartitionStore(tmp_path / f"p{p}", p) for p in range(partitions)}
+    checkpoint = Checkpoint(delivery, Generation(), step,  # type: ignore[arg-type]
+                            {role: ledger_topics.topic(role) for role in OUTPUT_ROLES},
+                            group, "one")
+    ends = Consumer({"bootstrap.servers": bootstrap, "group.id": "ends",
+                     "isolation.level": "read_committed"})
+    offset = 0
+
+    def batch_of(count: int) -> Batch:
+        nonlocal offset
+        batch = Batch(step, stores, {}, inputs, MEMBER,  # type: ignore[arg-type]
+                      consumer.consumer_group_metadata())
+        events = [intent(f"acme/pay/e{offset + i}") for i in range(count)]
+        batch.add_all([FakeMessage(inputs[0], partition_for(e.key, partitions), offset + i,  # type: ignore[misc]
+                                   1_000 + offset + i, e.key.encode(), CODEC.encode(e))
+                       for i, e in enumerate(events)])
+        offset += count
+        return batch
+
+    try:
+        batch = batch_of(20)
+        checkpoint.run(batch)
+        # 20 receipts, 20 dispatches, 20 rows, the clocks: one report per partition.
+        assert sorted(p for _, _, p in delivery.reports) == sorted(batch.overlays)
+        assert all(err is None and topic == changelog_topic
+                   for err, topic, _ in delivery.reports)
+        for partition, store in stores.items():
+            # Its last record's offset + 1: the commit marker follows it, written by the
+            # coordinator a moment after the commit returned (then the end moves past it).
+            deadline = time.monotonic() + 10
+            while (end := end_offset(ends, TopicPartition(changelog_topic, partition))) \
+                    != store.changelog_offset + 1 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert store.changelog_offset == end - 1 > 0
+
+        # The broker refuses the dispatches now (larger than the topic takes), whose
+        # reports nobody reads: the transaction cannot commit, so the batch is abandoned.
+        _limit_changelog(bootstrap, ledger_topics.topic("dispatch"), 64)
+        time.sleep(2)  # the broker applies a topic's new configuration a moment later
+        before = {p: (s.changelog_offset, s.clock_ms) for p, s in stores.items()}
+        with pytest.raises(BatchAbandoned) as why:
+            checkpoint.run(batch_of(5))
+        # "aborted": the transaction said so, not a delivery report (none was asked for).
+        assert why.value.kind == "aborted" and "Message size too large" in str(why.value)
+        delivery.abort()
+        assert {p: (s.changelog_offset, s.clock_ms) for p, s in stores.items()} == before
+    finally:
+        ends.close()
+        consumer.close()
         delivery.close()
         for store in stores.values():
             store.close()

@@ -125,3 +125,51 @@ def test_each_state_put_has_its_deadline_computed_once(monkeypatch: pytest.Monke
     batch = overlay.store_batch(None)
     assert len(calls) == 2 * len(keys) + 1
     assert (2_100, "k1") in batch.timers_added and (1_100, "k1") in batch.timers_removed
+
+
+def test_the_changelog_records_of_a_batch_name_it_and_carry_each_rows_basis() -> None:
+    from ledger_stream.domain import containment
+    from ledger_stream.domain.deadlines import deadline_basis
+    from ledger_stream.processor import changelog
+
+    a = _dispatched("a", 1_000)
+    overlay = PartitionOverlay(_store_with(a), POLICY)
+    overlay.put("a", a, replace(a, phase=Phase.RECONCILING, phase_since_ms=5))
+    overlay.put_containment(containment.NONE)
+    overlay.advance(70)
+    batch = changelog.headers("g", changelog.Positions(4, 9))
+    records = changelog.records("g", changelog.Positions(4, 9), overlay)
+    rows = overlay.rows()
+    assert records == [
+        (b"a", rows["a"], [*batch, changelog.due_header(
+            deadline_basis(overlay.changed_states()["a"]))]),
+        (changelog.CONTAINMENT_KEY.encode(), rows[changelog.CONTAINMENT_KEY], batch),
+        (changelog.CLOCK_KEY, b"70", batch)]
+
+
+def test_a_key_read_without_a_row_has_no_stored_deadline_to_compute(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh key (no row, so no entry in the timer index) costs one deadline, its new
+    state's, not a second one of the empty state it replaces."""
+    from ledger_stream.processor import partition
+
+    asked: list[KeyState] = []
+
+    def counted(state: KeyState, policy: Policy) -> int | None:
+        asked.append(state)
+        return due_ms(state, policy)
+
+    monkeypatch.setattr(partition, "due_ms", counted)
+    overlay = PartitionOverlay(_store_with(_dispatched("stored", 1_000)), POLICY)
+    overlay.read_ahead(["fresh", "stored"])
+    new = _dispatched("fresh", 2_000)
+    overlay.put("fresh", overlay.state("fresh"), new)
+    assert asked == [new]
+    moved = replace(overlay.state("stored"), lease_until_ms=3_000)
+    overlay.put("stored", overlay.state("stored"), moved)
+    assert asked == [new, _dispatched("stored", 1_000), moved]  # its index entry goes
+    written = overlay.store_batch(None)
+    assert written.timers_removed == {(due_ms(_dispatched("stored", 1_000), POLICY),
+                                       "stored")}
+    assert written.timers_added == {(due_ms(new, POLICY), "fresh"),
+                                    (due_ms(moved, POLICY), "stored")}

@@ -120,3 +120,34 @@ def test_a_registry_outage_is_not_poison() -> None:
                       {INTENTS: "intents"}, PARTITIONS)
     with pytest.raises(SchemaRegistryUnavailable):
         step.read(b"\x00\x00\x00\x00\x01", KEY.encode(), INTENTS, HOME, 1, 1)
+
+
+class OneKey:
+    """The StateView of a partition holding nothing yet."""
+
+    def __init__(self) -> None:
+        from ledger_stream.domain.containment import NONE
+        from ledger_stream.domain.state import absent
+
+        self._absent, self.containment = absent, lambda: NONE
+        self.states: dict[str, object] = {}
+
+    def state(self, key: str):  # type: ignore[no-untyped-def]
+        return self.states.get(key) or self._absent(key)
+
+    def put(self, key: str, before: object, after: object) -> None:
+        self.states[key] = after
+
+
+def test_each_output_is_built_once_with_the_inputs_trace_context() -> None:
+    trace = (("traceparent", b"00-" + b"a" * 32 + b"-" + b"b" * 16 + b"-01"),)
+    step = make_step()
+    outs = step.decide(OneKey(), intent(key=KEY), 5_000, 0, trace)  # type: ignore[arg-type]
+    assert {o.topic for o in outs} == {"dispatch", "receipts"}
+    assert all(o.headers == trace and o.key == KEY.encode() and o.partition is None
+               for o in outs)
+    assert [type(CODEC.decode(o.value)).__name__ for o in outs] == ["Receipt", "Dispatch"]
+    untraced = make_step().decide(OneKey(), intent(key=KEY), 5_000)  # type: ignore[arg-type]
+    assert [o.headers for o in untraced] == [(), ()]
+    with pytest.raises(AttributeError):
+        outs[0].headers = ()  # type: ignore[misc]
