@@ -176,11 +176,19 @@ class HttpTarget(Target):
         check_id_field(self.id_field)
         self._declare_statuses()
         self._template: RequestTemplate | None = None  # see _apply_wire
-        with contextlib.suppress(ValueError):  # a header it cannot hold: the general path
-            self._template = RequestTemplate(
-                "POST", self._prefix + self.apply_path, self._host_line,
-                {**self.headers, "Content-Type": "application/json"},
-                ("Idempotency-Key", "X-Attempt-Id"))
+        self._template_headers: dict[str, str] | None = None  # what it was built from
+
+    def _current_template(self) -> RequestTemplate | None:
+        """The template for ``headers`` as they are now (built again after a change, such
+        as a rotated token); None for headers it cannot hold (the general path)."""
+        if self._template_headers != self.headers:
+            self._template_headers, self._template = dict(self.headers), None
+            with contextlib.suppress(ValueError):
+                self._template = RequestTemplate(
+                    "POST", self._prefix + self.apply_path, self._host_line,
+                    {**self.headers, "Content-Type": "application/json"},
+                    ("Idempotency-Key", "X-Attempt-Id"))
+        return self._template
 
     def _declare_statuses(self) -> None:
         declared = {"not applied": check_statuses(self.not_applied_statuses),
@@ -232,12 +240,13 @@ class HttpTarget(Target):
         once (``RequestTemplate``), unless a trace context or a header of the target's own
         (one of those set per call) asks for the general path. ValueError as there."""
         extra = tracing.http_headers()
-        if self._template is None or extra:
+        template = self._current_template()
+        if template is None or extra:
             body, headers = self._apply_request(request)
             return request_bytes("POST", self._prefix + self.apply_path, self._host_line,
                                  headers, body)
         body = json.dumps(request.args, sort_keys=True, separators=(",", ":")).encode()
-        return self._template.render((request.key, request.attempt_id), body)
+        return template.render((request.key, request.attempt_id), body)
 
     def apply(self, request: EffectRequest, timeout_s: float) -> str:
         body, headers = self._apply_request(request)

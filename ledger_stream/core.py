@@ -96,9 +96,24 @@ def _run_sources(domain: Path) -> str:
     return "pure"
 
 
+_chosen: str | None = None  # what ``select`` chose in this process
+
+
+def chosen() -> str | None:
+    """What ``select`` chose in this process (None before it ran): the compiled helpers
+    outside the domain (the C murmur2) run only beside the compiled core."""
+    return _chosen
+
+
 def select(mode: str | None = None, domain: Path = DOMAIN) -> str:
     """``"compiled"`` or ``"pure"``: which core this process runs (see the module text).
     Call it before ``ledger_stream.domain`` is imported; later it cannot change a thing."""
+    global _chosen
+    _chosen = _select(mode, domain)
+    return _chosen
+
+
+def _select(mode: str | None, domain: Path) -> str:
     mode = (mode if mode is not None else os.environ.get("LEDGER_CORE", "auto")) or "auto"
     if mode not in MODES:
         raise CoreError(f"LEDGER_CORE={mode!r}: expected one of {', '.join(MODES)}")

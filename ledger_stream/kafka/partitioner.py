@@ -16,6 +16,8 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from ledger_stream.core import chosen
+
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
 _WORDS = struct.Struct("<I")
@@ -60,9 +62,7 @@ def source_digest(path: Path = C_SOURCE) -> str:
 def _native() -> tuple[Callable[[bytes], int], Callable[[bytes, int], int]] | None:
     """The compiled (murmur2, partition), when the compiled core runs and the build is of
     the ``murmur2.c`` on disk (a source absent, as in a wheel, is taken as built)."""
-    from ledger_stream import CORE  # set before anything imports this module
-
-    if CORE != "compiled":
+    if chosen() != "compiled":  # ledger_stream's __init__ chose, before importing this
         return None
     try:
         from ledger_stream.kafka import _murmur2  # type: ignore[attr-defined]

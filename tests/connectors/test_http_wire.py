@@ -207,3 +207,17 @@ def test_a_call_on_the_loop_writes_the_bytes_of_the_general_path_built_once(
             target._apply_wire(EffectRequest(bad, 1, "c1", "pay", {}, "h"))
         assert target.start_apply(EffectRequest(bad, 1, "c1", "pay", {}, "h"), 1.0,
                                   lambda *_: None) is False
+
+
+def test_headers_changed_after_construction_reach_the_next_call() -> None:
+    """A target's headers may change while it runs (a rotated token): the call on the loop
+    sends them as ``apply`` does, never the ones its encoded request was built from."""
+    target = HttpTarget(name="api", base_url="http://127.0.0.1:9/base",
+                        headers={"Authorization": "Bearer old"})
+    request = EffectRequest("acme/pay/k1", 1, "c1", "pay", {"a": 1}, "h")
+    assert b"Bearer old" in target._apply_wire(request)
+    target.headers["Authorization"] = "Bearer new"
+    body, merged = target._apply_request(request)
+    wire = target._apply_wire(request)
+    assert b"Bearer new" in wire and b"Bearer old" not in wire
+    assert wire == request_bytes("POST", "/base/v1/payments", "127.0.0.1:9", merged, body)

@@ -9,8 +9,9 @@ import weakref
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from ledger_stream.processor.delivery import AtLeastOnceDelivery, classify
+from ledger_stream.processor.delivery import AtLeastOnceDelivery
 from ledger_stream.processor.exceptions import BatchAbandoned
+from ledger_stream.processor.kafka_calls import classify
 
 pytestmark = pytest.mark.timeout(30)
 
