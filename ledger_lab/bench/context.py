@@ -25,6 +25,7 @@ class Sizes:
 
     pg_naive_intents: int = 10_000
     latency_seconds: float = 28.0  # the first WARM_UP_S (8) left out: 20 s measured
+    latency_rate: float | None = None  # intents/s of the latency arm; None: half the ledger's
     growth_keys: tuple[int, ...] = (10_000, 100_000, 1_000_000)
     growth_batch: int = 50_000
     sdk_calls: int = 200  # sequential calls per SDK operation

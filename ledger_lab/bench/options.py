@@ -33,13 +33,14 @@ class BenchOptions(BaseSettings):
     arms: str = ",".join(ARM_NAMES)
     repeat: int = Field(3, ge=1, description="repetitions of the interleaved arms")
     seed: int = 1
+    latency_rate: float | None = Field(None, gt=0, description="the latency arm's rate")
     out: str | None = None
     smoke: bool = False
 
     def sized(self) -> tuple[BenchOptions, Sizes]:
         """The effective options and arm sizes (tiny ones for a smoke run)."""
         if not self.smoke:
-            return self, Sizes()
+            return self, Sizes(latency_rate=self.latency_rate)
         small = self.model_copy(update={"intents": min(self.intents, 2_000), "keys": None,
                                         "partitions": min(self.partitions, 3), "repeat": 1})
         return small, Sizes(pg_naive_intents=500, latency_seconds=1.0,

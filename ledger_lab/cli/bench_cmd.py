@@ -51,6 +51,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--repeat", type=int, metavar="N",
                         help="repetitions of the interleaved throughput arms (env: "
                         "LEDGER_BENCH_REPEAT; default 3)")
+    parser.add_argument("--latency-rate", type=float, metavar="N",
+                        help="intents per second of the latency arm (env: "
+                        "LEDGER_BENCH_LATENCY_RATE; default half the ledger's throughput)")
     parser.add_argument("--seed", type=int, metavar="N",
                         help="workload seed (env: LEDGER_BENCH_SEED; default 1)")
     parser.add_argument("--out", metavar="FILE",
@@ -112,6 +115,7 @@ def _run(args: argparse.Namespace) -> int:
         "intents": args.intents, "keys": args.keys, "duplicate_share": args.duplicate_share,
         "conflict_share": args.conflict_share, "partitions": args.partitions,
         "mode": args.mode, "arms": args.arms, "repeat": args.repeat, "seed": args.seed,
+        "latency_rate": args.latency_rate,
         "out": args.out, "smoke": args.smoke,
     }
     try:

@@ -154,10 +154,7 @@ class LatencyArm:
         self._stages: dict[str, object] | None = None  # the processor's, once it ran
 
     def run(self, ctx: BenchContext, repetition: int) -> ArmResult:
-        if "ledger-max-rate" not in ctx.shared:  # the ledger arm was not selected: measure
-            run = LedgerArm(self.guarantee).run(ctx, 0)
-            ctx.shared["ledger-max-rate"] = run.figures["decisions_per_s"]
-        rate = LOAD * ctx.shared["ledger-max-rate"]
+        rate = self.rate(ctx)
         count = max(50, int(rate * ctx.sizes.latency_seconds))
         spec = ctx.workload.spec
         workload = generate(WorkloadSpec(count + 1, spec.duplicate_share, spec.conflict_share,
@@ -181,6 +178,16 @@ class LatencyArm:
                          {"guarantee": self.guarantee, "load": LOAD, "intents": count,
                           "ledger_rss_mb": ledger_rss, "raw_echo_rss_mb": raw_rss,
                           "cdf_ms": distribution, "ledger_batch_stages": self._stages})
+
+    def rate(self, ctx: BenchContext) -> float:
+        """The arrivals per second: ``--latency-rate``, else half the ledger's throughput."""
+        return ctx.sizes.latency_rate or LOAD * self._max_rate(ctx)
+
+    def _max_rate(self, ctx: BenchContext) -> float:
+        if "ledger-max-rate" not in ctx.shared:  # the ledger arm was not selected: measure
+            run = LedgerArm(self.guarantee).run(ctx, 0)
+            ctx.shared["ledger-max-rate"] = run.figures["decisions_per_s"]
+        return float(ctx.shared["ledger-max-rate"])
 
     def _ledger(self, ctx: BenchContext, workload: Workload,
                 rate: float) -> tuple[list[tuple[float, float]], dict[str, float], float]:
