@@ -25,7 +25,6 @@ Every failure is raised as :class:`BatchAbandoned`, never as a library error.
 from __future__ import annotations
 
 import contextlib
-import queue
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -37,6 +36,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ledger_stream.kafka.clients import Consumer, Producer
 from ledger_stream.kafka.reach import StopRequested
+from ledger_stream.processor.calls import Caller
 from ledger_stream.processor.exceptions import BatchAbandoned
 
 STALE_GENERATION = frozenset({
@@ -55,56 +55,6 @@ TXN_TIMEOUT_S = 30.0
 RETRIES = 3
 # Past a transactional call's own timeout, how long before its producer counts as wedged.
 WEDGED_GRACE_S = 5.0
-WAIT_SLICE_S = 0.25  # how often a bounded wait looks at the stop deadline
-
-
-class _Caller:
-    """A thread that runs blocking calls one at a time, so a bounded call costs no thread
-    start. A call that never returns keeps its thread; the next call gets a new one."""
-
-    def __init__(self) -> None:
-        self._calls: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self.ended = threading.Event()  # the thread returned (after stop)
-        threading.Thread(target=self._serve, name="kafka-calls", daemon=True).start()
-
-    def _serve(self) -> None:
-        try:
-            while (job := self._calls.get()) is not None:
-                job()
-                del job  # nothing of a finished call stays referenced here
-        finally:
-            self.ended.set()
-
-    def stop(self) -> None:
-        """End the thread once the calls handed to it are done."""
-        self._calls.put(None)
-
-    def run(self, call: Callable[[], object], timeout_s: float,
-            left: Callable[[], float] | None = None) -> list[BaseException] | None:
-        """The call's exception in a list ([] if it returned), or None if it did not return
-        within ``timeout_s``, or before ``left()`` (asked again every WAIT_SLICE_S: a stop
-        can shorten a wait already begun) came to 0 (this caller is then stuck: use
-        another)."""
-        outcome: list[BaseException] = []
-        finished = threading.Event()
-
-        def job() -> None:
-            try:
-                call()
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-                # Without its traceback: that holds this frame, whose ``outcome`` holds the
-                # exception, a cycle that kept a stuck call's producer alive until some
-                # later garbage collection destroyed it, on whatever thread ran then.
-                outcome.append(exc.with_traceback(None))
-            finally:
-                finished.set()
-
-        self._calls.put(job)
-        until = time.monotonic() + timeout_s
-        while not finished.wait(max(0.0, min(WAIT_SLICE_S, until - time.monotonic()))):
-            if time.monotonic() >= until or (left is not None and left() <= 0):
-                return None
-        return outcome
 
 
 def classify(exc: KafkaException, step: str) -> BatchAbandoned:
@@ -137,10 +87,10 @@ class Delivery(ABC):
         self._changelog = changelog_topic
         # Producers a call is stuck in, each with the caller stuck in it: kept until that
         # call returns (freeing one sooner would crash), then dropped (wedged).
-        self._stuck: list[tuple[Producer, _Caller]] = []
+        self._stuck: list[tuple[Producer, Caller]] = []
         self._errors: list[KafkaError] = []
         self._changelog_next: dict[int, int] = {}
-        self._caller: _Caller | None = None
+        self._caller: Caller | None = None
         self._deadline: float | None = None  # stop_by: no call waits past it
         self._producer = self._new_producer()
 
@@ -336,7 +286,7 @@ class Delivery(ABC):
         successor, with the same transactional id, fences it and aborts its transaction.
         A set ``stop`` (a SIGTERM during start-up) ends the wait too: StopRequested.
         """
-        caller = self._caller = self._caller or _Caller()
+        caller = self._caller = self._caller or Caller()
         bound = timeout_s + WEDGED_GRACE_S
 
         def left() -> float:
