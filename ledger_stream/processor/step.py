@@ -315,8 +315,19 @@ def _count(tally: metrics.Tally, event: ev.InputEvent, alerts: list[ev.Alert],
             tally.add(metrics.DUPLICATES_SUPPRESSED)
     if isinstance(event, ev.PoisonInput):
         outcome = "poison"
-    tally.add(_child(metrics.DECISIONS, type(event).__name__, outcome))
+    kind = type(event)
+    series = _DECISION_SERIES.get((kind, outcome))
+    if series is None:
+        series = _DECISION_SERIES[(kind, outcome)] = _child(metrics.DECISIONS, kind.__name__,
+                                                            outcome)
+    counts = tally.counts  # Tally.add, inline: once per decision
+    counts[series] = counts.get(series, 0) + 1
     return outcome
+
+
+# The DECISIONS series of each (event type, outcome): one dict look-up per decision (the
+# cache of ``_child`` hashes the metric and the type's name on each call).
+_DECISION_SERIES: dict[tuple[type[Any], str], Any] = {}
 
 
 def _poison(topic: str, partition: int, offset: int, reason: str, now_ms: int,
