@@ -127,16 +127,17 @@ class Batch:
         step = self._step
         for due, key in overlay.due_now():
             self.outputs.extend(step.timer(overlay, key, due, now, self.sent_ms))
-        event = step.read(msg.value(), msg.key(), topic, partition, offset, now)
+        record_key, value = msg.key(), msg.value()
+        event = step.read(value, record_key, topic, partition, offset, now)
         if isinstance(event, Forward):  # placed under the count before repartition
             raw = msg.headers() or []
             pairs = raw.items() if isinstance(raw, dict) else raw
             headers = tuple((str(n), d) for n, d in pairs if isinstance(d, bytes))
-            self.outputs.append(Out(event.role, msg.key(), msg.value() or b"", headers,
+            self.outputs.append(Out(event.role, record_key, value or b"", headers,
                                     event.partition))
         elif isinstance(event, ev.Containment):
             self.outputs.extend(step.contain(overlay, event, now, (topic, offset),
-                                             msg.key() or b"", self.sent_ms))
+                                             record_key or b"", self.sent_ms))
         elif not isinstance(event, ev.Tick):
             # The input's trace context goes on what answers it (never a new span's: the
             # same input must produce the same records on a replay).

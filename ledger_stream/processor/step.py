@@ -191,12 +191,14 @@ class LedgerStep:
             after = decision.state
             if after is not state:
                 view.put(key_text, state, after)
-                if after.phase is not state.phase:
-                    _count_operator_queue(self.tally, state.phase, after.phase)
-                before_by = state.held_by if state.phase is Phase.HELD else ""
-                after_by = after.held_by if after.phase is Phase.HELD else ""
-                if before_by != after_by:
-                    view.put_containment(containment.moved(key_text, before_by, after_by))
+                was, now = state.phase, after.phase
+                if was is not now and Phase.NEEDS_OPERATOR in (was, now):
+                    _count_operator_queue(self.tally, was, now)
+                if was is Phase.HELD or now is Phase.HELD:  # a freeze holds or frees it
+                    before_by = state.held_by if was is Phase.HELD else ""
+                    after_by = after.held_by if now is Phase.HELD else ""
+                    if before_by != after_by:
+                        view.put_containment(containment.moved(key_text, before_by, after_by))
             out_key = key_text.encode("utf-8")
         # One pass over the outputs: each encoded into its Out (headers and all), and what
         # the metrics count noted on the way.
@@ -313,8 +315,19 @@ def _count(tally: metrics.Tally, event: ev.InputEvent, alerts: list[ev.Alert],
             tally.add(metrics.DUPLICATES_SUPPRESSED)
     if isinstance(event, ev.PoisonInput):
         outcome = "poison"
-    tally.add(_child(metrics.DECISIONS, type(event).__name__, outcome))
+    kind = type(event)
+    series = _DECISION_SERIES.get((kind, outcome))
+    if series is None:
+        series = _DECISION_SERIES[(kind, outcome)] = _child(metrics.DECISIONS, kind.__name__,
+                                                            outcome)
+    counts = tally.counts  # Tally.add, inline: once per decision
+    counts[series] = counts.get(series, 0) + 1
     return outcome
+
+
+# The DECISIONS series of each (event type, outcome): one dict look-up per decision (the
+# cache of ``_child`` hashes the metric and the type's name on each call).
+_DECISION_SERIES: dict[tuple[type[Any], str], Any] = {}
 
 
 def _poison(topic: str, partition: int, offset: int, reason: str, now_ms: int,

@@ -13,6 +13,7 @@ keeps it; the changelog can rebuild everything else.
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,9 +32,12 @@ _CHANGELOG = b"mchangelog"
 _DUE_BYTES = 8
 
 
+_TIMER_PREFIX = struct.Struct(">cQ").pack  # b"t" and the due time, 8 bytes big-endian
+
+
 def _timer_key(entry: TimerEntry) -> bytes:
     due, key = entry
-    return _TIMER + max(due, 0).to_bytes(_DUE_BYTES, "big") + key.encode("utf-8")
+    return _TIMER_PREFIX(_TIMER, due if due > 0 else 0) + key.encode("utf-8")
 
 
 def _int(raw: bytes | None) -> int:

@@ -21,9 +21,14 @@ def encode_values(values: list[Any]) -> bytes:
     """A row's bytes from its field values in ``KeyState`` field order: compact JSON, not
     ASCII-escaped. orjson writes the same bytes as ``json.dumps`` does for every value a row
     holds (tests/state/test_rows.py compares them); what it refuses (an integer past 64
-    bits, a lone surrogate) goes through ``json``, which writes it or raises as before."""
+    bits, a lone surrogate) goes through ``json``, which writes it or raises as before.
+
+    The bytes are copied out of orjson's: orjson builds each in a buffer of 1 KiB or more
+    and shrinks it in place, and a batch keeps its rows until the store write, so the
+    allocator's shrunk blocks piled up; a row then cost 4 to 6 µs instead of 0.5 (the copy
+    is a small object of CPython's own allocator, the buffer freed at once)."""
     try:
-        return orjson.dumps(values)
+        return memoryview(orjson.dumps(values)).tobytes()
     except TypeError:  # orjson.JSONEncodeError
         return json.dumps(values, separators=_SEPARATORS, ensure_ascii=False).encode()
 
