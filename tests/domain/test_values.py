@@ -5,7 +5,6 @@ field."""
 from __future__ import annotations
 
 import dataclasses
-import enum
 
 import pytest
 
@@ -13,35 +12,11 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.containment import Containment
 from ledger_stream.domain.state import AttemptRecord, KeyState, Phase
 from ledger_stream.domain.values import replace
+from tests.domain.changes import different as _different
 from tests.serde.events import one_of_each
 
 STATE = KeyState(key="acme/refund/r-1", phase=Phase.DISPATCHED, attempt=2,
                  history=(AttemptRecord(1, "c-1", "granted", 5),), args_json='{"a":1}')
-
-
-def _different(old: object) -> object:
-    if isinstance(old, enum.Enum):
-        return next(m for m in type(old) if m is not old)
-    if isinstance(old, bool):
-        return not old
-    if isinstance(old, int):
-        return old + 1
-    if isinstance(old, str):
-        return old + "x"
-    if isinstance(old, bytes):
-        return old + b"x"
-    if isinstance(old, tuple):
-        return () if old else (1,)
-    if old is None:
-        return "set"
-    if dataclasses.is_dataclass(old):
-        return _different_fields(old)
-    raise AssertionError(f"no different value for {old!r}")
-
-
-def _different_fields(value: object) -> object:
-    f = dataclasses.fields(value)[0]  # type: ignore[arg-type]
-    return dataclasses.replace(value, **{f.name: _different(getattr(value, f.name))})  # type: ignore[type-var]
 
 
 def _values() -> list[object]:

@@ -17,7 +17,7 @@ import ledger_stream.domain
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.state import AttemptRecord, KeyState, Phase
 from ledger_stream.domain.transitions import enter
-from tests.domain.test_values import _different
+from tests.domain.changes import different as _different
 
 
 def _written_out() -> list[type]:

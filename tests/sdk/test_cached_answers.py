@@ -15,7 +15,8 @@ from ledger_stream import LedgerClient
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.producer import EventProducer
-from tests.sdk.test_receipt_cache import _intent, _settle
+from tests.sdk.settled import intent as _intent
+from tests.sdk.settled import settle as _settle
 
 NOWHERE = "127.0.0.1:1"  # Kafka unreachable: a produced intent waits in the queue
 
