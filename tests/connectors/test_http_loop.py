@@ -3,8 +3,10 @@
 call on a thread, and the deadlines of finished calls let go.
 
 The server answers each request with a receipt naming its own idempotency key, and does
-to the N-th request (counted from 1) what a test asks: answer in two pieces, never answer,
-hang up after reading it, or answer with garbage.
+to the N-th request (counted from 1) or to the request with a given key what a test asks:
+answer in two pieces, never answer, hang up after reading it, or answer with garbage. A test
+with requests on two connections at once names the key: which connection's thread counts
+its request first is up to the scheduler.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ def effect(key: str) -> EffectRequest:
 
 
 class Api:
-    """Keep-alive HTTP/1.1; ``odd`` maps a request number to what happens to it."""
+    """Keep-alive HTTP/1.1; ``odd`` maps a request number or an idempotency key to what
+    happens to that request."""
 
-    def __init__(self, odd: dict[int, str] | None = None) -> None:
+    def __init__(self, odd: dict[int | str, str] | None = None) -> None:
         self.odd = odd or {}
         self.requests: list[tuple[int, str]] = []  # (connection number, idempotency key)
         self.connections = 0
@@ -65,7 +68,7 @@ class Api:
                 key = headers.get("Idempotency-Key", "")
                 with self._lock:
                     self.requests.append((number, key))
-                    what = self.odd.get(len(self.requests), "")
+                    what = self.odd.get(key) or self.odd.get(len(self.requests), "")
                 body = f'{{"id": "pay-{key}"}}'.encode()
                 answer = (b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
                           + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
@@ -96,7 +99,7 @@ def apis() -> Iterator[list[Api]]:
         api.close()
 
 
-def serve(apis: list[Api], odd: dict[int, str] | None = None) -> Api:
+def serve(apis: list[Api], odd: dict[int | str, str] | None = None) -> Api:
     apis.append(Api(odd))
     return apis[-1]
 
@@ -185,7 +188,7 @@ def test_a_request_refused_before_sending_is_left_to_apply(apis):
 def test_finished_calls_leave_no_deadline_behind_in_the_loop(apis):
     # Each call's deadline is 20 s away, behind a call still waiting (10 s): kept until
     # their deadlines, they would pile up with the rate of calls.
-    api = serve(apis, {2: "silent"})
+    api = serve(apis, {"acme/refund/1": "silent"})
     target, waiting = kept(api), Done()
     assert target.start_apply(effect("acme/refund/1"), 10.0, waiting)  # its only connection
     assert target.apply(effect("acme/refund/2"), timeout_s=2.0) == "pay-acme/refund/2"
@@ -232,7 +235,7 @@ def test_close_refuses_new_calls(apis):
 
 
 def test_a_sooner_deadline_is_kept_while_the_loop_waits_for_a_later_one(apis):
-    api = serve(apis, {2: "silent", 4: "silent"})
+    api = serve(apis, {"acme/refund/1": "silent", "acme/refund/3": "silent"})
     target, later, sooner = kept(api), Done(), Done()
     assert target.start_apply(effect("acme/refund/1"), 10.0, later)  # the loop waits for it
     assert target.apply(effect("acme/refund/2"), timeout_s=2.0) == "pay-acme/refund/2"
@@ -265,7 +268,7 @@ def tls(tmp_path, monkeypatch):
 
 
 class TlsApi(Api):
-    def __init__(self, context, odd: dict[int, str] | None = None) -> None:
+    def __init__(self, context, odd: dict[int | str, str] | None = None) -> None:
         self._context = context
         super().__init__(odd)
         self.url = self.url.replace("http://", "https://")
