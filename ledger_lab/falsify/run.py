@@ -123,6 +123,17 @@ class Run:
                                  bypass=bypass or not self.ledger, durability=self.durability,
                                  version=version, timeout_s=timeout_s)
 
+    def resume(self, thread: str, graph: str | None = None) -> WorkerRun:
+        """Resume a thread whose worker was killed. With durability "async" the approval's
+        checkpoint may have died with the worker (it is written while the next step runs):
+        the thread is then back at the approval, and the human approves again, as they
+        would on seeing the request still open."""
+        resumed = self.ok(self.worker(thread, "resume", graph=graph), "resume")
+        if (resumed.output or {}).get("waiting_on"):
+            self.note("the approval died with the worker: approved again")
+            resumed = self.ok(self.worker(thread, "approve", graph=graph), "approve again")
+        return resumed
+
     def start(self, invoice: str, amount: float = 125.0, graph: str | None = None,
               version: str | None = None, bypass: bool = False) -> str:
         """A new thread that asked for the refund and waits for the human's approval."""

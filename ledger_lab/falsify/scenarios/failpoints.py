@@ -4,7 +4,9 @@ and connector side.
 Agent failpoints kill the worker during ``approve`` (the step that runs the tool); the thread
 is then resumed by a new worker. ``after_graph_update`` kills it in the model node that
 reads the tool's reply, i.e. after the tools step's checkpoint was written (with durability
-``sync``; with ``async`` that write may be lost, and the resume re-runs the tool).
+``sync``; with ``async`` that write may be lost, and the resume re-runs the tool). With
+``async`` even the approval's checkpoint may die with a worker killed in the tool: the resumed
+thread is back at the approval, and the human approves again (``Run.resume``).
 
 Connector failpoints kill the payments connector (the worker keeps waiting for its receipt);
 a replacement connector takes over the dispatch once the group has rebalanced.
@@ -36,7 +38,7 @@ def killed_at(point: str) -> Callable[[Run], RunResult]:
         invoice = run.new_invoice()
         thread = run.start(invoice)
         run.killed(run.worker(thread, "approve", failpoint=point), f"approve, killed at {point}")
-        run.ok(run.worker(thread, "resume"), "resume")
+        run.resume(thread)
         return run.finish()
 
     play.__name__ = f"killed_at_{point}"
