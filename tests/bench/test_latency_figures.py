@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
+from ledger_lab.bench.arms import latency
 from ledger_lab.bench.arms.latency import latency_figures
 from ledger_lab.bench.exceptions import BenchError
+from ledger_lab.bench.options import BenchOptions
 
 
 def test_the_warm_up_is_left_out_of_the_percentiles_and_kept_in_the_whole_p99() -> None:
@@ -27,15 +31,9 @@ def test_no_answer_after_the_warm_up_is_an_error() -> None:
         latency_figures("raw", [(0.1, 5.0)], 1, warm_up_s=1.0)
 
 
-
 def test_a_fixed_latency_rate_reaches_the_arm_and_skips_the_throughput_run(monkeypatch) -> None:
     """``--latency-rate`` (a target's rate, e.g. 6,000/s) replaces half the ledger's
     throughput; without it the arm learns that throughput (here: from the ledger arm's)."""
-    from types import SimpleNamespace
-
-    from ledger_lab.bench.arms import latency
-    from ledger_lab.bench.options import BenchOptions
-
     fixed = BenchOptions(arms="latency", latency_rate=6000).sized()[1]
     assert fixed.latency_rate == 6000
     assert BenchOptions(arms="latency").sized()[1].latency_rate is None
