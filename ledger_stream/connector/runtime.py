@@ -8,7 +8,9 @@ target) never stalls the others; produces are confirmed by their delivery report
 only then does the core move on. The core's commands are executed here:
 
 - Produce: to ``ledger.attempts``; the delivery report is the acknowledgement. A failed one
-  stops the process without committing anything more (exit status 3).
+  stops the process without committing anything more (exit status 3). While the producer's
+  local queue is full, the loop polls it until there is room; a call's thread never waits
+  for room: it leaves the event, encoded once, to the loop (``_resume``).
 - Call: handed to ``Target.start_apply`` (untraced calls) or run on a worker, never
   started after the grant's ``start_by`` (reported ``not_called`` instead); classified by
   the Target; failpoints before and after.
@@ -104,10 +106,10 @@ class ConnectorWorker:
         # the batching under load (no linger at all cost 3-11% of the throughput).
         self._producer = producer or Producer(
             producer_config(bootstrap, acks="all", **{"linger.ms": 1}))
-        # Delivery reports (and a completion on the loop's own thread) wait here for the
-        # loop. A call or lookup that ends on another thread is handled there at once,
-        # under ``_lock``: handed to the loop, its outcome waited up to a poll (5 ms) before
-        # it was produced.
+        # Delivery reports (and a completion on the loop's own thread, or the rest of one
+        # whose event met a full producer queue) wait here for the loop. A call or lookup
+        # that ends on another thread is handled there at once, under ``_lock``: handed to
+        # the loop, its outcome waited up to a poll (5 ms) before it was produced.
         self._done: queue.SimpleQueue[Completion] = queue.SimpleQueue()
         self._lock = threading.RLock()  # the core and ``_to_commit``, between threads
         self._loop_thread: int | None = None
@@ -259,9 +261,12 @@ class ConnectorWorker:
     # --- commands -------------------------------------------------------------------------
 
     def _execute(self, commands: list[Command]) -> None:
-        for cmd in commands:
+        for i, cmd in enumerate(commands):
             if isinstance(cmd, Produce):
-                self._produce(cmd)
+                send = self._produce(cmd)
+                if send is not None:  # the queue is full, off the loop: the loop goes on
+                    self._done.put(partial(self._resume, send, commands[i + 1:]))
+                    return
             elif isinstance(cmd, Call):
                 self._start_call(cmd)
             elif isinstance(cmd, Lookup):
@@ -271,7 +276,10 @@ class ConnectorWorker:
             elif isinstance(cmd, Stop):
                 self._stop(cmd.reason)
 
-    def _produce(self, cmd: Produce) -> None:
+    def _produce(self, cmd: Produce) -> Callable[[], None] | None:
+        """Produce ``cmd``'s event. None once it is in the producer's queue; else (that
+        queue is full, on a thread that is not the loop's) what puts it there, which the
+        loop runs (``_resume``)."""
         event = cmd.event
         if isinstance(event, ev.AttemptClaim):
             failpoint("before_claim")
@@ -287,14 +295,37 @@ class ConnectorWorker:
             if not isinstance(event, ev.AttemptClaim):  # the key's last report: done with it
                 self._traces.pop(event.key, None)
         headers: list[tuple[str, str | bytes | None]] | None = list(trace) or None
+        send = partial(self._producer.produce, self._attempts, value=value,
+                       key=event.key.encode("utf-8"), on_delivery=delivered, headers=headers)
+        if threading.get_ident() != self._loop_thread:
+            try:
+                send()
+                return None
+            except BufferError:
+                # The local queue is full. Waiting here for room would hold the lock the
+                # loop needs to poll the producer (what empties the queue) and, for a call
+                # the HTTP target's exchange loop carried, keep that loop from reading any
+                # other answer, for as long as the brokers take.
+                return send
+        self._send(send)
+        return None
+
+    def _send(self, send: Callable[[], None]) -> None:
+        """``send()`` on the loop's thread: while the producer's local queue is full, its
+        delivery reports are polled (which makes room once the brokers answer)."""
         while True:
             try:
-                self._producer.produce(self._attempts, value=value,
-                                       key=event.key.encode("utf-8"), on_delivery=delivered,
-                                       headers=headers)
+                send()
                 return
             except BufferError:
-                self._producer.poll(0.1)  # the local queue is full: let deliveries drain
+                self._producer.poll(0.1)
+
+    def _resume(self, send: Callable[[], None], rest: list[Command]) -> list[Command]:
+        """A completion's commands from the Produce that met a full queue on the thread the
+        call ended on: produced here, on the loop, after its poll; then the rest, in order.
+        The event was encoded (and its failpoint passed) once, there: it is produced once."""
+        self._send(send)
+        return rest
 
     def _acknowledged(self, cmd: Produce, error: KafkaError | None) -> list[Command]:
         if error is None and isinstance(cmd.event, ev.AttemptOutcome):

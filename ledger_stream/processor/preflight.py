@@ -16,7 +16,8 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from concurrent.futures import Future
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
@@ -30,7 +31,7 @@ from confluent_kafka.admin import (
 from ledger_stream.config import Settings
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.layout import Layout, LayoutRefused, check_layout
-from ledger_stream.kafka.reach import keep_asking
+from ledger_stream.kafka.reach import StopRequested, keep_asking
 from ledger_stream.logs import log_fields
 from ledger_stream.processor.clients import group_config
 from ledger_stream.processor.exceptions import StartupRefused
@@ -41,6 +42,8 @@ INPUTS = ("intents", "attempts")
 OUTPUTS = ("dispatch", "receipts", "alerts", "dlq", "changelog")
 BEFORE = "message.timestamp.before.max.ms"
 AFTER = "message.timestamp.after.max.ms"
+ANSWER_SLICE_S = 1.0  # one wait for an admin request's answer: a stop is seen between them
+T = TypeVar("T")
 
 
 def timestamp_problem(topic: str, config: Mapping[str, str | None], bound_ms: int
@@ -103,7 +106,8 @@ def check_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0,
     input topic's clock is not bounded. A cluster that does not answer (a broker
     restarting, the layout's partition without a leader) is waited out for
     ``settings.connection.startup_wait_s`` before refusing; a set ``stop`` (SIGTERM) ends
-    that wait within about ``settings.connection.timeout_s`` (StopRequested)."""
+    that wait within about ``settings.connection.timeout_s``, and the configs' and the
+    group's requests within about ANSWER_SLICE_S (StopRequested)."""
     admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
     names = {role: settings.topic(role) for role in INPUTS + OUTPUTS}
     wait_s = settings.connection.startup_wait_s
@@ -120,28 +124,31 @@ def check_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0,
     except LayoutRefused as exc:
         raise StartupRefused(str(exc)) from exc
     for role in INPUTS:
-        problem = timestamp_problem(names[role], _describe(admin, names[role], timeout_s),
+        problem = timestamp_problem(names[role], _describe(admin, names[role], timeout_s, stop),
                                     settings.processor.clock_skew_bound_ms)
         if problem:
             raise StartupRefused(problem)
     if settings.processor.group_protocol == "consumer":
-        configure_group(admin, settings.processor.consumer_group, group_config(settings), timeout_s)
+        configure_group(admin, settings.processor.consumer_group, group_config(settings),
+                        timeout_s, stop)
     return layout or Layout(next(iter(counts.values())))
 
 
 def configure_group(admin: AdminClient, group: str, config: Mapping[str, str],
-                    timeout_s: float) -> bool:
+                    timeout_s: float, stop: threading.Event | None = None) -> bool:
     """Set the consumer group's own session timeout and heartbeat interval (KIP-848 group
     configuration). Brokers that refuse them (a value below their
     group.consumer.min.* bounds, or no group configurations at all) leave the group on the
     brokers' defaults: a slower move of a dead member's partitions, never a wrong decision,
-    so that is a warning naming the broker settings, not a refusal."""
+    so that is a warning naming the broker settings, not a refusal. A set ``stop`` ends the
+    wait for the answer (StopRequested)."""
     entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
                for name, value in config.items()]
     resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
     try:
-        admin.incremental_alter_configs([resource], request_timeout=timeout_s
-                                        )[resource].result(timeout_s)
+        _answer(admin.incremental_alter_configs([resource], request_timeout=timeout_s
+                                                )[resource], timeout_s, stop,
+                f"setting group {group}'s session timeout")
         return True
     except (KafkaException, TimeoutError) as exc:
         error = exc.args[0].str() if isinstance(exc, KafkaException) else "no answer"
@@ -156,16 +163,21 @@ def configure_group(admin: AdminClient, group: str, config: Mapping[str, str],
 DESCRIBE_ATTEMPTS = 4
 
 
-def _describe(admin: AdminClient, topic: str, timeout_s: float) -> dict[str, str | None]:
+def _describe(admin: AdminClient, topic: str, timeout_s: float,
+              stop: threading.Event | None = None) -> dict[str, str | None]:
     """The topic's configs. A timeout or a retriable error (the controller went away: the
     chaos soak saw a processor refuse to start on "Timed out waiting for controller") is
-    asked again; only a lasting failure refuses the start."""
+    asked again; only a lasting failure refuses the start. A set ``stop`` ends the wait for
+    an answer, and the pause between tries (StopRequested)."""
+    step = f"describing topic {topic}"
+    pause = stop.wait if stop is not None else time.sleep
     resource = ConfigResource(ResourceType.TOPIC, topic)
     failure: Exception
     for attempt in range(1, DESCRIBE_ATTEMPTS + 1):
         try:
             entries = admin.describe_configs([resource], request_timeout=timeout_s)[resource]
-            return {name: entry.value for name, entry in entries.result(timeout_s).items()}
+            return {name: entry.value
+                    for name, entry in _answer(entries, timeout_s, stop, step).items()}
         except KafkaException as exc:
             err = exc.args[0]
             transient = err.retriable() or err.code() in (KafkaError._TIMED_OUT,
@@ -174,8 +186,28 @@ def _describe(admin: AdminClient, topic: str, timeout_s: float) -> dict[str, str
         except TimeoutError as exc:  # no answer at all within timeout_s (a broker restarting)
             transient, failure, error = True, exc, f"no answer within {timeout_s:g} s"
         if attempt == DESCRIBE_ATTEMPTS or not transient:
-            raise StartupRefused(f"describing topic {topic} failed: {error}") from failure
+            raise StartupRefused(f"{step} failed: {error}") from failure
         logger.warning("describing a topic failed; asking again", extra=log_fields(
             topic=topic, attempt=attempt, error=error))
-        time.sleep(1.0)
+        if pause(1.0):  # stop.wait: True once told to stop
+            raise StopRequested(step) from failure
     raise AssertionError("unreachable")
+
+
+def _answer(future: Future[T], timeout_s: float, stop: threading.Event | None, step: str) -> T:
+    """An admin request's answer: TimeoutError past ``timeout_s``. Waited for in slices of
+    ANSWER_SLICE_S, as the layout's acknowledgement is (kafka/layout.py), so a start-up
+    SIGTERM need not wait out the whole bound: StopRequested once ``stop`` is set (the
+    request may still be carried out: reading configs, or setting the group's own
+    timeouts again, which the next start does anyway)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if stop is not None and stop.is_set():
+            raise StopRequested(f"{step}: told to stop")
+        left = deadline - time.monotonic()
+        if left <= ANSWER_SLICE_S:  # the last slice: its TimeoutError is the bound's
+            return future.result(max(0.0, left))
+        try:
+            return future.result(ANSWER_SLICE_S)
+        except TimeoutError:
+            continue
