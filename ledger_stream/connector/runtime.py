@@ -42,6 +42,7 @@ from confluent_kafka import KafkaError, Message
 from ledger_stream import tracing
 from ledger_stream.config import Settings
 from ledger_stream.connector import metrics, redaction
+from ledger_stream.connector.call_outcome import call_target, judged, now_ms
 from ledger_stream.connector.calls import CallPool, TargetBug, id_source, reraise
 from ledger_stream.connector.commands import (
     Call,
@@ -56,7 +57,7 @@ from ledger_stream.connector.commands import (
 from ledger_stream.connector.core import ConnectorCore
 from ledger_stream.connector.feed import DispatchFeed
 from ledger_stream.connector.options import ConnectorOptions
-from ledger_stream.connector.target import EffectRequest, Target
+from ledger_stream.connector.target import Target
 from ledger_stream.domain import events as ev
 from ledger_stream.failpoints import failpoint
 from ledger_stream.kafka.clients import Producer
@@ -75,12 +76,6 @@ Completion = Callable[[], list[Command]]
 
 
 TRACES_LIMIT = 10_000  # trace contexts kept for keys in progress (tracing.py)
-
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
 
 
 class ConnectorWorker:
@@ -164,7 +159,7 @@ class ConnectorWorker:
                 with self._lock:
                     for record in records:
                         self._remember_trace(record)
-                        self._execute(self._core.record(record, _now_ms()))
+                        self._execute(self._core.record(record, now_ms()))
                     self._serve()
                     busy = not self._core.idle()
                 if records or busy:
@@ -185,7 +180,7 @@ class ConnectorWorker:
         with self._lock:
             wake = self._core.next_wake_ms()
             local = self._core.awaits_local()
-        left = IDLE_POLL_S if wake is None else max(0.0, (wake - _now_ms()) / 1000)
+        left = IDLE_POLL_S if wake is None else max(0.0, (wake - now_ms()) / 1000)
         return min(left, LOCAL_POLL_S if local else IDLE_POLL_S)
 
     def _complete(self, completion: Completion) -> None:
@@ -214,7 +209,7 @@ class ConnectorWorker:
             except queue.Empty:
                 break
             self._execute(completion())
-        self._execute(self._core.tick(_now_ms()))
+        self._execute(self._core.tick(now_ms()))
         if self._to_commit and not self._core.stopped:
             self._feed.commit(self._to_commit)
             self._to_commit = {}
@@ -222,7 +217,7 @@ class ConnectorWorker:
     def _drain(self) -> None:
         """SIGTERM: give up waiting claims, let calls on the wire finish and report."""
         with self._lock:
-            self._execute(self._core.shutdown(_now_ms()))
+            self._execute(self._core.shutdown(now_ms()))
         deadline = time.monotonic() + self._opts.call_timeout_s + self._opts.record_margin_s + 5
         while not self._core.idle() and not self._core.stopped and time.monotonic() < deadline:
             self._feed.poll(0.05)
@@ -251,7 +246,7 @@ class ConnectorWorker:
         """Give up the claims waiting on these partitions and commit what is handled before
         the partitions go (after this callback, a commit for them would be refused)."""
         with self._lock:
-            self._execute(self._core.revoked(partitions, _now_ms()))
+            self._execute(self._core.revoked(partitions, now_ms()))
             done = {p: o for p, o in self._to_commit.items() if p in partitions}
             self._feed.commit(done, wait=True)
             for p in done:
@@ -331,7 +326,7 @@ class ConnectorWorker:
         if error is None and isinstance(cmd.event, ev.AttemptOutcome):
             failpoint("after_outcome")
         what = type(cmd.event).__name__
-        return self._core.produced(cmd.job_id, error is None, _now_ms(),
+        return self._core.produced(cmd.job_id, error is None, now_ms(),
                                    "" if error is None else f"{what}: {error.str()}")
 
     def _remember_trace(self, record: Record) -> None:
@@ -352,7 +347,7 @@ class ConnectorWorker:
         request = cmd.request
         with self._traces_lock:
             traced = request.key in self._traces
-        if traced or tracing.installed() or (cmd.start_by_ms and _now_ms() > cmd.start_by_ms):
+        if traced or tracing.installed() or (cmd.start_by_ms and now_ms() > cmd.start_by_ms):
             self._pool.submit(partial(self._call, cmd))
             return
         failpoint("before_call")
@@ -369,7 +364,8 @@ class ConnectorWorker:
     def _applied(self, cmd: Call, started: float, external_id: str,
                  error: Exception | None) -> None:
         """``start_apply``'s ``done``: judged and reported as a call on a thread is."""
-        self._report_call(cmd, lambda: self._judged(cmd.request, started, external_id, error))
+        self._report_call(cmd, lambda: judged(self._target, cmd.request, started,
+                                              external_id, error))
 
     def _call(self, cmd: Call, failpoint_passed: bool = False) -> None:
         self._report_call(cmd, lambda: self._traced_call(cmd, failpoint_passed))
@@ -391,7 +387,7 @@ class ConnectorWorker:
             error = redaction.summary(exc)
         # Only now: the outcome's record takes the context stored by the call.
         self._complete(lambda: self._core.called(cmd.job_id, status, external_id, error,
-                                                 _now_ms()))
+                                                 now_ms()))
 
     def _traced_call(self, cmd: Call, failpoint_passed: bool = False
                      ) -> tuple[ev.OutcomeStatus, str, str]:
@@ -401,13 +397,13 @@ class ConnectorWorker:
         if not parent and not tracing.installed():
             # A span with neither a parent nor a provider records and passes on nothing:
             # skipped, it cost about 30 µs of CPU per call.
-            return self._call_target(cmd, failpoint_passed)
+            return call_target(self._target, cmd, failpoint_passed)
         attributes = {"ledger.operation_key": request.key, "ledger.attempt": request.attempt,
                       "ledger.attempt_id": request.attempt_id,
                       "ledger.args_hash": request.args_hash}
         with tracing.span(f"ledger.apply {self._target.name}", parent=parent, kind="client",
                           attributes=attributes) as span:
-            status, external_id, error = self._call_target(cmd, failpoint_passed)
+            status, external_id, error = call_target(self._target, cmd, failpoint_passed)
             tracing.annotate(span, **{"ledger.outcome": status.value})
             if status is not ev.OutcomeStatus.SUCCEEDED:
                 tracing.failed(span, f"{status.value}: {error.split(' [', 1)[0]}")
@@ -415,47 +411,6 @@ class ConnectorWorker:
                 with self._traces_lock:
                     self._traces[request.key] = tracing.current_headers()
         return status, external_id, error
-
-    def _call_target(self, cmd: Call, failpoint_passed: bool = False
-                     ) -> tuple[ev.OutcomeStatus, str, str]:
-        request = cmd.request
-        if cmd.start_by_ms and _now_ms() > cmd.start_by_ms:
-            status, external_id, error = (ev.OutcomeStatus.NOT_CALLED, "",
-                                          "lease ran out before the call")
-            self._counted(request, status, external_id, error)
-            return status, external_id, error
-        if not failpoint_passed:
-            failpoint("before_call")
-        started = time.perf_counter()
-        try:
-            external_id, raised = self._target.apply(request, cmd.timeout_s), None
-        except Exception as exc:  # the target classifies whatever it raised
-            external_id, raised = "", exc
-        return self._judged(request, started, external_id, raised)
-
-    def _judged(self, request: EffectRequest, started: float, external_id: str,
-                raised: Exception | None) -> tuple[ev.OutcomeStatus, str, str]:
-        """A call's outcome from what the target returned or raised; counted and logged."""
-        if isinstance(raised, TargetBug):
-            raise raised
-        if raised is None:
-            status, error = ev.OutcomeStatus.SUCCEEDED, ""
-        else:
-            status, error = self._target.classify(raised), redaction.summary(raised)
-            external_id = ""  # never the target's text
-        metrics.series(self._target.name).target_seconds.observe(time.perf_counter() - started)
-        failpoint("after_call")
-        self._counted(request, status, external_id, error)
-        return status, external_id, error
-
-    def _counted(self, request: EffectRequest, status: ev.OutcomeStatus, external_id: str,
-                 error: str) -> None:
-        metrics.series(self._target.name).attempts[status].inc()
-        if logger.isEnabledFor(logging.INFO):  # its fields cost more than the check
-            logger.info("attempt", extra=log_fields(
-                key=request.key, attempt=request.attempt, claim_id=request.attempt_id,
-                outcome=status.value, external_id=external_id, args_hash=request.args_hash,
-                error=error))
 
     def _lookup(self, cmd: Lookup) -> None:
         try:
@@ -467,7 +422,7 @@ class ConnectorWorker:
         metrics.RECONCILIATIONS.labels(self._target.name, result).inc()
         logger.info("looked up", extra=log_fields(key=cmd.key, result=result,
                                                   external_id=answer.external_id or ""))
-        self._complete(lambda: self._core.looked_up(cmd.job_id, answer, _now_ms()))
+        self._complete(lambda: self._core.looked_up(cmd.job_id, answer, now_ms()))
 
     def _stop(self, reason: str) -> None:
         logger.error("stopping without committing: an acknowledgement failed; the records "
