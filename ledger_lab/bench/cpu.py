@@ -36,8 +36,10 @@ from typing import Any
 
 from ledger_lab.bench.arms.raw_echo import _Floor
 from ledger_lab.bench.cpu_clients import (
+    BOOK,
     HarnessAtLeastOnce,
     HarnessExactlyOnce,
+    LogBook,
     LogConsumer,
     LogProducer,
     log_digest,
@@ -165,7 +167,10 @@ class ProcessorRun:
         self.stores = {p: RocksDBPartitionStore(folder / f"p{p}", p) for p in range(partitions)}
         self.committed: dict[int, Positions] = {}
         self.consumer = LogConsumer()
-        config = {"transactional.id": GROUP} if exactly_once else {}
+        self.book = LogBook()  # every producer's records, in append order
+        config: dict[str, Any] = {BOOK: self.book}
+        if exactly_once:
+            config["transactional.id"] = GROUP
         self.delivery: Delivery = (HarnessExactlyOnce(config, "changelog") if exactly_once
                                    else HarnessAtLeastOnce(config, "changelog",
                                                            self.consumer))  # type: ignore[arg-type]
@@ -204,7 +209,7 @@ class ProcessorRun:
         return plans
 
     def log(self) -> dict[tuple[str, int], list[Any]]:
-        return self.delivery._producer.log  # type: ignore[attr-defined, no-any-return]
+        return LogProducer({BOOK: self.book}).log
 
     def close(self) -> None:
         for store in self.stores.values():

@@ -44,9 +44,22 @@ class Delivered:
         return self._offset
 
 
+# Where the producers of one run append (config key): exactly once's two lanes share a log.
+BOOK = "ledger.lab.book"
+
+
+class LogBook:
+    """The topics' records a run's producers appended, and each partition's next offset."""
+
+    def __init__(self) -> None:
+        self.kept: list[tuple[str, int | None, bytes | None, bytes | None, Any]] = []
+        self.next: dict[tuple[str, int], int] = {}
+
+
 class LogProducer:
     """The producer calls of :class:`~ledger_stream.processor.delivery.Delivery`, no broker.
-    Transactions commit (or abort) the records handed over since ``begin_transaction``."""
+    Transactions commit (or abort) the records handed over since ``begin_transaction``.
+    Producers given one :class:`LogBook` (config ``BOOK``) append to one log."""
 
     partitions = 12  # of every topic: set by the harness before the first producer
 
@@ -55,8 +68,8 @@ class LogProducer:
         self._errors_only = bool(config.get("delivery.report.only.error"))
         self._pending: list[Record] = []  # handed over, report not served yet
         self._open: list[tuple[str, int | None, bytes | None, bytes | None, Any]] = []
-        self._kept: list[tuple[str, int | None, bytes | None, bytes | None, Any]] = []
-        self._next: dict[tuple[str, int], int] = {}
+        book = config.get(BOOK) or LogBook()
+        self._kept, self._next = book.kept, book.next
         self._transactional = "transactional.id" in config
         self.reported: list[tuple[str, int, int]] = []  # (topic, partition, offset) reported
 
@@ -89,7 +102,7 @@ class LogProducer:
         return len(pending)
 
     def _append(self) -> None:
-        self._kept += self._open
+        self._kept.extend(self._open)  # in place: the book is shared
         self._open = []
 
     @property

@@ -21,6 +21,8 @@ TRANSACTION_TIMEOUT_MS = 10_000
 
 
 def transactional_id(group: str, instance: str) -> str:
+    """The first lane's transactional id; the second lane's adds ``.b``
+    (``delivery.lane_ids``). Both start with ``<group>.``, the prefix the ACLs grant."""
     return f"{group}.{instance}"
 
 

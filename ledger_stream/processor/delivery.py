@@ -1,12 +1,16 @@
 """How a batch's records reach Kafka and how its input offsets are committed: at least once
 or exactly once. Both implement steps b and c of the checkpoint (see checkpoint.py).
 
-Exactly once (the default): one transaction per batch with a stable transactional id
-(``<group>.<instance>``); the input offsets go into the transaction with the consumer's group
-metadata (KIP-447), so a processor whose generation is stale (paused past its session
-timeout, then resumed) cannot commit: its transaction is aborted and its records are never
-visible to read_committed readers. A restart with the same id aborts its predecessor's open
-transaction at once (``init_transactions``). Only the last changelog record of each
+Exactly once (the default): one transaction per batch, consecutive batches on two
+producers in turn ("lanes"), each with a stable transactional id: ``<group>.<instance>`` and
+``<group>.<instance>.b``. A lane's coordinator writes its commit markers for a few ms after
+``commit_transaction`` returns and refuses that lane's next transaction meanwhile (librdkafka
+retries it after a fixed 20 ms); the other lane's goes at once. The input offsets go into
+the transaction with the consumer's group metadata (KIP-447), so a processor whose
+generation is stale (paused past its session timeout, then resumed) cannot commit: its
+transaction is aborted and its records are never visible to read_committed readers. A
+restart with the same ids aborts its predecessor's open transaction, on either lane, at once
+(``init_transactions`` of both lanes at start-up). Only the last changelog record of each
 partition has its delivery report served to Python (its offset is the one the store
 records): a record the broker refuses fails the transaction itself, whose commit then
 raises, so the batch is abandoned and none of its records become visible.
@@ -88,7 +92,11 @@ class Delivery(ABC):
         self._let_go()
         config = {**self._config, "on_delivery": self._report} if self.reports_each_record \
             else dict(self._config)
-        return (self.client or Producer)(config)
+        return (self.client or Producer)(self._configured(config))
+
+    def _configured(self, config: dict[str, Any]) -> dict[str, Any]:
+        """The configuration of the producer ``_new_producer`` starts now."""
+        return config
 
     def _let_go(self) -> None:
         """Drop the wedged producers whose stuck call has returned (freeing them)."""
@@ -312,7 +320,31 @@ class AtLeastOnceDelivery(Delivery):
         self.begin_reports()
 
 
+# The second lane's transactional id is the first's with this suffix: under the group's
+# prefix, which the processor's ACLs grant (kafka/acls.py).
+SECOND_LANE = ".b"
+
+
+def lane_ids(transactional_id: str) -> tuple[str, str]:
+    """The transactional ids of the two lanes: ``transactional_id`` itself (the one id of a
+    processor from before the lanes, so an upgrade fences it) and the second lane's."""
+    return transactional_id, f"{transactional_id}{SECOND_LANE}"
+
+
 class ExactlyOnceDelivery(Delivery):
+    """One transaction per batch, consecutive batches on two producers in turn (lanes).
+
+    A lane's next transaction is refused (CONCURRENT_TRANSACTIONS, retried by librdkafka
+    after a fixed 20 ms) while its coordinator still writes the previous one's markers, a
+    few ms after ``commit_transaction`` returned; the other lane's is not. A batch begins
+    only after the previous one's commit returned, so per partition the records stay in
+    batch order, read_committed readers stop at the previous transaction until its
+    markers land, and of two offset commits of one partition the later-appended one wins
+    whichever marker lands last (the group coordinator materializes a transactional commit
+    only over an older one). Both lanes are initialised at start-up, so a successor
+    aborts (or completes) its predecessor's open transaction on either lane at once.
+    """
+
     # No Python call per record delivered: a record the broker refuses fails the
     # transaction (commit_transaction raises an abortable error, the batch is abandoned and
     # none of its records become visible), so only each partition's last changelog record
@@ -321,11 +353,34 @@ class ExactlyOnceDelivery(Delivery):
 
     def __init__(self, config: dict[str, Any], changelog_topic: str,
                  stop: threading.Event | None = None) -> None:
-        """``stop``: set by a SIGTERM during start-up; it ends the producer's set-up
+        """``stop``: set by a SIGTERM during start-up; it ends the producers' set-up
         (``init_transactions`` and its retries) within WAIT_SLICE_S: StopRequested."""
-        super().__init__(config, changelog_topic)
+        self._ids = lane_ids(str(config.get("transactional.id", "")))
+        self._lane = 0  # the lane whose producer is ``_producer``
+        self._turn = 0  # the lane the next batch takes
         self._in_transaction = False
+        super().__init__(config, changelog_topic)  # the first lane's producer
+        self._lanes: list[Producer] = [self._producer]
         self._init_transactions(stop)
+        self._lane = 1
+        self._producer = self._new_producer()
+        self._lanes.append(self._producer)
+        self._init_transactions(stop)
+        self._use(0)
+
+    @property
+    def transactional_id(self) -> str:
+        """The transactional id of the lane in use (the current or last batch's)."""
+        return self._ids[self._lane]
+
+    def _configured(self, config: dict[str, Any]) -> dict[str, Any]:
+        if "transactional.id" not in config:
+            return config
+        return {**config, "transactional.id": self._ids[self._lane]}
+
+    def _use(self, lane: int) -> None:
+        self._lane = lane
+        self._producer = self._lanes[lane]
 
     def _init_transactions(self, stop: threading.Event | None = None) -> None:
         pause = time.sleep if stop is None else stop.wait
@@ -342,12 +397,27 @@ class ExactlyOnceDelivery(Delivery):
                     raise StopRequested("init_transactions: told to stop") from exc
 
     def replace_producer(self) -> None:
+        """Replace the producer of the lane in use (the failed batch's), with the lane's
+        own transactional id: its ``init_transactions`` fences the failed one and aborts
+        its open transaction. The other lane is untouched."""
         self._in_transaction = False
         super().replace_producer()
+        self._lanes[self._lane] = self._producer
         self._init_transactions()
+
+    def close(self) -> None:
+        current = self._lane
+        for lane in range(len(self._lanes)):
+            if lane != current:
+                self._use(lane)
+                self._close_producer()
+        self._use(current)
+        super().close()
 
     def begin(self) -> None:
         super().begin()
+        self._use(self._turn)  # no transaction is open: the previous one committed or aborted
+        self._turn = 1 - self._turn
         try:
             self._producer.begin_transaction()
         except KafkaException as exc:

@@ -101,7 +101,9 @@ def test_a_producer_stuck_past_its_timeout_is_replaced_and_never_touched_again(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from ledger_stream.processor import delivery
 
-    made = [StuckProducer({"send_offsets_to_transaction"}), StuckProducer(set())]
+    # The first lane's producer wedges; the second lane's and the replacement are healthy.
+    made = [StuckProducer({"send_offsets_to_transaction"}), StuckProducer(set()),
+            StuckProducer(set())]
     monkeypatch.setattr(delivery, "TXN_TIMEOUT_S", 0.2)
     monkeypatch.setattr(delivery, "WEDGED_GRACE_S", 0.1)
     monkeypatch.setattr(delivery.Delivery, "_new_producer", lambda self: made.pop(0))
@@ -123,9 +125,12 @@ def test_a_producer_stuck_past_its_timeout_is_replaced_and_never_touched_again(
                            "send_offsets_to_transaction"]
     assert stuck.flushed == 0
     assert d._producer.calls == ["init_transactions"]
-    d.begin()
-    d.commit([TopicPartition("intents", 0, 5)], object())
-    assert d._producer.calls[-2:] == ["send_offsets_to_transaction", "commit_transaction"]
+    replacement = d._producer
+    for _ in range(2):  # the next batch takes the second lane, the one after the first
+        d.begin()
+        d.commit([TopicPartition("intents", 0, 5)], object())
+        assert d._producer.calls[-2:] == ["send_offsets_to_transaction", "commit_transaction"]
+    assert d._producer is replacement and stuck not in d._lanes
     stuck.release.set()
 
 
@@ -140,10 +145,10 @@ def test_producers_wedged_through_an_outage_are_freed_once_their_calls_return(
     held the producer in a reference cycle)."""
     from ledger_stream.processor import delivery
 
-    made = [FencedWhenReleased({"commit_transaction"}),
+    made = [FencedWhenReleased({"commit_transaction"}), StuckProducer(set()),  # 2 lanes
             FencedWhenReleased({"init_transactions"}),
             FencedWhenReleased({"init_transactions"}), StuckProducer(set())]
-    wedged = [weakref.ref(p) for p in made[:3]]
+    wedged = [weakref.ref(p) for p in (made[0], made[2], made[3])]
     monkeypatch.setattr(delivery, "TXN_TIMEOUT_S", 0.1)
     monkeypatch.setattr(delivery, "WEDGED_GRACE_S", 0.05)
     monkeypatch.setattr(delivery, "Producer", lambda config: made.pop(0))
