@@ -19,7 +19,8 @@ from typing import Any
 from confluent_kafka import TopicPartition
 
 from ledger_stream.kafka.partitioner import partition_for
-from ledger_stream.processor.delivery import AtLeastOnceDelivery, ExactlyOnceDelivery
+from ledger_stream.processor.at_least_once import AtLeastOnceDelivery
+from ledger_stream.processor.delivery import ExactlyOnceDelivery
 
 Report = Callable[[Any, Any], None]
 Record = tuple[str, int | None, bytes | None, bytes | None, tuple[tuple[str, bytes], ...],

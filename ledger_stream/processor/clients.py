@@ -9,7 +9,8 @@ from ledger_stream.config import Settings
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.clients import Consumer
 from ledger_stream.kafka.producer import producer_config
-from ledger_stream.processor.delivery import AtLeastOnceDelivery, Delivery, ExactlyOnceDelivery
+from ledger_stream.processor.at_least_once import AtLeastOnceDelivery
+from ledger_stream.processor.delivery import Delivery, ExactlyOnceDelivery
 from ledger_stream.processor.exceptions import BatchAbandoned, ProcessorError
 
 # librdkafka's own log lines go through Python logging: one structured line each.

@@ -1,5 +1,6 @@
-"""How a batch's records reach Kafka and how its input offsets are committed: at least once
-or exactly once. Both implement steps b and c of the checkpoint (see checkpoint.py).
+"""How a batch's records reach Kafka and how its input offsets are committed: the common
+part, and exactly once. Both guarantees implement steps b and c of the checkpoint (see
+checkpoint.py).
 
 Exactly once (the default): one transaction per batch, consecutive batches on two
 producers in turn ("lanes"), each with a stable transactional id: ``<group>.<instance>`` and
@@ -15,13 +16,7 @@ partition has its delivery report served to Python (its offset is the one the st
 records): a record the broker refuses fails the transaction itself, whose commit then
 raises, so the batch is abandoned and none of its records become visible.
 
-At least once: no record may have failed before the offsets are committed synchronously;
-a produce failure is never taken as acknowledged. librdkafka reports only the failures
-(``delivery.report.only.error``: no Python call per record delivered), and ``flush``
-returns only once every record is delivered or its failure served, so a lost record
-abandons the batch before its commit. The changelog offsets are then not reported: the
-checkpoint stores a lower bound instead (see checkpoint.py). It does not fence a zombie: a
-stale batch's records are on the topics before its commit fails.
+At least once: ``at_least_once.py``.
 
 Every failure is raised as :class:`BatchAbandoned`, never as a library error.
 """
@@ -38,10 +33,10 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from ledger_stream.kafka.clients import Consumer, Producer
+from ledger_stream.kafka.clients import Producer
 from ledger_stream.kafka.reach import StopRequested
 from ledger_stream.processor.exceptions import BatchAbandoned
-from ledger_stream.processor.kafka_calls import STALE_EPOCH, Caller, classify
+from ledger_stream.processor.kafka_calls import Caller, classify
 
 # One record to produce: (topic, value, key, partition or None, headers or None).
 Outgoing = tuple[str, bytes | None, bytes | None, int | None, list[tuple[str, bytes]] | None]
@@ -288,36 +283,6 @@ class Delivery(ABC):
                 new_producer=True)
         if outcome:
             raise outcome[0]
-
-
-class AtLeastOnceDelivery(Delivery):
-    def __init__(self, config: dict[str, Any], changelog_topic: str, consumer: Consumer):
-        # Failures only: a success report is a Python call per record, and what it carries
-        # (the changelog offsets) has a lower bound that needs none (checkpoint.py).
-        super().__init__({**config, "delivery.report.only.error": True}, changelog_topic)
-        self._consumer = consumer
-
-    def commit(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
-        if not offsets:
-            return
-        for attempt in (1, 2):
-            try:
-                self._consumer.commit(offsets=offsets, asynchronous=False)
-                return
-            except KafkaException as exc:
-                # KIP-848: the epoch moved while the commit was on its way; the client sends
-                # its current one on a retry, and no partition left this member meanwhile
-                # (that needs a poll), so committing again is safe.
-                if attempt == 1 and exc.args[0].code() == STALE_EPOCH:
-                    continue
-                raise classify(exc, "commit") from exc
-
-    def abort(self) -> None:
-        # Records already sent stay sent (this guarantee cannot recall them); wait for
-        # their reports so they are not counted against the next batch.
-        with contextlib.suppress(KafkaException):
-            self._producer.flush(self._within(FLUSH_TIMEOUT_S))
-        self.begin_reports()
 
 
 # The second lane's transactional id is the first's with this suffix: under the group's

@@ -9,7 +9,7 @@ import weakref
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from ledger_stream.processor.delivery import AtLeastOnceDelivery
+from ledger_stream.processor.at_least_once import AtLeastOnceDelivery
 from ledger_stream.processor.exceptions import BatchAbandoned
 from ledger_stream.processor.kafka_calls import classify
 

@@ -20,9 +20,10 @@ from ledger_stream.domain.policy import Policy
 from ledger_stream.kafka.offsets import end_offset
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.processor import clients
+from ledger_stream.processor.at_least_once import AtLeastOnceDelivery
 from ledger_stream.processor.batch import Batch
 from ledger_stream.processor.checkpoint import Checkpoint
-from ledger_stream.processor.delivery import AtLeastOnceDelivery, ExactlyOnceDelivery
+from ledger_stream.processor.delivery import ExactlyOnceDelivery
 from ledger_stream.processor.exceptions import BatchAbandoned
 from ledger_stream.processor.runtime import OUTPUT_ROLES
 from ledger_stream.processor.step import LedgerStep

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from ledger_stream.processor import runtime
-from ledger_stream.processor.delivery import AtLeastOnceDelivery
+from ledger_stream.processor.at_least_once import AtLeastOnceDelivery
 from ledger_stream.processor.exceptions import BatchAbandoned
 from ledger_stream.processor.runtime import STOP_BOUND_S, STOP_CALLS_S, Processor
 
