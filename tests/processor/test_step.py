@@ -6,10 +6,12 @@ from __future__ import annotations
 import pytest
 
 from ledger_stream.domain import events as ev
+from ledger_stream.domain.state import Phase
 from ledger_stream.kafka.partitioner import partition_for
-from ledger_stream.processor.step import LedgerStep
+from ledger_stream.processor import metrics
+from ledger_stream.processor.step import LedgerStep, _child
 from ledger_stream.serde.exceptions import SchemaRegistryUnavailable
-from tests.factories import claim, intent
+from tests.factories import claim, intent, now_of, outcome, reconciled, resolution
 from tests.processor.fakes import ATTEMPTS, CODEC, INTENTS, PARTITIONS, make_step
 
 pytestmark = pytest.mark.timeout(30)
@@ -151,3 +153,37 @@ def test_each_output_is_built_once_with_the_inputs_trace_context() -> None:
     assert [o.headers for o in untraced] == [(), ()]
     with pytest.raises(AttributeError):
         outs[0].headers = ()  # type: ignore[misc]
+
+
+def _decide_all(step: LedgerStep, view: OneKey, events: list[ev.InputEvent]
+                ) -> list[dict[object, float]]:
+    """Each event decided at its own stamp; the tally's counts after each (then cleared)."""
+    counts = []
+    for event in events:
+        step.decide(view, event, now_of(event))  # type: ignore[arg-type]
+        counts.append(dict(step.tally.counts))
+        step.tally.counts.clear()
+    return counts
+
+
+def test_the_operator_queue_counts_a_key_in_as_it_enters_and_out_as_it_leaves() -> None:
+    step, view = make_step(), OneKey()
+    counts = _decide_all(step, view, [
+        intent(key=KEY), claim(key=KEY), outcome(ev.OutcomeStatus.UNKNOWN, key=KEY),
+        reconciled(ev.ReconcileStatus.UNQUERYABLE, key=KEY),
+        resolution(ev.Resolution.APPLIED, key=KEY, external_id="ext-9")])
+    assert view.state(KEY).phase is Phase.SUCCEEDED  # type: ignore[attr-defined]
+    moves = [c.get(metrics.OPERATOR_QUEUE, 0) for c in counts]
+    assert moves == [0, 0, 0, 1, -1]
+
+
+def test_only_an_intents_own_answer_counts_as_a_suppressed_duplicate() -> None:
+    # An attempt's outcome writes a receipt for the intent holding the key: that receipt
+    # answers no input of this decision, so it is no duplicate answered.
+    step, view = make_step(), OneKey()
+    counts = _decide_all(step, view, [
+        intent(key=KEY), claim(key=KEY), outcome(ev.OutcomeStatus.SUCCEEDED, key=KEY)])
+    assert all(metrics.DUPLICATES_SUPPRESSED not in c for c in counts)
+    assert counts[2].get(_child(metrics.DECISIONS, "AttemptOutcome", "applied")) == 1
+    again = _decide_all(step, view, [intent(key=KEY)])[0]
+    assert again.get(metrics.DUPLICATES_SUPPRESSED) == 1
