@@ -330,6 +330,20 @@ def _count(tally: metrics.Tally, event: ev.InputEvent, alerts: list[ev.Alert],
 _DECISION_SERIES: dict[tuple[type[Any], str], Any] = {}
 
 
+# A dead letter carries the record's key and value, each up to this many bytes; past it,
+# their start (the record stays in its topic at the offset the letter names). Whole, a
+# record near Kafka's size limit made a dead letter (and, a key not UTF-8 decoded with
+# replacements, an alert) over the producer's limit: the produce failed, the batch was
+# abandoned, and every retry met the same record, so the processor stalled on it for good.
+CARRIED_MAX = 64 * 1024
+
+
 def _poison(topic: str, partition: int, offset: int, reason: str, now_ms: int,
             key: bytes | None, value: bytes | None) -> ev.PoisonInput:
+    cut = [f"{what} of {len(data)} bytes" for what, data in (("key", key), ("value", value))
+           if data is not None and len(data) > CARRIED_MAX]
+    if cut:
+        reason += f" (carries the first {CARRIED_MAX} bytes of its {' and '.join(cut)})"
+        key = key[:CARRIED_MAX] if key is not None else None
+        value = value[:CARRIED_MAX] if value is not None else None
     return ev.PoisonInput(topic, partition, offset, reason, max(now_ms, 1), key, value)

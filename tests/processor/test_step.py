@@ -187,3 +187,26 @@ def test_only_an_intents_own_answer_counts_as_a_suppressed_duplicate() -> None:
     assert counts[2].get(_child(metrics.DECISIONS, "AttemptOutcome", "applied")) == 1
     again = _decide_all(step, view, [intent(key=KEY)])[0]
     assert again.get(metrics.DUPLICATES_SUPPRESSED) == 1
+
+
+PRODUCER_MAX = 1_000_000  # librdkafka's message.max.bytes: a larger record fails its produce
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    (KEY.encode(), b"\xff" * 999_990),  # undecodable, as large as a client may write
+    (b"\xff" * 600_000, b"junk"),  # a key that is not UTF-8, decoded with replacements
+])
+def test_a_huge_poison_record_makes_dead_letters_kafka_takes(key: bytes, value: bytes
+                                                             ) -> None:
+    # Whole, its dead letter was over the producer's limit: the produce failed, the batch
+    # was abandoned, and each retry met the same record (the processor stalled for good).
+    step = make_step()
+    poison = step.read(value, key, INTENTS, HOME, 3, 42)
+    assert isinstance(poison, ev.PoisonInput)
+    outs = step.decide(OneKey(), poison, 42)  # type: ignore[arg-type]
+    assert sorted(o.topic for o in outs) == ["alerts", "dlq"]
+    assert all(len(o.key or b"") + len(o.value) < PRODUCER_MAX // 2 for o in outs)
+    letter = CODEC.decode(next(o.value for o in outs if o.topic == "dlq"))
+    assert (letter.topic, letter.partition, letter.offset) == (INTENTS, HOME, 3)
+    assert value.startswith(letter.value) and key.startswith(letter.key)
+    assert "carries the first" in letter.reason
