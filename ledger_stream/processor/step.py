@@ -40,6 +40,7 @@ from ledger_stream.kafka.partitioner import key_partition
 from ledger_stream.logs import log_fields
 from ledger_stream.processor import metrics
 from ledger_stream.serde import AvroCodec, DecodeError
+from ledger_stream.state.rows import row_texts_too_large
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +155,8 @@ class LedgerStep:
                            f"record in partition {partition}, its key belongs to {home}",
                            now_ms, key, value)
         reason = invalid_reason(event, key_text)
+        if reason is None and isinstance(event, ev.Intent):
+            reason = row_texts_too_large(event.args_json, event.payload_json)
         if reason is not None:
             return _poison(topic, partition, offset,
                            f"invalid {type(event).__name__}: {reason}", now_ms, key, value)

@@ -210,3 +210,15 @@ def test_a_huge_poison_record_makes_dead_letters_kafka_takes(key: bytes, value: 
     assert (letter.topic, letter.partition, letter.offset) == (INTENTS, HOME, 3)
     assert value.startswith(letter.value) and key.startswith(letter.key)
     assert "carries the first" in letter.reason
+
+
+def test_an_intent_whose_state_row_kafka_would_refuse_is_poison_not_a_stall() -> None:
+    # 600 KB of quotes: a 600 KB intent, whose row writes each quote's escape escaped again
+    # (1.2 MB). Decided, its changelog row's produce failed, the batch was abandoned, and
+    # every retry met the same intent: one agent's call stalled the processor for good.
+    quoted = intent(key=KEY, args={"a": '"' * 300_000})
+    assert len(CODEC.encode(quoted)) < PRODUCER_MAX
+    reason = _reason(_read(CODEC.encode(quoted)))
+    assert reason.startswith("invalid Intent: its args and payload take")
+    plain = intent(key=KEY, args={"a": "x" * 800_000})  # as large, nothing escaped: decided
+    assert isinstance(_read(CODEC.encode(plain)), ev.Intent)
