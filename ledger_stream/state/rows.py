@@ -52,8 +52,8 @@ def row_texts_too_large(*texts: str) -> str | None:
     size = sum(len(encode_values([text])) - 2 for text in texts)  # less the list's [ and ]
     if size <= ROW_TEXTS_MAX:
         return None
-    return (f"its args and payload take {size} bytes in the key's state row, over the "
-            f"{ROW_TEXTS_MAX} the ledger's changelog records can hold")
+    return (f"its args and payload take {size} bytes in the key's state row, larger than "
+            f"Kafka accepts there (at most {ROW_TEXTS_MAX})")
 
 
 def decode_row(row: bytes) -> KeyState:
