@@ -130,7 +130,10 @@ class Batch:
         record_key, value = msg.key(), msg.value()
         event = step.read(value, record_key, topic, partition, offset, now)
         if isinstance(event, Forward):  # placed under the count before repartition
-            raw = msg.headers() or []
+            try:
+                raw = msg.headers() or []
+            except Exception:  # noqa: BLE001 - a header name not UTF-8 makes the client raise
+                raw = []  # the record still goes home (a raise here would recur on restart)
             pairs = raw.items() if isinstance(raw, dict) else raw
             headers = tuple((str(n), d) for n, d in pairs if isinstance(d, bytes))
             self.outputs.append(Out(event.role, record_key, value or b"", headers,

@@ -40,6 +40,7 @@ from ledger_stream.kafka.partitioner import key_partition
 from ledger_stream.logs import log_fields
 from ledger_stream.processor import metrics
 from ledger_stream.serde import AvroCodec, DecodeError
+from ledger_stream.state.rows import row_texts_too_large
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +155,8 @@ class LedgerStep:
                            f"record in partition {partition}, its key belongs to {home}",
                            now_ms, key, value)
         reason = invalid_reason(event, key_text)
+        if reason is None and isinstance(event, ev.Intent):
+            reason = row_texts_too_large(event.args_json, event.payload_json)
         if reason is not None:
             return _poison(topic, partition, offset,
                            f"invalid {type(event).__name__}: {reason}", now_ms, key, value)
@@ -330,6 +333,20 @@ def _count(tally: metrics.Tally, event: ev.InputEvent, alerts: list[ev.Alert],
 _DECISION_SERIES: dict[tuple[type[Any], str], Any] = {}
 
 
+# A dead letter carries the record's key and value, each up to this many bytes; past it,
+# their start (the record stays in its topic at the offset the letter names). Whole, a
+# record near Kafka's size limit made a dead letter (and, a key not UTF-8 decoded with
+# replacements, an alert) over the producer's limit: the produce failed, the batch was
+# abandoned, and every retry met the same record, so the processor stalled on it for good.
+CARRIED_MAX = 64 * 1024
+
+
 def _poison(topic: str, partition: int, offset: int, reason: str, now_ms: int,
             key: bytes | None, value: bytes | None) -> ev.PoisonInput:
+    cut = [f"{what} of {len(data)} bytes" for what, data in (("key", key), ("value", value))
+           if data is not None and len(data) > CARRIED_MAX]
+    if cut:
+        reason += f" (carries the first {CARRIED_MAX} bytes of its {' and '.join(cut)})"
+        key = key[:CARRIED_MAX] if key is not None else None
+        value = value[:CARRIED_MAX] if value is not None else None
     return ev.PoisonInput(topic, partition, offset, reason, max(now_ms, 1), key, value)

@@ -77,7 +77,6 @@ class CachedAnswers:
             return None
 
         unacked = self.unacked
-        unacked[intent.event_id] = intent.key
 
         def report(error: KafkaError | None, _msg: object) -> None:
             unacked.pop(intent.event_id, None)
@@ -93,6 +92,8 @@ class CachedAnswers:
                                       "ledger.receipt.cached": "true"}) as span:
             failpoint("before_intent")
             with reaching(f"record the intent for {intent.key}"):
+                # Before the produce: its report (served by any later poll) removes it.
+                unacked[intent.event_id] = intent.key
                 try:
                     producer.send_raw("intents", intent.key.encode("utf-8"),
                                       self._codec.encode(intent),
@@ -104,6 +105,11 @@ class CachedAnswers:
                     # cache on it); the ledger's path waits off the loop, and reports.
                     unacked.pop(intent.event_id, None)
                     return None
+                except BaseException:
+                    # Not queued, and its caller gets the error, not an answer: nothing to
+                    # wait for, and nothing to log as answered but not recorded.
+                    unacked.pop(intent.event_id, None)
+                    raise
             cache.count_hit()
             answered(span, receipt, {})
         return receipt

@@ -52,6 +52,7 @@ from ledger_stream.sdk.receipt_cache import ReceiptCache
 from ledger_stream.sdk.receipt_hub import AsyncReceiptWaiter, ReceiptHub
 from ledger_stream.sdk.view_client import ViewClient
 from ledger_stream.serde import AvroCodec, make_codec
+from ledger_stream.state.rows import row_texts_too_large
 
 # Kafka's own waits inside a submit (the intent's acknowledgement, a partition's first end
 # offset) are bounded by what is left of ``wait``, get at least this much, and never more
@@ -339,7 +340,8 @@ class LedgerClient:
 def _check(intent: ev.Intent) -> None:
     """InvalidIntentError for an intent the processor would dead-letter: its caller would
     otherwise wait for an answer that never comes."""
-    problem = invalid_reason(intent, intent.key)
+    problem = invalid_reason(intent, intent.key) \
+        or row_texts_too_large(intent.args_json, intent.payload_json)
     if problem is not None:
         raise InvalidIntentError(f"{intent.key}: {problem}")
 

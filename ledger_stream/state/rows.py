@@ -33,6 +33,29 @@ def encode_values(values: list[Any]) -> bytes:
         return json.dumps(values, separators=_SEPARATORS, ensure_ascii=False).encode()
 
 
+# What an intent's args and payload JSON may take together in its key's row, as the row
+# writes them: JSON strings, so each quote or backslash in them takes two bytes (and a raw
+# control character six). The row goes to the changelog, whose producer refuses a record
+# over 1,000,000 bytes (librdkafka's message.max.bytes); the rest of the row, its key and
+# headers fit in what is left. Past it the processor could never checkpoint the intent's
+# batch: it dead-letters the intent instead, and the client refuses it before sending.
+ROW_TEXTS_MAX = 900_000
+_BYTES_PER_CHAR_MAX = 6  # a control character, written \u00XX
+
+
+def row_texts_too_large(*texts: str) -> str | None:
+    """Why a key's row could not hold ``texts`` (an intent's args and payload JSON), or
+    None. Exact (the row's own encoding) only for texts long enough to come near the bound:
+    the short ones, nearly all, cost a length each."""
+    if sum(map(len, texts)) * _BYTES_PER_CHAR_MAX <= ROW_TEXTS_MAX:
+        return None
+    size = sum(len(encode_values([text])) - 2 for text in texts)  # less the list's [ and ]
+    if size <= ROW_TEXTS_MAX:
+        return None
+    return (f"its args and payload take {size} bytes in the key's state row, larger than "
+            f"Kafka accepts there (at most {ROW_TEXTS_MAX})")
+
+
 def decode_row(row: bytes) -> KeyState:
     return KeyState.from_row(json.loads(row))
 

@@ -61,6 +61,19 @@ def test_decisions_use_the_broker_timestamp_not_the_event_clock() -> None:
     assert batch.overlays[P].clock == 50_000
 
 
+def test_the_partition_clock_never_goes_back_for_an_older_timestamp() -> None:
+    # A producer's clock that went back stamps a later record earlier (CreateTime): the
+    # partition clock stays where it was, and the record is decided at that time.
+    batch = _batch({P: MemoryPartitionStore(P)})
+    batch.add(record_of(intent(key=KEY), INTENTS, 10, 50_000))
+    other = "acme/pay/k3"  # in the same partition
+    assert partition_for(other, PARTITIONS) == P
+    batch.add(record_of(intent(key=other), INTENTS, 11, 40_000))
+    assert batch.overlays[P].clock == 50_000
+    stamps = [o.at_ms for o in _decoded(batch) if isinstance(o, ev.Receipt)]
+    assert stamps == [50_000, 50_000]
+
+
 def test_a_tick_fires_a_deadline_with_no_other_traffic() -> None:
     store = MemoryPartitionStore(P)
     first = _batch({P: store})

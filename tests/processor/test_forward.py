@@ -51,3 +51,23 @@ def test_without_a_repartition_a_misplaced_record_is_still_poison() -> None:
 
 def _policy() -> Policy:
     return Policy()
+
+
+class _UnreadableHeaders(FakeMessage):
+    """A record whose header names are not UTF-8: confluent-kafka raises on headers()."""
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        raise SystemError("<built-in method headers> returned a result with an exception set")
+
+
+def test_a_record_to_forward_whose_headers_cannot_be_read_is_forwarded_without_them() -> None:
+    # Not a crash of the processor (which would meet the same record again on restart):
+    # the record goes on to its home, only its unreadable headers stay behind.
+    key, old, new = _moved_key()
+    grown = LedgerStep(_policy(), CODEC, {INTENTS: "intents", ATTEMPTS: "attempts"}, AFTER,
+                       grown_from=BEFORE)
+    value = CODEC.encode(intent(key=key))
+    batch = Batch(grown, {old: MemoryPartitionStore(old)}, {}, (INTENTS, ATTEMPTS))
+    batch.add_all([_UnreadableHeaders(INTENTS, old, 7, 1_000,  # type: ignore[list-item]
+                                      key.encode(), value)])
+    assert batch.outputs == [Out("intents", key.encode(), value, (), new)]

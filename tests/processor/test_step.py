@@ -6,10 +6,12 @@ from __future__ import annotations
 import pytest
 
 from ledger_stream.domain import events as ev
+from ledger_stream.domain.state import Phase
 from ledger_stream.kafka.partitioner import partition_for
-from ledger_stream.processor.step import LedgerStep
+from ledger_stream.processor import metrics
+from ledger_stream.processor.step import LedgerStep, _child
 from ledger_stream.serde.exceptions import SchemaRegistryUnavailable
-from tests.factories import claim, intent
+from tests.factories import claim, intent, now_of, outcome, reconciled, resolution
 from tests.processor.fakes import ATTEMPTS, CODEC, INTENTS, PARTITIONS, make_step
 
 pytestmark = pytest.mark.timeout(30)
@@ -151,3 +153,72 @@ def test_each_output_is_built_once_with_the_inputs_trace_context() -> None:
     assert [o.headers for o in untraced] == [(), ()]
     with pytest.raises(AttributeError):
         outs[0].headers = ()  # type: ignore[misc]
+
+
+def _decide_all(step: LedgerStep, view: OneKey, events: list[ev.InputEvent]
+                ) -> list[dict[object, float]]:
+    """Each event decided at its own stamp; the tally's counts after each (then cleared)."""
+    counts = []
+    for event in events:
+        step.decide(view, event, now_of(event))  # type: ignore[arg-type]
+        counts.append(dict(step.tally.counts))
+        step.tally.counts.clear()
+    return counts
+
+
+def test_the_operator_queue_counts_a_key_in_as_it_enters_and_out_as_it_leaves() -> None:
+    step, view = make_step(), OneKey()
+    counts = _decide_all(step, view, [
+        intent(key=KEY), claim(key=KEY), outcome(ev.OutcomeStatus.UNKNOWN, key=KEY),
+        reconciled(ev.ReconcileStatus.UNQUERYABLE, key=KEY),
+        resolution(ev.Resolution.APPLIED, key=KEY, external_id="ext-9")])
+    assert view.state(KEY).phase is Phase.SUCCEEDED  # type: ignore[attr-defined]
+    moves = [c.get(metrics.OPERATOR_QUEUE, 0) for c in counts]
+    assert moves == [0, 0, 0, 1, -1]
+
+
+def test_only_an_intents_own_answer_counts_as_a_suppressed_duplicate() -> None:
+    # An attempt's outcome writes a receipt for the intent holding the key: that receipt
+    # answers no input of this decision, so it is no duplicate answered.
+    step, view = make_step(), OneKey()
+    counts = _decide_all(step, view, [
+        intent(key=KEY), claim(key=KEY), outcome(ev.OutcomeStatus.SUCCEEDED, key=KEY)])
+    assert all(metrics.DUPLICATES_SUPPRESSED not in c for c in counts)
+    assert counts[2].get(_child(metrics.DECISIONS, "AttemptOutcome", "applied")) == 1
+    again = _decide_all(step, view, [intent(key=KEY)])[0]
+    assert again.get(metrics.DUPLICATES_SUPPRESSED) == 1
+
+
+PRODUCER_MAX = 1_000_000  # librdkafka's message.max.bytes: a larger record fails its produce
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    (KEY.encode(), b"\xff" * 999_990),  # undecodable, as large as a client may write
+    (b"\xff" * 600_000, b"junk"),  # a key that is not UTF-8, decoded with replacements
+])
+def test_a_huge_poison_record_makes_dead_letters_kafka_takes(key: bytes, value: bytes
+                                                             ) -> None:
+    # Whole, its dead letter was over the producer's limit: the produce failed, the batch
+    # was abandoned, and each retry met the same record (the processor stalled for good).
+    step = make_step()
+    poison = step.read(value, key, INTENTS, HOME, 3, 42)
+    assert isinstance(poison, ev.PoisonInput)
+    outs = step.decide(OneKey(), poison, 42)  # type: ignore[arg-type]
+    assert sorted(o.topic for o in outs) == ["alerts", "dlq"]
+    assert all(len(o.key or b"") + len(o.value) < PRODUCER_MAX // 2 for o in outs)
+    letter = CODEC.decode(next(o.value for o in outs if o.topic == "dlq"))
+    assert (letter.topic, letter.partition, letter.offset) == (INTENTS, HOME, 3)
+    assert value.startswith(letter.value) and key.startswith(letter.key)
+    assert "carries the first" in letter.reason
+
+
+def test_an_intent_whose_state_row_kafka_would_refuse_is_poison_not_a_stall() -> None:
+    # 600 KB of quotes: a 600 KB intent, whose row writes each quote's escape escaped again
+    # (1.2 MB). Decided, its changelog row's produce failed, the batch was abandoned, and
+    # every retry met the same intent: one agent's call stalled the processor for good.
+    quoted = intent(key=KEY, args={"a": '"' * 300_000})
+    assert len(CODEC.encode(quoted)) < PRODUCER_MAX
+    reason = _reason(_read(CODEC.encode(quoted)))
+    assert reason.startswith("invalid Intent: its args and payload take")
+    plain = intent(key=KEY, args={"a": "x" * 800_000})  # as large, nothing escaped: decided
+    assert isinstance(_read(CODEC.encode(plain)), ev.Intent)

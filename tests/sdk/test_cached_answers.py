@@ -10,11 +10,13 @@ import time
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from ledger_stream import LedgerClient
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.producer import EventProducer
+from ledger_stream.sdk.errors import LedgerUnavailable
 from tests.sdk.settled import intent as _intent
 from tests.sdk.settled import settle as _settle
 
@@ -98,3 +100,29 @@ def test_an_answer_left_to_the_ledger_is_not_a_hit() -> None:
         assert cache.hits == 1
     finally:
         client.close()  # the queued intent times out: logged as not recorded
+
+
+def test_a_cached_answer_whose_intent_kafka_refuses_at_once_is_not_logged_as_answered(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The produce itself raises (here: a topic the client does not know): the caller gets
+    LedgerUnavailable, not an answer, so nothing may later say an answered intent was
+    lost; the intent is not waited for at close either."""
+    client, held = _client_with_a_settled_key()
+    held.go.set()
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise KafkaException(KafkaError(KafkaError._UNKNOWN_TOPIC))
+
+    held.send_raw = refused  # type: ignore[method-assign]
+    caplog.set_level(logging.ERROR, "ledger_stream.sdk.cached_answers")
+    answers = client._cached_answers
+    assert answers is not None and client.receipt_cache is not None
+    try:
+        with pytest.raises(LedgerUnavailable):
+            client.submit(_intent(2))
+        assert answers.unacked == {}
+        assert client.receipt_cache.hits == 0
+    finally:
+        client.close()
+    assert not [r for r in caplog.records
+                if r.getMessage() == "intent answered from the receipt cache not recorded"]

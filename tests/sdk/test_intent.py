@@ -34,3 +34,16 @@ def test_an_intent_carries_the_canonical_arguments_and_their_hash(client):
 def test_an_intent_the_ledger_would_dead_letter_is_refused(client, key, action, says):
     with pytest.raises(InvalidIntentError, match=says):
         client.intent(key, action, "payments", {"amount": 1}, workflow=WORKFLOW)
+
+
+def test_an_intent_whose_state_row_the_ledger_could_not_write_is_refused_before_sending(
+) -> None:
+    """The processor dead-letters an intent whose args and payload, as the key's state row
+    writes them, pass the changelog's record limit; the client says so at once instead of
+    leaving its caller to wait for an answer that never comes."""
+    from ledger_stream.sdk.client import _check
+    from tests.factories import intent as made
+
+    with pytest.raises(InvalidIntentError, match="state row"):
+        _check(made(args={"a": '"' * 300_000}))
+    _check(made(args={"a": "x" * 800_000}))

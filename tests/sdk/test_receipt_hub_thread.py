@@ -226,3 +226,16 @@ def test_a_submit_whose_wait_runs_out_gets_the_pending_receipts(hub: Any) -> Non
     assert [r.status for r in waiter.read_settled(0.2)] == [ReceiptStatus.ACCEPTED]
     assert time.monotonic() - began >= 0.19
     assert waiter.read_settled(0) == []  # taken once
+
+
+def test_a_settled_receipt_followed_by_a_pending_one_still_wakes_the_submit(hub: Any
+                                                                          ) -> None:
+    # Both arrive before the submit's thread reads: the pending one after the settled one
+    # must not hide it (the submit would sleep out its whole wait with its answer queued).
+    waiter = hub.follow(KEY)
+    waiter.deliver(receipt("i1"))
+    waiter.deliver(_pending("i2", ReceiptStatus.ACCEPTED))
+    began = time.monotonic()
+    got = waiter.read_settled(5)
+    assert time.monotonic() - began < 1.0
+    assert [r.status for r in got] == [ReceiptStatus.SUCCEEDED, ReceiptStatus.ACCEPTED]
