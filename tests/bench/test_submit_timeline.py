@@ -17,7 +17,10 @@ def test_bad_flags_are_refused_with_a_reason(capsys: pytest.CaptureFixture[str])
     assert "--calls must be at least 1" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--gap-ms", "-1"])
-    assert "--gap-ms not negative" in capsys.readouterr().err
+    assert "--gap-ms and --warm-up not negative" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--warm-up", "-1"])
+    assert "--warm-up not negative" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--guarantee", "twice"])
     assert "invalid choice" in capsys.readouterr().err
