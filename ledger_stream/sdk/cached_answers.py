@@ -45,11 +45,14 @@ class CachedAnswers:
         # (or when the client is collected) they are waited for, and the rest logged.
         self.unacked: dict[str, str] = {}
         weakref.finalize(self, _unrecorded_at_exit, producer, self.unacked, timeout_s)
-        # The barrier between a cached answer and close(): held from the closed check until
-        # the answer's intent is in the producer's queue, never across a Kafka wait (the
-        # produce does not wait for room; the async client answers on its event loop). Not
-        # the client's lock: that one is held across Kafka's waits.
-        self._gate = threading.Lock()
+        # The barrier between cached answers and close(): an answer counts itself in under
+        # the gate (refused once closed) and out once its intent is in the producer's queue;
+        # close waits for the count to reach zero. Answers never wait for each other (one
+        # lock held across each whole answer serialized 64 agents' answers: 6.7 ms p50),
+        # and none waits on Kafka (the produce does not wait for room). Not the client's
+        # lock: that one is held across Kafka's waits.
+        self._gate = threading.Condition(threading.Lock())
+        self._answering = 0
         self._closed = False
 
     def close(self) -> None:
@@ -57,6 +60,7 @@ class CachedAnswers:
         intents answered so far are in the producer's queue, for its close to flush)."""
         with self._gate:
             self._closed = True
+            self._gate.wait_for(lambda: self._answering == 0)
 
     def answer(self, intent: ev.Intent, producer: EventProducer,
                reaching: Callable[[str], AbstractContextManager[None]]) -> ev.Receipt | None:
@@ -64,10 +68,18 @@ class CachedAnswers:
         ``producer`` (the client's) without waiting; None when the ledger must answer.
         ``reaching`` turns Kafka's errors into the client's (LedgerClient._reaching).
         RuntimeError once ``close`` began."""
-        with self._gate:
+        gate = self._gate
+        with gate:
             if self._closed:  # as a submit to the ledger would say (its producer is gone)
                 raise RuntimeError("the LedgerClient is closed")
+            self._answering += 1
+        try:
             return self._answer(intent, producer, reaching)
+        finally:
+            with gate:
+                self._answering -= 1
+                if not self._answering:
+                    gate.notify_all()
 
     def _answer(self, intent: ev.Intent, producer: EventProducer,
                 reaching: Callable[[str], AbstractContextManager[None]]) -> ev.Receipt | None:

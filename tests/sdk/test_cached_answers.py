@@ -126,3 +126,40 @@ def test_a_cached_answer_whose_intent_kafka_refuses_at_once_is_not_logged_as_ans
         client.close()
     assert not [r for r in caplog.records
                 if r.getMessage() == "intent answered from the receipt cache not recorded"]
+
+
+class _FirstSendHeld(_HeldSend):
+    """Only the first send is held (until ``go``, or 5 s): one answer stuck between its
+    checks and its produce while another is given."""
+
+    def send_raw(self, *args: Any, **kwargs: Any) -> None:
+        if not self.sending.is_set():
+            self.sending.set()
+            self.go.wait(5.0)
+        EventProducer.send_raw(self, *args, **kwargs)
+
+
+def test_cached_answers_do_not_wait_for_each_other() -> None:
+    """Two agents' duplicates answered from the cache at once: the second is answered while
+    the first is still being produced (one lock held across each whole answer made 64
+    agents queue behind each other: 6.7 ms p50 for an answer that takes 0.1)."""
+    settings = Settings(kafka_bootstrap=NOWHERE, kafka_timeout_s=1)
+    client = LedgerClient(settings)
+    held = _FirstSendHeld(settings, client, **{"message.timeout.ms": 500})
+    client._producer = held
+    first = _intent(1)
+    assert client.receipt_cache is not None
+    client.receipt_cache.learn(first, _settle(first, int(time.time() * 1000))[1])
+    stuck = threading.Thread(target=client.submit, args=(_intent(2),))
+    try:
+        stuck.start()
+        assert held.sending.wait(10)
+        began = time.monotonic()
+        answer = client.submit(_intent(3))
+        assert time.monotonic() - began < 2.0, "the second answer waited for the first"
+        assert stuck.is_alive()  # the first is still being produced
+        assert answer.answer is ev.Answer.ALREADY_DONE
+    finally:
+        held.go.set()
+        stuck.join(10)
+        client.close()
