@@ -240,6 +240,8 @@ class Delivery(ABC):
             self._caller = None
 
     def _close_producer(self) -> None:
+        if self._producer is None:  # closed already
+            return
         if self._is_wedged(self._producer):
             # A thread is still blocked inside it: flushing or freeing it would block (or
             # crash) too. It stays referenced until the call returns (``_stuck``), fenced by
@@ -326,11 +328,17 @@ class ExactlyOnceDelivery(Delivery):
         self._in_transaction = False
         super().__init__(config, changelog_topic)  # the first lane's producer
         self._lanes: list[Producer] = [self._producer]
-        self._init_transactions(stop)
-        self._lane = 1
-        self._producer = self._new_producer()
-        self._lanes.append(self._producer)
-        self._init_transactions(stop)
+        try:
+            self._init_transactions(stop)
+            self._lane = 1
+            self._producer = self._new_producer()
+            self._lanes.append(self._producer)
+            self._init_transactions(stop)
+        except BaseException:
+            # No delivery comes of it, but the error's traceback holds this object: a lane
+            # left in it would keep its producer (connections, a fresh epoch) for as long.
+            self.close()
+            raise
         self._use(0)
 
     @property
@@ -371,13 +379,16 @@ class ExactlyOnceDelivery(Delivery):
         self._init_transactions()
 
     def close(self) -> None:
-        current = self._lane
-        for lane in range(len(self._lanes)):
-            if lane != current:
-                self._use(lane)
+        """Close both lanes' producers and let them go (a producer is closed when its last
+        reference goes); closing again does nothing."""
+        current = self._producer
+        for producer in self._lanes:
+            if producer is not current:
+                self._producer = producer
                 self._close_producer()
-        self._use(current)
+        self._producer = current
         super().close()
+        self._lanes = []
 
     def begin(self) -> None:
         super().begin()

@@ -21,7 +21,7 @@ import pytest
 from connectors.http import HttpTarget
 from ledger_stream import tracing
 from ledger_stream.connector import runtime
-from ledger_stream.connector.commands import Call, Command, Produce
+from ledger_stream.connector.commands import Call, Command, Commit, Produce
 from ledger_stream.connector.memory import MemoryTarget
 from ledger_stream.connector.target import EffectRequest, Target
 from ledger_stream.domain import events as ev
@@ -201,3 +201,117 @@ def test_an_outcome_left_to_the_loop_that_cannot_be_produced_stops_the_connector
     assert not ended.is_alive() and core.reported.get(timeout=1)[0] == 3
     with pytest.raises(KafkaException, match="too large"):
         run_loop_once(w)
+
+
+class Acknowledging(FullQueue):
+    """A full queue whose deliveries, once the brokers answer, are acknowledged by a poll
+    (or a flush), as librdkafka's are."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reports: list[Any] = []
+
+    def produce(self, topic: str, value: bytes, key: bytes, on_delivery: Any,
+                headers: Any = None) -> None:
+        super().produce(topic, value, key, on_delivery, headers)
+        self.reports.append(on_delivery)
+
+    def poll(self, timeout: float = 0.0) -> int:
+        super().poll(timeout)
+        if self.drain.is_set():
+            reports, self.reports = self.reports, []
+            for report in reports:
+                report(None, None)
+        return 0
+
+    def flush(self, timeout: float = 0.0) -> int:
+        self.poll(0)
+        return len(self.reports)
+
+
+class Stopping(Outcomes):
+    """The core's side for a stop: idle once every outcome is acknowledged, each of which
+    lets its record be committed."""
+
+    stopped = ""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting: set[int] = set()
+
+    def called(self, job_id: int, status: ev.OutcomeStatus, external_id: str, error: str,
+               now_ms: int) -> list[Command]:
+        self.waiting.add(job_id)
+        return super().called(job_id, status, external_id, error, now_ms)
+
+    def produced(self, job_id: int, ok: bool, now_ms: int, error: str = "") -> list[Command]:
+        self.waiting.discard(job_id)
+        return [Commit(0, job_id + 1)]
+
+    def shutdown(self, now_ms: int) -> list[Command]:
+        return []
+
+    def tick(self, now_ms: int) -> list[Command]:
+        return []
+
+    def idle(self) -> bool:
+        return not self.waiting
+
+
+class Feed:
+    def __init__(self) -> None:
+        self.committed: list[dict[int, int]] = []
+
+    def poll(self, timeout_s: float) -> list[Any]:
+        time.sleep(timeout_s)
+        return []
+
+    def commit(self, offsets: dict[int, int], wait: bool = False) -> None:
+        if offsets:
+            self.committed.append(dict(offsets))
+
+
+def test_a_stop_produces_an_outcome_left_to_the_loop_once_and_calls_nothing_again() -> None:
+    """SIGTERM while an outcome waits for room: the stop's drain produces it once the
+    brokers answer, commits its record after its acknowledgement, and never calls the
+    target again (a call is only ever started from the claim's answer)."""
+    producer, target = Acknowledging(), MemoryTarget()
+    w, core = worker(target, producer)
+    w._core = Stopping()  # type: ignore[assignment]
+    w._feed, w._to_commit = Feed(), {}  # type: ignore[assignment]
+    w._opts = runtime.ConnectorOptions(call_timeout_s=1.0, record_margin_s=0.5)
+    ended = threading.Thread(target=w._call, args=(call(5),), daemon=True)
+    ended.start()
+    ended.join(STALL_S)
+    assert not ended.is_alive() and producer.sent == [] and not w._done.empty()
+    threading.Timer(0.3, producer.drain.set).start()  # the brokers answer during the stop
+    w._drain()
+    assert [w._codec.decode(v).claim_id for v in producer.sent] == ["c5"]
+    assert len(target.calls) == 1
+    assert w._feed.committed[-1] == {0: 6}  # type: ignore[attr-defined]
+
+
+def test_commands_after_a_produce_left_to_the_loop_follow_it_once_and_in_order() -> None:
+    """A completion whose Produce meets a full queue may carry more commands (a lookup
+    given up starts the next keys' claims; a record found handled commits its offset):
+    none runs before it, and each runs once, in order, after it."""
+
+    class More(Outcomes):
+        def called(self, job_id: int, status: ev.OutcomeStatus, external_id: str,
+                   error: str, now_ms: int) -> list[Command]:
+            first = super().called(job_id, status, external_id, error, now_ms)
+            claim = ev.AttemptClaim("e2", "acme/pay/k2", 1, "c2", "i", 1000, now_ms)
+            return [*first, Produce(2, claim), Commit(0, 9)]
+
+    producer = FullQueue()
+    w, _ = worker(MemoryTarget(), producer)
+    w._core, w._to_commit = More(), {}  # type: ignore[assignment]
+    ended = threading.Thread(target=w._call, args=(call(1),), daemon=True)
+    ended.start()
+    ended.join(STALL_S)
+    assert not ended.is_alive()
+    assert producer.sent == [] and w._to_commit == {}  # nothing ran ahead of the outcome
+    producer.drain.set()
+    run_loop_once(w)
+    assert [w._codec.decode(v).claim_id for v in producer.sent] == ["c1", "c2"]
+    assert w._to_commit == {0: 9}

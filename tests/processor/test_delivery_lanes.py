@@ -4,11 +4,15 @@ producer of its own id while the other lane goes on."""
 
 from __future__ import annotations
 
+import gc
+import threading
+import weakref
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from ledger_stream.kafka.reach import StopRequested
 from ledger_stream.processor.delivery import ExactlyOnceDelivery
 from ledger_stream.processor.exceptions import BatchAbandoned
 
@@ -94,3 +98,65 @@ def test_a_failed_lane_is_replaced_with_its_own_id_and_the_other_goes_on() -> No
     assert replacement.calls.count("commit_transaction") == 1
     d.close()
     assert {p.id for p in LaneProducer.made if "flush" in p.calls} == {TID, f"{TID}.b"}
+
+
+class StartProducer:
+    """A transactional producer whose ``init_transactions`` fails for one id (fatal), or
+    sets the start-up's stop event and fails retriably (a SIGTERM during the set-up).
+    Only weak references are kept, so a test sees whether anything still holds one."""
+
+    refs: list[weakref.ref[StartProducer]] = []
+    failing = ""
+    how = "fatal"
+    stop: threading.Event | None = None
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.id = config["transactional.id"]
+        StartProducer.refs.append(weakref.ref(self))
+
+    def init_transactions(self, timeout: float) -> None:
+        if self.id != StartProducer.failing:
+            return
+        if StartProducer.how == "stop":
+            assert StartProducer.stop is not None
+            StartProducer.stop.set()
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "timed out",
+                                            retriable=True))
+        raise KafkaException(KafkaError(KafkaError._FENCED, "fenced", fatal=True))
+
+    def flush(self, timeout: float = 0.0) -> int:
+        return 0
+
+
+class Starting(ExactlyOnceDelivery):
+    client = StartProducer  # type: ignore[assignment]
+
+
+def alive() -> list[str]:
+    gc.collect()
+    return [p.id for p in (ref() for ref in StartProducer.refs) if p is not None]
+
+
+@pytest.mark.parametrize(("how", "error"), [("fatal", BatchAbandoned),
+                                            ("stop", StopRequested)])
+def test_a_second_lane_that_cannot_start_leaves_the_first_lanes_producer_closed(
+        how: str, error: type[Exception]) -> None:
+    """The second lane's init_transactions fails (or a SIGTERM stops it): the first lane's
+    producer, initialised already, is closed before the error goes up, not kept alive by
+    the error's traceback (which holds the half-built delivery; the frames of the failed
+    call hold the failing producer itself)."""
+    StartProducer.refs, StartProducer.failing, StartProducer.how = [], f"{TID}.b", how
+    StartProducer.stop = threading.Event()
+    with pytest.raises(error) as raised:
+        Starting({"transactional.id": TID}, "changelog", StartProducer.stop)
+    assert raised.value.__traceback__ is not None  # what holds the half-built delivery
+    assert TID not in alive()
+
+
+def test_close_lets_both_lanes_go() -> None:
+    StartProducer.refs, StartProducer.failing = [], ""
+    d = Starting({"transactional.id": TID}, "changelog")
+    assert alive() == [TID, f"{TID}.b"]
+    d.close()
+    assert alive() == []
+    d.close()  # closing again does nothing

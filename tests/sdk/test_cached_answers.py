@@ -163,3 +163,20 @@ def test_cached_answers_do_not_wait_for_each_other() -> None:
         held.go.set()
         stuck.join(10)
         client.close()
+
+
+def test_a_cached_answer_that_reaches_the_gate_after_close_began_is_refused() -> None:
+    """A submit past the client's own closed check when ``close`` runs: its cached answer
+    reaches the gate after the close began, and is refused there, never produced through a
+    producer being closed (an intent answered but neither recorded nor logged)."""
+    client, held = _client_with_a_settled_key()
+    held.go.set()
+    answers = client._cached_answers
+    assert answers is not None
+    answers.close()  # what close() does before it closes the producer
+    try:
+        with pytest.raises(RuntimeError, match="closed"):
+            client._cached(_intent(2))
+        assert not held.sending.is_set() and answers.unacked == {}
+    finally:
+        client.close()
