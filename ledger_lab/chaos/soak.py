@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 
 from ledger_lab.chaos.checker import (
+    COLD_START,
     WAITING_WITHOUT_ALERT,
     FaultAt,
     Verdict,
@@ -124,7 +125,8 @@ def run_soak(options: ChaosOptions, workdir: Path, say: Callable[[str], None],
         world.start_agents(time.time() + options.duration_s)
         # The soak's clock starts with the first intents: on a loaded machine an agent
         # process takes many seconds to start, and a phase must find keys to move.
-        _wait_first_intents(world)
+        # The ledger's first work begins its cold start: a cause of ``stalled`` (checker).
+        world.operated.append(FaultAt(_wait_first_intents(world), COLD_START, "ledger"))
         started = time.monotonic()
         world.extend_load(started - began)
         pending, next_progress, held_s = list(plan), PROGRESS_EVERY_S, 0.0
@@ -246,13 +248,20 @@ def _clear_target_faults(world: World) -> None:
         world.sandbox.clear_faults()
 
 
-def _wait_first_intents(world: World, timeout_s: float = 120.0) -> None:
-    """Until every agent journaled its first intent (or ``timeout_s``)."""
+def _wait_first_intents(world: World, timeout_s: float = 120.0) -> int:
+    """Until every agent journaled its first intent (or ``timeout_s``); when the first
+    one was seen (Unix ms, to the 0.2 s poll): the ledger's first work."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and not all(
-            path.exists() and path.stat().st_size > 0 for path in world.journals):
+    first_ms: int | None = None
+    while time.monotonic() < deadline:
+        begun = [path.exists() and path.stat().st_size > 0 for path in world.journals]
+        if any(begun) and first_ms is None:
+            first_ms = int(time.time() * 1000)
+        if all(begun):
+            break
         world.supervise()
         time.sleep(0.2)
+    return first_ms if first_ms is not None else int(time.time() * 1000)
 
 
 def _wait_agents(world: World) -> None:

@@ -118,8 +118,8 @@ class World:
         self.ledger_env: dict[str, str] = {}  # processors and connectors not in env_of
         self.layouts = [options.partitions]  # the partition counts grown through, in order
         self.cuts: list[Cut] = []  # where each growth's layout began (chaos/topics.py)
-        # Graceful stops and the starts after them (operator phases), for the checker's
-        # causes of a ``stalled`` alert.
+        # Graceful stops and the starts after them (operator phases), and the ledger's
+        # cold start (the load's first intents), for the checker's causes of ``stalled``.
         self.operated: list[FaultAt] = []
         self.crashes: list[str] = []  # members that exited by themselves with an error
         self._admin: AdminClient | None = None

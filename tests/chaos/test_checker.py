@@ -9,7 +9,15 @@ from typing import Any
 
 import pytest
 
-from ledger_lab.chaos.checker import FaultAt, Journaled, TargetTruth, check, target_truth
+from ledger_lab.chaos.checker import (
+    COLD_START,
+    LEAD_MS,
+    FaultAt,
+    Journaled,
+    TargetTruth,
+    check,
+    target_truth,
+)
 from ledger_lab.chaos.plan import FAULT_KINDS, PlanError, plan_faults
 from ledger_lab.falsify.evidence import LedgerTopics
 from ledger_lab.harness.approvers import seeded_approver, trusted
@@ -260,6 +268,17 @@ def test_an_operational_alert_needs_a_fault_that_can_cause_it_on_its_key() -> No
                                             "payments-connector-1")) == ["unexplained_alert"]
     assert verdict(lost, REFUND, FaultAt(26_000, "connector-stop", "payments-connector-2")) \
         == ["unexplained_alert"]
+    # The ledger's cold start (the soak's first intents): a fresh cluster's first
+    # transactions make grants readable too late for the soak's 4 s lease, with no fault
+    # (a fresh-clone CI run: acme/credit/a1-1-1 lapsed three times in its first 6.6 s). It
+    # explains a stalled alert of a key first claimed within LEAD_MS of it, never a lost
+    # outcome.
+    cold = FaultAt(20_000, COLD_START, "ledger")
+    assert verdict(stalled, CREDIT, cold) == []
+    assert verdict(stalled, REFUND, cold) == []
+    assert verdict(stalled, CREDIT, dataclasses.replace(cold, at_ms=25_000 - LEAD_MS - 1)) \
+        == ["unexplained_alert"]  # long before the key's first claim: warm by then
+    assert verdict(lost, CREDIT, cold) == ["unexplained_alert"]
 
 
 def test_a_key_waiting_for_an_operator_needs_its_alert() -> None:
