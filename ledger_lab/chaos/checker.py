@@ -82,11 +82,15 @@ COLD_START = "cold-start"
 
 @dataclass(frozen=True)
 class FaultAt:
-    """An injected fault as the checker needs it: when (wall clock), what, whom."""
+    """An injected fault as the checker needs it: when (wall clock), what, whom, and when
+    its victim was back (started again after a kill or a graceful stop; 0: not down, or not
+    known). It acts from ``at_ms`` to ``until_ms``: while a broker is away the others lead
+    its partitions, and at its return the leadership moves back to it."""
 
     at_ms: int
     kind: str
     victim: str
+    until_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -295,10 +299,11 @@ def check(topics: LedgerTopics, truth: TargetTruth, journal: Journaled, keys: Ap
 def _check_fault_alerts(verdict: Verdict, intents: dict[str, list[ev.Intent]],
                         topics: LedgerTopics, truth: TargetTruth, faults: Sequence[FaultAt]
                         ) -> dict[str, dict[str, int]]:
-    """Each operational alert must follow a fault that can cause it (``CAUSES``), fired
+    """Each operational alert must follow a fault that can cause it (``CAUSES``), acting
     between LEAD_MS before the key's first claim (its first intent, if it had no claim) and
-    the alert (a sandbox fault: any time before, since it waits armed for a request); the
-    latest such fault is counted as its cause."""
+    the alert: fired by the alert, its victim not back (``until_ms``) before that window (a
+    sandbox fault: any time before, since it waits armed for a request); the latest such
+    fault is counted as its cause."""
     claims: dict[str, list[ev.AttemptClaim]] = defaultdict(list)
     for claim in topics.claims:
         claims[claim.key].append(claim)
@@ -323,7 +328,7 @@ def _check_fault_alerts(verdict: Verdict, intents: dict[str, list[ev.Intent]],
         since = min((c.at_ms for c in held), default=min(i.at_ms for i in its)) - LEAD_MS
         # An armed sandbox fault waits for the next request: it may predate the claim.
         causes = [f for f in faults if f.at_ms <= alert.at_ms and can_cause(f, story)
-                  and (since <= f.at_ms or f.kind == "target-fault")]
+                  and (since <= max(f.at_ms, f.until_ms) or f.kind == "target-fault")]
         if not causes:
             verdict.violate("unexplained_alert", alert.key, f"{alert.kind.value} at "
                             f"{alert.at_ms}: no fault that can cause it on {story.target} "

@@ -4,6 +4,7 @@ the planned faults, heal, wait for every key to settle, check, stop everything b
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import random
 import time
@@ -35,7 +36,7 @@ from ledger_lab.chaos.phases import (
 )
 from ledger_lab.chaos.plan import PlannedFault, PlannedPhase, plan_faults, plan_phases
 from ledger_lab.chaos.topics import ledger_topics
-from ledger_lab.chaos.world import EFFECT_TABLE, World
+from ledger_lab.chaos.world import EFFECT_TABLE, Member, World
 from ledger_lab.falsify.evidence import read_topics
 from ledger_lab.harness.approvers import TEST_APPROVER, trusted
 from ledger_stream.domain import events as ev
@@ -45,6 +46,8 @@ PROGRESS_EVERY_S = 10.0
 SETTLE_POLL_S = 5.0
 AGENT_EXIT_S = 60.0
 DEFER_S = 1.0  # a fault that cannot fire yet is tried again this much later
+# The faults that take their victim down until the supervisor starts it again.
+DOWN_KINDS = frozenset({"processor-kill", "connector-kill", "broker-kill", "target-kill"})
 
 
 @dataclass
@@ -164,7 +167,8 @@ def run_soak(options: ChaosOptions, workdir: Path, say: Callable[[str], None],
         _wait_agents(world)
         world.note_exits()
         settle_started = time.monotonic()
-        injected = [FaultAt(f.at_ms, f.kind, f.victim) for f in faults if f.victim]
+        injected = until_back([FaultAt(f.at_ms, f.kind, f.victim) for f in faults
+                               if f.victim], world.members)
         injected = sorted(injected + world.operated, key=lambda f: f.at_ms)
         verdict = _settle(world, options, injected, say)
         dlq = read_dlq(world)
@@ -229,6 +233,20 @@ def _phase(world: World, phase: PlannedPhase, elapsed: float, versions: Versions
     say(f"{elapsed:7.1f} s  phase {phase.kind} took {record.seconds:g} s: "
         f"{ {k: v for k, v in record.detail.items() if k != 'replacements'} }")
     return time.monotonic() - began
+
+
+def until_back(faults: list[FaultAt], members: list[Member]) -> list[FaultAt]:
+    """Each fault that took its victim down (a kill), with when it was back: the end of
+    the victim's first start after it (a broker: running again, 17-40 s on a loaded
+    machine, when the leadership of its partitions moves back to it)."""
+    started = {m.name: m.started_ms for m in members}
+    back = []
+    for fault in faults:
+        after = [ms for ms in started.get(fault.victim, []) if ms > fault.at_ms]
+        if fault.kind in DOWN_KINDS and after:
+            fault = dataclasses.replace(fault, until_ms=min(after))
+        back.append(fault)
+    return back
 
 
 def read_dlq(world: World) -> list[dict[str, Any]]:

@@ -67,10 +67,12 @@ class Member:
     _thread: threading.Thread | None = field(default=None, repr=False)
 
     start_seconds: list[float] = field(default_factory=list)  # slow starts, kill to running
+    started_ms: list[int] = field(default_factory=list)  # when each start ended (Unix ms)
 
     def start(self) -> None:
         if not self.slow:
             self.launch()
+            self.started_ms.append(int(time.time() * 1000))
             return
         self.starting = True
         began = time.monotonic()
@@ -79,6 +81,7 @@ class Member:
             try:
                 self.launch()
                 self.start_seconds.append(round(time.monotonic() - began, 1))
+                self.started_ms.append(int(time.time() * 1000))
             finally:
                 self.starting = False
 

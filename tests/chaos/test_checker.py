@@ -279,6 +279,14 @@ def test_an_operational_alert_needs_a_fault_that_can_cause_it_on_its_key() -> No
     assert verdict(stalled, CREDIT, dataclasses.replace(cold, at_ms=25_000 - LEAD_MS - 1)) \
         == ["unexplained_alert"]  # long before the key's first claim: warm by then
     assert verdict(lost, CREDIT, cold) == ["unexplained_alert"]
+    # A fault acts until its victim is back: a broker killed 20 s before the key's first
+    # claim and running again 3 s before it (its partitions' leadership then moves back).
+    away = FaultAt(5_000, "broker-kill", "broker-1", until_ms=22_000)
+    assert verdict(stalled, CREDIT, away) == []
+    assert verdict(stalled, CREDIT, dataclasses.replace(away, until_ms=0)) \
+        == ["unexplained_alert"]
+    assert verdict(stalled, CREDIT, dataclasses.replace(away, until_ms=25_000 - LEAD_MS - 1)) \
+        == ["unexplained_alert"]
 
 
 def test_a_key_waiting_for_an_operator_needs_its_alert() -> None:
