@@ -32,7 +32,8 @@ Violations (each fails the soak):
   intent, a ``reconciliation_required`` or ``stalled`` alert with no fault that can cause it
   on the key's target between the key's first intent and the alert: see ``CAUSES``; the
   soak's operator phases add ``processor-stop`` and ``connector-stop`` at each graceful
-  stop and at the start that follows it, which explain ``stalled`` only). A
+  stop and at the start that follows it, and the soak a ``cold-start`` when its load
+  begins; these explain ``stalled`` only). A
   ``duplicate_effect`` alert with one effect at the target is counted, not failed: the
   ledger raises it for a stale success, when a second effect "exists or is on its way".
 - ``process_crashed`` (added by the soak): a processor, connector or agent that exited by
@@ -68,15 +69,28 @@ WAITING_WITHOUT_ALERT = "waiting for an operator, no reconciliation_required ale
 # How long before a key's first claim a fault may still act on it: a member killed is down
 # for up to 4 s, then takes seconds to rejoin; a paused one stays frozen 8 s.
 LEAD_MS = 15_000
+# The ledger's first work (FaultAt.kind, the soak marks it when its load begins). A fresh
+# cluster runs its first transactions slowly: in the one-minute soak each processor's first
+# stage window (its first ~8 s of input) averaged 480-811 ms of flush and 170-234 ms of
+# commit per batch, against 25-45 ms and 20-25 ms once warm; a grant is then readable
+# 0.7-2 s after its claim. The soak's connectors may take 1,000 ms for that (lease 4,000 ms
+# less the 1,500 ms call, the 1,000 ms record margin and the 500 ms skew: harness FAST), so
+# a key first claimed then can lapse three times in a row (``lapse_alert_after``): a
+# ``stalled`` alert with no fault. Within LEAD_MS of the mark, as for a fault.
+COLD_START = "cold-start"
 
 
 @dataclass(frozen=True)
 class FaultAt:
-    """An injected fault as the checker needs it: when (wall clock), what, whom."""
+    """An injected fault as the checker needs it: when (wall clock), what, whom, and when
+    its victim was back (started again after a kill or a graceful stop; 0: not down, or not
+    known). It acts from ``at_ms`` to ``until_ms``: while a broker is away the others lead
+    its partitions, and at its return the leadership moves back to it."""
 
     at_ms: int
     kind: str
     victim: str
+    until_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -110,11 +124,12 @@ def _unknown_outcome_cause(fault: FaultAt, key: KeyStory) -> bool:
 
 def _lapse_cause(fault: FaultAt, key: KeyStory) -> bool:
     """Can ``fault`` make grants come too late to call (``stalled``)? Anything that slows
-    the processor (killed, frozen, a broker lost, stopped or started by an operator phase),
-    the key's connectors or its target. A graceful stop explains no lost outcome: it is
-    not a cause of ``reconciliation_required``."""
+    the processor (killed, frozen, a broker lost, stopped or started by an operator phase,
+    the ledger's cold start: ``COLD_START``), the key's connectors or its target. A
+    graceful stop or a cold start explains no lost outcome: it is not a cause of
+    ``reconciliation_required``."""
     return (fault.kind in ("processor-kill", "broker-kill", "target-kill", "target-crash",
-                           "target-fault", "pause", "processor-stop")
+                           "target-fault", "pause", "processor-stop", COLD_START)
             or (fault.kind in ("connector-kill", "connector-stop")
                 and fault.victim.startswith(f"{key.target}-connector")))
 
@@ -284,10 +299,11 @@ def check(topics: LedgerTopics, truth: TargetTruth, journal: Journaled, keys: Ap
 def _check_fault_alerts(verdict: Verdict, intents: dict[str, list[ev.Intent]],
                         topics: LedgerTopics, truth: TargetTruth, faults: Sequence[FaultAt]
                         ) -> dict[str, dict[str, int]]:
-    """Each operational alert must follow a fault that can cause it (``CAUSES``), fired
+    """Each operational alert must follow a fault that can cause it (``CAUSES``), acting
     between LEAD_MS before the key's first claim (its first intent, if it had no claim) and
-    the alert (a sandbox fault: any time before, since it waits armed for a request); the
-    latest such fault is counted as its cause."""
+    the alert: fired by the alert, its victim not back (``until_ms``) before that window (a
+    sandbox fault: any time before, since it waits armed for a request); the latest such
+    fault is counted as its cause."""
     claims: dict[str, list[ev.AttemptClaim]] = defaultdict(list)
     for claim in topics.claims:
         claims[claim.key].append(claim)
@@ -312,7 +328,7 @@ def _check_fault_alerts(verdict: Verdict, intents: dict[str, list[ev.Intent]],
         since = min((c.at_ms for c in held), default=min(i.at_ms for i in its)) - LEAD_MS
         # An armed sandbox fault waits for the next request: it may predate the claim.
         causes = [f for f in faults if f.at_ms <= alert.at_ms and can_cause(f, story)
-                  and (since <= f.at_ms or f.kind == "target-fault")]
+                  and (since <= max(f.at_ms, f.until_ms) or f.kind == "target-fault")]
         if not causes:
             verdict.violate("unexplained_alert", alert.key, f"{alert.kind.value} at "
                             f"{alert.at_ms}: no fault that can cause it on {story.target} "

@@ -19,6 +19,7 @@ Faults do not fire while a phase runs; the agents' stop time moves on by the pha
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import signal
@@ -110,10 +111,16 @@ def _resume(member: Member) -> None:
         member.paused = False
 
 
-def _operated(world: World, member: Member) -> None:
-    """Note a graceful stop, or the start after it, for the checker's causes."""
-    world.operated.append(FaultAt(int(time.time() * 1000), f"{member.role}-stop",
-                                  member.name))
+def _operated(world: World, member: Member, started: bool = False) -> None:
+    """Note a graceful stop, or the start after it (``started``: the stop before it then
+    lasted until now), for the checker's causes."""
+    now, kind = int(time.time() * 1000), f"{member.role}-stop"
+    if started:
+        world.operated[:] = [dataclasses.replace(f, until_ms=now)
+                             if (f.kind, f.victim, f.until_ms) == (kind, member.name, 0)
+                             else f for f in world.operated]
+    # A start is an instant (until now): a later start never extends it.
+    world.operated.append(FaultAt(now, kind, member.name, now if started else 0))
 
 
 def stop_gracefully(world: World, members: list[Member]) -> dict[str, int | None]:
@@ -154,7 +161,7 @@ def start_ready(world: World, members: list[Member]) -> float:
     wait_ready(world, members)
     for member in members:
         member.held_until = 0.0
-        _operated(world, member)
+        _operated(world, member, started=True)
     return round(time.monotonic() - began, 1)
 
 

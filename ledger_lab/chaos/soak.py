@@ -4,6 +4,7 @@ the planned faults, heal, wait for every key to settle, check, stop everything b
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import random
 import time
@@ -16,6 +17,7 @@ from typing import Any
 import psycopg
 
 from ledger_lab.chaos.checker import (
+    COLD_START,
     WAITING_WITHOUT_ALERT,
     FaultAt,
     Verdict,
@@ -34,7 +36,7 @@ from ledger_lab.chaos.phases import (
 )
 from ledger_lab.chaos.plan import PlannedFault, PlannedPhase, plan_faults, plan_phases
 from ledger_lab.chaos.topics import ledger_topics
-from ledger_lab.chaos.world import EFFECT_TABLE, World
+from ledger_lab.chaos.world import EFFECT_TABLE, Member, World
 from ledger_lab.falsify.evidence import read_topics
 from ledger_lab.harness.approvers import TEST_APPROVER, trusted
 from ledger_stream.domain import events as ev
@@ -44,6 +46,8 @@ PROGRESS_EVERY_S = 10.0
 SETTLE_POLL_S = 5.0
 AGENT_EXIT_S = 60.0
 DEFER_S = 1.0  # a fault that cannot fire yet is tried again this much later
+# The faults that take their victim down until the supervisor starts it again.
+DOWN_KINDS = frozenset({"processor-kill", "connector-kill", "broker-kill", "target-kill"})
 
 
 @dataclass
@@ -124,7 +128,8 @@ def run_soak(options: ChaosOptions, workdir: Path, say: Callable[[str], None],
         world.start_agents(time.time() + options.duration_s)
         # The soak's clock starts with the first intents: on a loaded machine an agent
         # process takes many seconds to start, and a phase must find keys to move.
-        _wait_first_intents(world)
+        # The ledger's first work begins its cold start: a cause of ``stalled`` (checker).
+        world.operated.append(FaultAt(_wait_first_intents(world), COLD_START, "ledger"))
         started = time.monotonic()
         world.extend_load(started - began)
         pending, next_progress, held_s = list(plan), PROGRESS_EVERY_S, 0.0
@@ -162,7 +167,8 @@ def run_soak(options: ChaosOptions, workdir: Path, say: Callable[[str], None],
         _wait_agents(world)
         world.note_exits()
         settle_started = time.monotonic()
-        injected = [FaultAt(f.at_ms, f.kind, f.victim) for f in faults if f.victim]
+        injected = until_back([FaultAt(f.at_ms, f.kind, f.victim) for f in faults
+                               if f.victim], world.members)
         injected = sorted(injected + world.operated, key=lambda f: f.at_ms)
         verdict = _settle(world, options, injected, say)
         dlq = read_dlq(world)
@@ -229,6 +235,20 @@ def _phase(world: World, phase: PlannedPhase, elapsed: float, versions: Versions
     return time.monotonic() - began
 
 
+def until_back(faults: list[FaultAt], members: list[Member]) -> list[FaultAt]:
+    """Each fault that took its victim down (a kill), with when it was back: the end of
+    the victim's first start after it (a broker: running again, 17-40 s on a loaded
+    machine, when the leadership of its partitions moves back to it)."""
+    started = {m.name: m.started_ms for m in members}
+    back = []
+    for fault in faults:
+        after = [ms for ms in started.get(fault.victim, []) if ms > fault.at_ms]
+        if fault.kind in DOWN_KINDS and after:
+            fault = dataclasses.replace(fault, until_ms=min(after))
+        back.append(fault)
+    return back
+
+
 def read_dlq(world: World) -> list[dict[str, Any]]:
     """Every committed dead letter: where its input was and the reason the ledger gave."""
     settings = world.settings
@@ -246,13 +266,20 @@ def _clear_target_faults(world: World) -> None:
         world.sandbox.clear_faults()
 
 
-def _wait_first_intents(world: World, timeout_s: float = 120.0) -> None:
-    """Until every agent journaled its first intent (or ``timeout_s``)."""
+def _wait_first_intents(world: World, timeout_s: float = 120.0) -> int:
+    """Until every agent journaled its first intent (or ``timeout_s``); when the first
+    one was seen (Unix ms, to the 0.2 s poll): the ledger's first work."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and not all(
-            path.exists() and path.stat().st_size > 0 for path in world.journals):
+    first_ms: int | None = None
+    while time.monotonic() < deadline:
+        begun = [path.exists() and path.stat().st_size > 0 for path in world.journals]
+        if any(begun) and first_ms is None:
+            first_ms = int(time.time() * 1000)
+        if all(begun):
+            break
         world.supervise()
         time.sleep(0.2)
+    return first_ms if first_ms is not None else int(time.time() * 1000)
 
 
 def _wait_agents(world: World) -> None:

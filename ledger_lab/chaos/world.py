@@ -67,10 +67,12 @@ class Member:
     _thread: threading.Thread | None = field(default=None, repr=False)
 
     start_seconds: list[float] = field(default_factory=list)  # slow starts, kill to running
+    started_ms: list[int] = field(default_factory=list)  # when each start ended (Unix ms)
 
     def start(self) -> None:
         if not self.slow:
             self.launch()
+            self.started_ms.append(int(time.time() * 1000))
             return
         self.starting = True
         began = time.monotonic()
@@ -79,6 +81,7 @@ class Member:
             try:
                 self.launch()
                 self.start_seconds.append(round(time.monotonic() - began, 1))
+                self.started_ms.append(int(time.time() * 1000))
             finally:
                 self.starting = False
 
@@ -118,8 +121,8 @@ class World:
         self.ledger_env: dict[str, str] = {}  # processors and connectors not in env_of
         self.layouts = [options.partitions]  # the partition counts grown through, in order
         self.cuts: list[Cut] = []  # where each growth's layout began (chaos/topics.py)
-        # Graceful stops and the starts after them (operator phases), for the checker's
-        # causes of a ``stalled`` alert.
+        # Graceful stops and the starts after them (operator phases), and the ledger's
+        # cold start (the load's first intents), for the checker's causes of ``stalled``.
         self.operated: list[FaultAt] = []
         self.crashes: list[str] = []  # members that exited by themselves with an error
         self._admin: AdminClient | None = None

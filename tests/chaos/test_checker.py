@@ -9,7 +9,15 @@ from typing import Any
 
 import pytest
 
-from ledger_lab.chaos.checker import FaultAt, Journaled, TargetTruth, check, target_truth
+from ledger_lab.chaos.checker import (
+    COLD_START,
+    LEAD_MS,
+    FaultAt,
+    Journaled,
+    TargetTruth,
+    check,
+    target_truth,
+)
 from ledger_lab.chaos.plan import FAULT_KINDS, PlanError, plan_faults
 from ledger_lab.falsify.evidence import LedgerTopics
 from ledger_lab.harness.approvers import seeded_approver, trusted
@@ -259,6 +267,25 @@ def test_an_operational_alert_needs_a_fault_that_can_cause_it_on_its_key() -> No
     assert verdict(stalled, CREDIT, FaultAt(26_000, "connector-stop",
                                             "payments-connector-1")) == ["unexplained_alert"]
     assert verdict(lost, REFUND, FaultAt(26_000, "connector-stop", "payments-connector-2")) \
+        == ["unexplained_alert"]
+    # The ledger's cold start (the soak's first intents): a fresh cluster's first
+    # transactions make grants readable too late for the soak's 4 s lease, with no fault
+    # (a fresh-clone CI run: acme/credit/a1-1-1 lapsed three times in its first 6.6 s). It
+    # explains a stalled alert of a key first claimed within LEAD_MS of it, never a lost
+    # outcome.
+    cold = FaultAt(20_000, COLD_START, "ledger")
+    assert verdict(stalled, CREDIT, cold) == []
+    assert verdict(stalled, REFUND, cold) == []
+    assert verdict(stalled, CREDIT, dataclasses.replace(cold, at_ms=25_000 - LEAD_MS - 1)) \
+        == ["unexplained_alert"]  # long before the key's first claim: warm by then
+    assert verdict(lost, CREDIT, cold) == ["unexplained_alert"]
+    # A fault acts until its victim is back: a broker killed 20 s before the key's first
+    # claim and running again 3 s before it (its partitions' leadership then moves back).
+    away = FaultAt(5_000, "broker-kill", "broker-1", until_ms=22_000)
+    assert verdict(stalled, CREDIT, away) == []
+    assert verdict(stalled, CREDIT, dataclasses.replace(away, until_ms=0)) \
+        == ["unexplained_alert"]
+    assert verdict(stalled, CREDIT, dataclasses.replace(away, until_ms=25_000 - LEAD_MS - 1)) \
         == ["unexplained_alert"]
 
 
