@@ -9,8 +9,6 @@ offsets."""
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
 from pathlib import Path
 
@@ -26,10 +24,10 @@ from tests.processor.support import (
     QUIET,
     assert_outputs_match_the_model,
     intent_stream,
-    kill_all,
     receipts_for,
+    run_to_the_failpoint,
     send_over_time,
-    wait_exit,
+    streaming,
     wait_for,
 )
 
@@ -66,16 +64,11 @@ def test_a_successor_aborts_the_open_transaction_of_either_lane_at_once(
     s = ledger_topics
     assert s.kafka_bootstrap is not None
     events = intent_stream(keys=600, seed=batch)
-    stream = threading.Thread(target=send_over_time, args=(s, events, 4.0), daemon=True)
-    stream.start()
+    stream = streaming(s, events, 4.0)
     instance = f"lanes-{batch}"
     args = ("--guarantee", "exactly-once", "--instance-id", instance)
-    proc = start_processor(s, tmp_path / "state", tmp_path / "crash.log", *args,
-                           env={**QUIET, "LEDGER_FAILPOINT": f"processor_after_flush@{batch}"})
-    try:
-        assert wait_exit(proc, 90) == -signal.SIGKILL, proc.tail()
-    finally:
-        kill_all([proc])
+    run_to_the_failpoint(s, tmp_path / "state", tmp_path / "crash.log",
+                         f"processor_after_flush@{batch}", *args)
     killed_at = time.monotonic()
     left_open = open_partitions(s, "changelog")
     assert left_open, "the killed batch's transaction is not open"
