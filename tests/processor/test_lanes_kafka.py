@@ -115,6 +115,16 @@ def at_the_end(committed: dict[int, int], ends: dict[int, int]) -> bool:
 
 def test_back_to_back_batches_leave_the_committed_offsets_at_the_end_of_the_input(
         ledger_topics: Settings, tmp_path: Path) -> None:
+    """Guards the late-marker case, which the one-id code before the lanes could not meet,
+    so this test cannot fail there. With two lanes, batch N's commit markers (lane A) may
+    still be written after batch N+1's transaction (lane B) committed its later offsets.
+    That is safe only because a batch begins after the previous commit returned, so each
+    partition's transactional offset commits reach the group's log in batch order, and the
+    group coordinator materialises one only over an older record. This test fails if that
+    ever stops holding (a batch begun before its predecessor's commit returned, a broker
+    that lets the last marker win): the committed offsets would end behind the input. It
+    also fails when one lane's batches commit no offsets (tried: the second lane sending
+    none timed out waiting for the offsets to reach the end)."""
     s = ledger_topics
     # Small batches, one right after the other: lanes alternate every few ms.
     proc = start_processor(s, tmp_path / "state", tmp_path / "proc.log",
