@@ -83,12 +83,14 @@ class _Refusals(logging.Handler):
     def __init__(self) -> None:
         super().__init__()
         self.count = 0
+        self.lines = 0  # every "eos" line heard: none means the count is not listening
         self.logger = logging.getLogger(f"submit-txn-{id(self)}")
         self.logger.propagate = False
         self.logger.setLevel(logging.DEBUG)
         self.logger.addHandler(self)
 
     def emit(self, record: logging.LogRecord) -> None:
+        self.lines += 1
         if "another concurrent operation" in record.getMessage():
             self.count += 1
 

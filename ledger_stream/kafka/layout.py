@@ -31,7 +31,7 @@ from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.clients import Consumer, Producer
 from ledger_stream.kafka.exceptions import KafkaSetupError
 from ledger_stream.kafka.message import fetched
-from ledger_stream.kafka.reach import StopRequested, keep_asking
+from ledger_stream.kafka.reach import StopRequested, keep_asking, wait_in_slices
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +133,6 @@ def read_layout(bootstrap: str, changelog: str, timeout_s: float = 30.0,
 
 
 BOUNDS_ASK_S = 1.0  # one watermark request: a stop is seen between them
-ACK_SLICE_S = 1.0  # one wait for the recorded layout's acknowledgement, likewise
 
 
 def _bounds(reader: Consumer, changelog: str, timeout_s: float,
@@ -164,8 +163,9 @@ def _bounds(reader: Consumer, changelog: str, timeout_s: float,
 def write_layout(bootstrap: str, changelog: str, layout: Layout, timeout_s: float = 30.0,
                  stop: threading.Event | None = None) -> None:
     """Record ``layout`` in ``changelog`` (durable when this returns). A set ``stop`` ends
-    the wait for the acknowledgement within about a second (StopRequested): the record
-    may still be written, which is harmless (the counts it names are the topics')."""
+    the wait for the acknowledgement within about a second (StopRequested, reach.py's
+    ``wait_in_slices``): the record may still be written, which is harmless (the counts it
+    names are the topics')."""
     producer = Producer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
                          "enable.idempotence": True, "acks": "all"})
     errors: list[str] = []
@@ -176,14 +176,9 @@ def write_layout(bootstrap: str, changelog: str, layout: Layout, timeout_s: floa
 
     producer.produce(changelog, layout.encode(), LAYOUT_KEY, LAYOUT_PARTITION,
                      on_delivery=delivered)
-    deadline = time.monotonic() + timeout_s
-    while True:  # in slices: a start-up SIGTERM must not wait out the whole bound
-        if stop is not None and stop.is_set():
-            raise StopRequested(f"recording the layout in {changelog}")
-        left = producer.flush(max(0.0, min(ACK_SLICE_S, deadline - time.monotonic())))
-        if not left or time.monotonic() >= deadline:
-            break
-    if left or errors:
+    acknowledged = wait_in_slices(lambda s: producer.flush(s) == 0, timeout_s, stop,
+                                  f"recording the layout in {changelog}")
+    if not acknowledged or errors:
         raise LayoutRefused(f"recording the layout in {changelog} failed: "
                             f"{errors[0] if errors else 'no answer'}")
 

@@ -95,6 +95,7 @@ class EventProducer:
                 failed.append(f"{msg.topic()}: {error.str()}")
             acknowledged.set()
 
+        producer = self._open()  # polled below even if close() runs meanwhile
         self.send_raw(role, event.key.encode("utf-8"), self._codec.encode(event),
                       headers=headers, on_delivery=report)
         deadline = time.monotonic() + timeout_s
@@ -102,7 +103,7 @@ class EventProducer:
             if time.monotonic() >= deadline:
                 raise DeliveryFailed(f"not acknowledged after {timeout_s:g} s")
             try:
-                self._producer.poll(0.05)  # serves the reports, this one's among them
+                producer.poll(0.05)  # serves the reports, this one's among them
             except KafkaException as exc:
                 raise DeliveryFailed(f"producer poll failed: {exc}") from exc
         if failed:
@@ -118,20 +119,29 @@ class EventProducer:
         ``wait_for_room=False``: a full local queue raises BufferError at once instead of
         waiting for deliveries to drain it (a caller that must not block)."""
         refuse_if_forbidden(f"to {role}")
+        producer = self._open()
         topic = self._settings.topic(role)
         extra: dict[str, Any] = {"headers": list(headers)} if headers else {}
         if partition is not None:
             extra["partition"] = partition
         while True:
             try:
-                self._producer.produce(topic, value=value, key=key,
-                                       on_delivery=on_delivery or self._report, **extra)
+                producer.produce(topic, value=value, key=key,
+                                 on_delivery=on_delivery or self._report, **extra)
                 break
             except BufferError:
                 if not wait_for_room:
                     raise
-                self._producer.poll(0.1)  # local queue full: let deliveries drain
-        self._producer.poll(0)
+                producer.poll(0.1)  # local queue full: let deliveries drain
+        producer.poll(0)
+
+    def _open(self) -> Producer:
+        """The Kafka client; RuntimeError once ``close`` released it (a send racing a
+        close gets that, not an AttributeError from the missing client)."""
+        try:
+            return self._producer
+        except AttributeError:
+            raise RuntimeError("the producer is closed") from None
 
     def track_offsets(self) -> None:
         """Keep the (partition, offset) of every record acknowledged from now on."""
@@ -147,7 +157,7 @@ class EventProducer:
         """Wait for every send to be acknowledged. Raises DeliveryFailed when a send was
         refused or not acknowledged within ``timeout_s``; the failures are then cleared."""
         try:
-            left = self._producer.flush(timeout_s)
+            left = self._open().flush(timeout_s)
         except KafkaException as exc:
             raise DeliveryFailed(f"producer flush failed: {exc}") from exc
         failures, self._failures = self._failures, []

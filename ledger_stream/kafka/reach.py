@@ -9,6 +9,8 @@ cluster answers or the process is told to stop.
 :func:`keep_asking` is the one retry loop of every start-up wait (this one, and the topic and
 layout checks that follow it): each failed try logged, the pause between tries cut short by
 the process's stop event (SIGTERM), which ends the wait with :class:`StopRequested`.
+:func:`wait_in_slices` is the one bounded wait for a single answer (an admin request's
+future, a produced record's acknowledgement): waited for in slices so the stop is seen.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 ATTEMPT_S = 5.0
 BACKOFF_MAX_S = 30.0
+SLICE_S = 1.0  # one slice of a wait for an answer: a stop is seen between them
 T = TypeVar("T")
 
 
@@ -65,6 +68,23 @@ def keep_asking(ask: Callable[[], T], stop: threading.Event | None, warning: str
                     "gives_up_in_s": round(left, 1)})))
             pause(delay)
             delay = min(delay * 2, backoff_max_s)
+
+
+def wait_in_slices(done_within: Callable[[float], bool], timeout_s: float,
+                   stop: threading.Event | None, step: str, slice_s: float = SLICE_S) -> bool:
+    """True once ``done_within(s)`` (a wait of at most ``s`` seconds for one answer) says
+    done; False once ``timeout_s`` has passed without it (at least one wait, of 0 s when
+    ``timeout_s`` is 0). The bound is waited out in slices of ``slice_s`` so a start-up
+    SIGTERM need not wait it all: StopRequested(``step``) once ``stop`` is set, seen before
+    each slice, so within about ``slice_s`` (what was asked may still be carried out)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if stop is not None and stop.is_set():
+            raise StopRequested(f"{step}: told to stop")
+        if done_within(max(0.0, min(slice_s, deadline - time.monotonic()))):
+            return True
+        if time.monotonic() >= deadline:
+            return False
 
 
 def wait_for_kafka(bootstrap: str, who: str, stop: threading.Event, *,

@@ -31,7 +31,7 @@ from confluent_kafka.admin import (
 from ledger_stream.config import Settings
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.layout import Layout, LayoutRefused, check_layout
-from ledger_stream.kafka.reach import StopRequested, keep_asking
+from ledger_stream.kafka.reach import SLICE_S, StopRequested, keep_asking, wait_in_slices
 from ledger_stream.logs import log_fields
 from ledger_stream.processor.clients import group_config
 from ledger_stream.processor.exceptions import StartupRefused
@@ -42,7 +42,6 @@ INPUTS = ("intents", "attempts")
 OUTPUTS = ("dispatch", "receipts", "alerts", "dlq", "changelog")
 BEFORE = "message.timestamp.before.max.ms"
 AFTER = "message.timestamp.after.max.ms"
-ANSWER_SLICE_S = 1.0  # one wait for an admin request's answer: a stop is seen between them
 T = TypeVar("T")
 
 
@@ -107,7 +106,7 @@ def check_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0,
     restarting, the layout's partition without a leader) is waited out for
     ``settings.connection.startup_wait_s`` before refusing; a set ``stop`` (SIGTERM) ends
     that wait within about ``settings.connection.timeout_s``, and the configs' and the
-    group's requests within about ANSWER_SLICE_S (StopRequested)."""
+    group's requests within about a second (StopRequested)."""
     admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
     names = {role: settings.topic(role) for role in INPUTS + OUTPUTS}
     wait_s = settings.connection.startup_wait_s
@@ -195,19 +194,22 @@ def _describe(admin: AdminClient, topic: str, timeout_s: float,
 
 
 def _answer(future: Future[T], timeout_s: float, stop: threading.Event | None, step: str) -> T:
-    """An admin request's answer: TimeoutError past ``timeout_s``. Waited for in slices of
-    ANSWER_SLICE_S, as the layout's acknowledgement is (kafka/layout.py), so a start-up
-    SIGTERM need not wait out the whole bound: StopRequested once ``stop`` is set (the
-    request may still be carried out: reading configs, or setting the group's own
-    timeouts again, which the next start does anyway)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if stop is not None and stop.is_set():
-            raise StopRequested(f"{step}: told to stop")
-        left = deadline - time.monotonic()
-        if left <= ANSWER_SLICE_S:  # the last slice: its TimeoutError is the bound's
-            return future.result(max(0.0, left))
+    """An admin request's answer: TimeoutError past ``timeout_s``. Waited for in slices
+    (``wait_in_slices``, as the layout's acknowledgement is), so a start-up SIGTERM need not
+    wait out the whole bound: StopRequested once ``stop`` is set (the request may still be
+    carried out: reading configs, or setting the group's own timeouts again, which the next
+    start does anyway)."""
+    answer: list[T] = []
+
+    def within(slice_s: float) -> bool:
         try:
-            return future.result(ANSWER_SLICE_S)
+            answer.append(future.result(slice_s))  # an error the request met is raised
         except TimeoutError:
-            continue
+            if slice_s < SLICE_S:  # the bound's last slice: its TimeoutError is the bound's
+                raise
+            return False
+        return True
+
+    if not wait_in_slices(within, timeout_s, stop, step):
+        raise TimeoutError(f"{step}: no answer within {timeout_s:g} s")
+    return answer[0]

@@ -134,7 +134,7 @@ def _unrecorded_at_exit(producer: EventProducer, unacked: dict[str, str],
     callers were answered, so only this line says the ledger never saw them)."""
     if not unacked:
         return
-    with contextlib.suppress(DeliveryFailed):  # each one left is logged below
+    with contextlib.suppress(DeliveryFailed, RuntimeError):  # each one left is logged below
         producer.flush(timeout_s)  # serves the delivery reports, refusals logged by them
     for event_id, key in list(unacked.items()):
         logger.error("intent answered from the receipt cache not recorded", extra=log_fields(

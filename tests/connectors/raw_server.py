@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 
 class RawServer:
@@ -32,3 +32,29 @@ class RawServer:
     def close(self) -> None:
         self.stop.set()
         self._listener.close()
+
+
+def requests_on(conn: socket.socket, stop: threading.Event) -> Iterator[dict[str, str]]:
+    """The headers of each HTTP/1.1 request read from ``conn``, one after another (a kept
+    connection); each body is read and dropped. Ends when the peer hangs up, the socket
+    fails or ``stop`` is set."""
+    buffer = b""
+    while not stop.is_set():
+        while b"\r\n\r\n" not in buffer:
+            try:
+                chunk = conn.recv(4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            buffer += chunk
+        head, _, buffer = buffer.partition(b"\r\n\r\n")
+        headers = dict(line.split(": ", 1) for line in head.decode().split("\r\n")[1:])
+        length = int(headers.get("Content-Length", "0"))
+        while len(buffer) < length:
+            chunk = conn.recv(4096)
+            if not chunk:
+                return
+            buffer += chunk
+        buffer = buffer[length:]
+        yield headers

@@ -26,7 +26,7 @@ from ledger_stream.connector.memory import MemoryTarget
 from ledger_stream.connector.target import EffectRequest, Target
 from ledger_stream.domain import events as ev
 from ledger_stream.serde import AvroCodec
-from tests.connectors.raw_server import RawServer
+from tests.connectors.raw_server import RawServer, requests_on
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -128,20 +128,8 @@ class Api:
         self.url = self._server.url
 
     def _serve(self, conn: Any, stop: threading.Event) -> None:
-        buffer = b""
         with conn:
-            while not stop.is_set():
-                while b"\r\n\r\n" not in buffer:
-                    chunk = conn.recv(4096)
-                    if not chunk:
-                        return
-                    buffer += chunk
-                head, _, buffer = buffer.partition(b"\r\n\r\n")
-                headers = dict(line.split(": ", 1) for line in head.decode().split("\r\n")[1:])
-                length = int(headers.get("Content-Length", "0"))
-                while len(buffer) < length:
-                    buffer += conn.recv(4096)
-                buffer = buffer[length:]
+            for headers in requests_on(conn, stop):
                 body = f'{{"id": "pay-{headers.get("Idempotency-Key", "")}"}}'.encode()
                 conn.sendall(b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
                              + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)

@@ -23,7 +23,7 @@ from connectors import http_exchange
 from connectors.http import HttpTarget
 from ledger_stream.connector.target import EffectRequest
 from ledger_stream.domain.events import OutcomeStatus
-from tests.connectors.raw_server import RawServer
+from tests.connectors.raw_server import RawServer, requests_on
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -48,23 +48,8 @@ class Api:
         with self._lock:
             self.connections += 1
             number = self.connections
-        buffer = b""
         with conn:
-            while not stop.is_set():
-                while b"\r\n\r\n" not in buffer:
-                    try:
-                        chunk = conn.recv(4096)
-                    except OSError:
-                        return
-                    if not chunk:
-                        return
-                    buffer += chunk
-                head, _, buffer = buffer.partition(b"\r\n\r\n")
-                headers = dict(line.split(": ", 1) for line in head.decode().split("\r\n")[1:])
-                length = int(headers.get("Content-Length", "0"))
-                while len(buffer) < length:
-                    buffer += conn.recv(4096)
-                buffer = buffer[length:]
+            for headers in requests_on(conn, stop):
                 key = headers.get("Idempotency-Key", "")
                 with self._lock:
                     self.requests.append((number, key))

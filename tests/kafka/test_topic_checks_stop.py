@@ -6,9 +6,6 @@ status 0 and one line, as it does during the other start-up waits."""
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,6 +14,7 @@ import pytest
 from ledger_stream.config import Settings
 from ledger_stream.kafka.layout import Layout
 from ledger_stream.processor import preflight, runtime
+from tests.processor.start_up_stop import assert_a_stop_ends_the_start_up
 
 NOWHERE = "127.0.0.1:1"  # no broker ever answers: each admin request waits its whole bound
 
@@ -43,25 +41,5 @@ def test_sigterm_during_the_topic_checks_ends_the_start_up(
     if step == "configure the group":  # the configs were read: the group's set-up waits
         monkeypatch.setattr(preflight, "_describe", lambda *_a, **_kw: {
             "message.timestamp.type": "LogAppendTime"})
-    stop = threading.Event()
-    outcome: list[object] = []
-
-    def start() -> None:
-        try:
-            outcome.append(runtime.run_processor(settings, stop))
-        except BaseException as exc:  # noqa: BLE001 - asserted below
-            outcome.append(exc)
-
-    caplog.set_level(logging.INFO, "ledger_stream.processor.runtime")
-    starting = threading.Thread(target=start, daemon=True)  # before: stuck for 30 s or more
-    starting.start()
-    time.sleep(1.0)  # inside the admin request by now
-    told = time.monotonic()
-    stop.set()  # what the processor command's SIGTERM handler does during start-up
-    starting.join(5)
-    assert not starting.is_alive(), f"SIGTERM did not end the wait to {step}"
-    assert outcome == [None], outcome  # returned: the command exits 0
-    assert time.monotonic() - told < 2.5
-    said = [r.getMessage() for r in caplog.records if r.name == "ledger_stream.processor.runtime"]
-    assert said.count("processor stopped while waiting for Kafka at start-up") == 1, said
-
+    # Before: stuck in the admin request for 30 s or more.
+    assert_a_stop_ends_the_start_up(settings, caplog, step, within_s=2.5)

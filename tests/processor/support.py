@@ -6,18 +6,21 @@ from __future__ import annotations
 import json
 import random
 import re
+import signal
 import socket
+import threading
 import time
 import urllib.request
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from ledger_lab.harness.processes import Proc
+from ledger_lab.harness.processes import Proc, start_processor
 from ledger_stream.config import Settings
 from ledger_stream.domain import absent, decide
 from ledger_stream.domain import events as ev
@@ -120,6 +123,19 @@ def kill_all(procs: Iterable[Proc]) -> None:
     for proc in procs:
         if proc.alive():
             proc.kill()
+
+
+def run_to_the_failpoint(settings: Settings, state_dir: Path, log: Path, point: str,
+                         *args: str, env: dict[str, str] = QUIET) -> None:
+    """Run a processor (``args`` its flags, ``env`` its environment) with
+    ``LEDGER_FAILPOINT=point`` until it dies there by SIGKILL, within 90 s: one that ends
+    otherwise fails the test, one still running is killed."""
+    proc = start_processor(settings, state_dir, log, *args,
+                           env={**env, "LEDGER_FAILPOINT": point})
+    try:
+        assert wait_exit(proc, 90) == -signal.SIGKILL, proc.tail()
+    finally:
+        kill_all([proc])
 
 
 def log_lines(proc: Proc, pattern: str) -> list[str]:
@@ -265,3 +281,11 @@ def send_over_time(settings: Settings, events: list[ev.Intent], seconds: float) 
         producer.flush()
         time.sleep(0.1)
     producer.close()
+
+
+def streaming(settings: Settings, events: list[ev.Intent], seconds: float) -> threading.Thread:
+    """``send_over_time`` on a daemon thread, started (join it before reading the outputs)."""
+    stream = threading.Thread(target=send_over_time, args=(settings, events, seconds),
+                              daemon=True)
+    stream.start()
+    return stream

@@ -8,8 +8,6 @@ dispatch id."""
 
 from __future__ import annotations
 
-import signal
-import threading
 from pathlib import Path
 
 import pytest
@@ -20,10 +18,9 @@ from tests.processor.support import (
     QUIET,
     assert_outputs_match_the_model,
     intent_stream,
-    kill_all,
     receipts_for,
-    send_over_time,
-    wait_exit,
+    run_to_the_failpoint,
+    streaming,
 )
 
 pytestmark = pytest.mark.timeout(300)
@@ -43,20 +40,13 @@ def test_sigkill_at_each_checkpoint_step(ledger_topics: Settings, tmp_path: Path
                                          point: str, guarantee: str) -> None:
     s = ledger_topics
     events = intent_stream(keys=900, seed=POINTS.index(point))
-    stream = threading.Thread(target=send_over_time, args=(s, events, 5.0), daemon=True)
-    stream.start()
-    crashing = {**QUIET, "LEDGER_FAILPOINT": point}
+    stream = streaming(s, events, 5.0)
     # Twice on one state folder (the second start reuses a local store the crash left
     # behind or ahead of the changelog), then the last run on a fresh folder (restored from
     # the changelog alone).
-    runs = [("state-1", crashing), ("state-1", crashing)]
-    for n, (folder, env) in enumerate(runs, 1):
-        proc = start_processor(s, tmp_path / folder, tmp_path / f"crash-{n}.log",
-                               "--guarantee", guarantee, env=env)
-        try:
-            assert wait_exit(proc, 90) == -signal.SIGKILL, proc.tail()
-        finally:
-            kill_all([proc])
+    for n in (1, 2):
+        run_to_the_failpoint(s, tmp_path / "state-1", tmp_path / f"crash-{n}.log", point,
+                             "--guarantee", guarantee)
     last = start_processor(s, tmp_path / "state-2", tmp_path / "last.log",
                            "--guarantee", guarantee, env=QUIET)
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import random
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from tests.processor.support import (
     read_all,
     read_raw,
     receipts_for,
+    run_to_the_failpoint,
     scrape,
     served_metrics_port,
     wait_exit,
@@ -300,14 +300,9 @@ def test_sigkill_mid_stream_recovers_state_from_the_changelog(ledger_topics: Set
     # machine (2026-12-05) saw the whole stream decided before a kill timed by the first
     # receipts landed. Batches of at most 10, killed with the 30th handed to the producer and
     # unconfirmed: 29 batches (29 to 290 intents) are decided and committed, the rest is not.
-    first = start_processor(s, tmp_path / "state-1", tmp_path / "processor-1.log",
-                            "--guarantee", guarantee,
-                            env={**quiet, "LEDGER_MAX_BATCH": "10",
-                                 "LEDGER_FAILPOINT": "processor_after_produce@30"})
-    try:
-        assert wait_exit(first, 90) == -signal.SIGKILL, first.tail()
-    finally:
-        kill_all([first])
+    run_to_the_failpoint(s, tmp_path / "state-1", tmp_path / "processor-1.log",
+                         "processor_after_produce@30", "--guarantee", guarantee,
+                         env={**quiet, "LEDGER_MAX_BATCH": "10"})
     decided_before_kill = {r.intent_event_id for r in read_all(s, "receipts")}
     assert 29 <= len(decided_before_kill) <= 300 < len(events), len(decided_before_kill)
     # A fresh state folder: everything the restarted processor knows comes from the changelog.

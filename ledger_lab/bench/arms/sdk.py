@@ -13,6 +13,9 @@ Measured, in one run so the ratios compare like with like:
   ``status_sizes`` receipts (status_lookup.py), sequential and from 64 threads.
 
 Latencies in ms (p50/p99 nearest rank); rates per second over the wall time of the batch.
+The arm first runs WARM_UP_ROUNDS discarded rounds of the same measurement (without the
+view's sizes), on topics of their own: a fresh broker's JVM has not compiled its hot paths,
+and the arm alone (``--arms sdk``) would otherwise measure a cold broker.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from ledger_stream.config import Settings
 from ledger_stream.kafka import topics
 
 Say = Callable[[str], None]
+WARM_UP_ROUNDS = 1  # as the submit timeline's --warm-up default
 
 
 def timed(n: int, call: Callable[[int], object]) -> list[float]:
@@ -207,16 +211,24 @@ class SdkArm:
                  "duplicate submits from the receipt cache",
                  "a new client's first submit (a duplicate)", "fresh submits",
                  "status (reading the partition)"]
-        total = len(steps) + 2 + 3 * len(sizes.status_sizes)
+        per_round = len(steps) + 2
+        total = (per_round + 1) * WARM_UP_ROUNDS + per_round + 3 * len(sizes.status_sizes)
         done = [0]
 
         def say(line: str) -> None:
             ctx.progress(f"{self.name}: {line}", done[0], total)
             done[0] += 1
 
-        figures, rss = measure(ctx.bootstrap, f"{ctx.prefix}-sdk", ctx.folder("sdk"), say,
-                               calls=sizes.sdk_calls, agents=sizes.sdk_agents,
-                               call_ms=sizes.call_ms, status_sizes=sizes.status_sizes)
+        def round_(name: str, status_sizes: Sequence[int]) -> tuple[dict[str, float], float]:
+            return measure(ctx.bootstrap, f"{ctx.prefix}-{name}", ctx.folder(name), say,
+                           calls=sizes.sdk_calls, agents=sizes.sdk_agents,
+                           call_ms=sizes.call_ms, status_sizes=status_sizes)
+
+        for n in range(1, WARM_UP_ROUNDS + 1):
+            say(f"warm-up round {n} of {WARM_UP_ROUNDS} (discarded)")
+            round_(f"sdk-warm-{n}", ())
+        figures, rss = round_("sdk", sizes.status_sizes)
         return ArmResult(self.name, repetition, figures, rss,
                          {"calls": sizes.sdk_calls, "agents": sizes.sdk_agents,
-                          "status_sizes": list(sizes.status_sizes)})
+                          "status_sizes": list(sizes.status_sizes),
+                          "warm_up_rounds": WARM_UP_ROUNDS})
