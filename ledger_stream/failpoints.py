@@ -10,7 +10,11 @@ Processor points, in checkpoint order (ledger_stream/processor/checkpoint.py):
 ``processor_after_produce`` (a batch's outputs and changelog records handed to the producer,
 not confirmed), ``processor_after_flush`` (all confirmed; offsets not committed, or the
 transaction not committed), ``processor_after_commit`` (offsets committed, the local store
-not written). ``repartition_before_layout``: a repartition with every row written and the
+not written). Two points make the checkpoint fail instead of dying, as if the
+transaction's commit timed out and the producer had to be replaced:
+``processor_commit_unknown_before`` (before the commit, which then never happens) and
+``processor_commit_unknown_after`` (after ``commit_transaction`` returned: it did commit).
+``repartition_before_layout``: a repartition with every row written and the
 new layout not recorded yet.
 
 ``<name>@N`` fires the N-th time execution reaches the point instead of the first (N >= 1),
@@ -41,9 +45,16 @@ def parse(spec: str) -> tuple[str, int]:
 _armed, _remaining = parse(os.environ.get(ENV, ""))
 
 
-def failpoint(name: str) -> None:
+def reached(name: str) -> bool:
+    """Whether ``name`` is the armed point and this is the N-th time execution reaches it
+    (a point whose caller fails on purpose rather than dying)."""
     global _remaining
     if _armed and _armed == name:
         _remaining -= 1
-        if _remaining == 0:
-            os.kill(os.getpid(), signal.SIGKILL)
+        return _remaining == 0
+    return False
+
+
+def failpoint(name: str) -> None:
+    if reached(name):
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -23,24 +23,36 @@ d. Only then write each partition's overlay to its local store, in one write per
 
 A failure in a, b or c raises BatchAbandoned: the caller aborts, discards the overlays and
 reads the inputs again from the committed offsets, whose decisions reproduce the same
-bytes. A crash after c leaves the store behind its changelog, which restore catches up. A
-crash anywhere else leaves records of an uncommitted batch, which restore skips (at least
-once: they are duplicates of what the retried batch writes; exactly once: aborted).
+bytes. One failure in c leaves the outcome unknown: a commit given up on whose producer is
+replaced may still have gone through (the coordinator had begun it; the new producer's
+``init_transactions`` completes it). Deciding the batch again would then write each of its
+outputs twice, so the caller first asks the group (:meth:`Checkpoint.recover`): a batch
+that did commit is finished with step d, with the lower bound, as committed. A crash after
+c leaves the store behind its changelog, which restore catches up. A crash anywhere else
+leaves records of an uncommitted batch, which restore skips (at least once: they are
+duplicates of what the retried batch writes; exactly once: aborted).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 
 from confluent_kafka import Consumer
 
-from ledger_stream.failpoints import failpoint
+from ledger_stream.failpoints import failpoint, reached
+from ledger_stream.logs import log_fields
 from ledger_stream.processor import changelog
 from ledger_stream.processor.batch import Batch
 from ledger_stream.processor.delivery import Delivery
-from ledger_stream.processor.exceptions import BatchAbandoned
+from ledger_stream.processor.exceptions import BatchAbandoned, ProcessorError
+from ledger_stream.processor.outcome import BACKOFF_FIRST_S, BACKOFF_MAX_S, committed_through
 from ledger_stream.processor.stages import BatchClock
 from ledger_stream.processor.step import LedgerStep
+from ledger_stream.state import StoreError
+
+logger = logging.getLogger(__name__)
 
 
 class Checkpoint:
@@ -57,6 +69,9 @@ class Checkpoint:
         self._group = group
         self._instance = instance
         self.clock = BatchClock()  # the runtime starts it as a batch's poll begins
+        # A batch whose commit began (step c) and did not return, with the changelog
+        # records it wrote per partition: only such a batch's outcome can be unknown.
+        self._committing: tuple[Batch, dict[int, int]] | None = None
 
     def run(self, batch: Batch) -> None:
         """Steps b, c and d for a batch that went through step a."""
@@ -67,16 +82,67 @@ class Checkpoint:
         changelog_next = self.delivery.confirm()
         lap("flush")
         failpoint("processor_after_flush")
+        self._committing = batch, written
+        if reached("processor_commit_unknown_before"):
+            raise BatchAbandoned("producer_wedged", "failpoint: commit never called",
+                                 new_producer=True)
         self._commit(batch)
+        if reached("processor_commit_unknown_after"):
+            raise BatchAbandoned("producer_wedged", "failpoint: commit returned",
+                                 new_producer=True)
+        self._committing = None
         lap("commit")
         failpoint("processor_after_commit")
+        self._store(batch, written, changelog_next)
+        lap("store")
+
+    def recover(self, batch: Batch, stop: threading.Event) -> bool:
+        """After ``batch`` was abandoned with an unusable producer: replace it (retrying
+        while not ``stop``), then learn whether the batch committed after all. True when
+        it did: its overlays are then in the stores (step d) and the caller counts it
+        committed and reads on. False when it did not, when its commit never began, or when
+        ``stop`` came first (the outcome stays unknown: a restart reads from the committed
+        offsets and restores from the changelog, correct either way)."""
+        committing, self._committing = self._committing, None
+        if not self._replace_producer(stop) or committing is None or committing[0] is not batch:
+            return False
+        written = committing[1]
+        # The new producer's init_transactions returned: the old transaction is resolved.
+        if not committed_through(self._consumer,
+                                 batch.offsets(self._step.policy.revision), stop):
+            return False
+        logger.warning("the abandoned batch committed after all: its outputs stay as "
+                       "written, its state is kept", extra=log_fields(
+                           records=batch.records, partitions=sorted(batch.overlays)))
+        try:
+            self._store(batch, written, {})  # no report is known: the lower bound
+        except StoreError as exc:
+            raise ProcessorError(f"state store failed after a commit: {exc}") from exc
+        return True
+
+    def _replace_producer(self, stop: threading.Event) -> bool:
+        delay = BACKOFF_FIRST_S
+        while not stop.is_set():
+            try:
+                self.delivery.replace_producer()
+                return True
+            except BatchAbandoned as why:
+                logger.warning("new producer failed; retrying", extra=log_fields(
+                    error=why.reason, retry_s=delay))
+                stop.wait(delay)
+                delay = min(BACKOFF_MAX_S, delay * 2)
+        return False
+
+    @staticmethod
+    def _store(batch: Batch, written: dict[int, int], changelog_next: dict[int, int]) -> None:
+        """Step d: each changed overlay to its store, with the changelog offset it reflects
+        (reported, else the lower bound)."""
         for partition, overlay in batch.overlays.items():
             if overlay.changed:
                 reflected = changelog_next.get(partition)
                 if reflected is None:  # not reported: the lower bound (see step d)
                     reflected = overlay.store.changelog_offset + written.get(partition, 0)
                 overlay.store.write(overlay.store_batch(reflected))
-        lap("store")
 
     def _produce(self, batch: Batch) -> dict[int, int]:
         """Hand the batch's records to the producer; the changelog records per partition."""

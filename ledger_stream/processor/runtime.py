@@ -304,8 +304,9 @@ class Processor:
             self._checkpoint.delivery.abort()
         except BatchAbandoned:
             new_producer = True  # it cannot abort: a new one aborts when it initialises
-        if new_producer:
-            self._replace_producer()
+        if new_producer and self._checkpoint.recover(batch, self._stop):
+            self._committed(batch)  # its commit went through after all: read on
+            return
         rewound = self._rewind()
         if not rewound or (not self._assignment.incremental and (
                 why.await_rebalance or self._consumer.memberid() != batch.member)):
@@ -319,18 +320,6 @@ class Processor:
             "registry", f"schema registry unavailable, retrying in {self._backoff_s:g} s: "
             f"{exc}"), batch)
         self._stop.wait(self._backoff_s)
-
-    def _replace_producer(self) -> None:
-        delay = BACKOFF_FIRST_S
-        while not self._stop.is_set():
-            try:
-                self._checkpoint.delivery.replace_producer()
-                return
-            except BatchAbandoned as why:
-                logger.warning("new producer failed; retrying", extra=log_fields(
-                    error=why.reason, retry_s=delay))
-                self._stop.wait(delay)
-                delay = min(BACKOFF_MAX_S, delay * 2)
 
     def _rewind(self, partitions: list[int] | None = None) -> bool:
         """Read every owned partition (or ``partitions``) again from its committed offsets.
