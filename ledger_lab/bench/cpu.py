@@ -197,7 +197,7 @@ class ProcessorRun:
             (step_module, "invalid_reason", timed("validate", step_module.invalid_reason)),
             (step_module, "decide", timed("decide", step_module.decide)),
             (partition_module, "decode_row", timed("store", partition_module.decode_row)),
-            (partition_module, "encode_row", timed("store", partition_module.encode_row)),
+            (step_module, "encode_row", timed("store", step_module.encode_row)),
             (self.delivery, "send", timed("produce", self.delivery.send)),
             (self.delivery, "send_all", timed("produce", self.delivery.send_all)),
             (self.delivery, "confirm", timed("produce", self.delivery.confirm)),

@@ -13,6 +13,8 @@ from ledger_stream import tracing
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.message import position
 from ledger_stream.processor.changelog import Positions
+from ledger_stream.processor.exceptions import OutputTooLarge
+from ledger_stream.processor.limits import RECORD_MAX, RECORD_ROOM
 from ledger_stream.processor.partition import PartitionOverlay
 from ledger_stream.processor.step import Forward, LedgerStep, Out
 from ledger_stream.state import PartitionStore
@@ -130,22 +132,21 @@ class Batch:
         record_key, value = msg.key(), msg.value()
         event = step.read(value, record_key, topic, partition, offset, now)
         if isinstance(event, Forward):  # placed under the count before repartition
-            try:
-                raw = msg.headers() or []
-            except Exception:  # noqa: BLE001 - a header name not UTF-8 makes the client raise
-                raw = []  # the record still goes home (a raise here would recur on restart)
-            pairs = raw.items() if isinstance(raw, dict) else raw
-            headers = tuple((str(n), d) for n, d in pairs if isinstance(d, bytes))
-            self.outputs.append(Out(event.role, record_key, value or b"", headers,
-                                    event.partition))
+            self.outputs += _forwarded(step, overlay, msg, event,
+                                       (topic, partition, offset, record_key, value or b""), now)
         elif isinstance(event, ev.Containment):
             self.outputs.extend(step.contain(overlay, event, now, (topic, offset),
                                              record_key or b"", self.sent_ms))
         elif not isinstance(event, ev.Tick):
             # The input's trace context goes on what answers it (never a new span's: the
             # same input must produce the same records on a replay).
-            self.outputs += step.decide(overlay, event, now, self.sent_ms,
-                                        tracing.of_message(msg))
+            try:
+                self.outputs += step.decide(overlay, event, now, self.sent_ms,
+                                            tracing.of_message(msg))
+            except OutputTooLarge as exc:  # dead-lettered, not a batch that fails each retry
+                self.outputs += step.dead_letter(
+                    overlay, (topic, partition, offset, record_key, value or b""),
+                    f"Kafka would refuse its outputs: {exc}", now)
         self._next[(topic, partition)] = offset + 1
         self.records += 1
 
@@ -167,6 +168,26 @@ class Batch:
                     found.append(TopicPartition(topic, partition, offset, metadata)
                                  if metadata else TopicPartition(topic, partition, offset))
         return found
+
+
+def _forwarded(step: LedgerStep, overlay: PartitionOverlay, msg: Message, to: Forward,
+               record: tuple[str, int, int, bytes | None, bytes], now: int) -> list[Out]:
+    """The record, unchanged, to its key's partition now; dead-lettered instead when the
+    processor's producer would refuse it (another producer, with a larger limit, wrote it:
+    a refused produce would fail every retry of the batch)."""
+    try:
+        raw = msg.headers() or []
+    except Exception:  # noqa: BLE001 - a header name not UTF-8 makes the client raise
+        raw = []  # the record still goes home (a raise here would recur on restart)
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    headers = tuple((str(n), d) for n, d in pairs if isinstance(d, bytes))
+    key, value = record[3] or b"", record[4]
+    size = len(key) + len(value) + sum(len(n.encode()) + len(d) for n, d in headers)
+    if size > RECORD_ROOM:
+        return step.dead_letter(overlay, record, (
+            f"a record to forward to partition {to.partition} takes {size:,} bytes with its "
+            f"key and headers, more than Kafka takes in a record ({RECORD_MAX:,})"), now)
+    return [Out(to.role, record[3], value, headers, to.partition)]
 
 
 def rewind_to(positions: Positions, topics: tuple[str, str], partition: int

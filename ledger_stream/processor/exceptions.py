@@ -41,3 +41,9 @@ class BatchAbandoned(ProcessorError):
         self.reason = reason
         self.await_rebalance = await_rebalance
         self.new_producer = new_producer
+
+
+class OutputTooLarge(Exception):
+    """A decision would make a record Kafka refuses (a state row or an output past the
+    producer's limit): nothing of it was applied. The message says which record and its
+    size. The processor dead-letters the input that made it instead (never a stall)."""

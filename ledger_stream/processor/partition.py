@@ -22,7 +22,7 @@ from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState, absent
 from ledger_stream.logs import log_fields
 from ledger_stream.processor.changelog import CONTAINMENT_KEY, due_header
-from ledger_stream.state import PartitionStore, StoreBatch, TimerEntry, decode_row, encode_row
+from ledger_stream.state import PartitionStore, StoreBatch, TimerEntry, decode_row
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +36,7 @@ class PartitionOverlay:
         self.clock = store.clock_ms
         self._start_clock = self.clock
         self._changed: dict[str, KeyState] = {}
+        self._encoded: dict[str, bytes] = {}  # each changed key's row, as put
         # The due of each changed key's stored state (and of keys read without a row: none)
         self._stored_due: dict[str, int | None] = {}
         self._due: dict[str, int | None] = {}  # due of each changed key's current state
@@ -77,10 +78,13 @@ class PartitionOverlay:
         """The keys this batch changed so far (a copy)."""
         return dict(self._changed)
 
-    def put(self, key: str, before: KeyState, after: KeyState) -> None:
+    def put(self, key: str, before: KeyState, after: KeyState, row: bytes) -> None:
+        """``after`` replaces ``before``; ``row``: its encoded row, the bytes the checkpoint
+        writes (the step encoded it to check its size, so it is not encoded again)."""
         if key not in self._changed and key not in self._stored_due:
             self._stored_due[key] = due_ms(before, self._policy)
         self._changed[key] = after
+        self._encoded[key] = row
         # Computed once per state: the timers, the store's index and the heap read it here.
         due = self._due[key] = due_ms(after, self._policy)
         if due is not None:
@@ -141,7 +145,7 @@ class PartitionOverlay:
     def rows(self) -> dict[str, bytes]:
         """The changed keys' rows, encoded once for the changelog and the store."""
         if self._rows is None:
-            self._rows = {key: encode_row(state) for key, state in self._changed.items()}
+            self._rows = dict(self._encoded)
             if self._containment_changed:
                 self._rows[CONTAINMENT_KEY] = json.dumps(
                     self.containment().to_row(), separators=(",", ":"),

@@ -27,6 +27,7 @@ from ledger_stream import tracing
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.containment import (
     Containment,
+    Hold,
     command_scope,
     counted,
     refused_on_read,
@@ -39,8 +40,16 @@ from ledger_stream.domain.validation import invalid_reason
 from ledger_stream.kafka.partitioner import key_partition
 from ledger_stream.logs import log_fields
 from ledger_stream.processor import metrics
+from ledger_stream.processor.exceptions import OutputTooLarge
+from ledger_stream.processor.limits import (
+    ERROR_TEXT_MAX,
+    RECORD_ROOM,
+    REPORTS,
+    error_cut,
+    oversized,
+)
 from ledger_stream.serde import AvroCodec, DecodeError
-from ledger_stream.state.rows import row_texts_too_large
+from ledger_stream.state.rows import encode_row, row_texts_too_large
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +78,8 @@ class StateView(Protocol):
 
     def state(self, key: str) -> KeyState: ...
 
-    def put(self, key: str, before: KeyState, after: KeyState) -> None: ...
+    def put(self, key: str, before: KeyState, after: KeyState, row: bytes) -> None:
+        """``after`` replaces ``before``; ``row``: its encoded row (``encode_row``)."""
 
     def containment(self) -> Containment: ...
 
@@ -160,6 +170,8 @@ class LedgerStep:
         if reason is not None:
             return _poison(topic, partition, offset,
                            f"invalid {type(event).__name__}: {reason}", now_ms, key, value)
+        if type(event) in REPORTS and len(event.error) > ERROR_TEXT_MAX:
+            event = error_cut(event)
         result: ev.InputEvent = event
         return result
 
@@ -167,52 +179,36 @@ class LedgerStep:
                sent_ms: int = 0, headers: tracing.Headers = ()) -> list[Out]:
         """Decide ``event`` at partition time ``now_ms``; the new state goes to ``view``.
         ``sent_ms``: the wall time the outputs leave (``decide``'s: deadlines wait for them).
-        ``headers``: the input's trace context, put on every output (tracing.py)."""
+        ``headers``: the input's trace context, put on every output (tracing.py).
+
+        Raises :class:`OutputTooLarge`, with nothing changed or counted, when Kafka would
+        refuse one of the records the decision makes (its key's state row or an output);
+        a PoisonInput's records always fit (``CARRIED_MAX``)."""
         started = time.perf_counter()
         if isinstance(event, ev.PoisonInput):
             key_text = event.key.decode("utf-8", "replace") if event.key else ""
             state = absent(key_text)
             decision = decide(state, event, self.policy, now_ms)
-            self.tally.add(_child(metrics.DLQ, event.topic))
             out_key = event.key
         else:
             key_text = event.key
             state = view.state(key_text)
             containment = view.containment()
-            hold = None
-            if containment.freezes:
-                tenant, action = (state.tenant, state.action) if state.phase.live else (
-                    (event.tenant, event.action) if isinstance(event, ev.Intent) else ("", ""))
-                # A new intent's workflow version, for the freezes by version: a key in
-                # flight under a held version finishes.
-                workflow = (event.workflow.graph, event.workflow.version) \
-                    if isinstance(event, ev.Intent) and not state.phase.in_flight else None
-                hold = containment.hold_for(
-                    tenant, action, key_text,
-                    state.held_by if state.phase is Phase.HELD else "", workflow)
+            hold = _hold(containment, state, event, key_text) if containment.freezes else None
             decision = decide(state, event, self.policy, now_ms, hold, sent_ms)
-            after = decision.state
-            if after is not state:
-                view.put(key_text, state, after)
-                was, now = state.phase, after.phase
-                if was is not now and Phase.NEEDS_OPERATOR in (was, now):
-                    _count_operator_queue(self.tally, was, now)
-                if was is Phase.HELD or now is Phase.HELD:  # a freeze holds or frees it
-                    before_by = state.held_by if was is Phase.HELD else ""
-                    after_by = after.held_by if now is Phase.HELD else ""
-                    if before_by != after_by:
-                        view.put_containment(containment.moved(key_text, before_by, after_by))
             out_key = key_text.encode("utf-8")
-        # One pass over the outputs: each encoded into its Out (headers and all), and what
-        # the metrics count noted on the way.
+        # One pass over the outputs: each encoded into its Out (headers and all), what the
+        # metrics count and the longest value noted on the way.
         encode, outs = self._codec.encode, []
         alerts: list[ev.Alert] = []
         answers: list[ev.Receipt] = []  # receipts answering this intent (one, or none)
-        dispatched = False
+        dispatched, longest = False, 0
         answering = event.event_id if isinstance(event, ev.Intent) else None
         for output in decision.outputs:
-            outs.append(_new_out(Out, (_TOPIC_OF[type(output)], out_key, encode(output),
-                                       headers, None)))
+            value = encode(output)
+            if len(value) > longest:
+                longest = len(value)
+            outs.append(_new_out(Out, (_TOPIC_OF[type(output)], out_key, value, headers, None)))
             if isinstance(output, ev.Receipt):
                 if output.intent_event_id == answering:
                     answers.append(output)
@@ -220,6 +216,18 @@ class LedgerStep:
                 dispatched = True
             elif isinstance(output, ev.Alert):
                 alerts.append(output)
+        if isinstance(event, ev.PoisonInput):
+            self.tally.add(_child(metrics.DLQ, event.topic))
+        else:
+            after = decision.state
+            # The row encoded here is the one the checkpoint writes (never encoded again).
+            row = encode_row(after) if after is not state else None
+            if row is not None and len(row) > longest:
+                longest = len(row)
+            if longest > RECORD_ROOM - 4 * len(key_text):  # rare: the exact check
+                _refuse(outs, row, key_text)
+            if row is not None:
+                self._apply(view, key_text, state, after, containment, row)
         outcome = _count(self.tally, event, alerts, answers, dispatched)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("decided", extra=log_fields(
@@ -230,6 +238,19 @@ class LedgerStep:
         if not isinstance(event, ev.Timer):
             self.tally.seconds.append(time.perf_counter() - started)
         return outs
+
+    def _apply(self, view: StateView, key: str, before: KeyState, after: KeyState,
+               containment: Containment, row: bytes) -> None:
+        """Put ``after`` (encoded: ``row``) in ``view``, with the containment a hold moves."""
+        view.put(key, before, after, row)
+        was, now = before.phase, after.phase
+        if was is not now and Phase.NEEDS_OPERATOR in (was, now):
+            _count_operator_queue(self.tally, was, now)
+        if was is Phase.HELD or now is Phase.HELD:  # a freeze holds or frees it
+            before_by = before.held_by if was is Phase.HELD else ""
+            after_by = after.held_by if now is Phase.HELD else ""
+            if before_by != after_by:
+                view.put_containment(containment.moved(key, before_by, after_by))
 
     def contain(self, view: StateView, event: ev.Containment, now_ms: int,
                 where: tuple[str, int], record_key: bytes, sent_ms: int = 0) -> list[Out]:
@@ -262,7 +283,7 @@ class LedgerStep:
         metrics.CONTAINMENT.labels("freeze" if event.frozen else "unfreeze").inc()
         outs: list[Out] = []
         for key in released:
-            outs.extend(self.decide(view, ev.Release(key, scope), now_ms, sent_ms))
+            outs.extend(self._made_here(view, ev.Release(key, scope), now_ms, sent_ms))
         if released:  # entries of keys that had moved on are dropped too
             view.put_containment(view.containment().without_scope(scope))
         return outs
@@ -272,7 +293,26 @@ class LedgerStep:
         """A key's deadline has come: decide its Timer (a stale one changes nothing)."""
         kind = _TIMER_KIND.get(view.state(key).phase, "stale")
         self.tally.add(_child(metrics.TIMERS, kind))
-        return self.decide(view, ev.Timer(key, due_ms), now_ms, sent_ms)
+        return self._made_here(view, ev.Timer(key, due_ms), now_ms, sent_ms)
+
+    def dead_letter(self, view: StateView, record: tuple[str, int, int, bytes | None, bytes],
+                    reason: str, now_ms: int) -> list[Out]:
+        """The dead letter and alert of a readable ``record`` (topic, partition, offset,
+        key, value) the processor cannot act on, for ``reason``; no key's state changes."""
+        topic, partition, offset, key, value = record
+        return self.decide(view, _poison(topic, partition, offset, reason, now_ms, key, value),
+                           now_ms)
+
+    def _made_here(self, view: StateView, event: ev.Timer | ev.Release, now_ms: int,
+                   sent_ms: int) -> list[Out]:
+        """Decide an event the processor makes (a deadline, a release): no record to
+        dead-letter, so one whose records Kafka would refuse is not applied, and logged."""
+        try:
+            return self.decide(view, event, now_ms, sent_ms)
+        except OutputTooLarge as exc:
+            logger.error("decision not applied: Kafka would refuse its records", extra=log_fields(
+                key=event.key, event=type(event).__name__, reason=str(exc)))
+            return []
 
     def encode_tick(self, partition: int, instance: str, at_ms: int) -> bytes:
         return self._codec.encode(ev.Tick(partition, instance, at_ms))
@@ -350,3 +390,26 @@ def _poison(topic: str, partition: int, offset: int, reason: str, now_ms: int,
         key = key[:CARRIED_MAX] if key is not None else None
         value = value[:CARRIED_MAX] if value is not None else None
     return ev.PoisonInput(topic, partition, offset, reason, max(now_ms, 1), key, value)
+
+
+def _refuse(outs: list[Out], row: bytes | None, key: str) -> None:
+    """Raise OutputTooLarge, nothing changed, if a record of the decision (its key's
+    ``row``, its ``outs``) would not fit beside ``key`` in a record Kafka takes."""
+    room = RECORD_ROOM - len(key.encode("utf-8"))
+    refused = oversized(outs, row, room)
+    if refused:
+        raise OutputTooLarge(refused)
+
+
+def _hold(containment: Containment, state: KeyState, event: ev.InputEvent, key: str
+          ) -> Hold | None:
+    """The freeze covering ``key`` (whose ``event`` this is), if any."""
+    tenant, action = (state.tenant, state.action) if state.phase.live else (
+        (event.tenant, event.action) if isinstance(event, ev.Intent) else ("", ""))
+    # A new intent's workflow version, for the freezes by version: a key in flight under a
+    # held version finishes.
+    workflow = (event.workflow.graph, event.workflow.version) \
+        if isinstance(event, ev.Intent) and not state.phase.in_flight else None
+    return containment.hold_for(tenant, action, key,
+                                state.held_by if state.phase is Phase.HELD else "", workflow)
+

@@ -23,6 +23,11 @@ def _dispatched(key: str, lease_until: int) -> KeyState:
                     lease_until_ms=lease_until, intent_event_id="i", target="t")
 
 
+def put(overlay: PartitionOverlay, key: str, before: KeyState, after: KeyState) -> None:
+    """A state change as the step makes it: with its row, encoded."""
+    overlay.put(key, before, after, encode_row(after))
+
+
 def _store_with(*states: KeyState, clock: int = 0) -> MemoryPartitionStore:
     store = MemoryPartitionStore(0)
     rows = {s.key: encode_row(s) for s in states}
@@ -37,7 +42,7 @@ def test_reads_go_through_to_the_store_until_the_batch_changes_a_key() -> None:
     assert overlay.state("a") == a
     assert overlay.state("nobody").phase is Phase.ABSENT
     changed = replace(a, phase=Phase.RECONCILING, phase_since_ms=5)
-    overlay.put("a", a, changed)
+    put(overlay, "a", a, changed)
     assert overlay.state("a") == changed
     assert overlay.store.get("a") == encode_row(a)  # nothing written before step d
 
@@ -67,7 +72,7 @@ def test_a_changed_key_fires_at_its_new_deadline_not_its_stored_one() -> None:
     a = _dispatched("a", 1_000)
     overlay = PartitionOverlay(_store_with(a), POLICY)
     later = replace(a, lease_until_ms=3_000)
-    overlay.put("a", a, later)
+    put(overlay, "a", a, later)
     overlay.advance(2_000)
     assert overlay.due_now() == []  # the stored deadline (1,100) is stale
     overlay.advance(3_100)
@@ -80,7 +85,7 @@ def test_the_store_batch_moves_timer_entries_with_the_rows() -> None:
     overlay.advance(1_100)
     assert overlay.due_now() == [(1_100, "a")]
     reconciling = replace(a, phase=Phase.RECONCILING, phase_since_ms=1_100)
-    overlay.put("a", a, reconciling)
+    put(overlay, "a", a, reconciling)
     batch = overlay.store_batch(changelog_offset=42)
     assert batch.rows == {"a": encode_row(reconciling)}
     assert set(batch.timers_removed) == {(1_100, "a")}
@@ -117,8 +122,8 @@ def test_each_state_put_has_its_deadline_computed_once(monkeypatch: pytest.Monke
     overlay = PartitionOverlay(_store_with(*(_dispatched(k, 1_000) for k in keys)), POLICY)
     for key in keys:
         before = overlay.state(key)
-        overlay.put(key, before, replace(before, lease_until_ms=2_000))
-    overlay.put("k0", overlay.state("k0"), replace(overlay.state("k0"), lease_until_ms=50))
+        put(overlay, key, before, replace(before, lease_until_ms=2_000))
+    put(overlay, "k0", overlay.state("k0"), replace(overlay.state("k0"), lease_until_ms=50))
     assert len(calls) == 2 * len(keys) + 1
     overlay.advance(200)
     assert overlay.due_now() == [(150, "k0")]  # the lease, then the stall allowance
@@ -134,7 +139,7 @@ def test_the_changelog_records_of_a_batch_name_it_and_carry_each_rows_basis() ->
 
     a = _dispatched("a", 1_000)
     overlay = PartitionOverlay(_store_with(a), POLICY)
-    overlay.put("a", a, replace(a, phase=Phase.RECONCILING, phase_since_ms=5))
+    put(overlay, "a", a, replace(a, phase=Phase.RECONCILING, phase_since_ms=5))
     overlay.put_containment(containment.NONE)
     overlay.advance(70)
     batch = changelog.headers("g", changelog.Positions(4, 9))
@@ -163,10 +168,10 @@ def test_a_key_read_without_a_row_has_no_stored_deadline_to_compute(
     overlay = PartitionOverlay(_store_with(_dispatched("stored", 1_000)), POLICY)
     overlay.read_ahead(["fresh", "stored"])
     new = _dispatched("fresh", 2_000)
-    overlay.put("fresh", overlay.state("fresh"), new)
+    put(overlay, "fresh", overlay.state("fresh"), new)
     assert asked == [new]
     moved = replace(overlay.state("stored"), lease_until_ms=3_000)
-    overlay.put("stored", overlay.state("stored"), moved)
+    put(overlay, "stored", overlay.state("stored"), moved)
     assert asked == [new, _dispatched("stored", 1_000), moved]  # its index entry goes
     written = overlay.store_batch(None)
     assert written.timers_removed == {(due_ms(_dispatched("stored", 1_000), POLICY),

@@ -137,7 +137,7 @@ class OneKey:
     def state(self, key: str):  # type: ignore[no-untyped-def]
         return self.states.get(key) or self._absent(key)
 
-    def put(self, key: str, before: object, after: object) -> None:
+    def put(self, key: str, before: object, after: object, row: bytes) -> None:
         self.states[key] = after
 
 
