@@ -26,3 +26,20 @@ def record_of(event: Any, topic: str, offset: int, timestamp: int,
     key = event.key.encode()
     home = partition_for(key, PARTITIONS) if partition is None else partition
     return FakeMessage(topic, home, offset, timestamp, key, CODEC.encode(event))
+
+
+class OneKey:
+    """The StateView of a partition holding nothing yet."""
+
+    def __init__(self) -> None:
+        from ledger_stream.domain.containment import NONE
+        from ledger_stream.domain.state import absent
+
+        self._absent, self.containment = absent, lambda: NONE
+        self.states: dict[str, object] = {}
+
+    def state(self, key: str):  # type: ignore[no-untyped-def]
+        return self.states.get(key) or self._absent(key)
+
+    def put(self, key: str, before: object, after: object, row: bytes) -> None:
+        self.states[key] = after

@@ -21,8 +21,7 @@ from ledger_stream.processor.limits import ERROR_TEXT_MAX, RECORD_MAX
 from ledger_stream.processor.step import LedgerStep, Out
 from ledger_stream.state import MemoryPartitionStore, decode_row
 from tests.factories import claim, intent, outcome
-from tests.processor.fakes import ATTEMPTS, CODEC, INTENTS, PARTITIONS, make_step, record_of
-from tests.processor.test_step import OneKey
+from tests.processor.fakes import ATTEMPTS, CODEC, INTENTS, PARTITIONS, OneKey, make_step, record_of
 
 pytestmark = pytest.mark.timeout(60)
 

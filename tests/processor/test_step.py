@@ -12,7 +12,7 @@ from ledger_stream.processor import metrics
 from ledger_stream.processor.step import LedgerStep, _child
 from ledger_stream.serde.exceptions import SchemaRegistryUnavailable
 from tests.factories import claim, intent, now_of, outcome, reconciled, resolution
-from tests.processor.fakes import ATTEMPTS, CODEC, INTENTS, PARTITIONS, make_step
+from tests.processor.fakes import ATTEMPTS, CODEC, INTENTS, PARTITIONS, OneKey, make_step
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -122,23 +122,6 @@ def test_a_registry_outage_is_not_poison() -> None:
                       {INTENTS: "intents"}, PARTITIONS)
     with pytest.raises(SchemaRegistryUnavailable):
         step.read(b"\x00\x00\x00\x00\x01", KEY.encode(), INTENTS, HOME, 1, 1)
-
-
-class OneKey:
-    """The StateView of a partition holding nothing yet."""
-
-    def __init__(self) -> None:
-        from ledger_stream.domain.containment import NONE
-        from ledger_stream.domain.state import absent
-
-        self._absent, self.containment = absent, lambda: NONE
-        self.states: dict[str, object] = {}
-
-    def state(self, key: str):  # type: ignore[no-untyped-def]
-        return self.states.get(key) or self._absent(key)
-
-    def put(self, key: str, before: object, after: object, row: bytes) -> None:
-        self.states[key] = after
 
 
 def test_each_output_is_built_once_with_the_inputs_trace_context() -> None:
