@@ -11,14 +11,18 @@ layout checks that follow it): each failed try logged, the pause between tries c
 the process's stop event (SIGTERM), which ends the wait with :class:`StopRequested`.
 :func:`wait_in_slices` is the one bounded wait for a single answer (an admin request's
 future, a produced record's acknowledgement): waited for in slices so the stop is seen.
+:func:`admin_answer` is that wait for a request librdkafka sends to the cluster's
+"controller", which asks for metadata between slices so a dead broker is not waited on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from confluent_kafka import KafkaException
@@ -33,6 +37,7 @@ logger = logging.getLogger(__name__)
 ATTEMPT_S = 5.0
 BACKOFF_MAX_S = 30.0
 SLICE_S = 1.0  # one slice of a wait for an answer: a stop is seen between them
+REDRAW_S = 0.5  # bound of the metadata request between two slices of an admin answer
 T = TypeVar("T")
 
 
@@ -85,6 +90,46 @@ def wait_in_slices(done_within: Callable[[float], bool], timeout_s: float,
             return True
         if time.monotonic() >= deadline:
             return False
+
+
+def admin_answer(admin: AdminClient, future: Future[T], timeout_s: float,
+                 stop: threading.Event | None, step: str) -> T:
+    """The answer of an admin request librdkafka routes to the cluster's "controller"
+    (DescribeConfigs and IncrementalAlterConfigs of a topic or a group): raises the error
+    the request met, TimeoutError past ``timeout_s``, StopRequested once ``stop`` is set
+    (seen about every ``SLICE_S`` + ``REDRAW_S``; the request may still be carried out).
+
+    Why the metadata is asked for between slices: librdkafka sends such a request to the
+    controller id of the last metadata answer and, while that broker is down, waits for it
+    to come back (it asks for metadata again only when it knows no controller at all). On
+    KRaft that id is a random live broker drawn by the answering broker, and a broker killed
+    moments ago still counts as live until its session times out, so a client that started
+    then could wait on a dead broker for the whole bound, and for every try after it (the
+    chaos soak: 110 s). A metadata answer that names another controller wakes the waiting
+    request, which then goes to that broker."""
+    answer: list[T] = []
+
+    def within(slice_s: float) -> bool:
+        try:
+            answer.append(future.result(slice_s))  # an error the request met is raised
+        except TimeoutError:
+            if slice_s < SLICE_S:  # the bound's last slice: its TimeoutError is the bound's
+                raise
+            _redraw_controller(admin)
+            return False
+        return True
+
+    if not wait_in_slices(within, timeout_s, stop, step):
+        raise TimeoutError(f"{step}: no answer within {timeout_s:g} s")
+    return answer[0]
+
+
+def _redraw_controller(admin: AdminClient) -> None:
+    """Ask for the cluster's metadata, whose answer carries a controller id drawn anew. No
+    answer within ``REDRAW_S`` is no harm: the request still updates the client when it is
+    answered, and the admin request's own bound stands."""
+    with contextlib.suppress(KafkaException):
+        admin.list_topics(timeout=REDRAW_S)
 
 
 def wait_for_kafka(bootstrap: str, who: str, stop: threading.Event, *,

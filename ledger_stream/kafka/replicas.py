@@ -8,6 +8,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
+from ledger_stream.kafka.reach import admin_answer
 
 MIN_ISR = "min.insync.replicas"
 
@@ -22,9 +23,9 @@ def below_min_isr(bootstrap: str, topics: list[str], timeout_s: float = 5.0) -> 
         wanted = [t for t in topics if t in meta]
         resources = [ConfigResource(ResourceType.TOPIC, t) for t in wanted]
         futures = admin.describe_configs(resources, request_timeout=timeout_s) if wanted else {}
-        min_isr = {res.name: int(future.result()[MIN_ISR].value)
-                   for res, future in futures.items()}
-    except (KafkaException, KeyError, ValueError):
+        min_isr = {res.name: int(admin_answer(admin, future, timeout_s, None, "min ISR")
+                                 [MIN_ISR].value) for res, future in futures.items()}
+    except (KafkaException, TimeoutError, KeyError, ValueError):
         return []
     found = []
     for topic in wanted:

@@ -26,6 +26,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, Resourc
 from ledger_stream.config import DAY_MS, Settings
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.exceptions import KafkaSetupError, TopicConfigMismatch
+from ledger_stream.kafka.reach import admin_answer
 
 LONG_RETENTION_MS = 90 * DAY_MS
 HISTORY_TOPICS = ("intents", "attempts", "dispatch")  # compact after the replay window
@@ -193,7 +194,11 @@ def _describe(admin: AdminClient, topic: str, timeout_s: float) -> dict[str, str
     while True:
         try:
             future = admin.describe_configs([resource], request_timeout=timeout_s)[resource]
-            return {name: entry.value for name, entry in future.result().items()}
+            entries = admin_answer(admin, future, timeout_s, None, f"describing topic {topic}")
+            return {name: entry.value for name, entry in entries.items()}
+        except TimeoutError as exc:
+            raise KafkaSetupError(f"describing topic {topic}: no answer within "
+                                  f"{timeout_s:g} s") from exc
         except KafkaException as exc:
             unknown = exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
             if not unknown or time.monotonic() > deadline:

@@ -16,8 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
@@ -31,7 +30,7 @@ from confluent_kafka.admin import (
 from ledger_stream.config import Settings
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.layout import Layout, LayoutRefused, check_layout
-from ledger_stream.kafka.reach import SLICE_S, StopRequested, keep_asking, wait_in_slices
+from ledger_stream.kafka.reach import StopRequested, admin_answer, keep_asking
 from ledger_stream.logs import log_fields
 from ledger_stream.processor.clients import group_config
 from ledger_stream.processor.exceptions import StartupRefused
@@ -42,7 +41,6 @@ INPUTS = ("intents", "attempts")
 OUTPUTS = ("dispatch", "receipts", "alerts", "dlq", "changelog")
 BEFORE = "message.timestamp.before.max.ms"
 AFTER = "message.timestamp.after.max.ms"
-T = TypeVar("T")
 
 
 def timestamp_problem(topic: str, config: Mapping[str, str | None], bound_ms: int
@@ -145,9 +143,9 @@ def configure_group(admin: AdminClient, group: str, config: Mapping[str, str],
                for name, value in config.items()]
     resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
     try:
-        _answer(admin.incremental_alter_configs([resource], request_timeout=timeout_s
-                                                )[resource], timeout_s, stop,
-                f"setting group {group}'s session timeout")
+        future = admin.incremental_alter_configs([resource], request_timeout=timeout_s)
+        admin_answer(admin, future[resource], timeout_s, stop,
+                     f"setting group {group}'s session timeout")
         return True
     except (KafkaException, TimeoutError) as exc:
         error = exc.args[0].str() if isinstance(exc, KafkaException) else "no answer"
@@ -174,9 +172,9 @@ def _describe(admin: AdminClient, topic: str, timeout_s: float,
     failure: Exception
     for attempt in range(1, DESCRIBE_ATTEMPTS + 1):
         try:
-            entries = admin.describe_configs([resource], request_timeout=timeout_s)[resource]
-            return {name: entry.value
-                    for name, entry in _answer(entries, timeout_s, stop, step).items()}
+            future = admin.describe_configs([resource], request_timeout=timeout_s)[resource]
+            entries = admin_answer(admin, future, timeout_s, stop, step)
+            return {name: entry.value for name, entry in entries.items()}
         except KafkaException as exc:
             err = exc.args[0]
             transient = err.retriable() or err.code() in (KafkaError._TIMED_OUT,
@@ -192,24 +190,3 @@ def _describe(admin: AdminClient, topic: str, timeout_s: float,
             raise StopRequested(step) from failure
     raise AssertionError("unreachable")
 
-
-def _answer(future: Future[T], timeout_s: float, stop: threading.Event | None, step: str) -> T:
-    """An admin request's answer: TimeoutError past ``timeout_s``. Waited for in slices
-    (``wait_in_slices``, as the layout's acknowledgement is), so a start-up SIGTERM need not
-    wait out the whole bound: StopRequested once ``stop`` is set (the request may still be
-    carried out: reading configs, or setting the group's own timeouts again, which the next
-    start does anyway)."""
-    answer: list[T] = []
-
-    def within(slice_s: float) -> bool:
-        try:
-            answer.append(future.result(slice_s))  # an error the request met is raised
-        except TimeoutError:
-            if slice_s < SLICE_S:  # the bound's last slice: its TimeoutError is the bound's
-                raise
-            return False
-        return True
-
-    if not wait_in_slices(within, timeout_s, stop, step):
-        raise TimeoutError(f"{step}: no answer within {timeout_s:g} s")
-    return answer[0]
