@@ -30,6 +30,9 @@ from ledger_stream.kafka import producer, topics
 from tests.model import background as model_background
 from tests.simulation import background
 
+# Commands run in-process configure logging as a process would: each test restores it.
+pytest_plugins = ["tests.logging_state"]
+
 BROKER_FIXTURES = {"kafka_bootstrap", "ledger_settings", "ledger_topics"}
 
 # Every process the tests start trusts the test approver's public key (processes refuse to
