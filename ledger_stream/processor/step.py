@@ -283,7 +283,7 @@ class LedgerStep:
         metrics.CONTAINMENT.labels("freeze" if event.frozen else "unfreeze").inc()
         outs: list[Out] = []
         for key in released:
-            outs.extend(self._made_here(view, ev.Release(key, scope), now_ms, sent_ms))
+            outs.extend(self._made_here(view, ev.Release(key, scope), now_ms, sent_ms) or ())
         if released:  # entries of keys that had moved on are dropped too
             view.put_containment(view.containment().without_scope(scope))
         return outs
@@ -292,8 +292,10 @@ class LedgerStep:
               sent_ms: int = 0) -> list[Out]:
         """A key's deadline has come: decide its Timer (a stale one changes nothing)."""
         kind = _TIMER_KIND.get(view.state(key).phase, "stale")
-        self.tally.add(_child(metrics.TIMERS, kind))
-        return self._made_here(view, ev.Timer(key, due_ms), now_ms, sent_ms)
+        outs = self._made_here(view, ev.Timer(key, due_ms), now_ms, sent_ms)
+        if outs is not None:  # a refused one is not counted: it fires again next batch
+            self.tally.add(_child(metrics.TIMERS, kind))
+        return outs or []
 
     def dead_letter(self, view: StateView, record: tuple[str, int, int, bytes | None, bytes],
                     reason: str, now_ms: int) -> list[Out]:
@@ -304,15 +306,16 @@ class LedgerStep:
                            now_ms)
 
     def _made_here(self, view: StateView, event: ev.Timer | ev.Release, now_ms: int,
-                   sent_ms: int) -> list[Out]:
+                   sent_ms: int) -> list[Out] | None:
         """Decide an event the processor makes (a deadline, a release): no record to
-        dead-letter, so one whose records Kafka would refuse is not applied, and logged."""
+        dead-letter, so one whose records Kafka would refuse is not applied, and logged
+        (None: nothing of it changed or counted)."""
         try:
             return self.decide(view, event, now_ms, sent_ms)
         except OutputTooLarge as exc:
             logger.error("decision not applied: Kafka would refuse its records", extra=log_fields(
                 key=event.key, event=type(event).__name__, reason=str(exc)))
-            return []
+            return None
 
     def encode_tick(self, partition: int, instance: str, at_ms: int) -> bytes:
         return self._codec.encode(ev.Tick(partition, instance, at_ms))

@@ -95,9 +95,11 @@ def test_a_timer_whose_row_kafka_would_refuse_is_not_applied_and_is_logged(
     view.states[KEY] = grown
     due = due_ms(grown, step.policy)
     assert due is not None
+    step.tally.counts.clear()
     with caplog.at_level(logging.ERROR, logger=step_module.__name__):
         assert step.timer(view, KEY, due, due) == []  # type: ignore[arg-type]
     assert view.state(KEY) is grown
+    assert not step.tally.counts  # nor counted: the timer fires again at every batch
     assert "Kafka would refuse its records" in caplog.text
 
 
