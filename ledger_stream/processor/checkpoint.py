@@ -170,7 +170,9 @@ class Checkpoint:
         if offsets and (not batch.member or self._consumer.memberid() != batch.member):
             # The consumer left or rejoined the group since it polled these records: their
             # partitions may belong to another member now. (The broker would refuse the
-            # commit too; this saves the round trip.)
+            # commit too; this saves the round trip.) No commit began: its outcome is known,
+            # and the group's offsets may be another member's, equal to this batch's.
+            self._committing = None
             raise BatchAbandoned("fenced", "fenced: this member left the group during the "
                                  "batch", await_rebalance=True)
         metadata = batch.group_metadata

@@ -64,3 +64,81 @@ def test_a_stop_leaves_the_outcome_unknown() -> None:
 
 def test_a_batch_without_offsets_cannot_tell() -> None:
     assert committed_through(Group(), [], threading.Event()) is False  # type: ignore[arg-type]
+
+
+# -- Checkpoint.recover: which abandoned batch asks the group at all -----------------------
+
+
+class _Delivery:
+    """A Delivery stand-in: accepts every record, counts commits and replacements."""
+
+    def __init__(self) -> None:
+        self.commits = 0
+        self.replaced = 0
+
+    def begin(self) -> None: ...
+
+    def send_all(self, records: Any) -> None:
+        list(records)
+
+    def send(self, *args: Any, **kwargs: Any) -> None: ...
+
+    def send_changelog(self, topic: str, partition: int, records: Any) -> None: ...
+
+    def confirm(self) -> dict[int, int]:
+        return {}
+
+    def commit(self, offsets: Any, metadata: Any) -> None:
+        self.commits += 1
+
+    def replace_producer(self) -> None:
+        self.replaced += 1
+
+
+class _Member(Group):
+    """The group as a member that left it sees it: another member owns the partition now
+    and committed it, to the very offsets of this member's batch (it read the same
+    records)."""
+
+    def __init__(self, member: str, *answers: Any) -> None:
+        super().__init__(*answers)
+        self.member = member
+
+    def memberid(self) -> str:
+        return self.member
+
+
+def _fenced_batch() -> tuple[Any, Any, Any]:
+    from collections import defaultdict
+
+    from ledger_stream.processor.batch import Batch
+    from ledger_stream.processor.checkpoint import Checkpoint
+    from ledger_stream.state import MemoryPartitionStore
+    from tests.factories import intent
+    from tests.processor.fakes import ATTEMPTS, INTENTS, PARTITIONS, make_step, record_of
+
+    step = make_step()
+    stores = {p: MemoryPartitionStore(p) for p in range(PARTITIONS)}
+    batch = Batch(step, stores, {}, (INTENTS, ATTEMPTS), member="m-1")
+    batch.add_all([record_of(intent(key="acme/pay/k1"), INTENTS, 0, 1_000)])  # type: ignore[list-item]
+    answer = {(tp.topic, tp.partition): tp.offset for tp in batch.offsets()}
+    delivery = _Delivery()
+    checkpoint = Checkpoint(delivery, _Member("m-2", answer), step,  # type: ignore[arg-type]
+                            defaultdict(lambda: "out"), "g", "i")
+    return batch, delivery, checkpoint
+
+
+def test_a_batch_fenced_before_its_commit_began_is_not_taken_for_committed() -> None:
+    # The member left the group during the batch: the checkpoint gives up before the commit
+    # (nothing of the batch can have committed). If its abort then fails, the producer is
+    # replaced; the group's offsets, another member's, must not make the batch count as
+    # committed (its overlays written to the stores, its partitions read on).
+    from ledger_stream.processor.exceptions import BatchAbandoned
+
+    batch, delivery, checkpoint = _fenced_batch()
+    with pytest.raises(BatchAbandoned, match="fenced"):
+        checkpoint.run(batch)
+    assert delivery.commits == 0
+    assert checkpoint.recover(batch, threading.Event()) is False
+    assert delivery.replaced == 1
+    assert not any(s.changelog_offset for s in batch._stores.values())
