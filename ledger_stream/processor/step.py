@@ -43,6 +43,8 @@ from ledger_stream.processor import metrics
 from ledger_stream.processor.exceptions import OutputTooLarge
 from ledger_stream.processor.limits import (
     ERROR_TEXT_MAX,
+    INPUT_ROOM,
+    MADE_HERE,
     RECORD_ROOM,
     REPORTS,
     error_cut,
@@ -224,8 +226,10 @@ class LedgerStep:
             row = encode_row(after) if after is not state else None
             if row is not None and len(row) > longest:
                 longest = len(row)
-            if longest > RECORD_ROOM - 4 * len(key_text):  # rare: the exact check
-                _refuse(outs, row, key_text)
+            # An input's decision leaves room for what the processor decides later.
+            room = RECORD_ROOM if type(event) in MADE_HERE else INPUT_ROOM
+            if longest > room - 4 * len(key_text):  # rare: the exact check
+                _refuse(outs, row, key_text, room)
             if row is not None:
                 self._apply(view, key_text, state, after, containment, row)
         outcome = _count(self.tally, event, alerts, answers, dispatched)
@@ -395,11 +399,10 @@ def _poison(topic: str, partition: int, offset: int, reason: str, now_ms: int,
     return ev.PoisonInput(topic, partition, offset, reason, max(now_ms, 1), key, value)
 
 
-def _refuse(outs: list[Out], row: bytes | None, key: str) -> None:
+def _refuse(outs: list[Out], row: bytes | None, key: str, room: int) -> None:
     """Raise OutputTooLarge, nothing changed, if a record of the decision (its key's
-    ``row``, its ``outs``) would not fit beside ``key`` in a record Kafka takes."""
-    room = RECORD_ROOM - len(key.encode("utf-8"))
-    refused = oversized(outs, row, room)
+    ``row``, its ``outs``) would not fit beside ``key`` in ``room`` bytes."""
+    refused = oversized(outs, row, room - len(key.encode("utf-8")))
     if refused:
         raise OutputTooLarge(refused)
 

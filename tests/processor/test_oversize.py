@@ -17,7 +17,7 @@ from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.processor import step as step_module
 from ledger_stream.processor.batch import Batch
 from ledger_stream.processor.exceptions import OutputTooLarge
-from ledger_stream.processor.limits import ERROR_TEXT_MAX, RECORD_MAX, RECORD_ROOM
+from ledger_stream.processor.limits import ERROR_TEXT_MAX, INPUT_ROOM, RECORD_MAX, RECORD_ROOM
 from ledger_stream.processor.step import LedgerStep, Out
 from ledger_stream.state import MemoryPartitionStore, decode_row
 from tests.factories import claim, intent, outcome
@@ -156,7 +156,7 @@ def test_the_room_for_a_row_leaves_its_key_in_bytes_not_characters(
     # A key of two-byte characters: the changelog record carries it as UTF-8 beside its
     # row, so a row of exactly what is left fits and one byte more does not.
     key = "acme/pay/" + "\u00e9" * 200
-    room = RECORD_ROOM - len(key.encode("utf-8"))
+    room = INPUT_ROOM - len(key.encode("utf-8"))
     monkeypatch.setattr(step_module, "encode_row", lambda state: b"r" * (room + extra))
     view = OneKey()
     if extra:
@@ -195,3 +195,33 @@ def test_a_huge_error_text_is_cut_and_the_outcome_it_reports_is_decided(
     assert state.phase is not Phase.DISPATCHED  # decided
     assert state.status_detail.endswith("... [cut: 990,000 characters]")
     assert len(state.status_detail) < ERROR_TEXT_MAX + 100
+
+
+def test_the_largest_intent_taken_leaves_room_for_its_deadlines() -> None:
+    # A lease that runs out, a reconcile that times out: the processor decides them with no
+    # record to dead-letter, each adding to the key's row. The largest intent an input may
+    # bring still lets them through, to the operator queue (never a key stuck DISPATCHED,
+    # its refused deadline logged at every batch).
+    def taken(size: int) -> OneKey | None:
+        step, view = make_step(), OneKey()
+        try:
+            step.decide(view, intent(key=KEY, args={"a": "y" * size}), 1_000)  # type: ignore[arg-type]
+            step.decide(view, claim(key=KEY), 1_100)  # type: ignore[arg-type]
+        except OutputTooLarge:
+            return None
+        return view
+
+    low, high = 900_000, RECORD_MAX
+    while low < high:  # the largest argument that is taken
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if taken(middle) else (low, middle - 1)
+    step, view = make_step(), taken(low)
+    assert view is not None
+    for _ in range(4):
+        due = due_ms(view.state(KEY), step.policy)
+        if due is None:
+            break
+        before = view.state(KEY)
+        step.timer(view, KEY, due, due)  # type: ignore[arg-type]
+        assert view.state(KEY) is not before, "a deadline refused"
+    assert view.state(KEY).phase is Phase.NEEDS_OPERATOR
