@@ -86,7 +86,15 @@ class Checkpoint:
         if reached("processor_commit_unknown_before"):
             raise BatchAbandoned("producer_wedged", "failpoint: commit never called",
                                  new_producer=True)
-        self._commit(batch)
+        try:
+            self._commit(batch)
+        except BatchAbandoned as why:
+            if why.kind == "fenced":
+                # The group refused the batch's offsets (or this member left it before the
+                # commit): nothing of it committed, and the group's offsets may be another
+                # member's, equal to this batch's. Its outcome is known.
+                self._committing = None
+            raise
         if reached("processor_commit_unknown_after"):
             raise BatchAbandoned("producer_wedged", "failpoint: commit returned",
                                  new_producer=True)
@@ -170,9 +178,7 @@ class Checkpoint:
         if offsets and (not batch.member or self._consumer.memberid() != batch.member):
             # The consumer left or rejoined the group since it polled these records: their
             # partitions may belong to another member now. (The broker would refuse the
-            # commit too; this saves the round trip.) No commit began: its outcome is known,
-            # and the group's offsets may be another member's, equal to this batch's.
-            self._committing = None
+            # commit too; this saves the round trip.)
             raise BatchAbandoned("fenced", "fenced: this member left the group during the "
                                  "batch", await_rebalance=True)
         metadata = batch.group_metadata

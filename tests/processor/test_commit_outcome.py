@@ -174,6 +174,21 @@ def test_a_batch_fenced_before_its_commit_began_is_not_taken_for_committed() -> 
     assert not any(s.changelog_offset for s in batch._stores.values())
 
 
+def test_a_batch_whose_offsets_the_group_refused_is_not_taken_for_committed() -> None:
+    # The group moved on during the commit (a stale generation or member epoch): the
+    # offsets were refused, so the transaction cannot commit. If its abort then fails (a new
+    # producer), the group's offsets, another member's, say nothing about this batch.
+    from ledger_stream.processor.exceptions import BatchAbandoned
+
+    batch, delivery, checkpoint = _fenced_batch(member="m-1")
+    delivery.fail["commit"] = BatchAbandoned("fenced", "fenced: the group moved on",
+                                             await_rebalance=True)
+    with pytest.raises(BatchAbandoned, match="moved on"):
+        checkpoint.run(batch)
+    assert checkpoint.recover(batch, threading.Event()) is False
+    assert not any(s.changelog_offset for s in batch._stores.values())
+
+
 def test_a_batch_abandoned_before_its_commit_asks_nothing_of_the_group() -> None:
     # An earlier batch's commit failed outright (its outcome known: the abort went through,
     # no new producer); the same records decided again are abandoned before their commit,
