@@ -86,7 +86,15 @@ class Checkpoint:
         if reached("processor_commit_unknown_before"):
             raise BatchAbandoned("producer_wedged", "failpoint: commit never called",
                                  new_producer=True)
-        self._commit(batch)
+        try:
+            self._commit(batch)
+        except BatchAbandoned as why:
+            if why.kind == "fenced":
+                # The group refused the batch's offsets (or this member left it before the
+                # commit): nothing of it committed, and the group's offsets may be another
+                # member's, equal to this batch's. Its outcome is known.
+                self._committing = None
+            raise
         if reached("processor_commit_unknown_after"):
             raise BatchAbandoned("producer_wedged", "failpoint: commit returned",
                                  new_producer=True)

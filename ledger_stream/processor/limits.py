@@ -18,6 +18,13 @@ from ledger_stream.domain import events as ev
 # changelog row's batch headers (its group name, two offsets and deadline basis).
 RECORD_MAX = 1_000_000
 RECORD_ROOM = RECORD_MAX - 2048
+# What a decision on an input leaves free of that room: a deadline or a release the
+# processor decides later (a lease run out, a retry, a reconcile timing out, an unfreeze)
+# adds an entry or two to the key's row (about 100 bytes each) and has no record to
+# dead-letter, so a row filled to RECORD_ROOM by an input would stall its key there.
+GROWTH_ROOM = 4096
+INPUT_ROOM = RECORD_ROOM - GROWTH_ROOM
+MADE_HERE = (ev.Timer, ev.Release)  # the events the processor decides without an input
 
 
 def oversized(outs: Sequence[tuple[Any, ...]], row: bytes | None, room: int) -> str:

@@ -43,6 +43,8 @@ from ledger_stream.processor import metrics
 from ledger_stream.processor.exceptions import OutputTooLarge
 from ledger_stream.processor.limits import (
     ERROR_TEXT_MAX,
+    INPUT_ROOM,
+    MADE_HERE,
     RECORD_ROOM,
     REPORTS,
     error_cut,
@@ -224,8 +226,10 @@ class LedgerStep:
             row = encode_row(after) if after is not state else None
             if row is not None and len(row) > longest:
                 longest = len(row)
-            if longest > RECORD_ROOM - 4 * len(key_text):  # rare: the exact check
-                _refuse(outs, row, key_text)
+            # An input's decision leaves room for what the processor decides later.
+            room = RECORD_ROOM if type(event) in MADE_HERE else INPUT_ROOM
+            if longest > room - 4 * len(key_text):  # rare: the exact check
+                _refuse(outs, row, key_text, room)
             if row is not None:
                 self._apply(view, key_text, state, after, containment, row)
         outcome = _count(self.tally, event, alerts, answers, dispatched)
@@ -283,7 +287,7 @@ class LedgerStep:
         metrics.CONTAINMENT.labels("freeze" if event.frozen else "unfreeze").inc()
         outs: list[Out] = []
         for key in released:
-            outs.extend(self._made_here(view, ev.Release(key, scope), now_ms, sent_ms))
+            outs.extend(self._made_here(view, ev.Release(key, scope), now_ms, sent_ms) or ())
         if released:  # entries of keys that had moved on are dropped too
             view.put_containment(view.containment().without_scope(scope))
         return outs
@@ -292,8 +296,10 @@ class LedgerStep:
               sent_ms: int = 0) -> list[Out]:
         """A key's deadline has come: decide its Timer (a stale one changes nothing)."""
         kind = _TIMER_KIND.get(view.state(key).phase, "stale")
-        self.tally.add(_child(metrics.TIMERS, kind))
-        return self._made_here(view, ev.Timer(key, due_ms), now_ms, sent_ms)
+        outs = self._made_here(view, ev.Timer(key, due_ms), now_ms, sent_ms)
+        if outs is not None:  # a refused one is not counted: it fires again next batch
+            self.tally.add(_child(metrics.TIMERS, kind))
+        return outs or []
 
     def dead_letter(self, view: StateView, record: tuple[str, int, int, bytes | None, bytes],
                     reason: str, now_ms: int) -> list[Out]:
@@ -304,15 +310,16 @@ class LedgerStep:
                            now_ms)
 
     def _made_here(self, view: StateView, event: ev.Timer | ev.Release, now_ms: int,
-                   sent_ms: int) -> list[Out]:
+                   sent_ms: int) -> list[Out] | None:
         """Decide an event the processor makes (a deadline, a release): no record to
-        dead-letter, so one whose records Kafka would refuse is not applied, and logged."""
+        dead-letter, so one whose records Kafka would refuse is not applied, and logged
+        (None: nothing of it changed or counted)."""
         try:
             return self.decide(view, event, now_ms, sent_ms)
         except OutputTooLarge as exc:
             logger.error("decision not applied: Kafka would refuse its records", extra=log_fields(
                 key=event.key, event=type(event).__name__, reason=str(exc)))
-            return []
+            return None
 
     def encode_tick(self, partition: int, instance: str, at_ms: int) -> bytes:
         return self._codec.encode(ev.Tick(partition, instance, at_ms))
@@ -392,11 +399,10 @@ def _poison(topic: str, partition: int, offset: int, reason: str, now_ms: int,
     return ev.PoisonInput(topic, partition, offset, reason, max(now_ms, 1), key, value)
 
 
-def _refuse(outs: list[Out], row: bytes | None, key: str) -> None:
+def _refuse(outs: list[Out], row: bytes | None, key: str, room: int) -> None:
     """Raise OutputTooLarge, nothing changed, if a record of the decision (its key's
-    ``row``, its ``outs``) would not fit beside ``key`` in a record Kafka takes."""
-    room = RECORD_ROOM - len(key.encode("utf-8"))
-    refused = oversized(outs, row, room)
+    ``row``, its ``outs``) would not fit beside ``key`` in ``room`` bytes."""
+    refused = oversized(outs, row, room - len(key.encode("utf-8")))
     if refused:
         raise OutputTooLarge(refused)
 

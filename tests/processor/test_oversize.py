@@ -17,7 +17,7 @@ from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.processor import step as step_module
 from ledger_stream.processor.batch import Batch
 from ledger_stream.processor.exceptions import OutputTooLarge
-from ledger_stream.processor.limits import ERROR_TEXT_MAX, RECORD_MAX
+from ledger_stream.processor.limits import ERROR_TEXT_MAX, INPUT_ROOM, RECORD_MAX, RECORD_ROOM
 from ledger_stream.processor.step import LedgerStep, Out
 from ledger_stream.state import MemoryPartitionStore, decode_row
 from tests.factories import claim, intent, outcome
@@ -95,9 +95,11 @@ def test_a_timer_whose_row_kafka_would_refuse_is_not_applied_and_is_logged(
     view.states[KEY] = grown
     due = due_ms(grown, step.policy)
     assert due is not None
+    step.tally.counts.clear()
     with caplog.at_level(logging.ERROR, logger=step_module.__name__):
         assert step.timer(view, KEY, due, due) == []  # type: ignore[arg-type]
     assert view.state(KEY) is grown
+    assert not step.tally.counts  # nor counted: the timer fires again at every batch
     assert "Kafka would refuse its records" in caplog.text
 
 
@@ -125,10 +127,58 @@ def test_a_record_to_forward_that_kafka_would_refuse_is_dead_lettered() -> None:
                                     partition_for(key, after))
 
 
-def _message(topic: str, partition: int, offset: int, key: bytes, value: bytes) -> Any:
+def _message(topic: str, partition: int, offset: int, key: bytes, value: bytes,
+             headers: list[tuple[str, bytes]] | None = None) -> Any:
     from ledger_lab.harness.records import FakeMessage
 
-    return FakeMessage(topic, partition, offset, 1_000, key, value)
+    return FakeMessage(topic, partition, offset, 1_000, key, value, headers)
+
+
+def test_a_record_to_forward_counts_its_key_and_headers() -> None:
+    # Its value alone fits; with its key and headers the record is past what fits.
+    before, after = 3, 6
+    key = next(k for k in (f"acme/refund/fwd-{i}" for i in range(100))
+               if partition_for(k, before) != partition_for(k, after))
+    old = partition_for(key, before)
+    grown = LedgerStep(make_step().policy, CODEC, {INTENTS: "intents", ATTEMPTS: "attempts"},
+                       after, grown_from=before)
+    batch = Batch(grown, {old: MemoryPartitionStore(old)}, {}, (INTENTS, ATTEMPTS))
+    probe = len(CODEC.encode(intent(key=key, args={"a": ""})))
+    value = CODEC.encode(intent(key=key, args={"a": "y" * (RECORD_ROOM - 100 - probe)}))
+    assert RECORD_ROOM - 110 < len(value) <= RECORD_ROOM - 90
+    batch.add(_message(INTENTS, old, 7, key.encode(), value, [("trace", b"t" * 200)]))
+    assert sorted(o.topic for o in batch.outputs) == ["alerts", "dlq"]
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_the_room_for_a_row_leaves_its_key_in_bytes_not_characters(
+        monkeypatch: pytest.MonkeyPatch, extra: int) -> None:
+    # A key of two-byte characters: the changelog record carries it as UTF-8 beside its
+    # row, so a row of exactly what is left fits and one byte more does not.
+    key = "acme/pay/" + "\u00e9" * 200
+    room = INPUT_ROOM - len(key.encode("utf-8"))
+    monkeypatch.setattr(step_module, "encode_row", lambda state: b"r" * (room + extra))
+    view = OneKey()
+    if extra:
+        with pytest.raises(OutputTooLarge, match="state row would take"):
+            make_step().decide(view, intent(key=key), 1_000)  # type: ignore[arg-type]
+        assert key not in view.states
+    else:
+        make_step().decide(view, intent(key=key), 1_000)  # type: ignore[arg-type]
+        assert key in view.states
+
+
+@pytest.mark.parametrize("length", [10, ERROR_TEXT_MAX])
+def test_an_error_text_that_fits_is_kept_whole(length: int) -> None:
+    # The cut is for huge texts only: any other outcome's records stay byte-identical.
+    batch, _ = _dispatched_batch()
+    text = "e" * length
+    failed = ev.AttemptOutcome("o-1", KEY, 1, "c1", ev.OutcomeStatus.FAILED, 1_200, "", text)
+    batch.add(record_of(failed, ATTEMPTS, 1, 1_200))  # type: ignore[arg-type]
+    state = batch.overlays[P].state(KEY)
+    assert state.phase is not Phase.DISPATCHED
+    assert "[cut" not in state.status_detail
+    assert text in state.status_detail
 
 
 @pytest.mark.parametrize("status", [ev.OutcomeStatus.FAILED, ev.OutcomeStatus.UNKNOWN])
@@ -145,3 +195,33 @@ def test_a_huge_error_text_is_cut_and_the_outcome_it_reports_is_decided(
     assert state.phase is not Phase.DISPATCHED  # decided
     assert state.status_detail.endswith("... [cut: 990,000 characters]")
     assert len(state.status_detail) < ERROR_TEXT_MAX + 100
+
+
+def test_the_largest_intent_taken_leaves_room_for_its_deadlines() -> None:
+    # A lease that runs out, a reconcile that times out: the processor decides them with no
+    # record to dead-letter, each adding to the key's row. The largest intent an input may
+    # bring still lets them through, to the operator queue (never a key stuck DISPATCHED,
+    # its refused deadline logged at every batch).
+    def taken(size: int) -> OneKey | None:
+        step, view = make_step(), OneKey()
+        try:
+            step.decide(view, intent(key=KEY, args={"a": "y" * size}), 1_000)  # type: ignore[arg-type]
+            step.decide(view, claim(key=KEY), 1_100)  # type: ignore[arg-type]
+        except OutputTooLarge:
+            return None
+        return view
+
+    low, high = 900_000, RECORD_MAX
+    while low < high:  # the largest argument that is taken
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if taken(middle) else (low, middle - 1)
+    step, view = make_step(), taken(low)
+    assert view is not None
+    for _ in range(4):
+        due = due_ms(view.state(KEY), step.policy)
+        if due is None:
+            break
+        before = view.state(KEY)
+        step.timer(view, KEY, due, due)  # type: ignore[arg-type]
+        assert view.state(KEY) is not before, "a deadline refused"
+    assert view.state(KEY).phase is Phase.NEEDS_OPERATOR

@@ -20,11 +20,13 @@ from tests.processor.support import log_lines, read_all, receipts_for, wait_for
 pytestmark = pytest.mark.timeout(240)
 
 
+@pytest.mark.parametrize("guarantee", ["exactly-once", "at-least-once"])
 def test_an_outcome_whose_row_kafka_would_refuse_is_dead_lettered_and_the_rest_goes_on(
-        ledger_topics: Settings, tmp_path: Path) -> None:
+        ledger_topics: Settings, tmp_path: Path, guarantee: str) -> None:
     s = ledger_topics
     assert s.kafka_bootstrap is not None
-    proc = start_processor(s, tmp_path / "state", tmp_path / "processor.log")
+    proc = start_processor(s, tmp_path / "state", tmp_path / "processor.log",
+                           "--guarantee", guarantee)
     try:
         producer = EventProducer(s, s.kafka_bootstrap)
         first = intent(key="acme/refund/A")
