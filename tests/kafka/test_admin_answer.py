@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from ledger_stream.kafka import replicas
 from ledger_stream.kafka.reach import REDRAW_S, SLICE_S, StopRequested, admin_answer
 
 pytestmark = pytest.mark.timeout(30)
@@ -97,3 +99,26 @@ def test_a_stop_is_seen_within_a_slice_and_a_redraw() -> None:
                      "describing topic t")
     took = time.monotonic() - started
     assert took < SLICE_S + REDRAW_S + 0.4, took
+
+
+def test_the_min_isr_diagnosis_with_no_config_answer_is_empty_not_an_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """below_min_isr only adds a reason to an abandoned batch's log line (the processor's
+    ``_abandon``): a config request nobody answers must leave it empty, not raise out of
+    the processor's loop."""
+
+    class Cluster(Admin):
+        def __init__(self, _config: object) -> None:
+            super().__init__()
+
+        def list_topics(self, timeout: float) -> SimpleNamespace:
+            return SimpleNamespace(topics={"receipts": SimpleNamespace(partitions={})})
+
+        def describe_configs(self, resources: list[object], request_timeout: float
+                             ) -> dict[object, Silent]:
+            return {resource: Silent() for resource in resources}
+
+    monkeypatch.setattr(replicas, "AdminClient", Cluster)
+    started = time.monotonic()
+    assert replicas.below_min_isr("unused:9092", ["receipts"], timeout_s=0.5) == []
+    assert time.monotonic() - started < 2.0
