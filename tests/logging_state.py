@@ -14,6 +14,11 @@ re-attaches a finished phase's handler. A logger first created during the test (
 imported lazily, or a placeholder turned into a logger by ``getLogger``) gets its level back
 to NOTSET and is re-enabled; its propagate flag and handlers are left as its module set them
 at import.
+
+A fixture wider than a test (module or session scope) is set up inside the protocol of the
+first test that uses it, so a logging change it makes is undone after that test: such a
+fixture must not configure logging (none does; the brokers' probe logger is quieted by its
+module at import, which is kept).
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,15 +13,6 @@ from ledger_stream.cli.common import CliError, add_common_flags, settings_from
 from ledger_stream.cli.main import main
 
 pytestmark = pytest.mark.timeout(30)
-
-
-@pytest.fixture(autouse=True)
-def _root_level_restored() -> Iterator[None]:
-    root = logging.getLogger()
-    level, handlers = root.level, list(root.handlers)
-    yield
-    root.setLevel(level)
-    root.handlers[:] = handlers
 
 
 def _args(*argv: str) -> argparse.Namespace:
