@@ -106,13 +106,7 @@ def test_a_timer_whose_row_kafka_would_refuse_is_not_applied_and_is_logged(
 def test_a_record_to_forward_that_kafka_would_refuse_is_dead_lettered() -> None:
     # A record placed under the old partition count by a producer with a larger limit than
     # the processor's: forwarded whole, its produce would fail every retry.
-    before, after = 3, 6
-    key = next(k for k in (f"acme/refund/fwd-{i}" for i in range(100))
-               if partition_for(k, before) != partition_for(k, after))
-    old = partition_for(key, before)
-    grown = LedgerStep(make_step().policy, CODEC, {INTENTS: "intents", ATTEMPTS: "attempts"},
-                       after, grown_from=before)
-    batch = Batch(grown, {old: MemoryPartitionStore(old)}, {}, (INTENTS, ATTEMPTS))
+    key, old, after, batch = _forwarding_batch()
     value = CODEC.encode(intent(key=key, args={"a": "y" * 999_000}))
     batch.add(_message(INTENTS, old, 7, key.encode(), value))
     topics = sorted(o.topic for o in batch.outputs)
@@ -127,6 +121,17 @@ def test_a_record_to_forward_that_kafka_would_refuse_is_dead_lettered() -> None:
                                     partition_for(key, after))
 
 
+def _forwarding_batch(before: int = 3, after: int = 6) -> tuple[str, int, int, Batch]:
+    """A batch of a processor grown from ``before`` to ``after`` partitions, reading the old
+    partition of a key that moves: its records are forwarded."""
+    key = next(k for k in (f"acme/refund/fwd-{i}" for i in range(100))
+               if partition_for(k, before) != partition_for(k, after))
+    old = partition_for(key, before)
+    grown = LedgerStep(make_step().policy, CODEC, {INTENTS: "intents", ATTEMPTS: "attempts"},
+                       after, grown_from=before)
+    return key, old, after, Batch(grown, {old: MemoryPartitionStore(old)}, {}, (INTENTS, ATTEMPTS))
+
+
 def _message(topic: str, partition: int, offset: int, key: bytes, value: bytes,
              headers: list[tuple[str, bytes]] | None = None) -> Any:
     from ledger_lab.harness.records import FakeMessage
@@ -136,13 +141,7 @@ def _message(topic: str, partition: int, offset: int, key: bytes, value: bytes,
 
 def test_a_record_to_forward_counts_its_key_and_headers() -> None:
     # Its value alone fits; with its key and headers the record is past what fits.
-    before, after = 3, 6
-    key = next(k for k in (f"acme/refund/fwd-{i}" for i in range(100))
-               if partition_for(k, before) != partition_for(k, after))
-    old = partition_for(key, before)
-    grown = LedgerStep(make_step().policy, CODEC, {INTENTS: "intents", ATTEMPTS: "attempts"},
-                       after, grown_from=before)
-    batch = Batch(grown, {old: MemoryPartitionStore(old)}, {}, (INTENTS, ATTEMPTS))
+    key, old, after, batch = _forwarding_batch()
     probe = len(CODEC.encode(intent(key=key, args={"a": ""})))
     value = CODEC.encode(intent(key=key, args={"a": "y" * (RECORD_ROOM - 100 - probe)}))
     assert RECORD_ROOM - 110 < len(value) <= RECORD_ROOM - 90
