@@ -173,9 +173,12 @@ class AttemptClaim:
     connector: str
     lease_ms: int
     at_ms: int
+    # The claimant committed a pre-granted dispatch's offset in its group generation and
+    # calls under the dispatch's lease without waiting for the answer.
+    fenced: bool = False
 
     def __init__(self, event_id: str, key: str, attempt: int, claim_id: str, connector: str,
-                 lease_ms: int, at_ms: int) -> None:
+                 lease_ms: int, at_ms: int, fenced: bool = False) -> None:
         object.__setattr__(self, "event_id", event_id)
         object.__setattr__(self, "key", key)
         object.__setattr__(self, "attempt", attempt)
@@ -183,6 +186,7 @@ class AttemptClaim:
         object.__setattr__(self, "connector", connector)
         object.__setattr__(self, "lease_ms", lease_ms)
         object.__setattr__(self, "at_ms", at_ms)
+        object.__setattr__(self, "fenced", fenced)
 
 
 @dataclass(frozen=True, slots=True, init=False)

@@ -23,10 +23,13 @@ class Dispatch:
     payload_json: str
     not_before_ms: int
     at_ms: int
+    # A pre-grant: the lease end given with attempt 1 to the connector that commits this
+    # dispatch's offset first and records a fenced claim (0: claim and wait for a Grant).
+    lease_until_ms: int = 0
 
     def __init__(self, dispatch_id: str, key: str, attempt: int, intent_event_id: str, tenant: str,
                  action: str, target: str, args_json: str, args_hash: str, payload_json: str,
-                 not_before_ms: int, at_ms: int) -> None:
+                 not_before_ms: int, at_ms: int, lease_until_ms: int = 0) -> None:
         object.__setattr__(self, "dispatch_id", dispatch_id)
         object.__setattr__(self, "key", key)
         object.__setattr__(self, "attempt", attempt)
@@ -39,6 +42,7 @@ class Dispatch:
         object.__setattr__(self, "payload_json", payload_json)
         object.__setattr__(self, "not_before_ms", not_before_ms)
         object.__setattr__(self, "at_ms", at_ms)
+        object.__setattr__(self, "lease_until_ms", lease_until_ms)
 
 
 @dataclass(frozen=True, slots=True, init=False)
