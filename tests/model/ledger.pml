@@ -152,6 +152,47 @@
 #ifndef STARTBY
 #define STARTBY 1    /* the worker's start_by check: a holder frozen before it reports not_called */
 #endif
+/* ---------------------------------------------------------------- the pre-granted first attempt
+   (docs/pregrant design): the processor grants attempt 1 in the Dispatch itself, with a lease of
+   its own (the pre-grant's, `lexp[0]`), to the connector that fences the dispatch record */
+#ifndef PREGRANT
+#define PREGRANT 0   /* 1: Policy.pregrant_lease_ms > 0 (the pre-grant on) */
+#endif
+#ifndef EOS
+#define EOS PREGRANT /* 1: exactly-once processor: its outputs and state commit together, so a
+                        crash aborts only the open transaction and the restart resumes at the
+                        committed state and outputs; every decided step of the model is committed,
+                        so a crash changes nothing (PCRASH ignored; no record is written twice).
+                        0: at least once (a crash rolls back and re-emits identical outputs).
+                        The runtime turns the pre-grant on only under exactly once. */
+#endif
+#ifndef ZOMBIE
+#define ZOMBIE PREGRANT /* 1: a frozen member removed from the group wakes unaware of it and goes
+                        on reading (records fetched before it learns) until its next poll; its
+                        commits fail (the group generation moved on), its produces do not */
+#endif
+#ifndef IDLEFLT
+#define IDLEFLT PREGRANT /* 1: freezes and rebalances also while the connector is idle */
+#endif
+#ifndef R_FENCE
+#define R_FENCE 1    /* the fence: commit past the dispatch record, synchronously, only as the
+                        partition's owner in the current generation, before the fenced claim */
+#endif
+#ifndef R_LIVE
+#define R_LIVE 1     /* only a live record takes the pre-grant (a backlog one: the plain path) */
+#endif
+#ifndef R_FRONTIER
+#define R_FRONTIER 1 /* fence only when the partition's commit frontier is at the record. The model
+                        has one key, whose jobs run one at a time in offset order: when a dispatch
+                        job starts every earlier record is finished, so the frontier is always at
+                        it and removing the rule changes nothing (not expressible here) */
+#endif
+#ifndef R_PLAINHELD
+#define R_PLAINHELD 1 /* a plain claim within the pre-grant gets Held until the pre-grant's end */
+#endif
+#ifndef R_STALLPLAIN
+#define R_STALLPLAIN 1 /* every Dispatch but the intent's first one is plain (the stall copy too) */
+#endif
 /* ---------------------------------------------------------------- properties */
 #ifndef CHK_P1
 #define CHK_P1 1     /* at most one Grant per attempt */
@@ -240,11 +281,16 @@
 #define C_SENT    6  /* CALLING: request on the wire */
 #define C_REPORT  7  /* REPORTING / WITHDRAWING: outcome about to be produced */
 #define C_COMMIT  8  /* outcome recorded: finish the job (handled, commit the offset) */
+#define C_FENCE   9  /* pre-grant path: about to fence (a failed fence is retried, never plain) */
+#define C_FENCED 10  /* fenced: the fenced claim is about to be produced */
+#define C_FACK   11  /* fenced claim acknowledged: the lease check (pre-grant's lease) next */
 
 /* ---------------------------------------------------------------- global state */
 byte Lt[LMAX]; byte Ln[LMAX]; byte Lc[LMAX]; byte Lk[LMAX]; byte Le[LMAX];
 byte llen;
 byte Dt[DMAX]; byte Dn[DMAX]; byte Dc[DMAX];
+bit Dl[DMAX];          /* Dispatch: carries the pre-grant (lease_until_ms > 0); Grant / Held: its
+                          lease is the pre-grant's */
 byte dlen;
 
 /* processor: KeyState reduced to what decisions read */
@@ -254,6 +300,9 @@ byte punk;             /* unknown_attempts */
 byte pext, psb;        /* external id and settled_by of a SUCCEEDED key */
 byte pstall;           /* stall_alerted */
 byte poff;
+bit ppg;               /* RESERVED attempt 1 with a pre-grant (pregrant_until_ms > 0) */
+bit pfh;               /* the current attempt was granted to a fenced claim within the pre-grant:
+                          its lease is the pre-grant's (lexp[0]) */
 bit rpl;               /* re-deciding the prefix after a crash: outputs exist already */
 byte pcrash = PCRASH;
 
@@ -261,18 +310,21 @@ byte pcrash = PCRASH;
 byte cpc[NC], cn[NC], cid[NC], cidx[NC], cpos[NC], cnext[NC], cres[NC], cext[NC];
 byte cresp[NC], crext[NC], creq[NC], cmark[NC], chand[NC], cinc[NC];
 bit cfz[NC], czomb[NC], cpass[NC], cfast[NC], ccalled[NC], cab[NC], clost[NC], cearly[NC];
+bit cfen[NC];          /* the job is on the pre-grant path (its claim is fenced) */
+bit cwl[NC];           /* the Held it waits on names the pre-grant's lease */
 byte owner, dcom, ncid;
 byte ccrash = CCRASH, frz = FRZ, reb = REB;
 
 /* network + target */
-bit ract[NREQ], rw[NREQ];
+bit ract[NREQ], rw[NREQ], rf[NREQ];   /* rf: a call under the pre-grant's lease */
+bit rfa[NREQ];         /* a fast-path call (made before any grant) */
 byte rn[NREQ], ra[NREQ], rc[NREQ];
 byte teff, tlatem;     /* effects committed (ext ids 1..teff); bit e: effect e came after its lease */
 byte tfail = TFAIL, netf = NETF;
 short slow = SLOW;
 byte tmr = TMR;
 
-/* leases, operator */
+/* leases, operator (index 0: the pre-grant's lease, from the pre-granted Dispatch) */
 bit lst[NMAX+1], lexp[NMAX+1];
 bit opdone[NMAX+1];
 
@@ -282,6 +334,7 @@ byte ggrant[NMAX+1];
 byte gsent[NMAX+1];
 byte ghh[NMAX+1];
 byte gmaxn;            /* the highest attempt dispatched */
+bit gfl;               /* attempt 1 was granted to a fenced claim: its lease is the pre-grant's */
 bit galdup;            /* a duplicate_effect alert was raised */
 byte grep;             /* bit e: a success with external id e is in the log */
 bit ovf;               /* a model bound was reached: run truncated */
@@ -298,10 +351,10 @@ inline lappend(t, n, c, k, e) {
   fi
 }
 
-inline emit(t, n, c) {
+inline emit(t, n, c, l) {
   if
   :: rpl -> skip
-  :: !rpl && dlen < DMAX -> Dt[dlen] = t; Dn[dlen] = n; Dc[dlen] = c; dlen++
+  :: !rpl && dlen < DMAX -> Dt[dlen] = t; Dn[dlen] = n; Dc[dlen] = c; Dl[dlen] = l; dlen++
   :: !rpl && dlen >= DMAX -> ovf = 1
   fi
 }
@@ -332,7 +385,8 @@ inline pkind(k) {
 inline pev(i) {
   if
   :: Lt[i] == E_INTENT -> printf("Intent(args=%d)", Ln[i])
-  :: Lt[i] == E_CLAIM -> printf("Claim(n=%d, id=%d)", Ln[i], Lc[i])
+  :: Lt[i] == E_CLAIM && !(Lk[i] & 4) -> printf("Claim(n=%d, id=%d)", Ln[i], Lc[i])
+  :: Lt[i] == E_CLAIM && (Lk[i] & 4) -> printf("Claim(n=%d, id=%d, fenced)", Ln[i], Lc[i])
   :: Lt[i] == E_OUT -> printf("Outcome(n=%d, id=%d, ", Ln[i], Lc[i]); pkind(Lk[i]); printf(")")
   :: Lt[i] == E_RRES ->
      printf("ReconcileResult(n=%d, ", Ln[i]);
@@ -353,7 +407,8 @@ inline pev(i) {
 }
 inline pdq(i) {
   if
-  :: Dt[i] == D_DISP -> printf("Dispatch(%d)", Dn[i])
+  :: Dt[i] == D_DISP && !Dl[i] -> printf("Dispatch(%d)", Dn[i])
+  :: Dt[i] == D_DISP && Dl[i] -> printf("Dispatch(%d, pre-granted)", Dn[i])
   :: Dt[i] == D_GRANT -> printf("Grant(n=%d, id=%d)", Dn[i], Dc[i])
   :: Dt[i] == D_HELD -> printf("Held(n=%d, id=%d)", Dn[i], Dc[i])
   :: Dt[i] == D_RECON -> printf("Reconcile(%d)", Dn[i])
@@ -362,6 +417,8 @@ inline pdq(i) {
 }
 
 /* ---------------------------------------------------------------- the decision table */
+/* the lease of the current attempt's grant: the pre-grant's (index 0) or the attempt's own */
+#define PLX (pfh -> 0 : pn)
 /* transitions.py next_attempt: attempt n+1, or stop when the counted attempts are used up
    (FAILED if every attempt definitely did not apply, NEEDS_OPERATOR otherwise) */
 inline next_attempt(counted) {
@@ -378,7 +435,7 @@ inline next_attempt(counted) {
   :: counted && pn - plap >= MAXATT && !(punk > 0 && R_UNKNOP) -> st = S_FAIL
   :: !(counted && pn - plap >= MAXATT) && pn < NMAX && (counted || plap < LAPMAX) ->
      if :: !counted -> plap++ :: else -> skip fi;
-     pn++; st = S_RES; ph = 0; emit(D_DISP, pn, pa);
+     pn++; st = S_RES; ph = 0; ppg = 0; pfh = 0; emit(D_DISP, pn, pa, 0);
      if :: pn > gmaxn -> gmaxn = pn :: else -> skip fi
   :: else -> ovf = 1           /* model bound: more attempts or lapses than LAPMAX allows */
   fi
@@ -386,7 +443,7 @@ inline next_attempt(counted) {
 
 /* transitions.py reconcile: the outcome of the current attempt is unknown */
 inline reconcile(cl) {
-  st = S_REC; punk++; emit(D_RECON, pn, cl)
+  st = S_REC; punk++; emit(D_RECON, pn, cl, 0)
 }
 
 /* effects.py effect_seen: a report that the target holds the key's effect. Never dropped. */
@@ -414,7 +471,9 @@ inline decide() {
   :: Lt[x_i] == E_INTENT ->
      if
      :: st == S_ABSENT ->
-        st = S_RES; pa = Ln[x_i]; pn = 1; ph = 0; emit(D_DISP, 1, pa);
+        st = S_RES; pa = Ln[x_i]; pn = 1; ph = 0; ppg = PREGRANT; pfh = 0;
+        emit(D_DISP, 1, pa, PREGRANT);                /* pre-granted: the pre-grant's lease starts */
+        if :: PREGRANT -> lst[0] = 1 :: else -> skip fi;
         if :: gmaxn == 0 -> gmaxn = 1 :: else -> skip fi;
         if :: !gacc -> gacc = 1; gargs = Ln[x_i] :: else -> skip fi
      :: else -> skip
@@ -423,22 +482,34 @@ inline decide() {
   :: Lt[x_i] == E_CLAIM ->
      if
      :: !((st == S_RES || st == S_DISP) && Ln[x_i] == pn) ->
-        if :: R_DONE -> emit(D_DONE, Ln[x_i], Lc[x_i]) :: else -> skip fi
+        if :: R_DONE -> emit(D_DONE, Ln[x_i], Lc[x_i], 0) :: else -> skip fi
      :: (st == S_RES || st == S_DISP) && Ln[x_i] == pn ->
+        /* a claim's flags: 1 = made after the lease of attempt n, 2 = after the pre-grant's
+           lease, 4 = fenced. Within the pre-grant (ppg, flag 2 clear): a fenced claim becomes the
+           holder under the pre-grant's lease; a plain one gets Held until its end */
         if
-        :: st == S_RES ->
-           st = S_DISP; ph = Lc[x_i];
+        :: st == S_RES && ppg && !(Lk[x_i] & 2) && (Lk[x_i] & 4) ->
+           st = S_DISP; ph = Lc[x_i]; pfh = 1; ppg = 0; gfl = 1;
 #if CHK_P1
            AS(ggrant[pn] == 0 || ggrant[pn] == ph);
 #endif
            ggrant[pn] = ph;
-           emit(D_GRANT, pn, ph)
-        :: st == S_DISP && Lc[x_i] == ph -> emit(D_GRANT, pn, ph)   /* the same Grant again */
-        :: st == S_DISP && Lc[x_i] != ph && !Lk[x_i] ->
-           if :: R_CLAIMID -> emit(D_HELD, pn, Lc[x_i]) :: else -> emit(D_HELD, pn, ph) fi
-        :: st == S_DISP && Lc[x_i] != ph && Lk[x_i] ->              /* holder presumed dead */
+           emit(D_GRANT, pn, ph, 1)
+        :: st == S_RES && ppg && !(Lk[x_i] & 2) && !(Lk[x_i] & 4) && R_PLAINHELD ->
+           emit(D_HELD, pn, Lc[x_i], 1)
+        :: st == S_RES && !(ppg && !(Lk[x_i] & 2) && ((Lk[x_i] & 4) || R_PLAINHELD)) ->
+           st = S_DISP; ph = Lc[x_i]; pfh = 0; ppg = 0;
+#if CHK_P1
+           AS(ggrant[pn] == 0 || ggrant[pn] == ph);
+#endif
+           ggrant[pn] = ph;
+           emit(D_GRANT, pn, ph, 0)
+        :: st == S_DISP && Lc[x_i] == ph -> emit(D_GRANT, pn, ph, pfh)   /* the same Grant again */
+        :: st == S_DISP && Lc[x_i] != ph && !(Lk[x_i] & (pfh -> 2 : 1)) ->
+           if :: R_CLAIMID -> emit(D_HELD, pn, Lc[x_i], pfh) :: else -> emit(D_HELD, pn, ph, pfh) fi
+        :: st == S_DISP && Lc[x_i] != ph && (Lk[x_i] & (pfh -> 2 : 1)) ->  /* holder presumed dead */
 #if CHK_P7
-           AS(lexp[pn]);
+           AS(lexp[PLX]);
 #endif
 #if CHK_P7B
            AS(ghh[pn] == 0);
@@ -504,14 +575,15 @@ inline decide() {
      if
      :: Ln[x_i] == pn && st == S_DISP && Lk[x_i] ->
 #if CHK_P7
-        AS(lexp[pn]);
+        AS(lexp[PLX]);
 #endif
 #if CHK_P7B
         AS(ghh[pn] == 0);
 #endif
         reconcile(TIMERID)
      :: Ln[x_i] == pn && st == S_REC && Lk[x_i] -> st = S_NOP
-     :: Ln[x_i] == pn && st == S_RES && STALL && pstall != pn -> pstall = pn; emit(D_DISP, pn, pa)
+     :: Ln[x_i] == pn && st == S_RES && STALL && pstall != pn -> pstall = pn;
+        emit(D_DISP, pn, pa, (R_STALLPLAIN -> 0 : ppg))   /* the stall copy: plain */
      :: else -> skip
      fi
   fi;
@@ -565,7 +637,7 @@ end_p:
        od;
        y_s = 0; y_n = 0; y_h = 0; y_d = 0; y_e = 0; y_b = 0; y_u = 0; y_x = 0; y_a = 0; y_l = 0 }
   /* crash: restart from the last committed offset, which may be any earlier one */
-  :: atomic { !ovf && pcrash > 0 && poff > 0 ->
+  :: atomic { !ovf && !EOS && pcrash > 0 && poff > 0 ->
        pcrash--;
        x_k = 0;
        do
@@ -574,7 +646,7 @@ end_p:
        od;
        printf("PROCESSOR  CRASH + restart: state rolled back to offset %d, reprocessing log[%d..%d]\n", x_k, x_k, poff-1);
        rpl = 1; st = S_ABSENT; pn = 0; ph = 0; pa = 0; plap = 0; punk = 0; pext = 0; psb = 0;
-       pstall = 0; poff = 0;
+       pstall = 0; poff = 0; ppg = 0; pfh = 0;
        do
        :: poff < x_k -> y_a = 0; y_l = 0; decide(); poff++
        :: else -> break
@@ -591,6 +663,10 @@ proctype Agent(byte args) {
 
 /* ---------------------------------------------------------------- connectors */
 #define RUN(c) (!ovf && !cfz[c])
+#define LX(c) (cfen[c] -> 0 : cn[c])   /* the lease connector c's job calls under */
+#define RL(r) (rf[r] -> 0 : rn[r])     /* the lease request r was sent under */
+/* reads as a member: the owner, or a removed member that has not learnt it yet (ZOMBIE) */
+#define MEMBER(c) (owner == c || clost[c])
 
 /* does dispatch record i answer connector c's current claim? */
 #if R_CLAIMID
@@ -626,6 +702,7 @@ inline clear_holder(c) {           /* ghost: connector c is no longer a healthy 
 
 inline reset_job(c) {
   cpc[c] = C_IDLE; cidx[c] = 0; cn[c] = 0; cres[c] = 0; cext[c] = 0; cpass[c] = 0;
+  cfen[c] = 0; cwl[c] = 0;
   cfast[c] = 0; ccalled[c] = 0; cab[c] = 0; czomb[c] = 0; cearly[c] = 0;
   if :: R_CLAIMID -> cid[c] = 0 :: else -> skip fi
 }
@@ -643,6 +720,13 @@ inline assign(o) {
 inline abandon(c) {
   if
   :: cpc[c] == C_IDLE -> skip
+  :: cpc[c] == C_FENCE || cpc[c] == C_FENCED ->   /* nothing claimed: dropped, not handled */
+     printf("(CONNECTOR%d drops dq[%d] before its fenced claim: partition revoked)\n", c, cidx[c]);
+     reset_job(c)
+  :: cpc[c] == C_FACK && R_WITHDRAW ->            /* fenced claim recorded, not called */
+     printf("(CONNECTOR%d withdraws fenced claim id=%d: partition revoked)\n", c, cid[c]);
+     cab[c] = 1; cres[c] = O_NCALL; cext[c] = 0; cpc[c] = C_REPORT
+  :: cpc[c] == C_FACK && !R_WITHDRAW -> reset_job(c)
   :: cpc[c] == C_HELDW ->
      printf("(CONNECTOR%d gives up dq[%d] between claims: partition revoked)\n", c, cidx[c]);
      reset_job(c)
@@ -680,15 +764,21 @@ inline claim(c) {
 #else
   cid[c] = 1 + c + (PERINC -> 2 * cinc[c] : 0);
 #endif
-  lappend(E_CLAIM, cn[c], cid[c], lexp[cn[c]], 0);
-  printf("CONNECTOR%d Claim(n=%d, id=%d) -> log[%d]\n", c, cn[c], cid[c], llen-1);
+  lappend(E_CLAIM, cn[c], cid[c], lexp[cn[c]] + 2 * lexp[0] + 4 * cfen[c], 0);
+  printf("CONNECTOR%d ", c); pev(llen-1); printf(" -> log[%d]\n", llen-1);
   if
   :: lexp[cn[c]] -> printf("(claim made after lease %d expired)\n", cn[c])
   :: else -> skip
   fi;
-  lst[cn[c]] = 1;
+  /* the lease of attempt n starts with its first claim that can hold a lease of its own: not a
+     claim within the pre-grant (fenced: it holds the pre-grant's; plain: it is Held) */
+  if
+  :: PREGRANT && cn[c] == 1 && lst[0] && !lexp[0] && (cfen[c] || R_PLAINHELD) -> skip
+  :: else -> lst[cn[c]] = 1
+  fi;
   if
   :: cab[c] -> cres[c] = O_NCALL; cext[c] = 0; cpc[c] = C_REPORT   /* abandoned: withdrawn */
+  :: !cab[c] && cfen[c] -> cpc[c] = C_FACK      /* fenced: acknowledged, the lease check next */
   :: !cab[c] && cfast[c] -> cpc[c] = C_CHECKED  /* fast path: call at once, no grant, no lease */
   :: !cab[c] && !cfast[c] -> cpc[c] = C_WAIT
   fi
@@ -698,7 +788,7 @@ inline claim(c) {
    report and the skew; otherwise the claim is given up with not_called */
 inline check(c) {
   if
-  :: !lexp[cn[c]] -> cpass[c] = 1; cpc[c] = C_CHECKED;
+  :: !lexp[LX(c)] -> cpass[c] = 1; cpc[c] = C_CHECKED;
      if :: CHK_P7B -> ghh[cn[c]] = c + 1 :: else -> skip fi;
      printf("CONNECTOR%d lease %d still valid: will call\n", c, cn[c])
   :: else ->
@@ -766,7 +856,7 @@ end_c:
   do
   /* start the next work item (queued, or read now): Dispatch -> claim; a dispatch id this
      instance handled -> skip; Reconcile -> look the key up, produce the result */
-  :: d_step { RUN(c) && cpc[c] == C_IDLE && owner == c && HASWORK(c) ->
+  :: d_step { RUN(c) && cpc[c] == C_IDLE && MEMBER(c) && HASWORK(c) ->
        x_i = cnext[c];
        do
        :: x_i < dlen && !WORK(x_i) -> x_i++
@@ -785,7 +875,13 @@ end_c:
           :: R_SKIP && (chand[c] & (1 << cn[c])) ->
              printf("(CONNECTOR%d has handled dispatch %d already: skips it)\n", c, cn[c]);
              finish(c, 0)
-          :: else ->
+          /* a live pre-granted dispatch whose lease covers the call: the pre-grant path */
+          :: !(R_SKIP && (chand[c] & (1 << cn[c]))) && PREGRANT && Dl[x_i] &&
+             (x_i >= cmark[c] || !R_LIVE) && !lexp[0] ->
+             printf("CONNECTOR%d takes the pre-grant of dq[%d] (backlog: %d)\n", c, x_i, x_i < cmark[c]);
+             cfen[c] = 1; cpc[c] = C_FENCE
+          :: !(R_SKIP && (chand[c] & (1 << cn[c]))) &&
+             !(PREGRANT && Dl[x_i] && (x_i >= cmark[c] || !R_LIVE) && !lexp[0]) ->
              cfast[c] = (FAST && x_i >= cmark[c]);
              claim(c)
           fi
@@ -794,7 +890,7 @@ end_c:
        x_i = 0; y_b = 0 }
   /* read on to the answer naming my claim id (records on the way: answers to others are
      ignored, work items are queued) */
-  :: d_step { RUN(c) && cpc[c] == C_WAIT && owner == c && HASANS(c) ->
+  :: d_step { RUN(c) && cpc[c] == C_WAIT && MEMBER(c) && HASANS(c) ->
        x_i = cpos[c];
        do
        :: x_i < dlen && !ANSWER(x_i, c) -> x_i++
@@ -814,13 +910,13 @@ end_c:
        if
        :: ccalled[c] ->                    /* a fast-path call went out already */
           if
-          :: Dt[x_i] == D_HELD -> cfast[c] = 0; cpc[c] = C_HELDW
+          :: Dt[x_i] == D_HELD -> cfast[c] = 0; cwl[c] = Dl[x_i]; cpc[c] = C_HELDW
           :: else -> finish(c, y_b)
           fi
        :: else ->
           if
           :: Dt[x_i] == D_GRANT -> check(c)
-          :: Dt[x_i] == D_HELD -> cpc[c] = C_HELDW
+          :: Dt[x_i] == D_HELD -> cwl[c] = Dl[x_i]; cpc[c] = C_HELDW
           :: else -> finish(c, y_b)
           fi
        fi;
@@ -832,14 +928,28 @@ end_c:
        fi;
        x_i = 0; y_b = 0 }
   /* Held: claim again, with a new claim id, once the lease is over (now waiting for a grant) */
-  :: d_step { RUN(c) && cpc[c] == C_HELDW && lexp[cn[c]] ->
-       printf("(CONNECTOR%d lease %d over: claims again)\n", c, cn[c]);
-       cfast[c] = 0; ccalled[c] = 0;
+  :: d_step { RUN(c) && cpc[c] == C_HELDW && lexp[(cwl[c] -> 0 : cn[c])] ->
+       printf("(CONNECTOR%d lease %d over: claims again)\n", c, (cwl[c] -> 0 : cn[c]));
+       cfast[c] = 0; ccalled[c] = 0; cwl[c] = 0;
        claim(c) }
+  /* the fence: commit past the record, synchronously, as the partition's owner in the current
+     generation (a removed member's commit fails: it retries until it learns, then drops the job) */
+  :: d_step { RUN(c) && cpc[c] == C_FENCE && ((owner == c && !clost[c]) || !R_FENCE) ->
+       if
+       :: R_FENCE -> dcom = cidx[c] + 1;
+          printf("CONNECTOR%d fences dq[%d]: commits dispatch offset %d\n", c, cidx[c], dcom)
+       :: else -> printf("CONNECTOR%d takes dq[%d]'s pre-grant without a fence\n", c, cidx[c])
+       fi;
+       cpc[c] = C_FENCED }
+  /* the fenced claim (produced and acknowledged) */
+  :: d_step { RUN(c) && cpc[c] == C_FENCED -> claim(c) }
+  /* acknowledged: the lease check against the pre-grant's lease; the call does not wait for the
+     processor's answer */
+  :: d_step { RUN(c) && cpc[c] == C_FACK -> check(c) }
   /* the worker's start_by check (runtime.py _call): a holder that froze before it and woke
      after the lease does not call */
-  :: d_step { RUN(c) && cpc[c] == C_CHECKED && STARTBY && !cfast[c] && lexp[cn[c]] ->
-       printf("CONNECTOR%d lease %d already expired: does not call\n", c, cn[c]);
+  :: d_step { RUN(c) && cpc[c] == C_CHECKED && STARTBY && !cfast[c] && lexp[LX(c)] ->
+       printf("CONNECTOR%d lease %d already expired: does not call\n", c, LX(c));
        cres[c] = O_NCALL; cext[c] = 0; cpc[c] = C_REPORT }
   /* put the request on the wire */
   :: d_step { RUN(c) && cpc[c] == C_CHECKED ->
@@ -850,7 +960,7 @@ end_c:
        od;
        if
        :: x_r < NREQ ->
-          ract[x_r] = 1; rw[x_r] = 1; rn[x_r] = cn[c]; ra[x_r] = Dc[cidx[c]]; rc[x_r] = c;
+          ract[x_r] = 1; rw[x_r] = 1; rn[x_r] = cn[c]; ra[x_r] = Dc[cidx[c]]; rc[x_r] = c; rf[x_r] = cfen[c]; rfa[x_r] = cfast[c];
           creq[c] = x_r + 1; cresp[c] = 0; crext[c] = 0; cpc[c] = C_SENT; ccalled[c] = 1;
           printf("CONNECTOR%d sends request (attempt %d, args=%d) to the target\n", c, cn[c], ra[x_r]);
           if
@@ -894,7 +1004,7 @@ end_c:
           if
           :: x_i < dlen && Dt[x_i] == D_HELD ->
              printf("(CONNECTOR%d acts on dq[%d] Held(n=%d), read before the revocation)\n", c, x_i, Dn[x_i]);
-             cfast[c] = 0; cearly[c] = 0; cpc[c] = C_HELDW
+             cfast[c] = 0; cearly[c] = 0; cwl[c] = Dl[x_i]; cpc[c] = C_HELDW
           :: else -> cpc[c] = C_COMMIT
           fi;
           x_i = 0
@@ -911,12 +1021,16 @@ end_c:
 #define POSTCHECK(c) (cpc[c] == C_CHECKED || cpc[c] == C_SENT || cpc[c] == C_REPORT)
 #define FROZE(c) if :: POSTCHECK(c) -> czomb[c] = 1; clear_holder(c) :: else -> skip fi
 
-#define FREEZE(c) :: atomic { !ovf && frz > 0 && !cfz[c] && cpc[c] != C_IDLE && \
+#define FREEZE(c) :: atomic { !ovf && frz > 0 && !cfz[c] && (IDLEFLT || cpc[c] != C_IDLE) && \
               (GAPFRZ || cpc[c] != C_CHECKED) && (WIREFRZ || cpc[c] != C_SENT) -> \
        frz--; cfz[c] = 1; FROZE(c); \
        printf("FAULT      CONNECTOR%d FREEZES (pc=%d)\n", c, cpc[c]) }
 #define WAKE(c) :: atomic { cfz[c] -> cfz[c] = 0; printf("FAULT      CONNECTOR%d wakes up\n", c); \
-       if :: clost[c] -> clost[c] = 0; abandon(c) :: else -> skip fi }
+       if :: clost[c] -> clost[c] = 0; abandon(c) \
+          :: clost[c] && ZOMBIE -> printf("(CONNECTOR%d does not know yet it left the group)\n", c) \
+          :: !clost[c] -> skip fi }
+#define LEARN(c) :: atomic { ZOMBIE && clost[c] && !cfz[c] -> clost[c] = 0; \
+       printf("(CONNECTOR%d learns in its poll that the partition is gone)\n", c); abandon(c) }
 
 proctype Faults() {
 end_f:
@@ -947,9 +1061,13 @@ end_f:
   FREEZE(1)
   WAKE(0)
   WAKE(1)
+#if ZOMBIE
+  LEARN(0)
+  LEARN(1)
+#endif
   /* rebalance: the partition moves to the other instance (session time-out of a frozen owner,
      max.poll.interval, scaling); the old owner's jobs are revoked */
-  :: atomic { !ovf && reb > 0 && cpc[owner] != C_IDLE ->
+  :: atomic { !ovf && reb > 0 && (IDLEFLT || cpc[owner] != C_IDLE) ->
        reb--; x_r = owner; x_k = 1 - owner; assign(x_k); x_k = 0;
        printf("FAULT      rebalance: partition -> CONNECTOR%d from committed offset %d\n", owner, dcom);
        revoke(x_r); x_r = 0 }
@@ -967,7 +1085,8 @@ inline serve(r) {
         teff++; x_j = teff;
         printf("TARGET     COMMITS EFFECT #%d (attempt %d, args=%d, from CONNECTOR%d)\n", teff, rn[r], ra[r], rc[r]);
         if
-        :: lexp[rn[r]] -> tlatem = tlatem | (1 << teff); printf("(after lease %d expired)\n", rn[r])
+        :: lexp[RL(r)] || (rfa[r] && rn[r] == 1 && gfl && lexp[0]) ->  /* a fast call: after the grant's lease */
+           tlatem = tlatem | (1 << teff); printf("(after lease %d expired)\n", RL(r))
         :: else -> skip
         fi;
 #if CHK_P45
@@ -993,11 +1112,11 @@ inline serve(r) {
      fi
   :: else -> skip
   fi;
-  ract[r] = 0; rw[r] = 0; rn[r] = 0; ra[r] = 0; rc[r] = 0; x_k = 0; x_j = 0
+  ract[r] = 0; rw[r] = 0; rf[r] = 0; rfa[r] = 0; rn[r] = 0; ra[r] = 0; rc[r] = 0; x_k = 0; x_j = 0
 }
 
 #define SERVE(r) :: atomic { !ovf && ract[r] -> serve(r) }
-#define LOSE(r)  :: atomic { !ovf && ract[r] && !rw[r] -> ract[r] = 0; rn[r] = 0; ra[r] = 0; rc[r] = 0; \
+#define LOSE(r)  :: atomic { !ovf && ract[r] && !rw[r] -> ract[r] = 0; rf[r] = 0; rfa[r] = 0; rn[r] = 0; ra[r] = 0; rc[r] = 0; \
                               printf("(NETWORK    loses an abandoned request)\n") }
 
 proctype Target() {
@@ -1015,22 +1134,36 @@ end_t:
 /* ---------------------------------------------------------------- leases */
 /* Leases end in the order they start: attempt n's lease starts with its first claim, after
    attempt n-1's first claim, and every lease has the same length (the connector's lease_ms).
+   The pre-grant's lease (index 0, pregrant_lease_ms long) ends before attempt 1's own lease
+   (a plain grant of attempt 1 comes only after it) and before attempt 2's: a fenced holder's
+   grant carries lease_until_ms = pregrant_until_ms, and attempt 2 after a reconciliation or an
+   operator starts no earlier than that lease (transitions.after_lease: not_before).
    A live, non-zombie holder inside its call (and, with R_LEASEREP, until its outcome is
    recorded) holds its lease's expiry back: the lease covers the call and the report */
-#define MIDCALL(c,n) (cpass[c] && cn[c] == n && !cfz[c] && !czomb[c] && \
+#define MIDCALL(c,n) (cpass[c] && LX(c) == n && !cfz[c] && !czomb[c] && \
                       (cpc[c] == C_CHECKED || cpc[c] == C_SENT || (R_LEASEREP && cpc[c] == C_REPORT)))
-#define ONWIRE(n) (BOUNDED && ((ract[0] && rn[0] == n) || (ract[1] && rn[1] == n) || (ract[2] && rn[2] == n)))
+#define ONWIRE(n) (BOUNDED && ((ract[0] && RL(0) == n) || (ract[1] && RL(1) == n) || (ract[2] && RL(2) == n)))
 #define WAITGRANT(c,n) (cpc[c] == C_WAIT && cn[c] == n && !cfz[c] && !ccalled[c] && \
                         (ggrant[n] == 0 || ggrant[n] == cid[c]))
 #define EXPIRE(n) :: atomic { !ovf && lst[n] && !lexp[n] && (n == 1 || lexp[n-1] || !lst[n-1]) && \
+                              (n != 1 || !PREGRANT || lexp[0] || !lst[0] || !R_PLAINHELD) && \
+                              (n != 2 || !PREGRANT || lexp[0] || !lst[0]) && \
                               !MIDCALL(0,n) && !MIDCALL(1,n) && !ONWIRE(n) && \
                               (slow != 0 || !(WAITGRANT(0,n) || WAITGRANT(1,n))) -> lexp[n] = 1; \
                               if :: (WAITGRANT(0,n) || WAITGRANT(1,n)) && slow > 0 -> slow-- :: else -> skip fi; \
                               printf("TIME       lease of attempt %d expires\n", n) }
 
+/* the pre-grant's lease: from the pre-granted Dispatch; a live fenced holder inside its call or
+   report holds it back, and so does its request on the wire */
+#define EXPIRE0 :: atomic { !ovf && lst[0] && !lexp[0] && !MIDCALL(0,0) && !MIDCALL(1,0) && !ONWIRE(0) -> \
+                            lexp[0] = 1; printf("TIME       the pre-grant's lease expires\n") }
+
 proctype Clock() {
 end_k:
   do
+#if PREGRANT
+  EXPIRE0
+#endif
   EXPIRE(1)
   EXPIRE(2)
   EXPIRE(3)
@@ -1051,9 +1184,9 @@ proctype Deadline() {
 end_d:
   do
   :: atomic { !ovf && tmr > 0 && poff == llen && pn > 0 &&
-              (((st == S_DISP || st == S_REC) && lexp[pn]) || (STALL && st == S_RES && pstall != pn)) ->
+              (((st == S_DISP || st == S_REC) && lexp[PLX]) || (STALL && st == S_RES && pstall != pn)) ->
        tmr--;
-       lappend(E_TIMER, pn, TIMERID, lexp[pn], 0);
+       lappend(E_TIMER, pn, TIMERID, lexp[PLX], 0);
        printf("(TIME       the deadline of attempt %d passes: Timer -> log[%d])\n", pn, llen-1) }
   od
 }
@@ -1062,9 +1195,9 @@ end_d:
 proctype Operator() {
 end_o:
   do
-  :: atomic { !ovf && st == S_NOP && lexp[pn] && !opdone[pn] ->   /* only after lease expiry */
+  :: atomic { !ovf && st == S_NOP && lexp[PLX] && !opdone[pn] ->   /* only after lease expiry */
        opdone[pn] = 1;
-       printf("OPERATOR   inspects the target (%d effects) after lease %d expired\n", teff, pn);
+       printf("OPERATOR   inspects the target (%d effects) after lease %d expired\n", teff, PLX);
        if
        :: teff > 0 -> lappend(E_OPRES, pn, OPID, OP_APPLIED, 1)
        :: teff == 0 -> lappend(E_OPRES, pn, OPID, OP_NOTAPP, 0)
