@@ -3,9 +3,11 @@ runtime drives it, with clocks that may be skewed, and processes that crash, fre
 lose their partition.
 
 One consumer group reads the key's dispatch partition; one member owns it at a time and
-reads from the group's committed offset. What an instance asked for (produces, calls,
-lookups) travels on ``wire`` items that other steps complete, so every interleaving of
-network, target and process is reachable.
+reads from the group's committed offset. A fence (a pre-granted dispatch's synchronous
+commit) succeeds only for the partition's current owner, as the group coordinator accepts a
+commit only from a member of its current generation, and moves the committed offset at
+once. What an instance asked for (produces, calls, lookups) travels on ``wire`` items that
+other steps complete, so every interleaving of network, target and process is reachable.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ledger_stream.connector.commands import (
     Call,
     Command,
     Commit,
+    Fence,
     Lookup,
     LookupAnswer,
     Produce,
@@ -145,6 +148,11 @@ class Fleet:
         elif isinstance(cmd, Commit):
             if self.owner is inst:
                 self.committed = cmd.offset
+        elif isinstance(cmd, Fence):
+            ok = self.owner is inst and inst.owns and not inst.lost
+            if ok:
+                self.committed = cmd.offset
+            inst.outbox.extend(inst.core.fenced(cmd.job_id, ok, inst.clock(now)))
         elif isinstance(cmd, Stop):
             self.crash(inst)
         return cmd
