@@ -13,7 +13,9 @@ result, a revocation, the time) and executes the commands it returns. Guarantees
   outcome, or in a ``not_called`` outcome (late grant, revocation, shutdown);
 - waiting for an answer never mints a new claim id (processor lag costs no attempt);
 - a record's offset is committed only once everything it caused is acknowledged, never
-  after a failed acknowledgement (the driver then stops), never after a revocation;
+  after a failed acknowledgement (the driver then stops), never after a revocation; a
+  fenced record's is committed by its fence, before its claim (a crash then leaves the
+  record unclaimed: the processor's stall timer sends a plain copy);
 - after a failed acknowledgement nothing new goes out: no call (even on a grant already
   read), no claim, no lookup;
 - one key at a time, many keys at once, at most ``max_in_flight`` jobs.
