@@ -15,6 +15,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from ledger_lab.harness.sandbox import SandboxProc
 from ledger_lab.harness.stack import Stack
+from ledger_stream.config import Settings
+from ledger_stream.connector.feed import DispatchFeed
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.kafka.reader import read_topic, tail_topic
@@ -76,6 +78,57 @@ def committed(stack: Stack) -> dict[int, int]:
 
 def requests_of(sandbox: SandboxProc, key: str) -> list[dict]:
     return [r for r in sandbox.ledger()["requests"] if r["idempotency_key"] == key]
+
+
+def _feed(settings: Settings, group: str, owned: set[int]) -> DispatchFeed:
+    """A connector's dispatch feed whose consumer leaves the group after 6 s without a
+    poll (the shortest interval the broker allows as a session)."""
+    assert settings.kafka_bootstrap
+    consumer = Consumer({
+        "bootstrap.servers": settings.kafka_bootstrap, "group.id": group,
+        "enable.auto.commit": False, "auto.offset.reset": "earliest",
+        "partition.assignment.strategy": "cooperative-sticky",
+        "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
+        "max.poll.interval.ms": 6000})
+    return DispatchFeed(settings.kafka_bootstrap, settings.topic("dispatch"), group,
+                        AvroCodec(), 6000, owned.update, owned.difference_update, consumer)
+
+
+def test_only_the_partitions_current_owner_can_fence(ledger_topics: Settings):
+    """The fence's ground: the group coordinator takes a commit only from a member of its
+    current generation. Read back from the broker's committed offsets."""
+    group = f"{ledger_topics.topic_prefix}.fence"
+    partitions = set(range(ledger_topics.partitions))
+    a_owns: set[int] = set()
+    b_owns: set[int] = set()
+    a = _feed(ledger_topics, group, a_owns)
+    b = None
+    try:
+        wait_until(lambda: a.poll(0.1) == [] and a_owns == partitions, 60, "a's assignment")
+        assert a.fence(0, 5)
+        b = _feed(ledger_topics, group, b_owns)
+        wait_until(lambda: (a.poll(0.1), b.poll(0.1)) and b_owns
+                   and a_owns | b_owns == partitions and not a_owns & b_owns, 60,
+                   "the cooperative rebalance")
+        moved = min(b_owns)
+        assert not a.fence(moved, 7)  # no longer assigned to a
+        assert b.fence(moved, 7)
+        # a stops polling: past max.poll.interval.ms it leaves the group, and b takes every
+        # partition; a has not been told (its revocation runs in its next poll).
+        kept = min(a_owns)
+        wait_until(lambda: b.poll(0.1) == [] and b_owns == partitions, 60,
+                   "a's partitions moving to b")
+        assert kept in a_owns  # a still believes it owns it
+        assert not a.fence(kept, 9)  # the coordinator refuses a member it removed
+        assert b.fence(kept, 3)
+        offsets = {tp.partition: tp.offset for tp in b._consumer.committed(
+            [TopicPartition(ledger_topics.topic("dispatch"), p) for p in (0, moved, kept)],
+            timeout=10)}
+        assert offsets[kept] == 3 and offsets[moved] == 7
+    finally:
+        a.close()
+        if b is not None:
+            b.close()
 
 
 def test_a_pregranted_dispatch_is_fenced_and_called_once_on_its_fenced_claim(stack, sandbox):
