@@ -90,9 +90,21 @@ def policy_from(settings: Settings) -> Policy:
         stall_after_ms=settings.processor.stall_after_ms,
         reconcile_timeout_ms=settings.processor.reconcile_timeout_ms,
         lag_credit_ms=settings.processor.lag_credit_ms,
+        pregrant_lease_ms=settings.processor.pregrant_lease_ms,
         actions=action_rules(settings),
     )
+    policy = under_guarantee(policy, settings.processor.processing_guarantee)
     return replace(policy, revision=policy_revision(policy))
+
+
+def under_guarantee(policy: Policy, guarantee: str) -> Policy:
+    """``policy`` as a processor with ``guarantee`` may decide under it: the pre-grant only
+    exactly once. At least once, a batch decided again after a crash writes its Dispatch a
+    second time, and two records of one pre-grant could be fenced by two connectors."""
+    if guarantee == "exactly-once" or policy.pregrant_lease_ms == 0:
+        return policy
+    off = replace(policy, pregrant_lease_ms=0)
+    return replace(off, revision=policy_revision(off)) if policy.revision else off
 
 
 # An action type as operation keys spell it: one key segment, no space (validation.py).

@@ -42,7 +42,7 @@ from ledger_stream.processor.batch import Batch, in_time_order, rewind_to
 from ledger_stream.processor.checkpoint import Checkpoint
 from ledger_stream.processor.exceptions import BatchAbandoned, ProcessorError
 from ledger_stream.processor.layout import LayoutWatch, adopt_layout
-from ledger_stream.processor.policy import announce, policy_from
+from ledger_stream.processor.policy import announce, policy_from, under_guarantee
 from ledger_stream.processor.preflight import check_topics
 from ledger_stream.processor.stages import StageLog
 from ledger_stream.processor.step import LedgerStep
@@ -74,7 +74,8 @@ class Processor:
         ``policy``: the one ``settings`` give, built by the caller (announced and used)."""
         self.settings = settings
         # First: a missing approval secret is refused at once.
-        policy = policy if policy is not None else policy_from(settings)
+        policy = under_guarantee(policy if policy is not None else policy_from(settings),
+                                 settings.processor.processing_guarantee)
         announce(policy)
         bootstrap = resolve_bootstrap(settings)
         self._stop = stop or threading.Event()
