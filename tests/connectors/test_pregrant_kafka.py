@@ -7,8 +7,10 @@ sandbox's own ledger (every request it received), not from the ledger's events."
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -74,6 +76,13 @@ def committed(stack: Stack) -> dict[int, int]:
         return {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=10)}
     finally:
         consumer.close()
+
+
+def owns_some(conn) -> bool:
+    """Whether the connector was assigned a partition (its log's JSON lines say so)."""
+    lines = [json.loads(line) for line in conn.tail(400).splitlines()
+             if line.startswith("{")]
+    return any(e.get("msg") == "partitions assigned" and e.get("partitions") for e in lines)
 
 
 def requests_of(sandbox: SandboxProc, key: str) -> list[dict]:
@@ -151,10 +160,24 @@ def test_a_pregranted_dispatch_is_fenced_and_called_once_on_its_fenced_claim(sta
     assert conn.alive()
 
 
-def test_a_connector_joining_mid_run_never_calls_a_pregranted_dispatch_again(stack, sandbox):
+@pytest.fixture
+def short_pregrant_stack(ledger_topics: Settings, tmp_path) -> Iterator[Stack]:
+    """A stack whose processor pre-grants for 8 s: a dispatch a rebalance turned into
+    backlog is Held until its pre-grant ends, and the records behind it in its partition
+    wait for it (the commit frontier); 8 s keeps that wait short."""
+    s = Stack(ledger_topics, tmp_path, processor_env={"LEDGER_PREGRANT_LEASE_MS": "8000"})
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def test_a_connector_joining_mid_run_never_calls_a_pregranted_dispatch_again(
+        short_pregrant_stack: Stack, sandbox: SandboxProc):
+    stack = short_pregrant_stack
     partitions = stack.settings.partitions
     first = connector(stack, sandbox)
-    wait_until(lambda: "partitions assigned" in first.tail(200), 60, "the assignment")
+    wait_until(lambda: owns_some(first), 60, "the assignment")
     keys: list[str] = []
 
     def submit_round() -> None:
@@ -163,17 +186,24 @@ def test_a_connector_joining_mid_run_never_calls_a_pregranted_dispatch_again(sta
             stack.submit(keys[-1], ARGS, "sandbox")
             time.sleep(0.05)
 
-    for _ in range(2):
-        submit_round()
+    def await_all() -> None:
+        for key in keys:
+            stack.await_key(key, SUCCEEDED, timeout_s=90)
+
+    submit_round()
+    await_all()  # the processor is up and pre-granting
     second = connector(stack, sandbox)  # joins the group: some partitions move to it
     deadline = time.monotonic() + 90
-    while "partitions assigned" not in second.tail(200) and time.monotonic() < deadline:
+    while not owns_some(second) and time.monotonic() < deadline:
         submit_round()  # dispatches flow through the rebalance
-    assert "partitions assigned" in second.tail(200), second.tail(40)
-    for _ in range(3):
+    assert owns_some(second), second.tail(40)
+    for _ in range(4):
         submit_round()
-    for key in keys:
-        stack.await_key(key, SUCCEEDED, timeout_s=90)
+        time.sleep(0.3)
+    await_all()
+    for _ in range(2):  # every frontier is free again: both members fence
+        submit_round()
+    await_all()
 
     ledger = sandbox.ledger()
     calls: dict[str, int] = {}
