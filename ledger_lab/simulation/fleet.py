@@ -131,8 +131,9 @@ class Fleet:
         inst.position += 1
         inst.outbox.extend(inst.core.record(rec, inst.clock(now)))
 
-    def take(self, inst: Instance, now: int) -> Command | None:
-        """Turn the instance's next command into a wire item (or do it at once)."""
+    def take(self, inst: Instance, now: int, fence_fault: str = "") -> Command | None:
+        """Turn the instance's next command into a wire item (or do it at once).
+        ``fence_fault``: a Fence is refused (fence_refused) or lands unseen (fence_lost)."""
         cmd = inst.outbox.popleft()
         if isinstance(cmd, Produce):
             self.wire.append(Wire("produce", inst, cmd.job_id, cmd))
@@ -150,8 +151,9 @@ class Fleet:
                 self.committed = cmd.offset
         elif isinstance(cmd, Fence):
             ok = self.owner is inst and inst.owns and not inst.lost
-            if ok:
+            if ok and fence_fault != "fence_refused":
                 self.committed = cmd.offset
+            ok = ok and not fence_fault
             inst.outbox.extend(inst.core.fenced(cmd.job_id, ok, inst.clock(now)))
         elif isinstance(cmd, Stop):
             self.crash(inst)
