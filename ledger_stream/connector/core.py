@@ -96,6 +96,7 @@ class ConnectorCore(PregrantPath, ReconcileSteps):
         gone = set(partitions)
         for p in gone:
             self._progress.pop(p, None)
+        self._fence_waits = {k: j for k, j in self._fence_waits.items() if k[0] not in gone}
         for key in list(self._pending):
             kept = deque(j for j in self._pending[key] if j.partition not in gone)
             if kept:

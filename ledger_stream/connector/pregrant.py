@@ -111,6 +111,7 @@ class PregrantPath:
         jobs."""
         if not job.fence_failed and not self._covers(job, now_ms):
             job.pregrant = False
+            self._fence_waits.pop((job.partition, job.offset), None)
             return self._claim(job, now_ms)
         progress = self._progress.get(job.partition)
         if progress is not None and progress.frontier() == job.offset:
@@ -127,7 +128,8 @@ class PregrantPath:
     def _frontier_moved(self, partition: int, frontier: int, now_ms: int) -> list[Command]:
         """The partition's commit point reached ``frontier``: the job waiting there fences."""
         job = self._fence_waits.pop((partition, frontier), None)
-        if job is None or job.stage is not Stage.WAITING or self._busy.get(job.key) is not job:
+        if job is None or not job.pregrant or job.stage is not Stage.WAITING \
+                or self._busy.get(job.key) is not job:
             return []
         self._wake_exact = False  # it was waiting: the next wake-up is looked for again
         return self._fence_or_wait(job, now_ms)

@@ -181,6 +181,23 @@ def test_a_pregrant_whose_frontier_comes_too_late_takes_the_plain_path():
     assert c.produced(claim.job_id, True, LAST_START + 10) == []
 
 
+def test_a_pregrant_gone_plain_and_held_is_not_woken_when_the_frontier_reaches_it():
+    c = core()
+    earlier = plain_claim(c.record(rec(dispatch("acme/pay/a", lease_until=0), 0), 1_000))
+    c.record(rec(dispatch("acme/pay/b"), 1), 1_001)
+    claim = plain_claim(c.tick(LAST_START + 1))
+    c.produced(claim.job_id, True, LAST_START + 10)
+    held = ev.Held("acme/pay/b", 1, claim.event.claim_id, LEASE_END, LAST_START + 20)
+    assert c.record(rec(held, 2), LAST_START + 30) == []  # waits until the lease ends
+    c.produced(earlier.job_id, True, LAST_START + 40)
+    grant = ev.Grant("acme/pay/a", 1, earlier.event.claim_id, LEASE_END + 9_000, 1)
+    call = only(c.record(rec(grant, 3), LAST_START + 50), Call)
+    report = only(c.called(call.job_id, OS.SUCCEEDED, "x", "", LAST_START + 60), Produce)
+    # The frontier reaches record 1: its job waits for the Held lease, not for a fence.
+    assert c.produced(report.job_id, True, LAST_START + 70) == [Commit(0, 1)]
+    assert c.next_wake_ms() == LEASE_END + 500
+
+
 # --- the plain path -------------------------------------------------------------------------
 
 
