@@ -14,6 +14,8 @@ Guarantees, for one key:
 - no Dispatch after a conflict, a rejected approval or on an expired key;
 - every AttemptClaim gets exactly one answer naming its claim id (Grant, Held, Reconcile,
   Done);
+- at most one Dispatch of a key carries a pre-grant (``policy.pregrant_lease_ms``: the
+  reserving one), and while it runs only a fenced claim is granted, under its end;
 - every Intent gets exactly one Receipt naming its event id;
 - a report of an effect is never dropped: it settles a key still in flight, turns a failed
   key into a succeeded one (``late_effect``), or raises ``duplicate_effect``;

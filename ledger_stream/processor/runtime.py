@@ -74,8 +74,9 @@ class Processor:
         ``policy``: the one ``settings`` give, built by the caller (announced and used)."""
         self.settings = settings
         # First: a missing approval secret is refused at once.
-        policy = under_guarantee(policy if policy is not None else policy_from(settings),
-                                 settings.processor.processing_guarantee)
+        policy = policy if policy is not None else policy_from(settings)
+        codec = codec or make_codec(settings.connection.schema_registry_url)
+        policy = under_guarantee(policy, settings.processor.processing_guarantee, codec)
         announce(policy)
         bootstrap = resolve_bootstrap(settings)
         self._stop = stop or threading.Event()
@@ -88,8 +89,7 @@ class Processor:
         group = settings.processor.consumer_group
         self._inputs = (settings.topic("intents"), settings.topic("attempts"))
         metrics.start_series(self._inputs)  # at 0: alert rules then see the first increase
-        self._step = LedgerStep(policy,
-                                codec or make_codec(settings.connection.schema_registry_url),
+        self._step = LedgerStep(policy, codec,
                                 {self._inputs[0]: "intents", self._inputs[1]: "attempts"},
                                 partitions, layout.grown_from)
         self._consumer = Consumer(clients.consumer_config(settings, bootstrap))

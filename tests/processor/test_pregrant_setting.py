@@ -11,7 +11,12 @@ import pytest
 from ledger_stream.config import Settings
 from ledger_stream.domain import absent, decide
 from ledger_stream.domain import events as ev
-from ledger_stream.processor.policy import policy_from, policy_revision, under_guarantee
+from ledger_stream.processor.policy import (
+    describe,
+    policy_from,
+    policy_revision,
+    under_guarantee,
+)
 from tests.factories import KEY, intent
 
 pytestmark = pytest.mark.timeout(30)
@@ -59,3 +64,20 @@ def test_a_policy_given_to_an_at_least_once_processor_loses_its_pre_grant_and_re
 def test_a_negative_lease_is_refused():
     with pytest.raises(ValueError, match="pregrant_lease_ms"):
         Settings(pregrant_lease_ms=-1)
+
+
+def test_a_processor_writing_an_older_releases_dispatch_does_not_pre_grant(
+        monkeypatch: pytest.MonkeyPatch):
+    """The first pass of an upgrade (``LEDGER_WRITE_SCHEMAS``): the Dispatch it writes
+    cannot carry the pre-grant, so no connector could take it, and a plain claim would wait
+    for its end for nothing."""
+    from ledger_stream.serde import AvroCodec
+    from ledger_stream.serde.schemas import SCHEMA_DIR, SchemaSet
+
+    given = policy_from(Settings())
+    assert under_guarantee(given, "exactly-once", AvroCodec()) is given
+    older = AvroCodec(SchemaSet.load(SCHEMA_DIR, "0.1.0"))
+    assert "lease_until_ms" not in older.schemas.writer("Dispatch").fields
+    taken = under_guarantee(given, "exactly-once", older)
+    assert taken.pregrant_lease_ms == 0 and taken.revision != given.revision
+    assert "pre-grant off" in describe(taken) and "pre-grant 30000 ms" in describe(given)
