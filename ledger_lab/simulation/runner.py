@@ -28,10 +28,10 @@ def config_for(seed: int) -> SimConfig:
 
 
 def pregrant_config_for(seed: int) -> SimConfig:
-    """A pre-grant run: ``config_for``'s target and size, the processor pre-granting (so no
-    processor crash: exactly once), and the fence's own faults among those drawn."""
+    """A pre-grant run: ``config_for``'s target and size, an exactly-once processor
+    pre-granting, and the fence's own faults among those drawn."""
     rng = random.Random(seed * 104_729 + 3)
-    kinds = [k for k in FAULTS if k != "processor_crash"] + list(FENCE_FAULTS)
+    kinds = [*FAULTS, *FENCE_FAULTS]
     base = config_for(seed)
     return replace(base, pregrant=True, faults=tuple(rng.sample(kinds, k=len(base.faults))))
 

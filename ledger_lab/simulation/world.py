@@ -64,8 +64,8 @@ class SimConfig:
     fault_budget: int = 1  # per kind
     max_steps: int = 200
     max_skew_ms: int = 100
-    # The processor pre-grants attempt 1 (an exactly-once processor's policy): only with
-    # no processor crash, whose replay writes one Dispatch twice (at least once).
+    # An exactly-once processor that pre-grants attempt 1 (at least once, whose replay can
+    # write one Dispatch twice, never pre-grants).
     pregrant: bool = False
 
 
@@ -101,8 +101,7 @@ class World:
     def __post_init__(self) -> None:
         cfg = self.cfg
         self.rng = random.Random(self.seed)
-        assert not (cfg.pregrant and "processor_crash" in cfg.faults), "at least once"
-        self.processor = SimProcessor(sim_policy(cfg.pregrant))
+        self.processor = SimProcessor(sim_policy(cfg.pregrant), exactly_once=cfg.pregrant)
         self.target = SimTarget(cfg.deduplicates, cfg.queryable)
         self.fleet = Fleet(sim_options(cfg.fast_path), TARGET, cfg.deduplicates, cfg.queryable)
         for _ in range(cfg.connectors):
@@ -170,7 +169,7 @@ class World:
 
     def settled(self) -> bool:
         p, f = self.processor, self.fleet
-        if p.behind() or f.wire or self.todo or f.owner is None \
+        if p.behind() or p.uncommitted or f.wire or self.todo or f.owner is None \
                 or f.owner.position < len(p.dispatch):
             return False
         if any(i.outbox or not i.core.idle() for i in f.instances if i.alive):
@@ -188,6 +187,8 @@ class World:
             add(("agent submits", _submit, None))
         if p.behind() and now >= self.stalled_until:
             add(("processor decides", _decide, None))
+        elif p.uncommitted and now >= self.stalled_until:  # exactly once: the last commit
+            add(("processor commits", lambda world, _: world.processor.commit(), None))
         if not self.healing and self.rng.random() < 0.35:
             add(("time passes", _time_passes, None))
         for inst in f.instances:
