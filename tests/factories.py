@@ -40,8 +40,9 @@ def intent(key: str = KEY, args: Any = None, at_ms: int = 1_000, **overrides: An
 
 
 def claim(attempt: int = 1, claim_id: str = "c1", at_ms: int = 2_000, key: str = KEY,
-          lease_ms: int = 10_000) -> ev.AttemptClaim:
-    return ev.AttemptClaim(_next_id("claim"), key, attempt, claim_id, "conn-0", lease_ms, at_ms)
+          lease_ms: int = 10_000, fenced: bool = False) -> ev.AttemptClaim:
+    return ev.AttemptClaim(_next_id("claim"), key, attempt, claim_id, "conn-0", lease_ms, at_ms,
+                           fenced)
 
 
 def outcome(status: ev.OutcomeStatus, attempt: int = 1, claim_id: str = "c1",

@@ -215,7 +215,9 @@ NEW_SETTINGS = {"actions": "policy.actions",  # tests/processor/test_action_poli
                 # tests/sdk/test_receipt_cache.py
                 "sdk_receipt_cache": "sdk.receipt_cache",
                 "sdk_receipt_cache_size": "sdk.receipt_cache_size",
-                "sdk_receipt_cache_ttl_s": "sdk.receipt_cache_ttl_s"}
+                "sdk_receipt_cache_ttl_s": "sdk.receipt_cache_ttl_s",
+                # tests/processor/test_pregrant_setting.py
+                "pregrant_lease_ms": "processor.pregrant_lease_ms"}
 
 
 def test_the_list_names_every_setting_and_nothing_was_dropped() -> None:

@@ -30,7 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,7 @@ INTENTS, ATTEMPTS = "cpu.intents", "cpu.attempts"
 ROLES = ("dispatch", "receipts", "alerts", "dlq", "attempts", "changelog", "intents")
 STAGES = ("decode", "validate", "decide", "encode", "store", "produce", "commit")
 MAX_BATCH = ProcessorSettings.model_fields["max_batch"].default
+PREGRANT_MS = ProcessorSettings.model_fields["pregrant_lease_ms"].default
 GROUP = "cpu-harness"
 Polls = list[list[FakeMessage]]
 
@@ -142,11 +143,11 @@ def mixed_polls(cases: int, seed: int, partitions: int = PARTITIONS,
 
 
 def digest(polls: Polls, partitions: int, exactly_once: bool,
-           policy: Policy | None = None) -> str:
+           policy: Policy | None = None, pregrant_ms: int | None = None) -> str:
     """SHA-256 of everything the processor's loop produces for ``polls`` (every output topic
     and the changelog, per partition, in order)."""
     with tempfile.TemporaryDirectory(prefix="cpu-digest-") as tmp:
-        run = ProcessorRun(Path(tmp), partitions, exactly_once, policy)
+        run = ProcessorRun(Path(tmp), partitions, exactly_once, policy, pregrant_ms)
         try:
             for records in polls:
                 run.batch(records)
@@ -156,13 +157,18 @@ def digest(polls: Polls, partitions: int, exactly_once: bool,
 
 
 class ProcessorRun:
-    """One pass of the real batch loop over ``polls`` on fresh stores in ``folder``."""
+    """One pass of the real batch loop over ``polls`` on fresh stores in ``folder``, deciding
+    as a processor with the default settings does under its guarantee: exactly once, first
+    Dispatches pre-granted for ``pregrant_ms`` (None: the setting's default); at least once,
+    never."""
 
     def __init__(self, folder: Path, partitions: int, exactly_once: bool,
-                 policy: Policy | None = None) -> None:
+                 policy: Policy | None = None, pregrant_ms: int | None = None) -> None:
         LogProducer.partitions = partitions
         self.codec = AvroCodec()
-        self.step = LedgerStep(policy or Policy(), self.codec,
+        pregrant = PREGRANT_MS if pregrant_ms is None else pregrant_ms
+        policy = replace(policy or Policy(), pregrant_lease_ms=pregrant if exactly_once else 0)
+        self.step = LedgerStep(policy, self.codec,
                                {INTENTS: "intents", ATTEMPTS: "attempts"}, partitions)
         self.stores = {p: RocksDBPartitionStore(folder / f"p{p}", p) for p in range(partitions)}
         self.committed: dict[int, Positions] = {}

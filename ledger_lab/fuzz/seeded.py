@@ -132,7 +132,7 @@ class Generator:
                 attempt, claim_id = self.claims.get(key, (1, ""))[0], f"claim-{rng.getrandbits(16)}"
                 self.claims[key] = (attempt, claim_id)
             return ev.AttemptClaim(f"c-{rng.getrandbits(32)}", key, attempt, claim_id, "conn",
-                                   rng.choice([1, 10_000, 600_000]), at)
+                                   rng.choice([1, 10_000, 600_000]), at, rng.random() < 0.5)
         if kind == 5:
             status = rng.choice(list(ev.OutcomeStatus))
             if status in (ev.OutcomeStatus.NOT_APPLIED, ev.OutcomeStatus.NOT_CALLED):

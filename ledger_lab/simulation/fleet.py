@@ -3,9 +3,11 @@ runtime drives it, with clocks that may be skewed, and processes that crash, fre
 lose their partition.
 
 One consumer group reads the key's dispatch partition; one member owns it at a time and
-reads from the group's committed offset. What an instance asked for (produces, calls,
-lookups) travels on ``wire`` items that other steps complete, so every interleaving of
-network, target and process is reachable.
+reads from the group's committed offset. A fence (a pre-granted dispatch's synchronous
+commit) succeeds only for the partition's current owner, as the group coordinator accepts a
+commit only from a member of its current generation, and moves the committed offset at
+once. What an instance asked for (produces, calls, lookups) travels on ``wire`` items that
+other steps complete, so every interleaving of network, target and process is reachable.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ledger_stream.connector.commands import (
     Call,
     Command,
     Commit,
+    Fence,
     Lookup,
     LookupAnswer,
     Produce,
@@ -128,8 +131,9 @@ class Fleet:
         inst.position += 1
         inst.outbox.extend(inst.core.record(rec, inst.clock(now)))
 
-    def take(self, inst: Instance, now: int) -> Command | None:
-        """Turn the instance's next command into a wire item (or do it at once)."""
+    def take(self, inst: Instance, now: int, fence_fault: str = "") -> Command | None:
+        """Turn the instance's next command into a wire item (or do it at once).
+        ``fence_fault``: a Fence is refused (fence_refused) or lands unseen (fence_lost)."""
         cmd = inst.outbox.popleft()
         if isinstance(cmd, Produce):
             self.wire.append(Wire("produce", inst, cmd.job_id, cmd))
@@ -145,6 +149,12 @@ class Fleet:
         elif isinstance(cmd, Commit):
             if self.owner is inst:
                 self.committed = cmd.offset
+        elif isinstance(cmd, Fence):
+            ok = self.owner is inst and inst.owns and not inst.lost
+            if ok and fence_fault != "fence_refused":
+                self.committed = cmd.offset
+            ok = ok and not fence_fault
+            inst.outbox.extend(inst.core.fenced(cmd.job_id, ok, inst.clock(now)))
         elif isinstance(cmd, Stop):
             self.crash(inst)
         return cmd

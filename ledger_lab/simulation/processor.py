@@ -1,9 +1,13 @@
 """The simulated processor: the real ``decide`` over one input partition, with the runtime's
-partition clock, deadlines and at-least-once crash-and-replay.
+partition clock, deadlines and crash-and-replay, at least once or exactly once.
 
-Outputs are visible as soon as they are decided (at-least-once); a crash rolls the state
-back to the last commit and decides the same records again, so the dispatch log can hold
-identical copies of earlier outputs, exactly as a real restart without transactions does.
+At least once (the default), outputs are visible as soon as they are decided; a crash rolls
+the state back to the last commit and decides the same records again, so the dispatch log
+can hold identical copies of earlier outputs, exactly as a real restart without
+transactions does. Exactly once (``exactly_once``), outputs become visible at the commit
+that covers them and a crash drops the uncommitted ones, as an aborted transaction does;
+only then does the processor pre-grant (``policy.pregrant_lease_ms``), as the runtime
+(``processor.policy.under_guarantee``) allows.
 
 Each decision's outputs leave at the world time the record was first decided (``sent_ms``
 to ``decide``): a record decided again after a crash sends copies of outputs that were
@@ -14,7 +18,7 @@ broker times before it, so a batch decided again fires no timer its first run di
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ledger_stream.domain import Policy, absent, decide, due_ms
 from ledger_stream.domain import events as ev
@@ -32,6 +36,7 @@ class Logged:
 @dataclass
 class SimProcessor:
     policy: Policy
+    exactly_once: bool = False
     log: list[Logged] = field(default_factory=list)  # intents + attempts + ticks
     dispatch: list[Logged] = field(default_factory=list)
     receipts: list[ev.Receipt] = field(default_factory=list)
@@ -43,6 +48,13 @@ class SimProcessor:
     _snapshot: tuple[dict[str, KeyState], int] = field(default_factory=lambda: ({}, 0))
     claims_seen: set[str] = field(default_factory=set)
     first_decided: dict[int, int] = field(default_factory=dict)  # log position -> world time
+    # Exactly once: the outputs decided since the last commit, visible at the next one.
+    uncommitted: list[Logged] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.exactly_once and self.policy.pregrant_lease_ms:
+            # At least once can write one Dispatch twice: two records of one pre-grant.
+            self.policy = replace(self.policy, pregrant_lease_ms=0)
 
     def append(self, event: object, now: int) -> None:
         self.log.append(Logged(event, now))
@@ -77,9 +89,17 @@ class SimProcessor:
                           sent_ms=sent)
         if decision.state is not state:
             self.states[key] = decision.state
-        for out in decision.outputs:
+        logged = [Logged(out, now) for out in decision.outputs]
+        if self.exactly_once:
+            self.uncommitted += logged
+        else:
+            self._publish(logged)
+
+    def _publish(self, outputs: list[Logged]) -> None:
+        for logged in outputs:
+            out = logged.event
             if isinstance(out, DISPATCH_TYPES):
-                self.dispatch.append(Logged(out, now))
+                self.dispatch.append(logged)
             elif isinstance(out, ev.Receipt):
                 self.receipts.append(out)
             elif isinstance(out, ev.Alert):
@@ -88,11 +108,15 @@ class SimProcessor:
     def commit(self) -> None:
         self.committed = self.position
         self._snapshot = (dict(self.states), self.clock)
+        self._publish(self.uncommitted)
+        self.uncommitted = []
 
     def crash(self) -> None:
-        """Restart from the last commit: state and clock as they were, inputs decided again."""
+        """Restart from the last commit: state and clock as they were, inputs decided again
+        (exactly once: what was decided since is dropped, never seen)."""
         states, clock = self._snapshot
         self.states, self.clock, self.position = dict(states), clock, self.committed
+        self.uncommitted = []
 
     def state(self, key: str) -> KeyState:
         return self.states.get(key) or absent(key)

@@ -7,10 +7,10 @@ import logging
 import random
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ledger_lab.simulation.invariants import violations
-from ledger_lab.simulation.world import FAULTS, SimConfig, World
+from ledger_lab.simulation.world import FAULTS, FENCE_FAULTS, SimConfig, World
 
 TARGETS = ((True, True, False), (True, True, True), (True, False, False), (True, False, True),
            (False, True, False), (False, False, False))  # (deduplicates, queryable, fast path)
@@ -25,6 +25,15 @@ def config_for(seed: int) -> SimConfig:
     kinds = tuple(rng.sample(FAULTS, k=rng.choice((1, 2, 3, 4))))
     return SimConfig(deduplicates=dedup, queryable=queryable, fast_path=fast, faults=kinds,
                      fault_budget=rng.choice((1, 1, 2)), keys=rng.choice((1, 1, 2)))
+
+
+def pregrant_config_for(seed: int) -> SimConfig:
+    """A pre-grant run: ``config_for``'s target and size, an exactly-once processor
+    pre-granting, and the fence's own faults among those drawn."""
+    rng = random.Random(seed * 104_729 + 3)
+    kinds = [*FAULTS, *FENCE_FAULTS]
+    base = config_for(seed)
+    return replace(base, pregrant=True, faults=tuple(rng.sample(kinds, k=len(base.faults))))
 
 
 @dataclass(frozen=True)

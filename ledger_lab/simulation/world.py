@@ -17,7 +17,7 @@ from ledger_lab.simulation import network
 from ledger_lab.simulation.fleet import Fleet, Instance
 from ledger_lab.simulation.processor import SimProcessor
 from ledger_lab.simulation.target import SimTarget
-from ledger_stream.connector.commands import Call, Produce
+from ledger_stream.connector.commands import Call, Fence, Produce
 from ledger_stream.connector.options import ConnectorOptions
 from ledger_stream.domain import Policy, due_ms
 from ledger_stream.domain import events as ev
@@ -34,7 +34,10 @@ ARMED = {"refuse": "call", "reject": "call", "drop": "call", "slow": "call",
          "freeze_in_window": "call", "lookup_down": "lookup", "produce_lost": "produce",
          "produce_nack": "produce", "produce_delay": "produce", "before_claim": "claim",
          "before_call": "call", "after_call": "response", "before_outcome": "outcome",
-         "after_outcome": "outcome_ack"}
+         "after_outcome": "outcome_ack", "fence_refused": "fence", "fence_lost": "fence"}
+# Faults of a pre-grant run's fences: refused by the coordinator, or committed with the
+# answer lost (the connector sees a failure; the group's offset moved).
+FENCE_FAULTS = ("fence_refused", "fence_lost")
 PAUSES = (500, 1_500, 3_000)  # how long a freeze, a stall or a network delay lasts
 # A processor stall may also outlast lease + skew + stall_after + reconcile timeout (6.1 s
 # under sim_policy): the deadlines of what it sends after it must still wait for answers,
@@ -61,12 +64,19 @@ class SimConfig:
     fault_budget: int = 1  # per kind
     max_steps: int = 200
     max_skew_ms: int = 100
+    # An exactly-once processor that pre-grants attempt 1 (at least once, whose replay can
+    # write one Dispatch twice, never pre-grants).
+    pregrant: bool = False
 
 
-def sim_policy() -> Policy:
+PREGRANT_LEASE_MS = 1_500
+
+
+def sim_policy(pregrant: bool = False) -> Policy:
     return Policy(replay_window_ms=10**9, retry_backoff_ms=50,
                   max_attempts=3, clock_skew_ms=100, stall_after_ms=2_000,
-                  reconcile_timeout_ms=3_000, lag_credit_ms=5_000)
+                  reconcile_timeout_ms=3_000, lag_credit_ms=5_000,
+                  pregrant_lease_ms=PREGRANT_LEASE_MS if pregrant else 0)
 
 
 def sim_options(fast_path: bool) -> ConnectorOptions:
@@ -91,7 +101,7 @@ class World:
     def __post_init__(self) -> None:
         cfg = self.cfg
         self.rng = random.Random(self.seed)
-        self.processor = SimProcessor(sim_policy())
+        self.processor = SimProcessor(sim_policy(cfg.pregrant), exactly_once=cfg.pregrant)
         self.target = SimTarget(cfg.deduplicates, cfg.queryable)
         self.fleet = Fleet(sim_options(cfg.fast_path), TARGET, cfg.deduplicates, cfg.queryable)
         for _ in range(cfg.connectors):
@@ -100,10 +110,11 @@ class World:
         self.keys = [f"acme/pay/k{i}" for i in range(cfg.keys)]
         self.todo = [_intent(key, n, variant)
                      for n, (key, variant) in enumerate(self._submissions())]
-        self.budget = {k: cfg.fault_budget if k in cfg.faults else 0 for k in FAULTS}
+        self.budget = {k: cfg.fault_budget if k in cfg.faults else 0
+                       for k in FAULTS + FENCE_FAULTS}
         self.armed: dict[str, list[list[object]]] = {
             op: [] for op in ("call", "lookup", "produce", "claim", "response", "outcome",
-                              "outcome_ack")}
+                              "outcome_ack", "fence")}
         for kind in cfg.faults:
             for _ in range(cfg.fault_budget if kind in ARMED else 0):
                 self.armed[ARMED[kind]].append([kind, self.rng.randint(1, 3)])
@@ -158,7 +169,7 @@ class World:
 
     def settled(self) -> bool:
         p, f = self.processor, self.fleet
-        if p.behind() or f.wire or self.todo or f.owner is None \
+        if p.behind() or p.uncommitted or f.wire or self.todo or f.owner is None \
                 or f.owner.position < len(p.dispatch):
             return False
         if any(i.outbox or not i.core.idle() for i in f.instances if i.alive):
@@ -176,6 +187,8 @@ class World:
             add(("agent submits", _submit, None))
         if p.behind() and now >= self.stalled_until:
             add(("processor decides", _decide, None))
+        elif p.uncommitted and now >= self.stalled_until:  # exactly once: the last commit
+            add(("processor commits", lambda world, _: world.processor.commit(), None))
         if not self.healing and self.rng.random() < 0.35:
             add(("time passes", _time_passes, None))
         for inst in f.instances:
@@ -196,6 +209,10 @@ class World:
     def _instance_actions(self, inst: Instance, add: Callable[[Action], None]) -> None:
         if inst.lost:
             add(("{} learns it lost its partition", _told_lost, inst))
+            # It learns in its next poll: a fence asked before (on the poll's thread) may
+            # run first, and the coordinator refuses it (a member no longer in the group).
+            if inst.outbox and isinstance(inst.outbox[0], Fence):
+                add(("{} acts on Fence", _take, inst))
             return
         if inst.owns and inst.position < len(self.processor.dispatch):
             add(("{} reads the next dispatch record", _read, inst))
@@ -266,6 +283,13 @@ class World:
             g = logged.event
             if isinstance(g, ev.Grant) and g.claim_id == claim_id:
                 return g.lease_until_ms
+        # A fenced claim calls under its pre-granted Dispatch's lease, before any Grant.
+        for logged in self.processor.log:
+            c = logged.event
+            if isinstance(c, ev.AttemptClaim) and c.claim_id == claim_id and c.fenced:
+                return max((d.event.lease_until_ms for d in self.processor.dispatch
+                            if isinstance(d.event, ev.Dispatch) and d.event.key == c.key
+                            and d.event.attempt == c.attempt), default=0) or None
         return None
 
     def tick(self) -> None:
@@ -350,7 +374,7 @@ def _take(world: World, inst: Instance) -> None:
     if _dies_before(world, inst, cmd):
         return
     last = fleet.wire[-1] if fleet.wire else None
-    fleet.take(inst, world.now)
+    fleet.take(inst, world.now, world.fault_for("fence") if isinstance(cmd, Fence) else "")
     if not fleet.wire or fleet.wire[-1] is last:
         return  # nothing went on the wire (a commit, a stop, a call not started)
     w = fleet.wire[-1]

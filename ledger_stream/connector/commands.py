@@ -77,6 +77,19 @@ class Commit:
 
 
 @dataclass(frozen=True, slots=True)
+class Fence:
+    """Take a pre-granted dispatch: commit ``offset`` (the record's offset + 1) for
+    ``partition`` synchronously, in this member's group generation, only if the partition
+    is assigned at that moment; report ``ConnectorCore.fenced(job_id, ok, now_ms)``. The
+    group coordinator accepts the commit only from a member of its current generation, and
+    the partition's next owner starts reading at it: at most one owner fences a record."""
+
+    job_id: int
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
 class Stop:
     """An acknowledgement failed: stop without committing anything more. The records
     whose outcome was not recorded are read again by the partition's next owner."""
@@ -84,7 +97,7 @@ class Stop:
     reason: str
 
 
-Command = Produce | Call | Lookup | Commit | Stop
+Command = Produce | Call | Lookup | Commit | Fence | Stop
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,13 +5,17 @@ The driver feeds it what happened (a record read, an acknowledgement, a call's o
 result, a revocation, the time) and executes the commands it returns. Guarantees:
 
 - the target is called only on a Grant naming this job's claim id, with enough lease left
-  to cover the call, the outcome report and the clock skew; or, on the fast path, for a
-  live dispatch at a target that deduplicates by key;
+  to cover the call, the outcome report and the clock skew; or for a live pre-granted
+  dispatch this instance fenced, once its fenced claim is recorded, under the same check
+  (``pregrant.py``); or, on the fast path, for a live dispatch at a target that
+  deduplicates by key;
 - a claim that was recorded is never abandoned in silence: it ends in a call and its
   outcome, or in a ``not_called`` outcome (late grant, revocation, shutdown);
 - waiting for an answer never mints a new claim id (processor lag costs no attempt);
 - a record's offset is committed only once everything it caused is acknowledged, never
-  after a failed acknowledgement (the driver then stops), never after a revocation;
+  after a failed acknowledgement (the driver then stops), never after a revocation; a
+  fenced record's is committed by its fence, before its claim (a crash then leaves the
+  record unclaimed: the processor's stall timer sends a plain copy);
 - after a failed acknowledgement nothing new goes out: no call (even on a grant already
   read), no claim, no lookup;
 - one key at a time, many keys at once, at most ``max_in_flight`` jobs.
@@ -29,7 +33,6 @@ from ledger_stream.connector.commands import (
     Command,
     Commit,
     Lookup,
-    LookupAnswer,
     Produce,
     Record,
     Stop,
@@ -42,7 +45,9 @@ from ledger_stream.connector.jobs import (
     Stage,
     marker,
 )
+from ledger_stream.connector.lookups import ReconcileSteps
 from ledger_stream.connector.options import ConnectorOptions
+from ledger_stream.connector.pregrant import PregrantPath
 from ledger_stream.connector.progress import PartitionProgress, Remembered
 from ledger_stream.connector.target import EffectRequest
 from ledger_stream.domain import events as ev
@@ -54,7 +59,7 @@ ANSWERS = (ev.Grant, ev.Held, ev.Reconcile, ev.Done)
 _NEVER = float("inf")
 
 
-class ConnectorCore:
+class ConnectorCore(PregrantPath, ReconcileSteps):
     def __init__(self, target: str, deduplicates: bool, queryable: bool,
                  options: ConnectorOptions, new_id: Callable[[], str]) -> None:
         options.check(deduplicates)
@@ -69,6 +74,7 @@ class ConnectorCore:
         self._busy: dict[str, Job] = {}  # the running job of each key
         self._jobs: dict[int, Job] = {}
         self._waiting: dict[str, DispatchJob] = {}  # claim id -> job awaiting its answer
+        self._fence_waits = {}
         self._handled = Remembered()
         self._next_job = 0
         # Lower bounds of the next WAITING job's wake-up and of the next slow-answer warning:
@@ -90,6 +96,7 @@ class ConnectorCore:
         gone = set(partitions)
         for p in gone:
             self._progress.pop(p, None)
+        self._fence_waits = {k: j for k, j in self._fence_waits.items() if k[0] not in gone}
         for key in list(self._pending):
             kept = deque(j for j in self._pending[key] if j.partition not in gone)
             if kept:
@@ -106,7 +113,7 @@ class ConnectorCore:
         self.closing = True
         self._pending.clear()
         self._ready.clear()
-        waiting = (Stage.WAITING, Stage.CLAIMING, Stage.ANSWER)
+        waiting = (Stage.WAITING, Stage.FENCING, Stage.CLAIMING, Stage.ANSWER)
         return self._abandon([j for j in self._busy.values() if j.stage in waiting], now_ms)
 
     def record(self, rec: Record, now_ms: int) -> list[Command]:
@@ -124,7 +131,7 @@ class ConnectorCore:
                 waiter.early_answer = event
         job = self._job_for(rec, now_ms)
         if job is None:
-            out += self._finish_offset(rec.partition, rec.offset)
+            out += self._finish_offset(rec.partition, rec.offset, now_ms)
         else:
             self._enqueue(job)
         return out + self._start(now_ms)
@@ -138,6 +145,8 @@ class ConnectorCore:
             return []
         if job.stage is Stage.CLAIMING:
             assert isinstance(job, DispatchJob)
+            if job.fenced:
+                return self._fenced_claim_recorded(job, now_ms)
             return self._claim_recorded(job, now_ms)
         if isinstance(job, DispatchJob) and job.stage is Stage.REPORTING and job.fast:
             return self._await_answer(job, now_ms)  # a fast-path call still needs its answer
@@ -152,22 +161,6 @@ class ConnectorCore:
                 key=job.key, attempt=job.d.attempt, claim_id=job.claim_id,
                 outcome=status.value, error=error))
         return self._report(job, status, external_id, error, now_ms)
-
-    def looked_up(self, job_id: int, answer: LookupAnswer, now_ms: int) -> list[Command]:
-        job = self._jobs[job_id]
-        assert isinstance(job, ReconcileJob) and job.stage is Stage.LOOKING
-        if answer.unavailable:
-            if job.abandoned or self.closing:
-                return self._give_up(job, now_ms)  # the partition's next owner asks again
-            if self.queryable and now_ms + job.retry_delay_ms <= job.give_up_at_ms:
-                self._wait(job, now_ms + job.retry_delay_ms)
-                job.retry_delay_ms = min(job.retry_delay_ms * 2, 5_000)
-                return []
-            return self._result(job, ev.ReconcileStatus.UNQUERYABLE, "", answer.unavailable,
-                                now_ms)
-        if answer.external_id:
-            return self._result(job, ev.ReconcileStatus.FOUND, answer.external_id, "", now_ms)
-        return self._result(job, ev.ReconcileStatus.NOT_FOUND, "", "", now_ms)
 
     def tick(self, now_ms: int) -> list[Command]:
         """Time passed: wake the jobs whose wait is over."""
@@ -217,10 +210,12 @@ class ConnectorCore:
         self._next_job += 1
         if isinstance(event, ev.Dispatch):
             age_ms = now_ms - rec.timestamp_ms
-            fast = self.opts.fast_path and not rec.backlog \
+            pregrant = event.lease_until_ms > 0 and not rec.backlog
+            fast = self.opts.fast_path and not rec.backlog and not pregrant \
                 and age_ms <= self.opts.fast_path_max_age_s * 1000
             return DispatchJob(self._next_job, rec.partition, rec.offset, event.key,
-                               wake_at_ms=event.not_before_ms, dispatch=event, fast=fast)
+                               wake_at_ms=event.not_before_ms, dispatch=event, fast=fast,
+                               pregrant=pregrant)
         if isinstance(event, ev.Reconcile):
             return ReconcileJob(self._next_job, rec.partition, rec.offset, event.key,
                                 reconcile=event)
@@ -244,7 +239,7 @@ class ConnectorCore:
             if not queue:
                 del self._pending[key]
             if self._already_handled(job):
-                out += self._finish_offset(job.partition, job.offset)
+                out += self._finish_offset(job.partition, job.offset, now_ms)
                 self._release(key)
                 continue
             self._busy[key] = job
@@ -282,6 +277,8 @@ class ConnectorCore:
             job.stage = Stage.LOOKING
             return [Lookup(job.id, job.key, self.opts.call_timeout_s)]
         assert isinstance(job, DispatchJob)
+        if job.pregrant:
+            return self._fence_or_wait(job, now_ms)
         return self._claim(job, now_ms)
 
     def _finish(self, job: Job, now_ms: int, remember: bool = True) -> list[Command]:
@@ -294,15 +291,18 @@ class ConnectorCore:
         else:
             if remember:
                 self._handled.add(marker(job))
-            out = self._finish_offset(job.partition, job.offset)
+            out = self._finish_offset(job.partition, job.offset, now_ms)
         if self._busy.get(job.key) is job:
             self._release(job.key)
         return out + self._start(now_ms)
 
-    def _finish_offset(self, partition: int, offset: int) -> list[Command]:
+    def _finish_offset(self, partition: int, offset: int, now_ms: int) -> list[Command]:
         progress = self._progress.get(partition)
         commit_to = progress.finish(offset) if progress is not None else None
-        return [] if commit_to is None or self.stopped else [Commit(partition, commit_to)]
+        if commit_to is None or self.stopped:
+            return []
+        return [Commit(partition, commit_to), *self._frontier_moved(partition, commit_to,
+                                                                     now_ms)]
 
     def _abandon(self, jobs: list[Job], now_ms: int) -> list[Command]:
         out: list[Command] = []
@@ -325,6 +325,7 @@ class ConnectorCore:
         """Drop a job that has nothing on the wire (not claimed yet, or between claims)."""
         if job.stage is Stage.WAITING:
             self._wake_exact = False  # it may have been the next to wake
+            self._fence_waits.pop((job.partition, job.offset), None)
         job.stage = Stage.DONE
         self._jobs.pop(job.id, None)
         if self._busy.get(job.key) is job:
@@ -435,14 +436,3 @@ class ConnectorCore:
                  error: str, now_ms: int) -> ev.AttemptOutcome:
         return ev.AttemptOutcome(self._new_id(), job.key, job.d.attempt, job.claim_id, status,
                                  now_ms, external_id, error[:200], self.deduplicates)
-
-    # --- reconciliation -------------------------------------------------------------------
-
-    def _result(self, job: ReconcileJob, status: ev.ReconcileStatus, external_id: str,
-                error: str, now_ms: int) -> list[Command]:
-        r = job.r
-        job.stage = Stage.REPORTING
-        result = ev.ReconcileResult(self._new_id(), r.key, r.attempt, r.claim_id, status,
-                                    self.deduplicates, now_ms, external_id, error[:200])
-        return [Produce(job.id, result)]
-

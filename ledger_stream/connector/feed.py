@@ -125,5 +125,24 @@ class DispatchFeed:
             logger.warning("dispatch offsets not committed", extra=log_fields(
                 offsets=offsets, err=str(exc)))
 
+    def fence(self, partition: int, offset: int) -> bool:
+        """Commit ``partition -> offset`` synchronously, only while the partition is assigned
+        to this member; True when the group coordinator accepted it (it accepts a commit
+        only from a member of its current generation)."""
+        if partition not in self._backlog:  # not assigned (revoked, lost, never had it)
+            return False
+        tp = TopicPartition(self._topic, partition, offset)
+        try:
+            done = self._consumer.commit(offsets=[tp], asynchronous=False)
+        except KafkaException as exc:
+            logger.warning("pre-granted dispatch not fenced", extra=log_fields(
+                partition=partition, offset=offset, err=str(exc)))
+            return False
+        failed = [t for t in done or [] if t.error is not None]
+        if failed:
+            logger.warning("pre-granted dispatch not fenced", extra=log_fields(
+                partition=partition, offset=offset, err=str(failed[0].error)))
+        return not failed
+
     def close(self) -> None:
         self._consumer.close()

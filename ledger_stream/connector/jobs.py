@@ -2,7 +2,9 @@
 
 A ``DispatchJob`` applies one Dispatch: wait for ``not_before``, claim, wait for the answer
 naming its claim id (Grant: call; Held: claim again after the lease; Reconcile or Done:
-drop), call, report. A ``ReconcileJob`` answers one Reconcile: look the key up and report
+drop), call, report. A live pre-granted Dispatch is fenced instead (its offset committed,
+``pregrant.py``), then claimed with ``fenced`` and called once that claim is recorded,
+without waiting for the answer. A ``ReconcileJob`` answers one Reconcile: look the key up and report
 what the target holds; it never resends.
 """
 
@@ -15,7 +17,8 @@ from ledger_stream.domain import events as ev
 
 
 class Stage(Enum):
-    WAITING = auto()  # until wake_at_ms: not_before, a Held lease, a lookup retry
+    WAITING = auto()  # until wake_at_ms: not_before, a Held lease, a lookup retry, a fence
+    FENCING = auto()  # the pre-grant's fence (a synchronous offset commit) is running
     CLAIMING = auto()  # claim produced, acknowledgement pending
     ANSWER = auto()  # claim recorded, waiting for the answer naming its claim id
     CALLING = auto()  # the target call is running
@@ -27,8 +30,8 @@ class Stage(Enum):
 
 # Stages that end on an event of this process (a finished call or lookup, a delivery
 # report), which the runtime's loop only sees between two polls of its feed.
-LOCAL_STAGES = frozenset({Stage.CLAIMING, Stage.CALLING, Stage.LOOKING, Stage.REPORTING,
-                          Stage.WITHDRAWING})
+LOCAL_STAGES = frozenset({Stage.FENCING, Stage.CLAIMING, Stage.CALLING, Stage.LOOKING,
+                          Stage.REPORTING, Stage.WITHDRAWING})
 
 
 @dataclass(eq=False)
@@ -53,6 +56,9 @@ class DispatchJob(Job):
     warned: bool = False  # the "no answer yet" line was logged for this claim
     early_answer: object = None  # the answer, read before the claim's acknowledgement
     called: bool = False  # this claim's call went out (a fast-path call may precede its answer)
+    pregrant: bool = False  # on the pre-grant path: a live dispatch with lease_until_ms > 0
+    fence_failed: bool = False  # a fence failed: only a fence may follow (never a plain claim)
+    fenced: bool = False  # the fence held: the claim is fenced, its answer never awaited
 
     @property
     def d(self) -> ev.Dispatch:

@@ -57,5 +57,11 @@ class PartitionProgress:
             del self._done[advanced - 1]
         return advanced
 
+    def frontier(self) -> int:
+        """The commit point: the first offset read and not handled (or the next to read).
+        Committing ``o + 1`` commits every offset before ``o`` too: a record may be fenced
+        only while the frontier is its own offset."""
+        return self._order[0] if self._order else self._last + 1
+
     def __len__(self) -> int:
         return len(self._order)

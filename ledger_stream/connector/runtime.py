@@ -17,6 +17,8 @@ only then does the core move on. The core's commands are executed here:
 - Lookup: on a worker.
 - Commit: the partition's offset, asynchronously; synchronously when a partition is revoked
   or the process stops.
+- Fence (a pre-granted dispatch): its offset, synchronously, on the consumer's thread
+  (where revocations run), only while the partition is assigned; reported at once.
 
 Revocation (cooperative rebalancing) and SIGTERM give up every claim still waiting for its
 answer (``not_called``) and let the calls on the wire finish and report.
@@ -48,6 +50,7 @@ from ledger_stream.connector.commands import (
     Call,
     Command,
     Commit,
+    Fence,
     Lookup,
     LookupAnswer,
     Produce,
@@ -268,6 +271,11 @@ class ConnectorWorker:
                 self._pool.submit(partial(self._lookup, cmd))
             elif isinstance(cmd, Commit):
                 self._to_commit[cmd.partition] = cmd.offset
+            elif isinstance(cmd, Fence):
+                if threading.get_ident() == self._loop_thread:
+                    self._execute(self._fence(cmd))
+                else:  # the consumer is the loop's: the fence waits for its next pass
+                    self._done.put(partial(self._fence, cmd))
             elif isinstance(cmd, Stop):
                 self._stop(cmd.reason)
 
@@ -321,6 +329,14 @@ class ConnectorWorker:
         The event was encoded (and its failpoint passed) once, there: it is produced once."""
         self._send(send)
         return rest
+
+    def _fence(self, cmd: Fence) -> list[Command]:
+        """Commit past a pre-granted record and tell the core. A commit of the partition still
+        to send is covered by it (sent after it, it would move the offset back)."""
+        ok = self._feed.fence(cmd.partition, cmd.offset)
+        if ok and self._to_commit.get(cmd.partition, cmd.offset) <= cmd.offset:
+            self._to_commit.pop(cmd.partition, None)
+        return self._core.fenced(cmd.job_id, ok, now_ms())
 
     def _acknowledged(self, cmd: Produce, error: KafkaError | None) -> list[Command]:
         if error is None and isinstance(cmd.event, ev.AttemptOutcome):

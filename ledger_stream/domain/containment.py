@@ -10,7 +10,8 @@ makes every new intent of the action need a valid approval.
 A Dispatch that left before the freeze and was not granted yet is held at its claim: the
 claimant gets Held (claim again later) and the key waits like the others. A grant given
 before the freeze is not recalled, and a fast-path connector (a target that deduplicates)
-calls without waiting for its grant: those calls can still happen.
+calls without waiting for its grant, and neither does the connector holding a pre-grant
+(a fenced claim within it is granted under a freeze too): those calls can still happen.
 
 A freeze may instead be scoped by workflow version (graph id and version, action and
 tenant empty; scope ``@version/<graph>/<version>``): it holds the NEW intents whose workflow
@@ -313,7 +314,10 @@ def withhold(before: KeyState, decision: Decision, hold: Hold, now: int) -> Deci
     if freeze is None:
         return decision
     grant = next((o for o in decision.outputs if isinstance(o, Grant)), None)
-    if grant is not None and before.phase is Phase.RESERVED:
+    # Within a pre-grant only the fenced claim is granted: its connector calls without
+    # waiting for the answer, under a grant given before the freeze (not recalled).
+    if grant is not None and before.phase is Phase.RESERVED \
+            and now >= before.pregrant_until_ms:
         answer = claim_again(before, grant.attempt, grant.claim_id, now)
         if not hold.room:  # not held (no room to queue it): the claimant still waits
             return Decision(before, (answer,))

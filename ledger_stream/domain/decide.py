@@ -14,6 +14,8 @@ Guarantees, for one key:
 - no Dispatch after a conflict, a rejected approval or on an expired key;
 - every AttemptClaim gets exactly one answer naming its claim id (Grant, Held, Reconcile,
   Done);
+- at most one Dispatch of a key carries a pre-grant (``policy.pregrant_lease_ms``: the
+  reserving one), and while it runs only a fenced claim is granted, under its end;
 - every Intent gets exactly one Receipt naming its event id;
 - a report of an effect is never dropped: it settles a key still in flight, turns a failed
   key into a succeeded one (``late_effect``), or raises ``duplicate_effect``;
@@ -238,8 +240,13 @@ def _reserve(state: KeyState, intent: Intent, policy: Policy, now: int,
         attempt=1,
         not_before_ms=now,
         reserved_at_ms=now,
+        # Pre-granted (an exactly-once processor): to the connector that fences this
+        # Dispatch's record, until then. A freeze withholds the Dispatch, and HELD drops it.
+        pregrant_until_ms=now + policy.pregrant_lease_ms if policy.pregrant_lease_ms > 0
+        else 0,
     ), Phase.RESERVED, now)
-    return Decision(reserved, (state_receipt(reserved, now), dispatch_for(reserved, now)))
+    return Decision(reserved, (state_receipt(reserved, now),
+                               dispatch_for(reserved, now, pregranted=True)))
 
 
 def _claim(state: KeyState, claim: AttemptClaim, now: int) -> Decision:
@@ -253,7 +260,16 @@ def _claim(state: KeyState, claim: AttemptClaim, now: int) -> Decision:
     if state.phase is Phase.RESERVED:
         if now < state.not_before_ms:
             return Decision(state, (Held(state.key, n, cid, state.not_before_ms, now),))
-        lease_until = now + claim.lease_ms
+        if now < state.pregrant_until_ms:
+            # The pre-grant's time: it goes to the connector that fenced the Dispatch (it
+            # calls under the Dispatch's lease, without waiting for this Grant); a plain
+            # claimant waits until nobody can call under the pre-grant any more.
+            if not claim.fenced:
+                return Decision(state, (Held(state.key, n, cid, state.pregrant_until_ms,
+                                             now),))
+            lease_until = state.pregrant_until_ms
+        else:
+            lease_until = now + claim.lease_ms
         granted = enter(state.changed(granted_claim_id=cid, lease_until_ms=lease_until),
                         Phase.DISPATCHED, now, AttemptRecord(n, cid, "granted", now))
         return Decision(granted, (Grant(state.key, n, cid, lease_until, now),

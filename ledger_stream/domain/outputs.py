@@ -68,7 +68,11 @@ def alert_for(key: str, kind: AlertKind, source_event_id: str, detail: str, at_m
                  detail, at_ms)
 
 
-def dispatch_for(state: KeyState, at_ms: int) -> Dispatch:
+def dispatch_for(state: KeyState, at_ms: int, pregranted: bool = False) -> Dispatch:
+    """The Dispatch of the key's current attempt. ``pregranted``: it carries the key's
+    pre-grant (``lease_until_ms``); only the reserving Dispatch does. Every other one (a
+    retry, the stall timer's copy, a release) carries none: two records carrying one
+    pre-grant could be fenced by two connectors."""
     return Dispatch(
         dispatch_id=ids.dispatch_id(state.key, state.intent_event_id, state.attempt),
         key=state.key,
@@ -82,6 +86,7 @@ def dispatch_for(state: KeyState, at_ms: int) -> Dispatch:
         payload_json=state.payload_json,
         not_before_ms=state.not_before_ms,
         at_ms=at_ms,
+        lease_until_ms=state.pregrant_until_ms if pregranted else 0,
     )
 
 

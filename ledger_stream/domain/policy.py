@@ -76,6 +76,12 @@ class Policy:
     # reconciliation or an unanswered one's operator alert; lag beyond it is an incident
     # (the clock lag metric) and expires those deadlines as before.
     lag_credit_ms: int = 60 * 60_000
+    # The pre-granted first attempt (0: off): a fresh key's Dispatch carries a lease this
+    # long, granted to the one connector that fences the dispatch record and records a
+    # fenced claim; other claims wait for its end. Only an exactly-once processor sets it:
+    # at least once can write one Dispatch twice, and two copies of one pre-grant could be
+    # fenced by two connectors.
+    pregrant_lease_ms: int = 0
     # Per-action overrides, by action type.
     actions: Mapping[str, ActionRules] = field(default_factory=dict, hash=False)
     # Names this policy in the receipts whose outcome an action's rule decided (a digest of

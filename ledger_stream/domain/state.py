@@ -96,6 +96,10 @@ class KeyState:
     # answer to it count from no earlier than this (deadlines.py), so a lagging processor's
     # partition clock cannot expire them before the answer could be in the log.
     sent_at_ms: int = 0
+    # RESERVED on attempt 1: the end of the pre-grant its Dispatch carried (0: none). A
+    # fenced claim before it is granted under it; a plain claim waits for it. Cleared when
+    # the key leaves RESERVED (``enter``) or moves to another attempt.
+    pregrant_until_ms: int = 0
 
     # Written out for the compiled core, as in events.py (tests/domain/test_written_out.py).
     def __init__(self, key: str, phase: Phase = Phase.ABSENT, intent_event_id: str = "",
@@ -107,7 +111,7 @@ class KeyState:
                  history: tuple[AttemptRecord, ...] = (), phase_since_ms: int = 0,
                  unknown_attempts: int = 0, lapses: int = 0, settled_by: str = "",
                  stall_alerted: int = 0, sealed_outcome: str = "", held_by: str = "",
-                 sent_at_ms: int = 0) -> None:
+                 sent_at_ms: int = 0, pregrant_until_ms: int = 0) -> None:
         object.__setattr__(self, "key", key)
         object.__setattr__(self, "phase", phase)
         object.__setattr__(self, "intent_event_id", intent_event_id)
@@ -137,6 +141,7 @@ class KeyState:
         object.__setattr__(self, "sealed_outcome", sealed_outcome)
         object.__setattr__(self, "held_by", held_by)
         object.__setattr__(self, "sent_at_ms", sent_at_ms)
+        object.__setattr__(self, "pregrant_until_ms", pregrant_until_ms)
 
     @property
     def counted_attempts(self) -> int:
@@ -162,7 +167,8 @@ class KeyState:
                 unknown_attempts: int | None = None, lapses: int | None = None,
                 settled_by: str | None = None, stall_alerted: int | None = None,
                 sealed_outcome: str | None = None, held_by: str | None = None,
-                sent_at_ms: int | None = None) -> KeyState:
+                sent_at_ms: int | None = None,
+                pregrant_until_ms: int | None = None) -> KeyState:
         """A copy with the fields given (not None: no field of a state holds None) changed,
         as ``dataclasses.replace`` makes it; a name that is not a field raises TypeError.
         Every decision changes a key's state once or twice: with each field a parameter of
@@ -201,6 +207,8 @@ class KeyState:
             sealed_outcome=self.sealed_outcome if sealed_outcome is None else sealed_outcome,
             held_by=self.held_by if held_by is None else held_by,
             sent_at_ms=self.sent_at_ms if sent_at_ms is None else sent_at_ms,
+            pregrant_until_ms=(self.pregrant_until_ms if pregrant_until_ms is None
+                               else pregrant_until_ms),
         )
 
     def sealed(self) -> KeyState:
@@ -235,7 +243,7 @@ class KeyState:
                 self.not_before_ms, self.external_id, self.status_detail, self.reserved_at_ms,
                 self.terminal_at_ms, self.duplicate_effects, history, self.phase_since_ms,
                 self.unknown_attempts, self.lapses, self.settled_by, self.stall_alerted,
-                self.sealed_outcome, self.held_by, self.sent_at_ms]
+                self.sealed_outcome, self.held_by, self.sent_at_ms, self.pregrant_until_ms]
 
     @classmethod
     def from_row(cls, row: list[Any]) -> KeyState:

@@ -40,8 +40,11 @@ def enter(state: KeyState, phase: Phase, now_ms: int, record: AttemptRecord | No
         state = state.changed(**changes)
     if record is not None:
         state = state.with_record(record)
+    # A pre-grant belongs to the RESERVED attempt it was given with: gone once the key
+    # leaves RESERVED.
     return state.changed(phase=phase, phase_since_ms=now_ms,
-                         terminal_at_ms=now_ms if phase.terminal else None)
+                         terminal_at_ms=now_ms if phase.terminal else None,
+                         pregrant_until_ms=None if phase is Phase.RESERVED else 0)
 
 
 def next_attempt(state: KeyState, now: int, not_before_ms: int, detail: str,

@@ -111,7 +111,7 @@ def _fields(e: Any) -> dict[str, Any]:
                 "observed": ", ".join(shown(o) for o in e.observations)}
     if isinstance(e, ev.AttemptClaim):
         return {"attempt": e.attempt, "claim_id": e.claim_id, "connector": e.connector,
-                "detail": f"lease {e.lease_ms} ms"}
+                "detail": f"lease {e.lease_ms} ms" + (", fenced" if e.fenced else "")}
     if isinstance(e, ev.AttemptOutcome):
         return {"attempt": e.attempt, "claim_id": e.claim_id, "outcome": e.status.value,
                 "external_id": e.external_id, "detail": _error(e.error)}
@@ -126,7 +126,8 @@ def _fields(e: Any) -> dict[str, Any]:
     if isinstance(e, ev.Dispatch):
         return {"intent_event_id": e.intent_event_id, "attempt": e.attempt,
                 "dispatch_id": e.dispatch_id, "detail": f"to {e.target}, args "
-                f"{e.args_hash[:12]}, not before {e.not_before_ms}"}
+                f"{e.args_hash[:12]}, not before {e.not_before_ms}"
+                + (f", pre-granted until {e.lease_until_ms}" if e.lease_until_ms else "")}
     if isinstance(e, ev.Grant | ev.Held):
         return {"attempt": e.attempt, "claim_id": e.claim_id,
                 "detail": f"lease until {e.lease_until_ms}"}

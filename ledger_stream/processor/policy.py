@@ -16,6 +16,7 @@ from ledger_stream.domain.policy import ActionRules, LookupRetry, Policy
 from ledger_stream.logs import log_fields
 from ledger_stream.operate.approvals import public_keys_from_text, public_keys_in
 from ledger_stream.processor import metrics
+from ledger_stream.serde import AvroCodec
 
 logger = logging.getLogger(__name__)
 
@@ -90,9 +91,26 @@ def policy_from(settings: Settings) -> Policy:
         stall_after_ms=settings.processor.stall_after_ms,
         reconcile_timeout_ms=settings.processor.reconcile_timeout_ms,
         lag_credit_ms=settings.processor.lag_credit_ms,
+        pregrant_lease_ms=settings.processor.pregrant_lease_ms,
         actions=action_rules(settings),
     )
+    policy = under_guarantee(policy, settings.processor.processing_guarantee)
     return replace(policy, revision=policy_revision(policy))
+
+
+def under_guarantee(policy: Policy, guarantee: str, codec: AvroCodec | None = None) -> Policy:
+    """``policy`` as a processor with ``guarantee`` may decide under it: the pre-grant only
+    exactly once. At least once, a batch decided again after a crash writes its Dispatch a
+    second time, and two records of one pre-grant could be fenced by two connectors.
+
+    Nor when ``codec`` writes a Dispatch schema without ``lease_until_ms`` (an older
+    release's, ``LEDGER_WRITE_SCHEMAS``: the first pass of an upgrade): no connector would
+    see the pre-grant, and every first claim would be held until its end for nothing."""
+    carried = codec is None or "lease_until_ms" in codec.schemas.writer("Dispatch").fields
+    if policy.pregrant_lease_ms == 0 or (guarantee == "exactly-once" and carried):
+        return policy
+    off = replace(policy, pregrant_lease_ms=0)
+    return replace(off, revision=policy_revision(off)) if policy.revision else off
 
 
 # An action type as operation keys spell it: one key segment, no space (validation.py).
@@ -177,7 +195,8 @@ def describe(policy: Policy) -> str:
     """One line per action with rules, for the start log: what each action gets."""
     lines = [f"decision policy {policy.revision}: max_attempts {policy.max_attempts}, "
              f"replay window {policy.replay_window_ms} ms, approval for "
-             f"{sorted(policy.approval_required_actions) or 'no action'}"]
+             f"{sorted(policy.approval_required_actions) or 'no action'}, pre-grant "
+             f"{f'{policy.pregrant_lease_ms} ms' if policy.pregrant_lease_ms else 'off'}"]
     for action, r in sorted(policy.actions.items()):
         lines.append(
             f"  {action}: max_attempts {policy.max_attempts_for(action)}, replay window "

@@ -42,7 +42,7 @@ from ledger_stream.processor.batch import Batch, in_time_order, rewind_to
 from ledger_stream.processor.checkpoint import Checkpoint
 from ledger_stream.processor.exceptions import BatchAbandoned, ProcessorError
 from ledger_stream.processor.layout import LayoutWatch, adopt_layout
-from ledger_stream.processor.policy import announce, policy_from
+from ledger_stream.processor.policy import announce, policy_from, under_guarantee
 from ledger_stream.processor.preflight import check_topics
 from ledger_stream.processor.stages import StageLog
 from ledger_stream.processor.step import LedgerStep
@@ -75,6 +75,8 @@ class Processor:
         self.settings = settings
         # First: a missing approval secret is refused at once.
         policy = policy if policy is not None else policy_from(settings)
+        codec = codec or make_codec(settings.connection.schema_registry_url)
+        policy = under_guarantee(policy, settings.processor.processing_guarantee, codec)
         announce(policy)
         bootstrap = resolve_bootstrap(settings)
         self._stop = stop or threading.Event()
@@ -87,8 +89,7 @@ class Processor:
         group = settings.processor.consumer_group
         self._inputs = (settings.topic("intents"), settings.topic("attempts"))
         metrics.start_series(self._inputs)  # at 0: alert rules then see the first increase
-        self._step = LedgerStep(policy,
-                                codec or make_codec(settings.connection.schema_registry_url),
+        self._step = LedgerStep(policy, codec,
                                 {self._inputs[0]: "intents", self._inputs[1]: "attempts"},
                                 partitions, layout.grown_from)
         self._consumer = Consumer(clients.consumer_config(settings, bootstrap))

@@ -45,6 +45,10 @@ class ProcessorSettings(SettingsGroup):
         3_600_000, ge=0, description="the most a deadline waiting on the ledger's own output "
         "is moved past the partition clock for when that output left (the processor's wall "
         "clock): bounds what a processor clock ahead of the broker's delays a reconciliation")
+    pregrant_lease_ms: int = Field(
+        30_000, ge=0, description="exactly once only: a fresh key's first Dispatch carries "
+        "a lease this long for the connector that fences its record, which calls without "
+        "waiting for a Grant (0: off; at least once never pre-grants)")
     session_timeout_ms: int = Field(
         10_000, ge=6_000, description="consumer session timeout: how fast a dead member's "
         "partitions move to the survivors"

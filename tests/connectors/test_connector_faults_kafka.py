@@ -130,7 +130,21 @@ def test_a_refused_produce_stops_the_connector_without_committing(stack, sandbox
     assert receipt.external_id == effect["id"]
 
 
-def test_processor_lag_never_mints_a_second_claim_or_reaches_an_operator(stack, sandbox):
+@pytest.fixture
+def unpregranted_stack(ledger_topics, tmp_path):
+    """A stack whose processor does not pre-grant: a dispatch read as backlog (its connector
+    started after it) is claimed plainly, and within a pre-grant that claim is Held until the
+    pre-grant ends and claimed again, which is no effect of lag."""
+    s = Stack(ledger_topics, tmp_path, processor_env={"LEDGER_PREGRANT_LEASE_MS": "0"})
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def test_processor_lag_never_mints_a_second_claim_or_reaches_an_operator(unpregranted_stack,
+                                                                          sandbox):
+    stack = unpregranted_stack
     key = keys_on_every_partition(stack.settings.partitions)[0]
     stack.submit(key, ARGS, "sandbox")
     stack.await_key(key, {ev.ReceiptStatus.ACCEPTED})

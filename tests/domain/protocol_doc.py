@@ -9,7 +9,7 @@ Regenerate with ``python -m tests.domain.protocol_doc > docs/protocol.md``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ledger_lab.harness.approvers import seeded_approver, trusted
 from ledger_stream.domain import Policy, absent, decide
@@ -34,6 +34,11 @@ class Row:
     then: Callable[[], ev.InputEvent]
     hold: Hold | None = None  # the freeze covering the key when ``then`` is decided
     setup_hold: Hold | None = None  # ... and when the setup is
+    policy: Policy = POLICY  # PREGRANT: an exactly-once processor's
+
+
+# An exactly-once processor's policy: a fresh key's first Dispatch is pre-granted for 30 s.
+PREGRANT = replace(POLICY, pregrant_lease_ms=30_000)
 
 
 def _frozen(mode: ev.FreezeMode = ev.FreezeMode.HOLD, room: bool = True) -> Hold:
@@ -259,6 +264,26 @@ ROWS = [
         claim, hold=FROZEN, setup_hold=FROZEN),
     Row("AttemptClaim(n), granted before the freeze, same claim id", _granted, claim,
         hold=FROZEN),
+    Row("Intent, exactly once (pre-grant)", list, intent, policy=PREGRANT),
+    Row("AttemptClaim(n, fenced) within the pre-grant", _reserved,
+        lambda: claim(fenced=True), policy=PREGRANT),
+    Row("AttemptClaim(n) within the pre-grant (plain)", _reserved, claim, policy=PREGRANT),
+    Row("AttemptClaim(n), fenced or not, after the pre-grant", _reserved,
+        lambda: claim(at_ms=31_000, fenced=True), policy=PREGRANT),
+    Row("AttemptClaim(n, fenced), other claim id, pre-grant taken",
+        lambda: [intent(), claim(fenced=True)],
+        lambda: claim(claim_id="c2", at_ms=3_000, fenced=True), policy=PREGRANT),
+    Row("AttemptOutcome(not_applied) from the pre-granted holder",
+        lambda: [intent(), claim(fenced=True)], lambda: outcome(OS.NOT_APPLIED),
+        policy=PREGRANT),
+    Row("Timer, dispatch never claimed, pre-granted", _reserved, _timer(61_000),
+        policy=PREGRANT),
+    Row("Intent, exactly once (pre-grant), action frozen", list, intent, hold=FROZEN,
+        policy=PREGRANT),
+    Row("Release (the unfreeze), key held, exactly once", _reserved,
+        lambda: ev.Release(KEY, "*/refund"), setup_hold=FROZEN, policy=PREGRANT),
+    Row("AttemptClaim(n, fenced) within the pre-grant, action frozen", _reserved,
+        lambda: claim(fenced=True), hold=FROZEN, policy=PREGRANT),
 ]
 
 
@@ -269,7 +294,8 @@ def _describe(out: ev.OutputEvent) -> str:
     if isinstance(out, ev.Alert):
         return f"Alert({out.kind.value})"
     if isinstance(out, ev.Dispatch):
-        return f"Dispatch(attempt {out.attempt})"
+        pregrant = ", pre-granted" if out.lease_until_ms else ""
+        return f"Dispatch(attempt {out.attempt}{pregrant})"
     if isinstance(out, ev.DeadLetter):
         return "DLQ record"
     return f"{type(out).__name__}({out.attempt}, {out.claim_id})"  # type: ignore[union-attr]
@@ -280,14 +306,14 @@ def _run(row: Row) -> tuple[KeyState, KeyState, tuple[ev.OutputEvent, ...]]:
     states: dict[str, KeyState] = {}
     for event in row.setup():
         key = event.key  # type: ignore[union-attr]
-        states[key] = decide(states.get(key) or absent(key), event, POLICY,
+        states[key] = decide(states.get(key) or absent(key), event, row.policy,
                              now_of(event), row.setup_hold).state
     event = row.then()
     key = getattr(event, "key", None) or KEY
     if isinstance(key, bytes):  # a poison record's raw key, as the runtime reads it
         key = key.decode("utf-8", "replace")
     state = states.get(key) or absent(key)
-    decision = decide(state, event, POLICY, now_of(event), row.hold)
+    decision = decide(state, event, row.policy, now_of(event), row.hold)
     return state, decision.state, decision.outputs
 
 
@@ -319,7 +345,9 @@ Regenerate it with `python -m tests.domain.protocol_doc > docs/protocol.md`.
 Policy for the examples: replay window 100 s, retry backoff 0.5 s, at most 3 attempts,
 clock-skew margin 1 s, stall margin 60 s, reconcile timeout 120 s, approval required for
 the action `payout`. Claims ask for a 10 s lease. In these examples each event is decided
-at its own stamp; the processor decides at its partition clock (below). The design behind
+at its own stamp; the processor decides at its partition clock (below). Rows that say
+"exactly once" or "pre-grant" run under an exactly-once processor's policy, whose first
+Dispatch of a key is pre-granted for 30 s (`pregrant_lease_ms`, below). The design behind
 it is `docs/design.md`; see also `docs/operations.md`, `docs/processor.md`, `docs/testing.md`.
 
 ## Decision table
@@ -372,6 +400,48 @@ FOOTER = """
   dead holder's lease end plus the clock-skew margin; an earlier claim gets `Held`.
 - Ids of outputs derive from the key, the intent event id and the attempt number (a
   deadline's from its due time), so reprocessing reproduces identical bytes.
+- At most one Dispatch of a key carries a pre-grant (`lease_until_ms` > 0): the first one,
+  of attempt 1, from an exactly-once processor. A retry, the stall timer's copy, a
+  redispatch after a reconciliation or an operator, and a Release carry none. While the
+  pre-grant runs, only a claim marked `fenced` is granted, under the pre-grant's end (not
+  its own lease); a plain claim gets Held until that end. After it, claims are decided as
+  without one.
+
+## The pre-granted first attempt
+
+An exactly-once processor grants attempt 1 in its Dispatch (`pregrant_lease_ms`, setting
+`LEDGER_PREGRANT_LEASE_MS`, 30 s by default), so the first call waits for one processor
+transaction fewer. The grant goes to the connector that **fences** the dispatch record: it
+commits the record's next offset for its consumer group synchronously, in its own group
+generation, before it calls. The group coordinator takes a commit only from a member of
+the current generation, a partition moves only after its owner gave it up or was removed,
+and the next owner starts at the committed offset: so at most one connector commits past
+the record while owning its partition, and no later owner reads it. The connector fences
+only a record that arrived live (one already in the partition when the partition was
+assigned takes the plain path) and only when every earlier record of the partition is
+finished (a commit covers them too). It then records a claim with `fenced` set, and calls
+once that claim is in the log and the Dispatch's lease still covers the call and the
+skew; it does not wait for the processor's Grant.
+
+The processor keeps the pre-grant's end with the key (`pregrant_until_ms`, RESERVED on
+attempt 1 only). A fenced claim before that end is granted under it, with the ordinary
+Grant and receipt, for the record: the connector already called or is calling. A plain
+claim before that end gets Held until it; after it, any claim is decided as without a
+pre-grant (a fenced claimant whose lease ran out does not call: it reports `not_called`).
+That is safe because the holder calls only after its fenced claim is acknowledged and
+only while its lease covers the call by its own clock less the skew margin: once the
+processor has read the partition up to the pre-grant's end (its partition clock) without a
+fenced claim, nobody calls under the pre-grant, and granting a plain claim is as safe as
+any first grant. A fenced claim that arrives after a plain one was granted is answered by
+the lease rules (Held) and its connector does not call: its claim's broker time is past
+the pre-grant's end. Only the reserving Dispatch carries the pre-grant: two records
+carrying one could be fenced by two connectors. For the same reason an at-least-once
+processor never pre-grants (a batch decided again after a crash writes its Dispatch
+twice). A freeze withholds a pre-granted Dispatch like any other (the Release dispatches
+plainly); a fenced claim within the pre-grant is granted under a freeze too, as a grant
+given before the freeze is not recalled. A connector whose fence commit failed but landed
+after all never calls and nobody claims: the stall timer offers a plain copy after
+`stall_after` (a delay, never a second call).
 
 ## Containment: freezes
 

@@ -9,6 +9,7 @@ time moving forward by random steps (sometimes past the replay window).
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -39,7 +40,8 @@ def event_at(draw, at_ms: int) -> ev.InputEvent:
         return intent(args=draw(st.sampled_from(ARGS)), at_ms=at_ms,
                       workflow=ev.Workflow("g", version))
     if kind == "claim":
-        return claim(attempt, claim_id, at_ms, lease_ms=draw(st.sampled_from([50, 5_000])))
+        return claim(attempt, claim_id, at_ms, lease_ms=draw(st.sampled_from([50, 5_000])),
+                     fenced=draw(st.booleans()))
     if kind == "outcome":
         return outcome(draw(st.sampled_from(list(ev.OutcomeStatus))), attempt, claim_id, at_ms,
                        external_id=draw(st.sampled_from(EXT_IDS)))
@@ -62,10 +64,13 @@ def histories(draw) -> list[ev.InputEvent]:
     return events
 
 
+@pytest.mark.parametrize("pregrant_ms", [0, 5_000])
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(histories())
-def test_invariants_hold_for_any_interleaving(events):
+def test_invariants_hold_for_any_interleaving(pregrant_ms, events):
+    policy = replace(POLICY, pregrant_lease_ms=pregrant_ms)
     state = absent(KEY)
+    pregranted = 0  # Dispatches carrying a pre-grant
     grants: dict[int, set[str]] = {}
     dispatched_attempts: list[int] = []
     success_ids: set[str] = set()
@@ -74,9 +79,19 @@ def test_invariants_hold_for_any_interleaving(events):
     reconciled_attempts: list[int] = []
     for event in events:
         before = state
-        decision = decide(state, event, POLICY, now_of(event))
+        decision = decide(state, event, policy, now_of(event))
         state, outs = decision.state, decision.outputs
         answers = Counter(type(o) for o in outs)
+        # The pre-grant: one Dispatch carries it, the first; it lives only while attempt 1
+        # is RESERVED; within it only a fenced claim is granted, under its end.
+        pregranted += sum(1 for o in outs if isinstance(o, ev.Dispatch) and o.lease_until_ms)
+        assert pregranted <= (1 if pregrant_ms else 0)
+        if state.pregrant_until_ms:
+            assert state.phase is Phase.RESERVED and state.attempt == 1
+        if isinstance(event, ev.AttemptClaim) and before.phase is Phase.RESERVED \
+                and now_of(event) < before.pregrant_until_ms:
+            for grant in (o for o in outs if isinstance(o, ev.Grant)):
+                assert event.fenced and grant.lease_until_ms == before.pregrant_until_ms
 
         for o in outs:
             if isinstance(o, ev.Grant):

@@ -85,7 +85,7 @@ STATE = KeyState(
     reserved_at_ms=5, terminal_at_ms=6, duplicate_effects=7,
     history=(AttemptRecord(1, "c-1", "granted", 5),), phase_since_ms=8, unknown_attempts=9,
     lapses=10, settled_by="s", stall_alerted=11, sealed_outcome="o", held_by="f",
-    sent_at_ms=12)
+    sent_at_ms=12, pregrant_until_ms=13)
 
 
 def test_the_sample_state_sets_every_field() -> None:

@@ -28,7 +28,8 @@ def test_every_row_the_processor_writes_carries_the_basis_of_its_state(
     assert s.kafka_bootstrap
     fresh = [intent(key=f"acme/pay/due-{i}", args={"amount": i}) for i in range(12)]
     # A claim moves four keys on to DISPATCHED (another kind of deadline); a duplicate
-    # changes nothing.
+    # changes nothing. Fenced, as a connector holding the pre-grant claims (a plain claim
+    # would be held until the pre-grant's end).
     producer = EventProducer(s, s.kafka_bootstrap)
     for event in fresh:
         producer.send("intents", event)
@@ -37,7 +38,7 @@ def test_every_row_the_processor_writes_carries_the_basis_of_its_state(
     try:
         receipts_for(s, {e.event_id for e in fresh}, timeout_s=60, proc=proc)
         for event in fresh[:4]:
-            producer.send("attempts", claim(key=event.key, attempt=1))
+            producer.send("attempts", claim(key=event.key, attempt=1, fenced=True))
         producer.flush()
         deadline = time.monotonic() + 60
         while len(_rows(s)) < len(fresh) + 4:  # a row per fresh key, then per claimed key

@@ -43,7 +43,8 @@ def test_a_processor_catching_up_a_backlog_sends_no_key_to_an_operator(
     env = {"LEDGER_TICK_INTERVAL_MS": "200", "LEDGER_STALL_AFTER_MS": str(STALL_MS),
            "LEDGER_CLOCK_SKEW_MS": str(SKEW_MS),
            "LEDGER_RECONCILE_TIMEOUT_MS": str(RECONCILE_MS),
-           "LEDGER_SESSION_TIMEOUT_MS": "30000"}  # the pause is no rebalance
+           "LEDGER_SESSION_TIMEOUT_MS": "30000",  # the pause is no rebalance
+           "LEDGER_PREGRANT_LEASE_MS": "0"}  # a plain claim's Grant (a pre-grant holds it)
     proc = start_processor(s, tmp_path / "state", tmp_path / "processor.log", env=env)
     key = "acme/refund/lagged"
     partition = partition_for(key.encode(), s.partitions)

@@ -196,7 +196,8 @@ def test_deadlines_fire_from_ticks_with_no_other_traffic(ledger_topics: Settings
     asked for."""
     s = ledger_topics
     env = {"LEDGER_TICK_INTERVAL_MS": "200", "LEDGER_STALL_AFTER_MS": "1500",
-           "LEDGER_CLOCK_SKEW_MS": "100", "LEDGER_RECONCILE_TIMEOUT_MS": "1000"}
+           "LEDGER_CLOCK_SKEW_MS": "100", "LEDGER_RECONCILE_TIMEOUT_MS": "1000",
+           "LEDGER_PREGRANT_LEASE_MS": "0"}  # a plain claim's Grant (a pre-grant holds it)
     proc = start_processor(s, tmp_path / "state", tmp_path / "processor.log", env=env)
     key = "acme/refund/silent"
     try:

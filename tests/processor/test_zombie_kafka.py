@@ -159,8 +159,11 @@ class Load(threading.Thread):
     def _answer(self, producer: EventProducer, out: object) -> None:
         if isinstance(out, ev.Dispatch) and out.attempt == 1 and out.key not in self.claimed:
             self.claimed.add(out.key)
+            # Fenced when pre-granted (exactly once), as a connector that fenced the live
+            # record claims; a plain claim would be held until the pre-grant's end.
             self._send(producer, "attempts", ev.AttemptClaim(
-                f"claim-{out.key}", out.key, 1, f"c-{out.key}", "conn", LEASE_MS, _now()))
+                f"claim-{out.key}", out.key, 1, f"c-{out.key}", "conn", LEASE_MS, _now(),
+                out.lease_until_ms > 0))
         elif isinstance(out, ev.Grant) and out.claim_id == f"c-{out.key}" \
                 and out.key not in self.settled:
             self.settled.add(out.key)
