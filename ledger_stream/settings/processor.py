@@ -46,9 +46,11 @@ class ProcessorSettings(SettingsGroup):
         "is moved past the partition clock for when that output left (the processor's wall "
         "clock): bounds what a processor clock ahead of the broker's delays a reconciliation")
     pregrant_lease_ms: int = Field(
-        30_000, ge=0, description="exactly once only: a fresh key's first Dispatch carries "
-        "a lease this long for the connector that fences its record, which calls without "
-        "waiting for a Grant (0: off; at least once never pre-grants)")
+        0, ge=0, description="exactly once only: a fresh key's first Dispatch carries a "
+        "lease this long for the connector that fences its record, which calls without "
+        "waiting for a Grant (0, the default: off; at least once never pre-grants; 30000 "
+        "takes a transaction off a fresh effect's path, at a cost on connector crashes: "
+        "docs/design.md, 'The pre-granted first attempt')")
     session_timeout_ms: int = Field(
         10_000, ge=6_000, description="consumer session timeout: how fast a dead member's "
         "partitions move to the survivors"

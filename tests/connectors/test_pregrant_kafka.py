@@ -140,7 +140,19 @@ def test_only_the_partitions_current_owner_can_fence(ledger_topics: Settings):
             b.close()
 
 
-def test_a_pregranted_dispatch_is_fenced_and_called_once_on_its_fenced_claim(stack, sandbox):
+@pytest.fixture
+def pregrant_stack(ledger_topics: Settings, tmp_path) -> Iterator[Stack]:
+    """A stack whose processor pre-grants for 30 s (the pre-grant is off by default)."""
+    s = Stack(ledger_topics, tmp_path, processor_env={"LEDGER_PREGRANT_LEASE_MS": "30000"})
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def test_a_pregranted_dispatch_is_fenced_and_called_once_on_its_fenced_claim(
+        pregrant_stack: Stack, sandbox: SandboxProc):
+    stack = pregrant_stack
     conn = connector(stack, sandbox)
     wait_until(lambda: "partitions assigned" in conn.tail(200), 60, "the assignment")
     key = new_key(1, stack.settings.partitions)

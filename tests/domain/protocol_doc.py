@@ -410,7 +410,7 @@ FOOTER = """
 ## The pre-granted first attempt
 
 An exactly-once processor grants attempt 1 in its Dispatch (`pregrant_lease_ms`, setting
-`LEDGER_PREGRANT_LEASE_MS`, 30 s by default), so the first call waits for one processor
+`LEDGER_PREGRANT_LEASE_MS`, off by default), so the first call waits for one processor
 transaction fewer. The grant goes to the connector that **fences** the dispatch record: it
 commits the record's next offset for its consumer group synchronously, in its own group
 generation, before it calls. The group coordinator takes a commit only from a member of

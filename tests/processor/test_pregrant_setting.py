@@ -29,10 +29,19 @@ def _first_dispatch(settings: Settings) -> ev.Dispatch:
     return dispatch
 
 
-def test_exactly_once_pre_grants_30_s_by_default():
+def test_the_pre_grant_is_off_by_default():
+    """Off until the processor's timers act at a pre-grant's end (docs/connectors.md, 'Why
+    it is off by default'): a crashed connector's fenced record waits for the stall timer."""
     assert Settings().processor.processing_guarantee == "exactly-once"
-    assert policy_from(Settings()).pregrant_lease_ms == 30_000
-    assert _first_dispatch(Settings()).lease_until_ms == 31_000
+    assert policy_from(Settings()).pregrant_lease_ms == 0
+    assert _first_dispatch(Settings()).lease_until_ms == 0
+
+
+def test_exactly_once_pre_grants_when_asked():
+    settings = Settings(pregrant_lease_ms=30_000)
+    assert settings.processor.processing_guarantee == "exactly-once"
+    assert policy_from(settings).pregrant_lease_ms == 30_000
+    assert _first_dispatch(settings).lease_until_ms == 31_000
 
 
 def test_the_environment_sets_it_and_0_turns_it_off(monkeypatch: pytest.MonkeyPatch):
@@ -52,7 +61,7 @@ def test_at_least_once_never_pre_grants(lease_ms: int):
 def test_a_policy_given_to_an_at_least_once_processor_loses_its_pre_grant_and_revision():
     """What ``Processor.__init__`` does with a policy built by its caller: the revision is
     the one of the knobs it decides under."""
-    given = policy_from(Settings())
+    given = policy_from(Settings(pregrant_lease_ms=30_000))
     assert given.pregrant_lease_ms == 30_000
     taken = under_guarantee(given, "at-least-once")
     assert taken.pregrant_lease_ms == 0
@@ -74,7 +83,7 @@ def test_a_processor_writing_an_older_releases_dispatch_does_not_pre_grant(
     from ledger_stream.serde import AvroCodec
     from ledger_stream.serde.schemas import SCHEMA_DIR, SchemaSet
 
-    given = policy_from(Settings())
+    given = policy_from(Settings(pregrant_lease_ms=30_000))
     assert under_guarantee(given, "exactly-once", AvroCodec()) is given
     older = AvroCodec(SchemaSet.load(SCHEMA_DIR, "0.1.0"))
     assert "lease_until_ms" not in older.schemas.writer("Dispatch").fields
