@@ -310,3 +310,16 @@ def test_no_fence_after_shutdown_and_no_fence_while_stopped():
     c2.record(rec(dispatch("acme/pay/b"), 1), 1_001)
     c2.produced(first.job_id, False, 1_010, "nack")
     assert c2.tick(LAST_START + 1) == []
+
+
+def test_a_core_told_its_claims_cannot_say_fenced_claims_a_pregrant_plainly():
+    """A connector writing an older release's AttemptClaim schema (no ``fenced``): its
+    claim would reach the processor as plain and be held, so it never fences, nor calls
+    before a Grant naming its claim."""
+    ids = itertools.count(1)
+    c = CheckedCore("t", False, True, OPTS, lambda: f"id{next(ids)}", pregrant=False)
+    c.assigned(0)
+    claim = plain_claim(c.record(rec(dispatch(), 4), 1_000))
+    assert c.produced(claim.job_id, True, 1_010) == []  # waits for the answer
+    held = ev.Held("acme/pay/k1", 1, claim.event.claim_id, LEASE_END, 1_020)
+    assert not any(isinstance(x, Call) for x in c.record(rec(held, 5), 1_030))
