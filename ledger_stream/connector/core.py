@@ -311,10 +311,10 @@ class ConnectorCore(PregrantPath, ReconcileSteps):
     def _finish_offset(self, partition: int, offset: int, now_ms: int) -> list[Command]:
         progress = self._progress.get(partition)
         commit_to = progress.finish(offset) if progress is not None else None
-        if commit_to is None or self.stopped:
+        if commit_to is None or progress is None or self.stopped:
             return []
-        return [Commit(partition, commit_to), *self._frontier_moved(partition, commit_to,
-                                                                     now_ms)]
+        return [Commit(partition, commit_to),
+                *self._frontier_moved(partition, progress.frontier(), now_ms)]
 
     def _abandon(self, jobs: list[Job], now_ms: int) -> list[Command]:
         out: list[Command] = []
