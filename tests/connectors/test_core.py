@@ -15,7 +15,7 @@ from ledger_stream.connector.core import ConnectorCore
 from ledger_stream.connector.options import ConnectorOptions
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import args_hash, canonical_json
-from ledger_stream.serde import AvroCodec
+from tests.connectors.checked_core import CheckedCore
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -26,26 +26,6 @@ OPTS = ConnectorOptions(instance_id="c", lease_ms=10_000, call_timeout_s=2.0,
 ARGS = {"amount": 10}
 
 
-CODEC = AvroCodec()
-
-
-class CheckedCore(ConnectorCore):
-    """The core, with every event it asks to produce checked on the wire format (a field
-    left None or of the wrong type would be refused by the broker's consumers)."""
-
-    def _checked(self, commands):
-        for cmd in commands:
-            if isinstance(cmd, Produce):
-                assert CODEC.decode(CODEC.encode(cmd.event)) == cmd.event
-        return commands
-
-    def record(self, *a): return self._checked(super().record(*a))  # noqa: E704
-    def produced(self, *a, **k): return self._checked(super().produced(*a, **k))  # noqa: E704
-    def called(self, *a): return self._checked(super().called(*a))  # noqa: E704
-    def looked_up(self, *a): return self._checked(super().looked_up(*a))  # noqa: E704
-    def tick(self, *a): return self._checked(super().tick(*a))  # noqa: E704
-    def revoked(self, *a): return self._checked(super().revoked(*a))  # noqa: E704
-    def shutdown(self, *a): return self._checked(super().shutdown(*a))  # noqa: E704
 
 
 def core(options: ConnectorOptions = OPTS, deduplicates: bool = False,

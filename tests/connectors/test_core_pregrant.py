@@ -16,7 +16,7 @@ from ledger_stream.connector.options import ConnectorOptions
 from ledger_stream.connector.pregrant import FENCE_RETRY_MS
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import args_hash, canonical_json
-from ledger_stream.serde import AvroCodec
+from tests.connectors.checked_core import CheckedCore
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -28,25 +28,6 @@ NEEDED = 3_000 + 500
 LEASE_END = 31_000  # the pre-grant's lease end in these tests
 LAST_START = LEASE_END - NEEDED  # the latest time a call under it may start
 ARGS = {"amount": 10}
-CODEC = AvroCodec()
-
-
-class CheckedCore(ConnectorCore):
-    """Every event the core asks to produce goes through the wire format."""
-
-    def _checked(self, commands):
-        for cmd in commands:
-            if isinstance(cmd, Produce):
-                assert CODEC.decode(CODEC.encode(cmd.event)) == cmd.event
-        return commands
-
-    def record(self, *a): return self._checked(super().record(*a))  # noqa: E704
-    def produced(self, *a, **k): return self._checked(super().produced(*a, **k))  # noqa: E704
-    def called(self, *a): return self._checked(super().called(*a))  # noqa: E704
-    def fenced(self, *a): return self._checked(super().fenced(*a))  # noqa: E704
-    def tick(self, *a): return self._checked(super().tick(*a))  # noqa: E704
-    def revoked(self, *a): return self._checked(super().revoked(*a))  # noqa: E704
-    def shutdown(self, *a): return self._checked(super().shutdown(*a))  # noqa: E704
 
 
 def core(options: ConnectorOptions = OPTS, deduplicates: bool = False) -> ConnectorCore:
