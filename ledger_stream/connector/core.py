@@ -52,6 +52,7 @@ from ledger_stream.connector.progress import PartitionProgress, Remembered
 from ledger_stream.connector.target import EffectRequest
 from ledger_stream.domain import events as ev
 from ledger_stream.logs import log_fields
+from ledger_stream.serde import AvroCodec
 
 logger = logging.getLogger(__name__)
 
@@ -59,10 +60,21 @@ ANSWERS = (ev.Grant, ev.Held, ev.Reconcile, ev.Done)
 _NEVER = float("inf")
 
 
+def writes_fenced(codec: AvroCodec) -> bool:
+    """Whether ``codec`` writes AttemptClaim with ``fenced``: an older release's schema
+    (``LEDGER_WRITE_SCHEMAS``) drops it, the processor reads a fenced claim as plain and
+    holds it, and a call made on it would be one the ledger never granted."""
+    return "fenced" in codec.schemas.writer("AttemptClaim").fields
+
+
 class ConnectorCore(PregrantPath, ReconcileSteps):
     def __init__(self, target: str, deduplicates: bool, queryable: bool,
-                 options: ConnectorOptions, new_id: Callable[[], str]) -> None:
+                 options: ConnectorOptions, new_id: Callable[[], str],
+                 pregrant: bool = True) -> None:
+        """``pregrant``: take a live pre-granted Dispatch's path (False: claim it plainly, as
+        a connector must whose AttemptClaim schema cannot say ``fenced``)."""
         options.check(deduplicates)
+        self.pregrant = pregrant
         self.target, self.deduplicates, self.queryable = target, deduplicates, queryable
         self.opts = options
         self.warn_ms = int(options.answer_warn_s * 1000)  # a claim's answer counts as slow
@@ -210,7 +222,7 @@ class ConnectorCore(PregrantPath, ReconcileSteps):
         self._next_job += 1
         if isinstance(event, ev.Dispatch):
             age_ms = now_ms - rec.timestamp_ms
-            pregrant = event.lease_until_ms > 0 and not rec.backlog
+            pregrant = self.pregrant and event.lease_until_ms > 0 and not rec.backlog
             fast = self.opts.fast_path and not rec.backlog and not pregrant \
                 and age_ms <= self.opts.fast_path_max_age_s * 1000
             return DispatchJob(self._next_job, rec.partition, rec.offset, event.key,
@@ -299,10 +311,10 @@ class ConnectorCore(PregrantPath, ReconcileSteps):
     def _finish_offset(self, partition: int, offset: int, now_ms: int) -> list[Command]:
         progress = self._progress.get(partition)
         commit_to = progress.finish(offset) if progress is not None else None
-        if commit_to is None or self.stopped:
+        if commit_to is None or progress is None or self.stopped:
             return []
-        return [Commit(partition, commit_to), *self._frontier_moved(partition, commit_to,
-                                                                     now_ms)]
+        return [Commit(partition, commit_to),
+                *self._frontier_moved(partition, progress.frontier(), now_ms)]
 
     def _abandon(self, jobs: list[Job], now_ms: int) -> list[Command]:
         out: list[Command] = []

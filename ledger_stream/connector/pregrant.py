@@ -126,7 +126,10 @@ class PregrantPath:
         return []
 
     def _frontier_moved(self, partition: int, frontier: int, now_ms: int) -> list[Command]:
-        """The partition's commit point reached ``frontier``: the job waiting there fences."""
+        """The partition's commit point moved: ``frontier`` is its first record read and
+        not handled (``PartitionProgress.frontier``), the job waiting there fences. Not the
+        offset committed: past a transaction's commit marker (the exactly-once processor
+        writes one after each transaction), the next record's offset is one further."""
         job = self._fence_waits.pop((partition, frontier), None)
         if job is None or not job.pregrant or job.stage is not Stage.WAITING \
                 or self._busy.get(job.key) is not job:

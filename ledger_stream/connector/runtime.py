@@ -57,7 +57,7 @@ from ledger_stream.connector.commands import (
     Record,
     Stop,
 )
-from ledger_stream.connector.core import ConnectorCore
+from ledger_stream.connector.core import ConnectorCore, writes_fenced
 from ledger_stream.connector.feed import DispatchFeed
 from ledger_stream.connector.options import ConnectorOptions
 from ledger_stream.connector.target import Target
@@ -94,11 +94,11 @@ class ConnectorWorker:
         self._startup_wait_s = settings.connection.startup_wait_s
         self._group = f"{settings.topics.prefix}.connector.{target.name}"
         instance = options.instance_id or f"{target.name}-{uuid.uuid4().hex[:8]}"
-        self._core = ConnectorCore(target.name, target.deduplicates, target.queryable,
-                                   replace(options, instance_id=instance), id_source())
-        self._opts = options
         self._codec = codec or AvroCodec()
-        self._attempts = settings.topic("attempts")
+        self._core = ConnectorCore(target.name, target.deduplicates, target.queryable,
+                                   replace(options, instance_id=instance), id_source(),
+                                   pregrant=writes_fenced(self._codec))
+        self._opts, self._attempts = options, settings.topic("attempts")
         # A claim and an outcome each stand between a dispatch and its receipt: librdkafka's
         # default 5 ms wait for a batch added 10 ms to every fresh submit. 1 ms keeps most of
         # the batching under load (no linger at all cost 3-11% of the throughput).

@@ -150,6 +150,25 @@ def test_a_record_is_fenced_only_once_every_record_before_it_is_handled():
     assert Commit(0, 3) in c.fenced(fence.job_id, True, 1_210)
 
 
+def test_the_frontier_wakes_a_record_past_a_transaction_marker():
+    """A transactional producer (the exactly-once processor, the only one that pre-grants)
+    leaves a commit marker after each transaction: the next record's offset is one past
+    the previous record's end. The frontier reaching it must still wake its fence."""
+    c = core()
+    earlier = plain_claim(c.record(rec(dispatch("acme/pay/a", lease_until=0), 0), 1_000))
+    # offset 1: the commit marker of the transaction that wrote record 0 (never read)
+    assert c.record(rec(dispatch("acme/pay/b"), 2), 1_001) == []  # frontier still at 0
+    c.produced(earlier.job_id, True, 1_010)
+    # offset 3: a marker; the Grant at 4
+    grant = ev.Grant("acme/pay/a", 1, earlier.event.claim_id, 30_000, 1_020)
+    call = only(c.record(rec(grant, 4), 1_030), Call)
+    report = only(c.called(call.job_id, OS.SUCCEEDED, "x", "", 1_100), Produce)
+    done = c.produced(report.job_id, True, 1_200)
+    assert Commit(0, 1) in done
+    fence = only(done, Fence)  # now, not LAST_START ms later, as a plain claim held
+    assert (fence.partition, fence.offset) == (0, 3)
+
+
 def test_a_pregrant_whose_frontier_comes_too_late_takes_the_plain_path():
     c = core()
     plain_claim(c.record(rec(dispatch("acme/pay/a", lease_until=0), 0), 1_000))
@@ -291,3 +310,16 @@ def test_no_fence_after_shutdown_and_no_fence_while_stopped():
     c2.record(rec(dispatch("acme/pay/b"), 1), 1_001)
     c2.produced(first.job_id, False, 1_010, "nack")
     assert c2.tick(LAST_START + 1) == []
+
+
+def test_a_core_told_its_claims_cannot_say_fenced_claims_a_pregrant_plainly():
+    """A connector writing an older release's AttemptClaim schema (no ``fenced``): its
+    claim would reach the processor as plain and be held, so it never fences, nor calls
+    before a Grant naming its claim."""
+    ids = itertools.count(1)
+    c = CheckedCore("t", False, True, OPTS, lambda: f"id{next(ids)}", pregrant=False)
+    c.assigned(0)
+    claim = plain_claim(c.record(rec(dispatch(), 4), 1_000))
+    assert c.produced(claim.job_id, True, 1_010) == []  # waits for the answer
+    held = ev.Held("acme/pay/k1", 1, claim.event.claim_id, LEASE_END, 1_020)
+    assert not any(isinstance(x, Call) for x in c.record(rec(held, 5), 1_030))
