@@ -68,12 +68,14 @@ check: install
 ## Two things run beside the main pytest, and their verdicts count as much as its own:
 ## the type check (nice 10), and a second pytest with the tests that start Kafka clusters of
 ## their own (marker own_cluster: the chaos soak, min ISR, the retention edge, the 3-node
-## and CLI cluster tests). The main run waits on brokers and timeouts for most of its second
-## half, so they cost CPU it leaves idle rather than wall time. The second pytest starts
-## once the protocol model's searches (nice 19, each with a time limit) are done, at most
-## 8 minutes after the start, so that its brokers do not starve them.
+## and CLI cluster tests), then, in the same lane, the directories of SIDE_LANE (left out of
+## the main pytest) on a broker of its own. The main run waits on brokers and timeouts for
+## most of its second half, so they cost CPU it leaves idle rather than wall time. The second
+## lane starts once the protocol model's searches (nice 19, each with a time limit) are
+## done, at most 8 minutes after the start, so that its brokers do not starve them.
 ## The falsification matrix (`make falsify`) is the third: its exit status is the release
 ## gate, and it too waits for the model's searches.
+SIDE_LANE  := tests/gateway tests/operate tests/replay tests/upgrade
 MODEL_DONE := $(VENV)/model-searches.done
 AFTER_MODEL = waited=0; while [ ! -e $(MODEL_DONE) ] && [ $$waited -lt 480 ]; do \
 	sleep 2; waited=$$((waited + 2)); done
@@ -84,11 +86,14 @@ test: prereqs install jars lint
 	nice -n 10 $(BIN)/mypy > $(VENV)/mypy.log 2>&1 & types_pid=$$!; \
 	( $(AFTER_MODEL); exec $(BIN)/ledger-stream falsify --out $(VENV)/falsify-report.json ) \
 		> $(VENV)/falsify.log 2> $(VENV)/falsify-progress.log & gate_pid=$$!; \
-	( $(AFTER_MODEL); exec $(BIN)/python -m pytest -p no:cacheprovider -m own_cluster ) \
+	( $(AFTER_MODEL); $(BIN)/python -m pytest -p no:cacheprovider -m own_cluster; own=$$?; \
+	  $(BIN)/python -m pytest -p no:cacheprovider -m "not own_cluster" $(SIDE_LANE); \
+	  side=$$?; [ $$own -eq 0 ] && [ $$side -eq 0 ] ) \
 		> $(VENV)/own-cluster.log 2>&1 & own_pid=$$!; \
-	LEDGER_MODEL_DONE_FILE=$(MODEL_DONE) $(BIN)/python -m pytest -m "not own_cluster"; \
+	LEDGER_MODEL_DONE_FILE=$(MODEL_DONE) $(BIN)/python -m pytest -m "not own_cluster" \
+		$(addprefix --ignore=,$(SIDE_LANE)); \
 	tests=$$?; \
-	wait $$own_pid; own=$$?; echo "--- the own-cluster tests:"; cat $(VENV)/own-cluster.log; \
+	wait $$own_pid; own=$$?; echo "--- the second lane (own-cluster tests, then $(SIDE_LANE)):"; cat $(VENV)/own-cluster.log; \
 	wait $$types_pid; types=$$?; cat $(VENV)/mypy.log; \
 	wait $$gate_pid; gate=$$?; echo "--- the falsification matrix:"; cat $(VENV)/falsify.log; \
 	[ $$gate -eq 0 ] || tail -n 40 $(VENV)/falsify-progress.log; \

@@ -30,7 +30,7 @@ def test_a_repeat_waiting_on_a_key_in_flight_reads_already_done(
     args = {"amount": 4200, "currency": "EUR"}
     with LedgerClient(stack.settings) as client:
         first = client.intent(key, "refund", "payments", args, workflow=WORKFLOW)
-        pending = client.submit(first, wait=30)  # no connector yet: the key stays in flight
+        pending = client.submit(first, wait=8)  # no connector yet: the key stays in flight
         assert (pending.state, pending.answer) == (ev.ReceiptStatus.ACCEPTED,
                                                    ev.Answer.PENDING)
         repeat = client.intent(key, "refund", "payments", args, workflow=WORKFLOW)

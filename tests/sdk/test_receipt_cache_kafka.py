@@ -87,10 +87,10 @@ def test_what_the_cache_must_not_answer_goes_through_the_processor(
         # Not final: a key still pending (no connector for its target).
         pending_key = f"acme/refund/{run}-p"
         first = client.intent(pending_key, "refund", "nowhere", ARGS, workflow=WORKFLOW)
-        assert client.submit(first, wait=10).state is ev.ReceiptStatus.ACCEPTED
+        assert client.submit(first, wait=5).state is ev.ReceiptStatus.ACCEPTED
         again = client.intent(pending_key, "refund", "nowhere", ARGS, workflow=WORKFLOW)
         hits = client.receipt_cache.hits if client.receipt_cache else -1
-        assert client.submit(again, wait=10).answer is ev.Answer.PENDING
+        assert client.submit(again, wait=5).answer is ev.Answer.PENDING
         assert client.receipt_cache is not None and client.receipt_cache.hits == hits
         # A freeze seen for the action: its settled keys go through the processor too.
         frozen_key = f"acme/refund/{run}-f"
