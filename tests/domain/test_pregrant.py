@@ -232,3 +232,16 @@ def test_no_new_attempt_starts_before_a_pre_grant_nobody_took_has_run_out(path):
     assert dispatch.not_before_ms >= END + PRE.clock_skew_ms
     _, out = run([claim(2, "c2", at_ms=END)], state, PRE)
     assert not _granted(out, 2)
+
+
+def test_a_full_hold_queue_sends_the_key_to_an_operator_who_cannot_start_another_attempt_early():
+    """No room to hold the key (its partition's hold queue is full): the stall timer inside
+    the pre-grant sends it to an operator instead. An operator's "not applied" before the
+    pre-grant's end still starts attempt 2 no earlier than that end plus the skew margin."""
+    full = replace(FROZEN, room=False)
+    state, _ = run([ev.Timer(KEY, STALL_AT)], reserved(STALLS_WITHIN), STALLS_WITHIN, full)
+    assert state.phase is Phase.NEEDS_OPERATOR
+    _, out = run([resolution(RES.NOT_APPLIED, at_ms=8_000)], state, STALLS_WITHIN)
+    (dispatch,) = of(out, ev.Dispatch)
+    assert (dispatch.attempt, dispatch.lease_until_ms) == (2, 0)
+    assert dispatch.not_before_ms >= END + STALLS_WITHIN.clock_skew_ms
