@@ -12,6 +12,8 @@ claimant gets Held (claim again later) and the key waits like the others. A gran
 before the freeze is not recalled, and a fast-path connector (a target that deduplicates)
 calls without waiting for its grant, and neither does the connector holding a pre-grant
 (a fenced claim within it is granted under a freeze too): those calls can still happen.
+A pre-grant is such a grant: a key held while its pre-grant runs (the stall timer's copy
+withheld) keeps it, its fencer's claim is granted, and other claims wait for its end.
 
 A freeze may instead be scoped by workflow version (graph id and version, action and
 tenant empty; scope ``@version/<graph>/<version>``): it holds the NEW intents whose workflow
@@ -343,6 +345,12 @@ def withhold(before: KeyState, decision: Decision, hold: Hold, now: int) -> Deci
         waiting = to_operator(state, now, full, f"freeze/{freeze.scope}/{state.attempt}")
         return Decision(waiting.state, kept + waiting.outputs)
     held = enter(state.changed(held_by=freeze.scope, status_detail=why), Phase.HELD, now)
+    if before.phase is Phase.RESERVED and now < before.pregrant_until_ms:
+        # The stall timer's copy of a pre-granted Dispatch: the pre-grant left before the
+        # freeze and its fencer calls without waiting for an answer. The hold keeps it, so
+        # the fencer's claim is still granted and the unfreeze's plain Dispatch waits for
+        # its end (dropped, it let a second connector be granted the attempt).
+        held = held.changed(pregrant_until_ms=before.pregrant_until_ms)
     return Decision(held, (*kept, state_receipt(held, now, Reason.FROZEN)))
 
 

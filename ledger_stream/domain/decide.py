@@ -252,6 +252,11 @@ def _reserve(state: KeyState, intent: Intent, policy: Policy, now: int,
 def _claim(state: KeyState, claim: AttemptClaim, now: int) -> Decision:
     n, cid = claim.attempt, claim.claim_id
     if state.phase is Phase.HELD and n == state.attempt:
+        if claim.fenced and now < state.pregrant_until_ms:
+            # The fencer of a pre-grant that left before the freeze: it is calling (a grant
+            # given before a freeze is not recalled), so the ledger records it as the holder.
+            return _granted(state.changed(held_by="", status_detail=""), n, cid,
+                            state.pregrant_until_ms, now)
         # A dispatch that left before a freeze: its claimant waits for the unfreeze.
         return Decision(state, (claim_again(state, n, cid, now),))
     open_attempt = state.phase in (Phase.RESERVED, Phase.DISPATCHED) and n == state.attempt
@@ -270,10 +275,7 @@ def _claim(state: KeyState, claim: AttemptClaim, now: int) -> Decision:
             lease_until = state.pregrant_until_ms
         else:
             lease_until = now + claim.lease_ms
-        granted = enter(state.changed(granted_claim_id=cid, lease_until_ms=lease_until),
-                        Phase.DISPATCHED, now, AttemptRecord(n, cid, "granted", now))
-        return Decision(granted, (Grant(state.key, n, cid, lease_until, now),
-                                  state_receipt(granted, now)))
+        return _granted(state, n, cid, lease_until, now)
     if cid == state.granted_claim_id:
         return Decision(state, (Grant(state.key, n, cid, state.lease_until_ms, now),))
     if now < state.lease_until_ms:
@@ -281,6 +283,14 @@ def _claim(state: KeyState, claim: AttemptClaim, now: int) -> Decision:
     # The holder is presumed dead: find out what it did before anything is resent.
     return reconcile(state, now, cid, AttemptRecord(n, cid, "lease_expired", now),
                       "lease expired without an outcome")
+
+
+def _granted(state: KeyState, n: int, cid: str, lease_until: int, now: int) -> Decision:
+    """Attempt ``n`` granted to claim ``cid`` until ``lease_until``."""
+    granted = enter(state.changed(granted_claim_id=cid, lease_until_ms=lease_until),
+                    Phase.DISPATCHED, now, AttemptRecord(n, cid, "granted", now))
+    return Decision(granted, (Grant(state.key, n, cid, lease_until, now),
+                              state_receipt(granted, now)))
 
 
 def _outcome(state: KeyState, outcome: AttemptOutcome, policy: Policy, now: int) -> Decision:

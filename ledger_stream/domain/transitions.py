@@ -30,6 +30,10 @@ def expire_if_due(state: KeyState, now_ms: int, policy: Policy) -> KeyState:
     return state
 
 
+# The phases that wait out a pre-grant nobody was seen taking, as a lease (``enter``).
+_WAITS_OUT_A_PREGRANT = (Phase.RECONCILING, Phase.NEEDS_OPERATOR)
+
+
 def enter(state: KeyState, phase: Phase, now_ms: int, record: AttemptRecord | None = None,
            **changes: Any) -> KeyState:
     """``state`` in ``phase`` since ``now_ms`` (with ``record`` added to the history, and
@@ -41,9 +45,15 @@ def enter(state: KeyState, phase: Phase, now_ms: int, record: AttemptRecord | No
     if record is not None:
         state = state.with_record(record)
     # A pre-grant belongs to the RESERVED attempt it was given with: gone once the key
-    # leaves RESERVED.
+    # leaves RESERVED (a freeze's hold keeps a running one: containment.withhold). Its
+    # fencer calls without waiting for an answer, so a pre-grant nobody was seen taking
+    # stays a lease when the key goes to a reconciliation or an operator: no new attempt
+    # starts before its end plus the skew margin (``after_lease``).
+    lease_until = state.pregrant_until_ms if phase in _WAITS_OUT_A_PREGRANT \
+        and state.pregrant_until_ms > state.lease_until_ms else None
     return state.changed(phase=phase, phase_since_ms=now_ms,
                          terminal_at_ms=now_ms if phase.terminal else None,
+                         lease_until_ms=lease_until,
                          pregrant_until_ms=None if phase is Phase.RESERVED else 0)
 
 

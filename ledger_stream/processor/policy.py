@@ -95,7 +95,25 @@ def policy_from(settings: Settings) -> Policy:
         actions=action_rules(settings),
     )
     policy = under_guarantee(policy, settings.processor.processing_guarantee)
+    check_pregrant(policy)
     return replace(policy, revision=policy_revision(policy))
+
+
+def check_pregrant(policy: Policy) -> None:
+    """Raise ConfigError for a pre-grant that does not end, skew margin included, before
+    the stall timer of its dispatch falls (``pregrant_lease_ms`` < ``stall_after_ms`` -
+    ``clock_skew_ms``). The stall timer acts on a dispatch nobody took; inside a pre-grant its
+    fencer may be calling: the timer would alert ``stalled`` for a call under way, offer a
+    copy nobody can be granted before the pre-grant's end, and a freeze could hold the key
+    then (the decision core keeps the pre-grant through that hold; this keeps the timer out
+    of the pre-grant altogether)."""
+    lease, stall, skew = policy.pregrant_lease_ms, policy.stall_after_ms, policy.clock_skew_ms
+    if lease and lease >= stall - skew:
+        raise ConfigError(
+            f"LEDGER_PREGRANT_LEASE_MS ({lease}) must be shorter than LEDGER_STALL_AFTER_MS "
+            f"({stall}) less LEDGER_CLOCK_SKEW_MS ({skew}): the stall timer of a fresh "
+            "key's dispatch would fall while its pre-grant runs and its connector may be "
+            "calling; shorten the pre-grant, lengthen stall_after, or set the pre-grant to 0")
 
 
 def under_guarantee(policy: Policy, guarantee: str, codec: AvroCodec | None = None) -> Policy:

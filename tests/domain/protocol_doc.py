@@ -34,11 +34,17 @@ class Row:
     then: Callable[[], ev.InputEvent]
     hold: Hold | None = None  # the freeze covering the key when ``then`` is decided
     setup_hold: Hold | None = None  # ... and when the setup is
+    # The setup's events before this one are decided without it (a Release never has it:
+    # it comes from the unfreeze).
+    frozen_from: int = 0
     policy: Policy = POLICY  # PREGRANT: an exactly-once processor's
 
 
 # An exactly-once processor's policy: a fresh key's first Dispatch is pre-granted for 30 s.
 PREGRANT = replace(POLICY, pregrant_lease_ms=30_000)
+# A stall timer inside the pre-grant: a processor refuses to start so (its pre-grant must end,
+# skew margin included, before the stall timer), but the decision core does not rely on it.
+PREGRANT_STALL_INSIDE = replace(PREGRANT, stall_after_ms=5_000)
 
 
 def _frozen(mode: ev.FreezeMode = ev.FreezeMode.HOLD, room: bool = True) -> Hold:
@@ -284,6 +290,15 @@ ROWS = [
         lambda: ev.Release(KEY, "*/refund"), setup_hold=FROZEN, policy=PREGRANT),
     Row("AttemptClaim(n, fenced) within the pre-grant, action frozen", _reserved,
         lambda: claim(fenced=True), hold=FROZEN, policy=PREGRANT),
+    Row("Timer, dispatch never claimed, pre-grant running, action frozen (stall 5 s)",
+        _reserved, _timer(7_000), hold=FROZEN, policy=PREGRANT_STALL_INSIDE),
+    Row("AttemptClaim(n, fenced) within the pre-grant, key held (stall 5 s)",
+        lambda: [intent(), ev.Timer(KEY, 7_000)], lambda: claim(at_ms=8_000, fenced=True),
+        hold=FROZEN, setup_hold=FROZEN, frozen_from=1, policy=PREGRANT_STALL_INSIDE),
+    Row("AttemptClaim(n) within the pre-grant, released (stall 5 s)",
+        lambda: [intent(), ev.Timer(KEY, 7_000), ev.Release(KEY, "*/refund")],
+        lambda: claim(at_ms=25_000), setup_hold=FROZEN, frozen_from=1,
+        policy=PREGRANT_STALL_INSIDE),
 ]
 
 
@@ -304,10 +319,11 @@ def _describe(out: ev.OutputEvent) -> str:
 def _run(row: Row) -> tuple[KeyState, KeyState, tuple[ev.OutputEvent, ...]]:
     """The row's setup decided key by key, then its event: (state before, after, outputs)."""
     states: dict[str, KeyState] = {}
-    for event in row.setup():
+    for i, event in enumerate(row.setup()):
         key = event.key  # type: ignore[union-attr]
-        states[key] = decide(states.get(key) or absent(key), event, row.policy,
-                             now_of(event), row.setup_hold).state
+        states[key] = decide(states.get(key) or absent(key), event, row.policy, now_of(event),
+                             row.setup_hold if i >= row.frozen_from
+                             and not isinstance(event, ev.Release) else None).state
     event = row.then()
     key = getattr(event, "key", None) or KEY
     if isinstance(key, bytes):  # a poison record's raw key, as the runtime reads it
@@ -347,8 +363,10 @@ clock-skew margin 1 s, stall margin 60 s, reconcile timeout 120 s, approval requ
 the action `payout`. Claims ask for a 10 s lease. In these examples each event is decided
 at its own stamp; the processor decides at its partition clock (below). Rows that say
 "exactly once" or "pre-grant" run under an exactly-once processor's policy, whose first
-Dispatch of a key is pre-granted for 30 s (`pregrant_lease_ms`, below). The design behind
-it is `docs/design.md`; see also `docs/operations.md`, `docs/processor.md`, `docs/testing.md`.
+Dispatch of a key is pre-granted for 30 s (`pregrant_lease_ms`, below); rows marked "stall
+5 s" also shorten the stall margin to 5 s, inside the pre-grant (a processor refuses to
+start so; the decision core does not rely on that). The design behind it is
+`docs/design.md`; see also `docs/operations.md`, `docs/processor.md`, `docs/testing.md`.
 
 ## Decision table
 
@@ -405,7 +423,9 @@ FOOTER = """
   redispatch after a reconciliation or an operator, and a Release carry none. While the
   pre-grant runs, only a claim marked `fenced` is granted, under the pre-grant's end (not
   its own lease); a plain claim gets Held until that end. After it, claims are decided as
-  without one.
+  without one. Nothing takes a running pre-grant from its fencer: a freeze that holds the
+  key keeps it, and a reconciliation or an operator starts no new attempt before its end
+  plus the clock-skew margin, as for a lease.
 
 ## The pre-granted first attempt
 
@@ -423,25 +443,37 @@ finished (a commit covers them too). It then records a claim with `fenced` set, 
 once that claim is in the log and the Dispatch's lease still covers the call and the
 skew; it does not wait for the processor's Grant.
 
-The processor keeps the pre-grant's end with the key (`pregrant_until_ms`, RESERVED on
-attempt 1 only). A fenced claim before that end is granted under it, with the ordinary
-Grant and receipt, for the record: the connector already called or is calling. A plain
-claim before that end gets Held until it; after it, any claim is decided as without a
-pre-grant (a fenced claimant whose lease ran out does not call: it reports `not_called`).
-That is safe because the holder calls only after its fenced claim is acknowledged and
-only while its lease covers the call by its own clock less the skew margin: once the
-processor has read the partition up to the pre-grant's end (its partition clock) without a
-fenced claim, nobody calls under the pre-grant, and granting a plain claim is as safe as
-any first grant. A fenced claim that arrives after a plain one was granted is answered by
-the lease rules (Held) and its connector does not call: its claim's broker time is past
-the pre-grant's end. Only the reserving Dispatch carries the pre-grant: two records
-carrying one could be fenced by two connectors. For the same reason an at-least-once
-processor never pre-grants (a batch decided again after a crash writes its Dispatch
-twice). A freeze withholds a pre-granted Dispatch like any other (the Release dispatches
-plainly); a fenced claim within the pre-grant is granted under a freeze too, as a grant
-given before the freeze is not recalled. A connector whose fence commit failed but landed
-after all never calls and nobody claims: the stall timer offers a plain copy after
-`stall_after` (a delay, never a second call).
+The processor keeps the pre-grant's end with the key (`pregrant_until_ms`, attempt 1,
+RESERVED, or HELD by a freeze that found it running). A fenced claim before that end is
+granted under it, with the ordinary Grant and receipt, for the record: the connector
+already called or is calling. A plain claim before that end gets Held until it; after it,
+any claim is decided as without a pre-grant (a fenced claimant whose lease ran out does
+not call: it reports `not_called`). That is safe because the holder calls only after its
+fenced claim is acknowledged and only while its lease covers the call by its own clock
+less the skew margin: once the processor has read the partition up to the pre-grant's end
+(its partition clock) without a fenced claim, nobody calls under the pre-grant, and
+granting a plain claim is as safe as any first grant. A fenced claim that arrives after a
+plain one was granted is answered by the lease rules (Held) and its connector does not
+call: its claim's broker time is past the pre-grant's end. Only the reserving Dispatch
+carries the pre-grant: two records carrying one could be fenced by two connectors. For the
+same reason an at-least-once processor never pre-grants (a batch decided again after a
+crash writes its Dispatch twice). A freeze withholds a pre-granted Dispatch like any other
+(the Release dispatches plainly); a fenced claim within the pre-grant is granted under a
+freeze too, as a grant given before the freeze is not recalled. A connector whose fence
+commit failed but landed after all never calls and nobody claims: the stall timer offers a
+plain copy after `stall_after` (a delay, never a second call).
+
+The stall timer of a fresh key falls after its pre-grant's end plus the skew margin: a
+processor refuses to start unless `pregrant_lease_ms` < `stall_after_ms` -
+`clock_skew_ms`. The decision core does not rely on it. A stall timer inside a running
+pre-grant (the rows marked "stall 5 s") offers its plain copy and alerts, and the key
+keeps the pre-grant; a freeze then holds the key with it (HELD keeps `pregrant_until_ms`),
+the fencer's claim within it is still granted, and the unfreeze's plain Dispatch is held
+at its claim until the pre-grant's end. Dropping the pre-grant there let the fencer's
+report go unheard (Held, not the holder's) and the unfreeze's Dispatch be granted to a
+second connector. Likewise a key that leaves RESERVED for a reconciliation or an operator
+while a pre-grant nobody claimed runs keeps its end as the lease it waits out: the next
+attempt's `not_before` is at or after it plus the skew margin.
 
 ## Containment: freezes
 

@@ -12,6 +12,7 @@ import pytest
 from ledger_stream.domain import decide
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.containment import Freeze, Hold
+from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState, Phase
 from tests.domain.decisions import POLICY, of, run
 from tests.factories import KEY, claim, intent, outcome, reconciled, resolution
@@ -26,8 +27,8 @@ END = AT + LEASE  # the pre-grant's end
 FROZEN = Hold(Freeze("", "refund", ev.FreezeMode.HOLD, "incident", "ops", "f-1", 500))
 
 
-def reserved() -> KeyState:
-    state, _ = run([intent(at_ms=AT)], policy=PRE)
+def reserved(policy: Policy = PRE) -> KeyState:
+    state, _ = run([intent(at_ms=AT)], policy=policy)
     return state
 
 
@@ -143,3 +144,104 @@ def test_a_row_keeps_the_pre_grant_and_a_row_from_before_it_reads_none():
     older = KeyState.from_row(state.to_row()[:-1])  # written before the field existed
     assert older.pregrant_until_ms == 0
     assert older == state.changed(pregrant_until_ms=0)
+
+
+# --- a pre-grant outlives a freeze and a stall timer -------------------------------------
+# A connector that fenced the pre-granted Dispatch calls without waiting for any answer, so
+# nothing the processor decides before the pre-grant's end may take the key away from it:
+# not a freeze's hold, not the stall timer, not a new attempt. With ``stall_after_ms`` shorter
+# than the pre-grant (a processor refuses to start so: tests/processor/test_pregrant_setting)
+# the stall timer fires while the pre-grant runs.
+STALLS_WITHIN = replace(PRE, stall_after_ms=5_000)
+STALL_AT = 7_000  # past the intent's stall deadline (6,000), well within the pre-grant
+
+
+def _granted(outputs: list[ev.OutputEvent], attempt: int = 1) -> list[str]:
+    return [g.claim_id for g in of(outputs, ev.Grant) if g.attempt == attempt]
+
+
+@pytest.mark.parametrize("then", ["failed", "unknown", "silent"])
+def test_a_stall_timer_under_a_freeze_leaves_the_pre_grant_to_its_fencer(then):
+    """The defect a final read found (2026-12-06): intent at 1,000 (pre-granted to 31,000),
+    a Timer at 7,000 while a hold freeze covers the key. The key went HELD and dropped the
+    pre-grant; the fencer's claim got Held, its failed or unknown report was not the
+    holder's, and the unfreeze's plain Dispatch was granted to a second connector: two calls
+    at a target that does not deduplicate. Now the fencer is the holder, whatever follows."""
+    state, out = run([intent(at_ms=AT)], policy=STALLS_WITHIN)
+    state, timed = run([ev.Timer(KEY, STALL_AT)], state, STALLS_WITHIN, FROZEN)
+    assert of(timed, ev.Alert)[0].kind is ev.AlertKind.STALLED
+    assert not of(timed, ev.Dispatch)  # the freeze: no new dispatch leaves
+    fenced = claim(claim_id="c1", at_ms=8_000, fenced=True)  # the fencer, already calling
+    reports = {"failed": [outcome(OS.FAILED, claim_id="c1", at_ms=9_000)],
+               "unknown": [outcome(OS.UNKNOWN, claim_id="c1", at_ms=9_000)],
+               "silent": []}[then]  # crashed mid-call
+    state, later = run([fenced, *reports], state, STALLS_WITHIN, FROZEN)
+    assert _granted(later) == ["c1"]
+    state, after = run([ev.Release(KEY, FROZEN.freeze.scope),
+                        claim(claim_id="c2", at_ms=25_000),
+                        claim(claim_id="c2", at_ms=END + 5_000)], state, STALLS_WITHIN)
+    # Nobody but the fencer is ever granted attempt 1, nor is any other attempt dispatched
+    # before the fencer's report settles it.
+    assert _granted(out + timed + later + after) == ["c1"]
+    assert [d.attempt for d in of(after, ev.Dispatch)] == []
+    expected = {"failed": Phase.FAILED, "unknown": Phase.RECONCILING,
+                "silent": Phase.RECONCILING}[then]  # silent: its lease ran out
+    assert state.phase is expected
+
+
+def test_a_pre_grant_nobody_fenced_is_granted_after_its_end_once_released():
+    """A fence that landed though it reported failure (nobody calls, nobody claims): the
+    stall timer holds the key, the unfreeze dispatches it plainly, and a plain claim waits
+    for the pre-grant's end: a delay, never a second call."""
+    state, _ = run([ev.Timer(KEY, STALL_AT)], reserved(STALLS_WITHIN), STALLS_WITHIN, FROZEN)
+    state, out = run([ev.Release(KEY, FROZEN.freeze.scope)], state, STALLS_WITHIN)
+    (dispatch,) = of(out, ev.Dispatch)
+    assert dispatch.lease_until_ms == 0  # the release's copy carries no pre-grant
+    state, out = run([claim(claim_id="c2", at_ms=25_000)], state, STALLS_WITHIN)
+    assert [(h.claim_id, h.lease_until_ms) for h in of(out, ev.Held)] == [("c2", END)]
+    state, out = run([claim(claim_id="c2", at_ms=END)], state, STALLS_WITHIN)
+    assert _granted(out) == ["c2"]
+
+
+def test_the_stall_timers_copy_within_the_pre_grant_is_granted_to_nobody_else():
+    """Without a freeze the stall timer's plain copy leaves while the pre-grant runs: a
+    connector claiming it plainly waits for the pre-grant's end, and the fencer is granted."""
+    state, out = run([intent(at_ms=AT), ev.Timer(KEY, STALL_AT)], policy=STALLS_WITHIN)
+    assert [d.lease_until_ms for d in of(out, ev.Dispatch)] == [END, 0]
+    state, out = run([claim(claim_id="c2", at_ms=8_000),
+                      claim(claim_id="c1", at_ms=9_000, fenced=True),
+                      claim(claim_id="c2", at_ms=END - 1)], state, STALLS_WITHIN)
+    assert _granted(out) == ["c1"]
+    assert [h.claim_id for h in of(out, ev.Held)] == ["c2", "c2"]
+
+
+@pytest.mark.parametrize("path", ["reconciled", "operator"])
+def test_no_new_attempt_starts_before_a_pre_grant_nobody_took_has_run_out(path):
+    """An unknown report from a claim without a grant (no pre-grant holder on record) sends
+    the key to a reconciliation while the pre-grant runs: a fencer could still be calling,
+    so the next attempt waits for the pre-grant's end plus the skew margin, as for a lease."""
+    then = {
+        "reconciled": [reconciled(RS.NOT_FOUND, claim_id="c9", at_ms=3_000, dedup=True)],
+        "operator": [reconciled(RS.UNQUERYABLE, claim_id="c9", at_ms=3_000, dedup=False),
+                     resolution(RES.NOT_APPLIED, at_ms=4_000)],
+    }[path]
+    state, out = run([outcome(OS.UNKNOWN, claim_id="c9", at_ms=2_000), *then], reserved(),
+                     PRE)
+    (dispatch,) = of(out, ev.Dispatch)
+    assert dispatch.attempt == 2
+    assert dispatch.not_before_ms >= END + PRE.clock_skew_ms
+    _, out = run([claim(2, "c2", at_ms=END)], state, PRE)
+    assert not _granted(out, 2)
+
+
+def test_a_full_hold_queue_sends_the_key_to_an_operator_who_cannot_start_another_attempt_early():
+    """No room to hold the key (its partition's hold queue is full): the stall timer inside
+    the pre-grant sends it to an operator instead. An operator's "not applied" before the
+    pre-grant's end still starts attempt 2 no earlier than that end plus the skew margin."""
+    full = replace(FROZEN, room=False)
+    state, _ = run([ev.Timer(KEY, STALL_AT)], reserved(STALLS_WITHIN), STALLS_WITHIN, full)
+    assert state.phase is Phase.NEEDS_OPERATOR
+    _, out = run([resolution(RES.NOT_APPLIED, at_ms=8_000)], state, STALLS_WITHIN)
+    (dispatch,) = of(out, ev.Dispatch)
+    assert (dispatch.attempt, dispatch.lease_until_ms) == (2, 0)
+    assert dispatch.not_before_ms >= END + STALLS_WITHIN.clock_skew_ms

@@ -12,11 +12,12 @@ from collections import Counter
 from dataclasses import replace
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ledger_stream.domain import Policy, absent, decide
 from ledger_stream.domain import events as ev
+from ledger_stream.domain.containment import Freeze, Hold
 from ledger_stream.domain.state import Phase
 from tests.factories import KEY, claim, intent, now_of, outcome, reconciled, resolution
 
@@ -145,3 +146,77 @@ def test_invariants_hold_for_any_interleaving(pregrant_ms, events):
 
     # Attempts are dispatched in order, each once.
     assert dispatched_attempts == sorted(set(dispatched_attempts))
+
+
+# --- the pre-grant against freezes and timers ---------------------------------------------
+# The stall timer fires within the pre-grant here (a processor refuses to start so:
+# tests/processor/test_pregrant_setting.py), so the decision core's own guard is what is
+# checked. "c1" is the one connector that fenced the pre-granted Dispatch (a fence admits
+# one): its claims are fenced, and it calls when it claims before the pre-grant's end,
+# whatever the answer. "c2" and "c3" claim plainly and call only on a Grant.
+PREGRANTED = replace(POLICY, pregrant_lease_ms=5_000, stall_after_ms=1_000)
+FROZEN = Hold(Freeze("", "refund", ev.FreezeMode.HOLD, "incident", "ops", "f-1", 0))
+Step = tuple[ev.InputEvent, int, Hold | None]  # an event, its partition time, the freeze
+
+
+@st.composite
+def frozen_histories(draw) -> list[Step]:
+    """An intent at 1,000 (its pre-grant ends at 6,000), then timers, claims and other
+    events, with a freeze over one stretch of time; its unfreeze releases the key."""
+    at = 1_000
+    steps: list[Step] = [(intent(at_ms=at, workflow=ev.Workflow("g", "1.0")), at, None)]
+    since = draw(st.sampled_from([2_000, 1_000, 3_000, 5_000, 10**9]))  # 10**9: none
+    until = since + draw(st.sampled_from([3_000, 1_000, 10_000, 100_000]))
+    for _ in range(draw(st.integers(1, 30))):
+        at += draw(st.sampled_from([700, 100, 1_500, 0, 3_000, 60_000]))
+        if since < until <= at:  # the unfreeze, once
+            steps.append((ev.Release(KEY, FROZEN.freeze.scope), until, None))
+            until = since
+        hold = FROZEN if since <= at < until else None
+        kind = draw(st.sampled_from(["claim", "timer", "claim", "timer", "other"]))
+        if kind == "timer":
+            steps.append((ev.Timer(KEY, at), at, hold))
+        elif kind == "claim":
+            cid = draw(st.sampled_from(["c1", "c2", "c1", "c3"]))
+            steps.append((claim(draw(st.sampled_from([1, 1, 1, 2])), cid, at,
+                                lease_ms=draw(st.sampled_from([50, 5_000])),
+                                fenced=cid == "c1"), at, hold))
+        else:
+            event = draw(event_at(at))
+            if not isinstance(event, ev.AttemptClaim | ev.Intent):
+                steps.append((event, at, hold))
+    return steps
+
+
+# The stall timer holds the key under a freeze within the pre-grant, the fencer claims, the
+# unfreeze releases it and another connector claims (found by a read of the code, 2026-12-06).
+@example([(intent(at_ms=1_000, workflow=ev.Workflow("g", "1.0")), 1_000, None),
+          (ev.Timer(KEY, 2_500), 2_500, FROZEN),
+          (claim(1, "c1", 3_000, fenced=True), 3_000, FROZEN),
+          (ev.Release(KEY, FROZEN.freeze.scope), 3_500, None),
+          (claim(1, "c2", 7_000), 7_000, None)])
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(frozen_histories())
+def test_a_pre_grant_makes_no_second_call_under_freezes_and_timers(steps):
+    """Two callers of attempt 1, or a later attempt dispatched to start while the fencer may
+    still be calling, is a second effect at a target that does not deduplicate."""
+    policy, state, end = PREGRANTED, absent(KEY), 0
+    callers: set[str] = set()  # of attempt 1
+    fencer_granted = False
+    for event, now, hold in steps:
+        decision = decide(state, event, policy, now, hold)
+        state = decision.state
+        for o in decision.outputs:
+            if isinstance(o, ev.Dispatch) and o.lease_until_ms:
+                end = o.lease_until_ms
+            if isinstance(o, ev.Grant) and o.attempt == 1:
+                callers.add(o.claim_id)
+                fencer_granted |= o.claim_id == "c1" and o.lease_until_ms == end
+            if isinstance(o, ev.Dispatch) and o.attempt > 1 and now < end:
+                assert fencer_granted or o.not_before_ms >= end + policy.clock_skew_ms, steps
+        if isinstance(event, ev.AttemptClaim) and event.fenced and event.attempt == 1 \
+                and now < end:
+            callers.add(event.claim_id)  # the fencer calls without waiting for an answer
+        assert len(callers) <= 1, (callers, steps)
+        if state.pregrant_until_ms:
+            assert state.phase in (Phase.RESERVED, Phase.HELD) and state.attempt == 1

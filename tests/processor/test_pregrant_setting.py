@@ -12,6 +12,7 @@ from ledger_stream.config import Settings
 from ledger_stream.domain import absent, decide
 from ledger_stream.domain import events as ev
 from ledger_stream.processor.policy import (
+    ConfigError,
     describe,
     policy_from,
     policy_revision,
@@ -90,3 +91,44 @@ def test_a_processor_writing_an_older_releases_dispatch_does_not_pre_grant(
     taken = under_guarantee(given, "exactly-once", older)
     assert taken.pregrant_lease_ms == 0 and taken.revision != given.revision
     assert "pre-grant off" in describe(taken) and "pre-grant 30000 ms" in describe(given)
+
+
+@pytest.mark.parametrize(("lease_ms", "stall_ms", "skew_ms"), [
+    (30_000, 5_000, 2_000),  # the stall timer inside the pre-grant (found 2026-12-06)
+    (28_000, 30_000, 2_000),  # ends with the pre-grant plus the skew margin: not after it
+    (30_000, 30_000, 0),
+])
+def test_a_pre_grant_not_ending_before_the_stall_timer_refuses_to_start(
+        lease_ms: int, stall_ms: int, skew_ms: int):
+    """The stall timer acts on a dispatch nobody took; inside the pre-grant its fencer may be
+    calling. The processor refuses to start, naming both settings."""
+    settings = Settings(pregrant_lease_ms=lease_ms, stall_after_ms=stall_ms,
+                        clock_skew_ms=skew_ms)
+    with pytest.raises(ConfigError, match="LEDGER_PREGRANT_LEASE_MS .*LEDGER_STALL_AFTER_MS"):
+        policy_from(settings)
+
+
+def test_a_pre_grant_ending_before_the_stall_timer_starts():
+    settings = Settings(pregrant_lease_ms=27_999, stall_after_ms=30_000, clock_skew_ms=2_000)
+    assert policy_from(settings).pregrant_lease_ms == 27_999
+    # Without a pre-grant (off, or at least once, which never pre-grants) any stall_after.
+    assert policy_from(Settings(stall_after_ms=1_000)).pregrant_lease_ms == 0
+    at_least_once = Settings(processing_guarantee="at-least-once", pregrant_lease_ms=30_000,
+                             stall_after_ms=5_000)
+    assert policy_from(at_least_once).pregrant_lease_ms == 0
+
+
+def test_the_processor_command_refuses_it_with_the_settings_named(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """What an operator sees: the command exits before it connects anywhere."""
+    from ledger_stream.cli.main import main
+
+    monkeypatch.setenv("LEDGER_PREGRANT_LEASE_MS", "30000")
+    monkeypatch.setenv("LEDGER_STALL_AFTER_MS", "5000")
+    monkeypatch.setenv("LEDGER_DEV_MODE", "1")
+    # An address nothing answers at: the refusal must come before any connection attempt.
+    code = main(["processor", "--bootstrap", "127.0.0.1:9", "--metrics-port", "off"])
+    assert code != 0
+    err = capsys.readouterr().err
+    assert "LEDGER_PREGRANT_LEASE_MS (30000)" in err and "LEDGER_STALL_AFTER_MS (5000)" in err
+    assert "Traceback" not in err
