@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +31,7 @@ _TIMER = b"t"
 _CLOCK = b"mclock"
 _CHANGELOG = b"mchangelog"
 _DUE_BYTES = 8
+_NO_TIMER = 2 ** (8 * _DUE_BYTES) - 1  # a floor above every due: the store holds no timer
 
 
 _TIMER_PREFIX = struct.Struct(">cQ").pack  # b"t" and the due time, 8 bytes big-endian
@@ -63,6 +65,16 @@ class RocksDBPartitionStore(PartitionStore):
         self._closed = False
         self._clock = _int(self._db.get(_CLOCK))
         self._offset = _int(self._db.get(_CHANGELOG))
+        # No timer in the store is due before this. A removed timer stays in RocksDB as a
+        # tombstone until compaction, and a seek walks every tombstone between its target
+        # and the next live key: seeking from 0, next_due took 0.9 ms with 5,000 removed
+        # timers and 3.5 ms with 15,000 (each settled effect removes its lease timer; the
+        # processor asks once per partition per batch). Lowered by every write that adds a
+        # timer, raised to the earliest timer when a seek from it found that one; a seek
+        # that overlapped a write (``_writes`` moved) raises nothing.
+        self._timer_floor = 0
+        self._writes = 0
+        self._floor_lock = threading.Lock()
 
     def get(self, key: str) -> bytes | None:
         value: bytes | None = self._db.get(_ROW + key.encode("utf-8"))
@@ -87,15 +99,39 @@ class RocksDBPartitionStore(PartitionStore):
         offset = self._offset if batch.changelog_offset is None else batch.changelog_offset
         wb.put(_CLOCK, clock.to_bytes(_DUE_BYTES, "big"))
         wb.put(_CHANGELOG, offset.to_bytes(_DUE_BYTES, "big"))
-        try:
-            self._db.write(wb)
-        except Exception as exc:
-            raise StoreError(f"writing the state store {self.path} failed: {exc}") from exc
+        with self._floor_lock:
+            if batch.timers_added:
+                self._timer_floor = min(self._timer_floor,
+                                        max(min(due for due, _ in batch.timers_added), 0))
+            self._writes += 1
+            try:
+                self._db.write(wb)
+            except Exception as exc:
+                raise StoreError(f"writing the state store {self.path} failed: {exc}") \
+                    from exc
         self._clock, self._offset = clock, offset
 
+    def _seek_from(self, after_ms: int) -> tuple[int, int, bool]:
+        """(the due to seek, the writes so far, whether the seek finds the earliest timer
+        of all)."""
+        with self._floor_lock:
+            floor, writes = self._timer_floor, self._writes
+        wanted = max(after_ms + 1, 0)
+        return max(wanted, floor), writes, wanted <= floor
+
+    def _raise_floor(self, due: int | None, writes: int) -> None:
+        """``due``: the earliest timer of all (None: there is none) as a seek found it that
+        began after ``writes`` writes."""
+        with self._floor_lock:
+            if self._writes == writes:  # no write since the seek began
+                self._timer_floor = _NO_TIMER if due is None else due
+
     def due_timers(self, up_to_ms: int, after_ms: int = -1) -> Iterator[TimerEntry]:
+        start, _, _ = self._seek_from(after_ms)
+        if start > up_to_ms:
+            return iter(())
         it = self._db.iter()
-        it.seek(_TIMER + max(after_ms + 1, 0).to_bytes(_DUE_BYTES, "big"))
+        it.seek(_TIMER + start.to_bytes(_DUE_BYTES, "big"))
         found: list[TimerEntry] = []
         while it.valid():
             raw: bytes = it.key()
@@ -110,14 +146,19 @@ class RocksDBPartitionStore(PartitionStore):
         return iter(found)
 
     def next_due(self, after_ms: int = -1) -> int | None:
+        start, writes, earliest = self._seek_from(after_ms)
+        if start >= _NO_TIMER:
+            return None
         it = self._db.iter()
-        it.seek(_TIMER + max(after_ms + 1, 0).to_bytes(_DUE_BYTES, "big"))
+        it.seek(_TIMER + start.to_bytes(_DUE_BYTES, "big"))
         due = None
         if it.valid():
             raw: bytes = it.key()
             if raw.startswith(_TIMER):
                 due = int.from_bytes(raw[1:1 + _DUE_BYTES], "big")
         del it
+        if earliest:
+            self._raise_floor(due, writes)
         return due
 
     @property

@@ -105,3 +105,141 @@ def test_each_thread_waits_for_its_own_records_report(monkeypatch) -> None:
     with pytest.raises(DeliveryFailed, match="not acknowledged"):
         sender._producer.poll = lambda timeout: 0  # nothing ever reported
         sender.deliver("intents", Event("acme/refund/slow"), timeout_s=0.3)
+
+
+def test_a_report_served_by_another_waiters_poll_wakes_its_own_waiter(monkeypatch) -> None:
+    """librdkafka hands a batch of reports to one poller and wakes no other. Two threads
+    deliver at once, their reports come back together: both return at once, not the one
+    whose report the other's poll served only when its own poll times out."""
+    import threading
+    import time
+
+    from ledger_stream.config import Settings
+    from ledger_stream.kafka import producer as module
+
+    class FakeProducer:
+        """Reports come as one batch 50 ms after two records are in (the broker's answer);
+        a poll takes the batch, or sleeps until one comes or its timeout passes (librdkafka
+        wakes one poller)."""
+
+        def __init__(self, config) -> None:
+            self.cond = threading.Condition()
+            self.produced: list = []
+            self.batches: list[list] = []
+            self.reported_at = 0.0
+
+        def produce(self, topic, value, key, on_delivery, **extra) -> None:
+            with self.cond:
+                self.produced.append(on_delivery)
+                if len(self.produced) == 2:
+                    threading.Timer(0.05, self.answer, args=(self.produced,)).start()
+                    self.produced = []
+
+        def answer(self, batch: list) -> None:
+            with self.cond:
+                self.batches.append(batch)
+                self.reported_at = time.monotonic()
+                self.cond.notify()
+
+        def poll(self, timeout: float) -> int:
+            with self.cond:
+                if not self.batches and timeout > 0:
+                    self.cond.wait(timeout)
+                due = [cb for batch in self.batches for cb in batch]
+                self.batches = []
+            for callback in due:
+                callback(None, None)
+            return len(due)
+
+    class Event:
+        key = "acme/refund/1"
+
+    class Codec:
+        def encode(self, event) -> bytes:
+            return b"x"
+
+    monkeypatch.setattr(module, "Producer", FakeProducer)
+    monkeypatch.setattr(module, "DELIVER_POLL_S", 2.0)
+    sender = module.EventProducer(Settings(topic_prefix="t"), "unused:9092", Codec())
+    returned: list[float] = []
+    both = threading.Barrier(2)
+
+    def send() -> None:
+        both.wait()
+        sender.deliver("intents", Event(), timeout_s=10)
+        returned.append(time.monotonic())
+
+    threads = [threading.Thread(target=send) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(returned) == 2
+    reported_at = sender._producer.reported_at
+    assert max(returned) - reported_at < 1.0, "a waiter slept through its own report"
+
+
+def test_the_waiter_that_polls_hands_the_polling_on_when_its_report_came(monkeypatch
+                                                                        ) -> None:
+    """Two threads deliver, the second 10 ms after the first (which polls for both); the
+    first record's report comes after 50 ms, the second's after 300 ms: served when it
+    comes, not after its waiter's next look (DELIVER_FOLLOW_S)."""
+    import threading
+    import time
+
+    from ledger_stream.config import Settings
+    from ledger_stream.kafka import producer as module
+
+    delays = {b"acme/refund/fast": 0.05, b"acme/refund/slow": 0.3}
+
+    class FakeProducer:
+        def __init__(self, config) -> None:
+            self.cond = threading.Condition()
+            self.ready: list = []
+            self.reported_at: dict[bytes, float] = {}
+
+        def produce(self, topic, value, key, on_delivery, **extra) -> None:
+            threading.Timer(delays[key], self.answer, args=(key, on_delivery)).start()
+
+        def answer(self, key: bytes, callback) -> None:
+            with self.cond:
+                self.ready.append(callback)
+                self.reported_at[key] = time.monotonic()
+                self.cond.notify()
+
+        def poll(self, timeout: float) -> int:
+            with self.cond:
+                if not self.ready and timeout > 0:
+                    self.cond.wait(timeout)
+                due, self.ready = self.ready, []
+            for callback in due:
+                callback(None, None)
+            return len(due)
+
+    class Event:
+        def __init__(self, key: str) -> None:
+            self.key = key
+
+    class Codec:
+        def encode(self, event) -> bytes:
+            return b"x"
+
+    monkeypatch.setattr(module, "Producer", FakeProducer)
+    monkeypatch.setattr(module, "DELIVER_FOLLOW_S", 3.0)
+    sender = module.EventProducer(Settings(topic_prefix="t"), "unused:9092", Codec())
+    returned: dict[bytes, float] = {}
+
+    def send(key: str) -> None:
+        sender.deliver("intents", Event(key), timeout_s=10)
+        returned[key.encode()] = time.monotonic()
+
+    threads = [threading.Thread(target=send, args=(k.decode(),)) for k in delays]
+    for t in threads:
+        t.start()
+        time.sleep(0.01)
+    for t in threads:
+        t.join(10)
+    reported_at = sender._producer.reported_at
+    assert sorted(returned) == sorted(delays)
+    for key in delays:
+        assert returned[key] - reported_at[key] < 1.0, f"{key!r} waited past its report"

@@ -17,6 +17,7 @@ from ledger_stream.state import (
     StateFolderLocked,
     StoreError,
 )
+from ledger_stream.state.base import StoreBatch
 from ledger_stream.testing.stores import DurableStoreContract
 
 pytestmark = pytest.mark.timeout(60)
@@ -76,3 +77,56 @@ def test_an_unopenable_store_raises_store_error(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("not a folder")
     with pytest.raises(StoreError, match="cannot open the state store"):
         RocksDBPartitionStore(tmp_path / "file" / "p0", 0)
+
+
+def test_a_timer_added_before_the_earliest_known_is_found(tmp_path: Path) -> None:
+    """The store seeks its timers from the earliest it found (the tombstones of removed
+    timers below it are not walked again); a timer added below that is still found."""
+    store = RocksDBPartitionStore(tmp_path / "p0", 0)
+    try:
+        store.write(StoreBatch(timers_added=[(500, "late")]))
+        store.write(StoreBatch(timers_added=[(300, "gone")]))
+        store.write(StoreBatch(timers_removed=[(300, "gone")]))
+        assert store.next_due() == 500
+        store.write(StoreBatch(timers_added=[(100, "early")]))
+        assert store.next_due() == 100
+        assert list(store.due_timers(200)) == [(100, "early")]
+        store.write(StoreBatch(timers_removed=[(100, "early"), (500, "late")]))
+        assert store.next_due() is None
+        assert list(store.due_timers(10_000)) == []
+        store.write(StoreBatch(timers_added=[(-5, "past")]))  # stored at 0
+        assert store.next_due() == 0
+        assert list(store.due_timers(0)) == [(0, "past")]
+    finally:
+        store.close()
+
+
+def test_a_timer_written_during_a_seek_is_not_hidden(tmp_path: Path) -> None:
+    """A write that lands while next_due's iterator seeks (the checkpoint's thread) is not
+    in the iterator's view: the earliest that seek found is no floor for what came after."""
+    store = RocksDBPartitionStore(tmp_path / "p0", 0)
+    try:
+        store.write(StoreBatch(timers_added=[(500, "late")]))
+        db = store._db
+        real_iter = db.iter
+
+        class Racing:
+            def __init__(self) -> None:
+                self._it = real_iter()
+
+            def __getattr__(self, name: str) -> object:
+                return getattr(self._it, name)
+
+            def seek(self, target: bytes) -> None:
+                self._it.seek(target)
+                store.write(StoreBatch(timers_added=[(50, "racing")]))
+
+        store._db = type("Db", (), {"iter": lambda _: Racing(),
+                                    "write": lambda _, wb: db.write(wb)})()
+        assert store.next_due() == 500  # the iterator's view: from before the write
+        store._db = db
+        assert store.next_due() == 50
+        assert list(store.due_timers(100)) == [(50, "racing")]
+    finally:
+        store._db = db
+        store.close()
