@@ -75,6 +75,7 @@ from ledger_stream.serde import AvroCodec
 logger = logging.getLogger(__name__)
 IDLE_POLL_S = 0.05
 LOCAL_POLL_S = 0.005
+FENCE_POLL_S = 0.001
 
 STOPPED_ON_FAILED_ACK = 3
 Completion = Callable[[], list[Command]]
@@ -179,15 +180,16 @@ class ConnectorWorker(FenceDriver):
         return self.exit_status
 
     def _poll_timeout(self) -> float:
-        """How long the feed's poll may wait: until the next due wake-up, at most 50 ms,
-        and only 5 ms while a job waits for a call, a lookup or a delivery report. Those
-        are seen only between polls: a finished call waited up to 50 ms (about 25 on
-        average) before its outcome was produced; now only delivery reports are."""
+        """How long the feed's poll may wait: until the next due wake-up, at most 50 ms;
+        5 ms while a job waits for a call, a lookup or a delivery report (seen only between
+        polls: a finished call waited up to 50 ms before its outcome was produced); 1 ms
+        while a fence is outstanding (its answer, served inside poll, does not end it)."""
         with self._lock:
             wake = self._core.next_wake_ms()
             local = self._core.awaits_local()
         left = IDLE_POLL_S if wake is None else max(0.0, (wake - now_ms()) / 1000)
-        return min(left, LOCAL_POLL_S if local else IDLE_POLL_S)
+        return min(left, FENCE_POLL_S if self._asked else LOCAL_POLL_S if local
+                   else IDLE_POLL_S)
 
     def _complete(self, completion: Completion) -> None:
         """Run a finished call's or lookup's completion now, on the thread it finished on,
