@@ -3,7 +3,8 @@ interface (the one ``ledger_lab/bench/connector_cpu.py`` drives the loop through
 are handed out by ``poll``, an asynchronous commit is answered through the consumer's
 ``on_commit`` only from inside a later ``poll`` or ``consume`` (as librdkafka serves it),
 and a produce is acknowledged at the producer's next ``poll``. Commit answers of chosen
-partitions can be withheld, and hooks run inside a poll (a SIGTERM arriving there)."""
+partitions can be withheld, and hooks run inside the poll that hands a record over (a
+SIGTERM arriving there)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ class FakeConsumer:
         self.hold: set[int] = set()  # partitions whose commit answers are withheld
         self.refuse: set[int] = set()  # partitions whose commits are answered refused
         self.commits: list[tuple[int, int, bool]] = []  # (partition, offset, asynchronous)
-        self.in_poll: list[Callable[[], None]] = []  # run once, inside the next poll
+        self.in_poll: list[Callable[[], None]] = []  # run once, by a poll returning a record
         self.polls = 0
 
     # --- what the test does ---
@@ -68,8 +69,6 @@ class FakeConsumer:
         if self._on_assign is not None:
             assign, self._on_assign = self._on_assign, None
             assign(self, [TopicPartition(self.topic, p) for p in range(self.partitions)])
-        while self.in_poll:
-            self.in_poll.pop(0)()
         while True:
             with self._lock:
                 if not self._answers:
@@ -81,10 +80,12 @@ class FakeConsumer:
         self.polls += 1
         self._serve()
         with self._lock:
-            if self._records:
-                return self._records.popleft()
-        time.sleep(min(timeout, 0.005))
-        return None
+            record = self._records.popleft() if self._records else None
+        if record is None:
+            time.sleep(min(timeout, 0.005))
+        while record is not None and self.in_poll:
+            self.in_poll.pop(0)()
+        return record
 
     def consume(self, num_messages: int, timeout: float) -> list[FakeMessage]:
         self._serve()

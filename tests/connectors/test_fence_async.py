@@ -198,7 +198,7 @@ def test_no_fence_is_asked_once_sigterm_came(loop: Loop):
     loop.fake.in_poll.append(loop.stop.set)
     loop.fake.append(0, dispatch("acme/pay/a"))
     loop.thread.join(10)
-    assert not loop.thread.is_alive()
+    assert not loop.thread.is_alive() and loop.fake.in_poll == []  # handed over
     assert loop.fake.asked(0) == []  # no fence, no commit: its next owner reads it
     assert loop.called("acme/pay/a") == 0 and loop.produced("acme/pay/a") == []
 
@@ -223,6 +223,7 @@ def test_a_fenced_claim_recorded_after_sigterm_is_not_called(loop: Loop):
     loop.producer.in_poll.append(loop.stop.set)
     loop.fake.append(0, dispatch("acme/pay/a"))
     loop.thread.join(10)
+    assert loop.producer.in_poll == []  # SIGTERM came before the claim's report
     assert loop.called("acme/pay/a") == 0
     events = loop.produced("acme/pay/a")
     assert [type(e).__name__ for e in events] == ["AttemptClaim", "AttemptOutcome"]
