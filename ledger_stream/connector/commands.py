@@ -79,10 +79,11 @@ class Commit:
 @dataclass(frozen=True, slots=True)
 class Fence:
     """Take a pre-granted dispatch: commit ``offset`` (the record's offset + 1) for
-    ``partition`` synchronously, in this member's group generation, only if the partition
-    is assigned at that moment; report ``ConnectorCore.fenced(job_id, ok, now_ms)``. The
-    group coordinator accepts the commit only from a member of its current generation, and
-    the partition's next owner starts reading at it: at most one owner fences a record."""
+    ``partition`` in this member's group generation, only if the partition is assigned when
+    the commit is asked; report its answer with ``ConnectorCore.fenced(job_id, ok,
+    now_ms)``. The group coordinator accepts the commit only from a member of its current
+    generation, and the partition's next owner starts reading at it: at most one owner
+    fences a record."""
 
     job_id: int
     partition: int

@@ -4,6 +4,16 @@ owns, and which records were already there when a partition was assigned (the ba
 Cooperative rebalancing: an assignment adds partitions, a revocation takes some away, and
 the callbacks tell the connector core before the consumer moves on. Offsets are committed
 only when the core says a record is completely handled.
+
+A fence (a pre-granted dispatch, ``pregrant.py``) is an asynchronous commit like the others:
+its answer comes from the consumer's ``on_commit``, served inside ``poll`` on the loop's
+thread, and is matched by partition and offset (one fence at a time per partition: only its
+commit frontier is fenced, and no other commit of that partition reaches past it).
+librdkafka answers every commit, at the latest when it gives up waiting for the
+coordinator (``session.timeout.ms``) or for the request (``socket.timeout.ms``). It does
+not finish giving a revoked partition up, nor rejoin the group, while a commit of its is
+outstanding (``rd_kafka_assignment_serve`` waits for ``wait_commit_cnt`` to reach 0): a
+fence that lands does so before the partition's next owner reads its starting offset.
 """
 
 from __future__ import annotations
@@ -26,17 +36,25 @@ from ledger_stream.serde import AvroCodec, DecodeError, SchemaRegistryUnavailabl
 logger = logging.getLogger(__name__)
 
 Callback = Callable[[list[int]], None]
+Fenced = Callable[[int, int, bool], None]  # partition, offset, accepted
+ConsumerFactory = Callable[[dict[str, object]], confluent_kafka.Consumer]
 
 
 class DispatchFeed:
     def __init__(self, bootstrap: str, topic: str, group: str, codec: AvroCodec,
                  session_timeout_ms: int, on_assign: Callback, on_revoke: Callback,
-                 consumer: confluent_kafka.Consumer | None = None) -> None:
+                 consumer: confluent_kafka.Consumer | ConsumerFactory | None = None,
+                 on_fenced: Fenced | None = None) -> None:
+        """``consumer``: a client of its own, or what builds one from this feed's settings
+        (whose ``on_commit`` answers fences); ``on_fenced``: told each fence's answer."""
         self._topic = topic
         self._codec = codec
         self._assigned_cb, self._revoked_cb = on_assign, on_revoke
+        self._fenced_cb = on_fenced or (lambda _p, _o, _ok: None)
         self._backlog: dict[int, int] = {}  # partition -> high watermark at assignment
-        self._consumer = consumer or Consumer({
+        self._fencing: dict[int, int] = {}  # partition -> the offset its fence commits
+        self._held: dict[int, int] = {}  # partition -> a lower commit the fence covers
+        config: dict[str, object] = {
             "bootstrap.servers": bootstrap,
             **CLIENT_CONFIG,
             "group.id": group,
@@ -48,7 +66,12 @@ class DispatchFeed:
             "session.timeout.ms": session_timeout_ms,
             "heartbeat.interval.ms": max(1_000, session_timeout_ms // 5),
             "fetch.wait.max.ms": 50,
-        })
+            "on_commit": self._on_commit,
+        }
+        if consumer is None:
+            self._consumer: confluent_kafka.Consumer = Consumer(config)
+        else:
+            self._consumer = consumer(config) if callable(consumer) else consumer
         self._consumer.subscribe([topic], on_assign=self._on_assign,
                                  on_revoke=self._on_revoke, on_lost=self._on_revoke)
 
@@ -112,7 +135,13 @@ class DispatchFeed:
 
     def commit(self, offsets: dict[int, int], wait: bool = False) -> None:
         """Commit ``partition -> next offset``. A partition lost meanwhile is simply not
-        committed: its new owner reads the record again and the protocol answers it."""
+        committed: its new owner reads the record again and the protocol answers it. An
+        offset a partition's outstanding fence covers waits for that fence's answer (sent
+        after it, it would move the partition's offset back)."""
+        for p, o in list(offsets.items()):
+            if o <= self._fencing.get(p, -1):
+                self._held[p] = max(o, self._held.get(p, o))
+                offsets = {q: x for q, x in offsets.items() if q != p}
         tps = [TopicPartition(self._topic, p, o) for p, o in offsets.items()]
         if not tps:
             return
@@ -126,23 +155,43 @@ class DispatchFeed:
                 offsets=offsets, err=str(exc)))
 
     def fence(self, partition: int, offset: int) -> bool:
-        """Commit ``partition -> offset`` synchronously, only while the partition is assigned
-        to this member; True when the group coordinator accepted it (it accepts a commit
-        only from a member of its current generation)."""
-        if partition not in self._backlog:  # not assigned (revoked, lost, never had it)
-            return False
+        """Ask to commit ``partition -> offset``, asynchronously, only while the partition
+        is assigned to this member: False at once when it is not (or the client refused to
+        ask); else ``on_fenced`` is told, from inside a later ``poll``, whether the group
+        coordinator accepted it (it accepts a commit only from a member of its current
+        generation)."""
+        if partition not in self._backlog or partition in self._fencing:
+            return False  # not assigned (revoked, lost, never had it)
         tp = TopicPartition(self._topic, partition, offset)
+        self._fencing[partition] = offset
         try:
-            done = self._consumer.commit(offsets=[tp], asynchronous=False)
+            self._consumer.commit(offsets=[tp], asynchronous=True)
         except KafkaException as exc:
-            logger.warning("pre-granted dispatch not fenced", extra=log_fields(
-                partition=partition, offset=offset, err=str(exc)))
+            self._answered(partition, offset, str(exc))
             return False
-        failed = [t for t in done or [] if t.error is not None]
-        if failed:
+        return True
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """librdkafka's answer to an asynchronous commit (inside ``poll``)."""
+        for tp in partitions:
+            error = err or tp.error
+            if tp.topic == self._topic and self._fencing.get(tp.partition) == tp.offset:
+                self._answered(tp.partition, tp.offset, "" if error is None else error.str())
+                self._fenced_cb(tp.partition, tp.offset, error is None)
+            elif error is not None:
+                logger.warning("dispatch offsets not committed", extra=log_fields(
+                    partition=tp.partition, offset=tp.offset, err=error.str()))
+
+    def _answered(self, partition: int, offset: int, error: str) -> None:
+        """A fence's answer: a commit it held goes out if it failed (and the partition is
+        still this member's), else the fence covered it."""
+        del self._fencing[partition]
+        held = self._held.pop(partition, None)
+        if error:
             logger.warning("pre-granted dispatch not fenced", extra=log_fields(
-                partition=partition, offset=offset, err=str(failed[0].error)))
-        return not failed
+                partition=partition, offset=offset, err=error))
+            if held is not None and partition in self._backlog:
+                self.commit({partition: held})
 
     def close(self) -> None:
         self._consumer.close()

@@ -18,7 +18,7 @@ from ledger_stream.domain import events as ev
 
 class Stage(Enum):
     WAITING = auto()  # until wake_at_ms: not_before, a Held lease, a lookup retry, a fence
-    FENCING = auto()  # the pre-grant's fence (a synchronous offset commit) is running
+    FENCING = auto()  # the pre-grant's fence (an offset commit) waits for its answer
     CLAIMING = auto()  # claim produced, acknowledgement pending
     ANSWER = auto()  # claim recorded, waiting for the answer naming its claim id
     CALLING = auto()  # the target call is running
@@ -57,7 +57,7 @@ class DispatchJob(Job):
     early_answer: object = None  # the answer, read before the claim's acknowledgement
     called: bool = False  # this claim's call went out (a fast-path call may precede its answer)
     pregrant: bool = False  # on the pre-grant path: a live dispatch with lease_until_ms > 0
-    fence_failed: bool = False  # a fence failed: only a fence may follow (never a plain claim)
+    fence_failed: bool = False  # a fence failed: asked again soon, while the lease covers a call
     fenced: bool = False  # the fence held: the claim is fenced, its answer never awaited
 
     @property

@@ -2,10 +2,11 @@
 the steps of ``ConnectorCore`` for a live Dispatch that carries ``lease_until_ms``.
 
 The processor grants attempt 1 in the Dispatch itself, to whichever connector *fences* the
-record first: commits its partition's offset past it, synchronously, in its own group
-generation. The group coordinator takes that commit only from a member of its current
-generation, and the partition's next owner starts reading after it: at most one connector
-fences a record. Rules kept here:
+record first: commits its partition's offset past it, in its own group generation (the
+driver asks the commit asynchronously and reports its answer with ``fenced``). The group
+coordinator takes that commit only from a member of its current generation, and the
+partition's next owner starts reading after it: at most one connector fences a record.
+Rules kept here:
 
 - only a live record (not backlog) whose lease covers the call takes this path; the others
   claim plainly and wait for the answer;
@@ -13,8 +14,9 @@ fences a record. Rules kept here:
   (committing ``o + 1`` commits everything before it too), the partition is assigned, and
   the connector neither stopped nor closing; until then the job waits for the frontier, as
   long as the lease still covers the call, then claims plainly;
-- a failed fence never calls and never claims plainly: it is asked again after a short
-  delay while the partition stays assigned, and dropped on revocation;
+- a failed fence never calls: it is asked again after a short delay while the partition
+  stays assigned and the lease still covers a call (then the job claims plainly: a fence
+  would only lead to ``not_called``), and dropped on revocation;
 - once fenced, the record counts as handled for the frontier; the fenced claim is produced
   and the call starts only once that claim is recorded and the lease still covers it
   (else, or after a revocation or shutdown, ``not_called``); the processor's answer to the
@@ -73,7 +75,10 @@ class PregrantPath:
                     or job.partition not in self._progress:
                 job.abandoned = True  # revoked: not handled, nothing committed
                 return self._give_up(job, now_ms)
-            job.fence_failed = True  # a transient coordinator error: fence again, only that
+            if not self._covers(job, now_ms):  # no fenced call could start any more
+                job.pregrant = False
+                return self._claim(job, now_ms)
+            job.fence_failed = True  # a transient coordinator error: fence again soon
             self._wait(job, now_ms + FENCE_RETRY_MS)
             return []
         job.fenced = True
@@ -106,10 +111,10 @@ class PregrantPath:
 
     def _fence_or_wait(self, job: DispatchJob, now_ms: int) -> list[Command]:
         """A pre-granted job woke: fence its record, wait for the frontier, or (its lease no
-        longer covers a call, and no fence failed yet) claim plainly. Never while stopped or
-        closing: nothing wakes after a failed acknowledgement, and shutdown drops waiting
-        jobs."""
-        if not job.fence_failed and not self._covers(job, now_ms):
+        longer covers a call, whether or not a fence failed) claim plainly. Never while
+        stopped or closing: nothing wakes after a failed acknowledgement, and shutdown drops
+        waiting jobs."""
+        if not self._covers(job, now_ms):
             job.pregrant = False
             self._fence_waits.pop((job.partition, job.offset), None)
             return self._claim(job, now_ms)

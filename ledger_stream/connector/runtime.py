@@ -17,8 +17,9 @@ only then does the core move on. The core's commands are executed here:
 - Lookup: on a worker.
 - Commit: the partition's offset, asynchronously; synchronously when a partition is revoked
   or the process stops.
-- Fence (a pre-granted dispatch): its offset, synchronously, on the consumer's thread
-  (where revocations run), only while the partition is assigned; reported at once.
+- Fence (a pre-granted dispatch): its offset, asynchronously, asked on the consumer's
+  thread (where revocations run) while the partition is assigned and SIGTERM has not come;
+  its answer (``on_commit``, inside ``poll``) is handed to the core on the next pass.
 
 Revocation (cooperative rebalancing) and SIGTERM give up every claim still waiting for its
 answer (``not_called``) and let the calls on the wire finish and report.
@@ -58,7 +59,8 @@ from ledger_stream.connector.commands import (
     Stop,
 )
 from ledger_stream.connector.core import ConnectorCore, writes_fenced
-from ledger_stream.connector.feed import DispatchFeed
+from ledger_stream.connector.feed import ConsumerFactory, DispatchFeed
+from ledger_stream.connector.fencing import FenceDriver
 from ledger_stream.connector.options import ConnectorOptions
 from ledger_stream.connector.target import Target
 from ledger_stream.domain import events as ev
@@ -73,6 +75,7 @@ from ledger_stream.serde import AvroCodec
 logger = logging.getLogger(__name__)
 IDLE_POLL_S = 0.05
 LOCAL_POLL_S = 0.005
+FENCE_POLL_S = 0.001
 
 STOPPED_ON_FAILED_ACK = 3
 Completion = Callable[[], list[Command]]
@@ -81,11 +84,11 @@ Completion = Callable[[], list[Command]]
 TRACES_LIMIT = 10_000  # trace contexts kept for keys in progress (tracing.py)
 
 
-class ConnectorWorker:
+class ConnectorWorker(FenceDriver):
     def __init__(self, settings: Settings, bootstrap: str, target: Target,
                  options: ConnectorOptions, codec: AvroCodec | None = None, *,
                  producer: confluent_kafka.Producer | None = None,
-                 consumer: confluent_kafka.Consumer | None = None) -> None:
+                 consumer: confluent_kafka.Consumer | ConsumerFactory | None = None) -> None:
         """``producer`` and ``consumer`` replace the Kafka clients built from ``bootstrap``
         (a CPU harness drives the real loop with clients of its own)."""
         self._target, self._bootstrap = target, bootstrap
@@ -118,10 +121,11 @@ class ConnectorWorker:
         # oldest dropped past TRACES_LIMIT (a key answered without an outcome of ours).
         self._traces: dict[str, tracing.Headers] = {}
         self._traces_lock = threading.Lock()
-        self._feed = DispatchFeed(bootstrap, settings.topic("dispatch"),
-                                  self._group,
+        self._stopping = threading.Event()  # ``serve``'s stop: SIGTERM came
+        self._asked: dict[tuple[int, int], int] = {}  # (partition, offset) -> fencing job
+        self._feed = DispatchFeed(bootstrap, settings.topic("dispatch"), self._group,
                                   self._codec, settings.processor.session_timeout_ms,
-                                  self._assigned, self._revoked, consumer)
+                                  self._assigned, self._revoked, consumer, self._fenced)
         self.exit_status = 0
         self._layout_topics = [settings.topic(role) for role in
                                ("changelog", "dispatch", "attempts", "receipts")]
@@ -155,7 +159,7 @@ class ConnectorWorker:
             target=self._target.name, instance=self._core.instance, group=self._group,
             max_in_flight=self._opts.max_in_flight, deduplicates=self._target.deduplicates))
         idle_since = time.monotonic()
-        self._loop_thread = threading.get_ident()
+        self._loop_thread, self._stopping = threading.get_ident(), stop
         try:
             while not stop.is_set() and not self._core.stopped:
                 records = self._feed.poll(self._poll_timeout())
@@ -176,15 +180,16 @@ class ConnectorWorker:
         return self.exit_status
 
     def _poll_timeout(self) -> float:
-        """How long the feed's poll may wait: until the next due wake-up, at most 50 ms,
-        and only 5 ms while a job waits for a call, a lookup or a delivery report. Those
-        are seen only between polls: a finished call waited up to 50 ms (about 25 on
-        average) before its outcome was produced; now only delivery reports are."""
+        """How long the feed's poll may wait: until the next due wake-up, at most 50 ms;
+        5 ms while a job waits for a call, a lookup or a delivery report (seen only between
+        polls: a finished call waited up to 50 ms before its outcome was produced); 1 ms
+        while a fence is outstanding (its answer, served inside poll, does not end it)."""
         with self._lock:
             wake = self._core.next_wake_ms()
             local = self._core.awaits_local()
         left = IDLE_POLL_S if wake is None else max(0.0, (wake - now_ms()) / 1000)
-        return min(left, LOCAL_POLL_S if local else IDLE_POLL_S)
+        return min(left, FENCE_POLL_S if self._asked else LOCAL_POLL_S if local
+                   else IDLE_POLL_S)
 
     def _complete(self, completion: Completion) -> None:
         """Run a finished call's or lookup's completion now, on the thread it finished on,
@@ -220,7 +225,7 @@ class ConnectorWorker:
     def _drain(self) -> None:
         """SIGTERM: give up waiting claims, let calls on the wire finish and report."""
         with self._lock:
-            self._execute(self._core.shutdown(now_ms()))
+            self._shut_down(now=True)
         deadline = time.monotonic() + self._opts.call_timeout_s + self._opts.record_margin_s + 5
         while not self._core.idle() and not self._core.stopped and time.monotonic() < deadline:
             self._feed.poll(0.05)
@@ -330,17 +335,11 @@ class ConnectorWorker:
         self._send(send)
         return rest
 
-    def _fence(self, cmd: Fence) -> list[Command]:
-        """Commit past a pre-granted record and tell the core. A commit of the partition still
-        to send is covered by it (sent after it, it would move the offset back)."""
-        ok = self._feed.fence(cmd.partition, cmd.offset)
-        if ok and self._to_commit.get(cmd.partition, cmd.offset) <= cmd.offset:
-            self._to_commit.pop(cmd.partition, None)
-        return self._core.fenced(cmd.job_id, ok, now_ms())
-
     def _acknowledged(self, cmd: Produce, error: KafkaError | None) -> list[Command]:
         if error is None and isinstance(cmd.event, ev.AttemptOutcome):
             failpoint("after_outcome")
+        elif isinstance(cmd.event, ev.AttemptClaim) and cmd.event.fenced:
+            self._shut_down()  # SIGTERM came: the claim is withdrawn, not called
         what = type(cmd.event).__name__
         return self._core.produced(cmd.job_id, error is None, now_ms(),
                                    "" if error is None else f"{what}: {error.str()}")

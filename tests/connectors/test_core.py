@@ -97,10 +97,12 @@ def test_the_worker_polls_briefly_only_while_a_job_waits_for_this_process():
     from ledger_stream.connector import runtime
 
     worker = runtime.ConnectorWorker.__new__(runtime.ConnectorWorker)
-    worker._core, worker._lock = core(), threading.RLock()
+    worker._core, worker._lock, worker._asked = core(), threading.RLock(), {}
     assert worker._poll_timeout() == runtime.IDLE_POLL_S
     claimed(worker._core, dispatch())
     assert worker._poll_timeout() == runtime.LOCAL_POLL_S
+    worker._asked[(0, 5)] = 1  # a fence outstanding: its answer does not end the poll
+    assert worker._poll_timeout() == runtime.FENCE_POLL_S
 
 
 def test_a_record_delivered_twice_is_handled_once():

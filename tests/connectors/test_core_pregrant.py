@@ -233,21 +233,46 @@ def test_on_the_fast_path_a_live_pregrant_is_fenced_not_called_at_once():
 # --- failed fences, revocation, shutdown ----------------------------------------------------
 
 
-def test_a_failed_fence_neither_calls_nor_claims_and_is_retried_while_assigned():
+def test_a_failed_fence_never_calls_and_is_retried_while_a_call_still_fits():
     c = core()
     fence = only(c.record(rec(dispatch(), 0), 1_000), Fence)
     assert c.fenced(fence.job_id, False, 1_010) == []
     assert c.next_wake_ms() == 1_010 + FENCE_RETRY_MS
     again = only(c.tick(1_010 + FENCE_RETRY_MS), Fence)
     assert again == fence
-    # Failing on past the point where the lease covers a call: still only fences.
-    assert c.fenced(fence.job_id, False, LAST_START + 100) == []
-    again = c.tick(LAST_START + 100 + FENCE_RETRY_MS)
-    assert again == [fence]
-    # It holds at last: the fenced claim goes out, and the lease no longer covers a call.
-    claim = fenced_claim(c, fence, LAST_START + 200)
-    assert only(c.produced(claim.job_id, True, LAST_START + 210),
-                Produce).event.status is OS.NOT_CALLED
+    # Failing up to the last start: still only fences.
+    assert c.fenced(fence.job_id, False, LAST_START - FENCE_RETRY_MS) == []
+    assert c.tick(LAST_START) == [fence]
+    # It holds at last: the fenced claim goes out and is called.
+    claim = fenced_claim(c, fence, LAST_START)
+    assert only(c.produced(claim.job_id, True, LAST_START), Call).start_by_ms == LAST_START
+
+
+def test_a_fence_failing_past_the_last_start_claims_plainly_and_waits_for_the_grant():
+    """A fence that never passes (a refused authorization, a coordinator gone for good)
+    is not asked every 20 ms for ever: once a fenced call could no longer start, the job
+    claims plainly and calls only on the Grant naming that claim."""
+    c = core()
+    fence = only(c.record(rec(dispatch(), 0), 1_000), Fence)
+    assert c.fenced(fence.job_id, False, 1_010) == []
+    assert c.tick(1_010 + FENCE_RETRY_MS) == [fence]
+    claim = plain_claim(c.fenced(fence.job_id, False, LAST_START + 1))
+    assert c.produced(claim.job_id, True, LAST_START + 10) == []  # waits for the answer
+    assert not any(isinstance(x, Fence | Call) for x in c.tick(LAST_START + 5_000))
+    held = ev.Held("acme/pay/k1", 1, claim.event.claim_id, LEASE_END, LAST_START + 20)
+    assert c.record(rec(held, 1), LAST_START + 30) == []
+    again = plain_claim(c.tick(LEASE_END + 500))  # after the pre-grant, as any Held claim
+    c.produced(again.job_id, True, LEASE_END + 510)
+    grant = ev.Grant("acme/pay/k1", 1, again.event.claim_id, LEASE_END + 20_000, 1)
+    call = only(c.record(rec(grant, 2), LEASE_END + 520), Call)
+    assert call.request.attempt_id == again.event.claim_id
+
+
+def test_a_failed_fence_whose_retry_wakes_past_the_last_start_claims_plainly():
+    c = core()
+    fence = only(c.record(rec(dispatch(), 0), 1_000), Fence)
+    assert c.fenced(fence.job_id, False, LAST_START - 5) == []
+    plain_claim(c.tick(LAST_START - 5 + FENCE_RETRY_MS))
 
 
 def test_a_failed_fence_on_a_revoked_partition_is_dropped():

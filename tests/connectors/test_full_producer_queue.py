@@ -82,6 +82,7 @@ def worker(target: Target, producer: FullQueue) -> tuple[runtime.ConnectorWorker
     w._done = queue.SimpleQueue()
     w._lock, w._loop_thread = threading.RLock(), threading.get_ident()
     w._traces, w._traces_lock = {}, threading.Lock()
+    w._stopping, w._asked = threading.Event(), {}
     return w, core
 
 
@@ -222,6 +223,7 @@ class Stopping(Outcomes):
     lets its record be committed."""
 
     stopped = ""
+    closing = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -237,6 +239,7 @@ class Stopping(Outcomes):
         return [Commit(0, job_id + 1)]
 
     def shutdown(self, now_ms: int) -> list[Command]:
+        self.closing = True
         return []
 
     def tick(self, now_ms: int) -> list[Command]:

@@ -89,18 +89,32 @@ def requests_of(sandbox: SandboxProc, key: str) -> list[dict]:
     return [r for r in sandbox.ledger()["requests"] if r["idempotency_key"] == key]
 
 
-def _feed(settings: Settings, group: str, owned: set[int]) -> DispatchFeed:
+class Fencing:
     """A connector's dispatch feed whose consumer leaves the group after 6 s without a
-    poll (the shortest interval the broker allows as a session)."""
-    assert settings.kafka_bootstrap
-    consumer = Consumer({
-        "bootstrap.servers": settings.kafka_bootstrap, "group.id": group,
-        "enable.auto.commit": False, "auto.offset.reset": "earliest",
-        "partition.assignment.strategy": "cooperative-sticky",
-        "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
-        "max.poll.interval.ms": 6000})
-    return DispatchFeed(settings.kafka_bootstrap, settings.topic("dispatch"), group,
-                        AvroCodec(), 6000, owned.update, owned.difference_update, consumer)
+    poll (the shortest interval the broker allows as a session), and its fences' answers."""
+
+    def __init__(self, settings: Settings, group: str, owned: set[int]) -> None:
+        assert settings.kafka_bootstrap
+        self.answers: dict[tuple[int, int], bool] = {}
+
+        def make(config: dict[str, object]) -> Consumer:
+            return Consumer({**config, "session.timeout.ms": 6000,
+                             "heartbeat.interval.ms": 1000, "max.poll.interval.ms": 6000})
+
+        self.feed = DispatchFeed(settings.kafka_bootstrap, settings.topic("dispatch"), group,
+                                 AvroCodec(), 6000, owned.update, owned.difference_update,
+                                 make, lambda p, o, ok: self.answers.update({(p, o): ok}))
+
+    def poll(self, timeout_s: float) -> list:
+        return self.feed.poll(timeout_s)
+
+    def fence(self, partition: int, offset: int) -> bool:
+        """Ask the fence and poll until it is answered (asynchronous: ``on_commit``)."""
+        if not self.feed.fence(partition, offset):
+            return False
+        wait_until(lambda: (self.feed.poll(0.1), (partition, offset) in self.answers)[1],
+                   30, "the fence's answer")
+        return self.answers.pop((partition, offset))
 
 
 def test_only_the_partitions_current_owner_can_fence(ledger_topics: Settings):
@@ -110,12 +124,12 @@ def test_only_the_partitions_current_owner_can_fence(ledger_topics: Settings):
     partitions = set(range(ledger_topics.partitions))
     a_owns: set[int] = set()
     b_owns: set[int] = set()
-    a = _feed(ledger_topics, group, a_owns)
+    a = Fencing(ledger_topics, group, a_owns)
     b = None
     try:
         wait_until(lambda: a.poll(0.1) == [] and a_owns == partitions, 60, "a's assignment")
         assert a.fence(0, 5)
-        b = _feed(ledger_topics, group, b_owns)
+        b = Fencing(ledger_topics, group, b_owns)
         wait_until(lambda: (a.poll(0.1), b.poll(0.1)) and b_owns
                    and a_owns | b_owns == partitions and not a_owns & b_owns, 60,
                    "the cooperative rebalance")
@@ -128,16 +142,17 @@ def test_only_the_partitions_current_owner_can_fence(ledger_topics: Settings):
         wait_until(lambda: b.poll(0.1) == [] and b_owns == partitions, 60,
                    "a's partitions moving to b")
         assert kept in a_owns  # a still believes it owns it
-        assert not a.fence(kept, 9)  # the coordinator refuses a member it removed
         assert b.fence(kept, 3)
-        offsets = {tp.partition: tp.offset for tp in b._consumer.committed(
+        # The coordinator refuses a member it removed (polled for the answer, a rejoins).
+        assert not a.fence(kept, 9)
+        offsets = {tp.partition: tp.offset for tp in b.feed._consumer.committed(
             [TopicPartition(ledger_topics.topic("dispatch"), p) for p in (0, moved, kept)],
             timeout=10)}
         assert offsets[kept] == 3 and offsets[moved] == 7
     finally:
-        a.close()
+        a.feed.close()
         if b is not None:
-            b.close()
+            b.feed.close()
 
 
 @pytest.fixture
