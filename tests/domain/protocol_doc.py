@@ -432,16 +432,16 @@ FOOTER = """
 An exactly-once processor grants attempt 1 in its Dispatch (`pregrant_lease_ms`, setting
 `LEDGER_PREGRANT_LEASE_MS`, off by default), so the first call waits for one processor
 transaction fewer. The grant goes to the connector that **fences** the dispatch record: it
-commits the record's next offset for its consumer group, in its own group generation,
-and calls only once the coordinator confirmed that commit. The group coordinator takes a
-commit only from a member of the current generation, a partition moves only after its owner gave it up or was removed,
-and the next owner starts at the committed offset: so at most one connector commits past
-the record while owning its partition, and no later owner reads it. The connector fences
-only a record that arrived live (one already in the partition when the partition was
-assigned takes the plain path) and only when every earlier record of the partition is
-finished (a commit covers them too). It then records a claim with `fenced` set, and calls
-once that claim is in the log and the Dispatch's lease still covers the call and the
-skew; it does not wait for the processor's Grant.
+commits the record's next offset for its consumer group, in its own group generation, and
+calls only once the coordinator confirmed that commit. The group coordinator takes a
+commit only from a member of the current generation, a partition moves only after its
+owner gave it up or was removed, and the next owner starts at the committed offset: so at
+most one connector commits past the record while owning its partition, and no later owner
+reads it. The connector fences only a record that arrived live (one already in the
+partition when the partition was assigned takes the plain path) and only when every
+earlier record of the partition is finished (a commit covers them too). It then records a
+claim with `fenced` set, and calls once that claim is in the log and the Dispatch's lease
+still covers the call and the skew; it does not wait for the processor's Grant.
 
 The processor keeps the pre-grant's end with the key (`pregrant_until_ms`, attempt 1,
 RESERVED, or HELD by a freeze that found it running). A fenced claim before that end is
