@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,7 +19,6 @@ from confluent_kafka import KafkaError, TopicPartition
 from connectors.http import HttpTarget
 from ledger_lab.harness.sandbox import SandboxProc
 from ledger_lab.harness.stack import Stack
-from ledger_stream.config import Settings
 from ledger_stream.connector.options import ConnectorOptions
 from ledger_stream.connector.runtime import ConnectorWorker
 from ledger_stream.domain import events as ev
@@ -69,15 +68,6 @@ def wait_until(predicate: Callable[[], Any], what: str, timeout_s: float = 60) -
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
-
-
-@pytest.fixture
-def pregrant_stack(ledger_topics: Settings, tmp_path) -> Iterator[Stack]:
-    s = Stack(ledger_topics, tmp_path, processor_env={"LEDGER_PREGRANT_LEASE_MS": "30000"})
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def test_the_loop_serves_another_key_while_a_fence_waits_for_its_answer(

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -155,16 +154,6 @@ def test_only_the_partitions_current_owner_can_fence(ledger_topics: Settings):
             b.feed.close()
 
 
-@pytest.fixture
-def pregrant_stack(ledger_topics: Settings, tmp_path) -> Iterator[Stack]:
-    """A stack whose processor pre-grants for 30 s (the pre-grant is off by default)."""
-    s = Stack(ledger_topics, tmp_path, processor_env={"LEDGER_PREGRANT_LEASE_MS": "30000"})
-    try:
-        yield s
-    finally:
-        s.close()
-
-
 def test_a_pregranted_dispatch_is_fenced_and_called_once_on_its_fenced_claim(
         pregrant_stack: Stack, sandbox: SandboxProc):
     stack = pregrant_stack
@@ -185,18 +174,6 @@ def test_a_pregranted_dispatch_is_fenced_and_called_once_on_its_fenced_claim(
     assert request["attempt_id"] == claims[0].claim_id  # the call was the fenced claim's
     assert committed(stack)[partition] > offset  # the fence: committed past the dispatch
     assert conn.alive()
-
-
-@pytest.fixture
-def short_pregrant_stack(ledger_topics: Settings, tmp_path) -> Iterator[Stack]:
-    """A stack whose processor pre-grants for 8 s: a dispatch a rebalance turned into
-    backlog is Held until its pre-grant ends, and the records behind it in its partition
-    wait for it (the commit frontier); 8 s keeps that wait short."""
-    s = Stack(ledger_topics, tmp_path, processor_env={"LEDGER_PREGRANT_LEASE_MS": "8000"})
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def test_a_connector_joining_mid_run_never_calls_a_pregranted_dispatch_again(
