@@ -467,7 +467,8 @@ The stall timer of a fresh key falls after its pre-grant's end plus the skew mar
 processor refuses to start unless `pregrant_lease_ms` < `stall_after_ms` -
 `clock_skew_ms`. The decision core does not rely on it. A stall timer inside a running
 pre-grant (the rows marked "stall 5 s") offers its plain copy and alerts, and the key
-keeps the pre-grant; a freeze then holds the key with it (HELD keeps `pregrant_until_ms`),
+keeps the pre-grant; a freeze then holds the key with it (HELD keeps `pregrant_until_ms`,
+also when an unfreeze releases the key into another freeze's hold),
 the fencer's claim within it is still granted, and the unfreeze's plain Dispatch is held
 at its claim until the pre-grant's end. Dropping the pre-grant there let the fencer's
 report go unheard (Held, not the holder's) and the unfreeze's Dispatch be granted to a

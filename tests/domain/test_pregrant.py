@@ -245,3 +245,33 @@ def test_a_full_hold_queue_sends_the_key_to_an_operator_who_cannot_start_another
     (dispatch,) = of(out, ev.Dispatch)
     assert (dispatch.attempt, dispatch.lease_until_ms) == (2, 0)
     assert dispatch.not_before_ms >= END + STALLS_WITHIN.clock_skew_ms
+
+
+def test_a_release_into_a_second_freezes_hold_keeps_the_pre_grant():
+    """Two hold freezes cover the key (``*/refund`` and ``acme/refund``). The stall timer
+    inside the pre-grant holds it under the first; that one's unfreeze releases it into the
+    second's hold while the pre-grant still runs. Dropped there (the hold came from HELD,
+    not RESERVED), the second unfreeze's plain Dispatch was granted to another connector at
+    25,000 while the fencer, whose claim Kafka had not yet delivered, was calling."""
+    second = Hold(Freeze("acme", "refund", ev.FreezeMode.HOLD, "incident", "ops", "f-2", 600))
+    state, _ = run([ev.Timer(KEY, STALL_AT)], reserved(STALLS_WITHIN), STALLS_WITHIN, FROZEN)
+    state, out = run([ev.Release(KEY, FROZEN.freeze.scope)], state, STALLS_WITHIN, second)
+    assert (state.phase, state.held_by) == (Phase.HELD, second.freeze.scope)
+    assert not of(out, ev.Dispatch)
+    state, out = run([ev.Release(KEY, second.freeze.scope),
+                      claim(claim_id="c2", at_ms=25_000),
+                      claim(claim_id="c1", at_ms=26_000, fenced=True)], state, STALLS_WITHIN)
+    assert _granted(out) == ["c1"]  # the fencer; c2 waits for the pre-grant's end
+    assert [(h.claim_id, h.lease_until_ms) for h in of(out, ev.Held)] == [("c2", END)]
+
+
+def test_a_fencer_claiming_in_a_second_freezes_hold_is_granted():
+    """As above, the fencer's claim reaching the key while the second freeze holds it: the
+    fencer is calling, so it is recorded as the holder."""
+    second = Hold(Freeze("acme", "refund", ev.FreezeMode.HOLD, "incident", "ops", "f-2", 600))
+    state, _ = run([ev.Timer(KEY, STALL_AT)], reserved(STALLS_WITHIN), STALLS_WITHIN, FROZEN)
+    state, _ = run([ev.Release(KEY, FROZEN.freeze.scope),
+                    claim(claim_id="c1", at_ms=22_000, fenced=True)],
+                   state, STALLS_WITHIN, second)
+    assert state.phase is Phase.DISPATCHED and state.granted_claim_id == "c1"
+    assert state.lease_until_ms == END
