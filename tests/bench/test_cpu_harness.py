@@ -27,10 +27,14 @@ from ledger_lab.fuzz.seeded import POLICY
 # claims. With the pre-grant (off by default), exactly once decides apart: it pre-grants
 # first Dispatches (digests under True, at 30 s), at least once never does; exactly once
 # with the pre-grant off gives the at-least-once bytes (the delivery changes no output).
+# The mixed stream's pre-grant digest moved once more when a key leaving for a
+# reconciliation or an operator while a pre-grant nobody took still runs began to wait out
+# its end as a lease (transitions.enter; with that rule taken out, the digest is the one
+# before: 6a3d842c...).
 BENCH_DIGEST = {False: "277e8d6398200d48efd50c78744690f2b2120dc033eb3f20644f74bfed658d2b",
                 True: "49204544018d9e2ee0c19e5ae1b2281313a86211d514414735dd1de42000354d"}
 MIXED_DIGEST = {False: "9e7b1f172b7bc19ca1684fe814c6c5fb7d8e41be9e3c587755eb6d6f6be0e70b",
-                True: "6a3d842cb93d3284be7f90e8648183ee8327e68b4d8e5ef8eb328b2cf6bd86bc"}
+                True: "8f245100c7a538d6d33cd7dae8e10307863be3282144273bc6735ea302bd09b0"}
 
 
 def test_the_harness_reports_every_stage_of_both_guarantees() -> None:
