@@ -156,12 +156,12 @@ class DispatchFeed:
 
     def fence(self, partition: int, offset: int) -> bool:
         """Ask to commit ``partition -> offset``, asynchronously, only while the partition
-        is assigned to this member: False at once when it is not (or the client refused to
-        ask); else ``on_fenced`` is told, from inside a later ``poll``, whether the group
-        coordinator accepted it (it accepts a commit only from a member of its current
-        generation)."""
+        is assigned to this member and no fence of it is outstanding: False at once when
+        either fails (or the client refused to ask); else ``on_fenced`` is told, from
+        inside a later ``poll``, whether the group coordinator accepted it (it accepts a
+        commit only from a member of its current generation)."""
         if partition not in self._backlog or partition in self._fencing:
-            return False  # not assigned (revoked, lost, never had it)
+            return False  # not assigned (revoked, lost, never had it), or a fence is out
         tp = TopicPartition(self._topic, partition, offset)
         self._fencing[partition] = offset
         try:

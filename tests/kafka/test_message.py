@@ -8,6 +8,29 @@ from typing import Any
 from ledger_stream.kafka.message import fetched
 
 
+class Event:
+    """What ``EventProducer.deliver`` reads of an event: its key."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+class Codec:
+    def encode(self, event: Event) -> bytes:
+        return b"x"
+
+
+def sender_over(monkeypatch, producer_class: type, **module_values: float) -> Any:
+    """An ``EventProducer`` whose librdkafka producer is ``producer_class``."""
+    from ledger_stream.config import Settings
+    from ledger_stream.kafka import producer as module
+
+    monkeypatch.setattr(module, "Producer", producer_class)
+    for name, value in module_values.items():
+        monkeypatch.setattr(module, name, value)
+    return module.EventProducer(Settings(topic_prefix="t"), "unused:9092", Codec())
+
+
 class FakeConsumer:
     """The two calls ``fetched`` may make, recorded; records come from a list."""
 
@@ -46,8 +69,6 @@ def test_each_thread_waits_for_its_own_records_report(monkeypatch) -> None:
 
     import pytest
 
-    from ledger_stream.config import Settings
-    from ledger_stream.kafka import producer as module
     from ledger_stream.kafka.exceptions import DeliveryFailed
 
     class Refused:
@@ -73,16 +94,7 @@ def test_each_thread_waits_for_its_own_records_report(monkeypatch) -> None:
                 callback(Refused() if key == b"acme/refund/bad" else None, Msg())
             return len(due)
 
-    class Event:
-        def __init__(self, key: str) -> None:
-            self.key = key
-
-    class Codec:
-        def encode(self, event) -> bytes:
-            return b"x"
-
-    monkeypatch.setattr(module, "Producer", FakeProducer)
-    sender = module.EventProducer(Settings(topic_prefix="t"), "unused:9092", Codec())
+    sender = sender_over(monkeypatch, FakeProducer)
     results: dict[str, str] = {}
     both = threading.Barrier(2)
 
@@ -113,9 +125,6 @@ def test_a_report_served_by_another_waiters_poll_wakes_its_own_waiter(monkeypatc
     whose report the other's poll served only when its own poll times out."""
     import threading
     import time
-
-    from ledger_stream.config import Settings
-    from ledger_stream.kafka import producer as module
 
     class FakeProducer:
         """Reports come as one batch 50 ms after two records are in (the broker's answer);
@@ -151,22 +160,13 @@ def test_a_report_served_by_another_waiters_poll_wakes_its_own_waiter(monkeypatc
                 callback(None, None)
             return len(due)
 
-    class Event:
-        key = "acme/refund/1"
-
-    class Codec:
-        def encode(self, event) -> bytes:
-            return b"x"
-
-    monkeypatch.setattr(module, "Producer", FakeProducer)
-    monkeypatch.setattr(module, "DELIVER_POLL_S", 2.0)
-    sender = module.EventProducer(Settings(topic_prefix="t"), "unused:9092", Codec())
+    sender = sender_over(monkeypatch, FakeProducer, DELIVER_POLL_S=2.0)
     returned: list[float] = []
     both = threading.Barrier(2)
 
     def send() -> None:
         both.wait()
-        sender.deliver("intents", Event(), timeout_s=10)
+        sender.deliver("intents", Event("acme/refund/1"), timeout_s=10)
         returned.append(time.monotonic())
 
     threads = [threading.Thread(target=send) for _ in range(2)]
@@ -186,9 +186,6 @@ def test_the_waiter_that_polls_hands_the_polling_on_when_its_report_came(monkeyp
     comes, not after its waiter's next look (DELIVER_FOLLOW_S)."""
     import threading
     import time
-
-    from ledger_stream.config import Settings
-    from ledger_stream.kafka import producer as module
 
     delays = {b"acme/refund/fast": 0.05, b"acme/refund/slow": 0.3}
 
@@ -216,17 +213,7 @@ def test_the_waiter_that_polls_hands_the_polling_on_when_its_report_came(monkeyp
                 callback(None, None)
             return len(due)
 
-    class Event:
-        def __init__(self, key: str) -> None:
-            self.key = key
-
-    class Codec:
-        def encode(self, event) -> bytes:
-            return b"x"
-
-    monkeypatch.setattr(module, "Producer", FakeProducer)
-    monkeypatch.setattr(module, "DELIVER_FOLLOW_S", 3.0)
-    sender = module.EventProducer(Settings(topic_prefix="t"), "unused:9092", Codec())
+    sender = sender_over(monkeypatch, FakeProducer, DELIVER_FOLLOW_S=3.0)
     returned: dict[bytes, float] = {}
 
     def send(key: str) -> None:
