@@ -48,7 +48,8 @@ class BenchOptions(BaseSettings):
                             sdk_agents=8, status_sizes=(1_000,), dispatches=100,
                             # tests/bench/test_peers.py runs every peer library
                             peers=PeersPlan(levels=(2,), calls_per_agent=1, min_calls=3,
-                                            repeats=1, peers=("effect-ledger", "idemkit")))
+                                            repeats=1, peers=("effect-ledger", "idemkit"),
+                                            warm_up_effects=20))
 
     def arm_names(self) -> tuple[str, ...]:
         """The selected arms in canonical order; ValueError names an unknown one."""

@@ -4,7 +4,8 @@
 
 Starts its own local Kafka (1 node), then the peers arm's ledger-stream contestant (a
 processor exactly once, the HTTP connector at the payments sandbox, one ``LedgerClient`` in
-this process) and, at each number of agents, the arm's fresh then duplicate payments
+this process), warms it as the arm does (``--warm-up`` fresh payments, not measured) and, at
+each number of agents, the arm's fresh then duplicate payments
 (``peers_client.concurrently``). Besides the arm's figures it prints, per fresh effect: the
 CPU ms of the client (this process), the processor, the connector, the sandbox and the
 broker, and the records and transaction markers each ledger topic gained (control records:
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger_lab.bench.arms.peers_client import WARM_UP_CALLS, body, concurrently, figures_of
+from ledger_lab.bench.arms.peers_plan import PeersPlan
 from ledger_lab.bench.processes import cpu_seconds
 from ledger_lab.bench.submit_hops import load_average
 
@@ -98,7 +100,8 @@ def one_level(ledger: Any, pids: dict[str, int], bootstrap: str, topics: list[st
     return row
 
 
-def measure(levels: list[int], repeat: int, say: Say) -> list[dict[str, Any]]:
+def measure(levels: list[int], repeat: int, say: Say, warm_up: int = 6000
+            ) -> list[dict[str, Any]]:
     from ledger_lab.bench.arms.peers import _LedgerContestant
     from ledger_lab.harness.sandbox import SandboxProc
     from ledger_lab.local_kafka.cluster import LocalCluster
@@ -124,6 +127,7 @@ def measure(levels: list[int], repeat: int, say: Say) -> list[dict[str, Any]]:
                         "processor": ledger.stack.processor.pid,
                         "connector": ledger.connector.pid, "sandbox": sandbox.pid,
                         "broker": broker}
+                ledger.warm(warm_up, say)
                 for run in range(repeat):
                     for agents in levels:
                         say(f"{agents} agents ({run + 1}/{repeat})")
@@ -145,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", default="1,8,64", help="levels, comma-separated")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--warm-up", type=int, default=PeersPlan().warm_up_effects,
+                        help="fresh payments at 64 agents before measuring (default "
+                             "%(default)s; the broker's JIT warm-up)")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)
     levels = [int(a) for a in args.agents.split(",")]
@@ -154,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     def say(line: str) -> None:
         print(f"[peers-ledger] {line}", file=sys.stderr, flush=True)
 
-    rows = measure(levels, args.repeat, say)
+    rows = measure(levels, args.repeat, say, args.warm_up)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
     return 0

@@ -74,6 +74,19 @@ class _LedgerContestant:
                                     "payments", payment, workflow=self.workflow)
         return self.client.submit(intent, wait=60)
 
+    def warm(self, effects: int, say: Say) -> None:
+        """``effects`` fresh payments at 64 agents, not measured (the broker's warm-up)."""
+        from ledger_lab.bench.arms.peers_client import concurrently
+
+        if effects <= 0:
+            return
+        say(f"warming the broker: {effects} fresh payments through ledger-stream, "
+            f"not measured")
+        token = f"w{uuid.uuid4().hex[:10]}"
+        _, rate, failed = concurrently(64, effects,
+                                       lambda i: self.call(f"{token}-{i}", body(i)))
+        say(f"warmed at {rate:.0f} effects/s ({len(failed)} calls failed)")
+
     def processes(self) -> list[Any]:
         return [self.stack.processor, self.connector]
 
@@ -155,6 +168,7 @@ def measure(plan: PeersPlan, folder: Path, say: Say, bootstrap: str | None = Non
                 raise BenchError("ledger-stream's side of the peers arm needs Kafka")
             say("starting ledger-stream (processor, connector)")
             ledger = _LedgerContestant(bootstrap, prefix, folder / "ledger", sandbox.url)
+            ledger.warm(plan.warm_up_effects, say)
         names = plan.contestants()
         for repetition in range(plan.repeats):
             for agents in plan.levels:
