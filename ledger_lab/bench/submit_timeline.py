@@ -1,7 +1,7 @@
 """Where a submit's time goes:
 
     python -m ledger_lab.bench.submit_timeline [--calls N] [--guarantee G] [--call-ms MS]
-                                                [--warm-up N] [--json PATH]
+                                                [--pregrant-ms MS] [--warm-up N] [--json PATH]
 
 Starts its own local Kafka (1 node), a processor with the given guarantee, the payments
 sandbox (``--call-ms`` per call) and its HTTP connector; makes ``--calls`` duplicate submits
@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the processor's processing guarantee (default exactly-once)")
     parser.add_argument("--call-ms", type=int, default=20, metavar="MS",
                         help="the sandbox's time per call (default 20)")
+    parser.add_argument("--pregrant-ms", type=int, default=0, metavar="MS",
+                        help="the processor's LEDGER_PREGRANT_LEASE_MS (default 0: off; "
+                        "exactly once only)")
     parser.add_argument("--gap-ms", type=int, default=0, metavar="MS",
                         help="pause between two submits (default 0: back to back, as one "
                         "agent's sequential steps)")
@@ -58,9 +61,9 @@ def main(argv: list[str] | None = None) -> int:
                         "that the broker's JVM has compiled its hot paths (default 1)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
     args = parser.parse_args(argv)
-    if args.calls < 1 or args.call_ms < 0 or args.gap_ms < 0 or args.warm_up < 0:
-        parser.error("--calls must be at least 1, --call-ms, --gap-ms and --warm-up not "
-                     "negative")
+    if args.calls < 1 or min(args.call_ms, args.gap_ms, args.warm_up, args.pregrant_ms) < 0:
+        parser.error("--calls must be at least 1, --call-ms, --gap-ms, --warm-up and "
+                     "--pregrant-ms not negative")
 
     from ledger_lab.bench.submit_hops import as_json, hops, load_average, percentiles
     from ledger_lab.local_kafka.ephemeral import kafka_for
@@ -76,10 +79,12 @@ def main(argv: list[str] | None = None) -> int:
                 say(f"warm-up round {round_ + 1} of {args.warm_up} (discarded)")
             found = measure(bootstrap, Path(tempfile.mkdtemp(prefix="ledger-timeline-")),
                             say, calls=args.calls, guarantee=args.guarantee,
-                            call_ms=args.call_ms, gap_s=args.gap_ms / 1000)
+                            call_ms=args.call_ms, gap_s=args.gap_ms / 1000,
+                            pregrant_ms=args.pregrant_ms)
     steps, readable, raw, cpu = found
     load = {"before": load_before, "after": load_average()}
-    print(f"guarantee {args.guarantee}, {args.gap_ms} ms between submits, target call "
+    print(f"guarantee {args.guarantee}, pre-grant {args.pregrant_ms} ms, {args.gap_ms} ms "
+          f"between submits, target call "
           f"{args.call_ms} ms; raw round trip p50 {statistics.median(raw):.2f} ms; load "
           f"average {load['before'][0]:.1f} before, {load['after'][0]:.1f} after")
     for kind, rows in steps.items():
@@ -98,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         + f", stack {sum(cpu.values()) * 1000 / effects:.2f}")
     if args.json:
         args.json.write_text(json.dumps({
-            "guarantee": args.guarantee, "call_ms": args.call_ms, "calls": args.calls,
+            "guarantee": args.guarantee, "pregrant_ms": args.pregrant_ms,
+            "call_ms": args.call_ms, "calls": args.calls,
             "warm_up_rounds": args.warm_up,
             "raw_round_trip_ms": percentiles(raw), "load_average": load,
             "handed_over": as_json(steps), "readable": as_json(readable),
@@ -111,8 +117,8 @@ Submits = list[tuple[str, str, str, float, float]]  # kind, key, event id, start
 
 
 def measure(bootstrap: str, folder: Path, say: Any, *, calls: int, guarantee: str,
-            call_ms: int, gap_s: float = 0.0) -> tuple[Steps, Steps, list[float],
-                                                       dict[str, float]]:
+            call_ms: int, gap_s: float = 0.0, pregrant_ms: int = 0
+            ) -> tuple[Steps, Steps, list[float], dict[str, float]]:
     """({kind: {step: [ms from the start, one per submit]}} as handed over, the same as
     readable, raw round trips in ms, {process: CPU seconds over the fresh submits}). Kinds:
     "duplicate" (the receipt cache off: the processor answers), "duplicate (cache)" and
@@ -137,7 +143,8 @@ def measure(bootstrap: str, folder: Path, say: Any, *, calls: int, guarantee: st
     (folder / "stack").mkdir(parents=True, exist_ok=True)
     stack = Stack(s, folder / "stack", processor_env={
         **throwaway_approver_env(),
-        "LEDGER_PROCESSING_GUARANTEE": guarantee})
+        "LEDGER_PROCESSING_GUARANTEE": guarantee,
+        "LEDGER_PREGRANT_LEASE_MS": str(pregrant_ms)})
     submits: Submits = []
     try:
         connector = stack.connector("http", "--name", "payments", "--base-url", sandbox.url,
