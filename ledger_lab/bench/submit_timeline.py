@@ -61,9 +61,12 @@ def main(argv: list[str] | None = None) -> int:
                         "that the broker's JVM has compiled its hot paths (default 1)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
     args = parser.parse_args(argv)
-    if args.calls < 1 or min(args.call_ms, args.gap_ms, args.warm_up, args.pregrant_ms) < 0:
-        parser.error("--calls must be at least 1, --call-ms, --gap-ms, --warm-up and "
-                     "--pregrant-ms not negative")
+    if args.calls < 1:
+        parser.error(f"--calls must be at least 1 (got {args.calls})")
+    for flag in ("call_ms", "gap_ms", "warm_up", "pregrant_ms"):
+        if getattr(args, flag) < 0:
+            parser.error(f"--{flag.replace('_', '-')} must not be negative "
+                         f"(got {getattr(args, flag)})")
 
     from ledger_lab.bench.submit_hops import as_json, hops, load_average, percentiles
     from ledger_lab.local_kafka.ephemeral import kafka_for
