@@ -203,6 +203,10 @@
 #define HOLDFRZ 0    /* freezes the operator issues: 0, 1 or 2 scopes covering the key, each frozen
                         once and unfrozen once, at any point (scope 1 first: the two are alike) */
 #endif
+#ifndef HOLDOVL
+#define HOLDOVL 0    /* 1: the second scope is frozen only while the first is in force (the
+                        freezes overlap: a release may go into the other's hold) */
+#endif
 #ifndef R_HOLDPG
 #define R_HOLDPG 1   /* a hold keeps a running pre-grant (containment.withhold; 0: dropped, the
                         defect fixed by 467d676) */
@@ -1383,7 +1387,7 @@ end_o:
   /* freezes in hold mode (containment.py), each scope frozen once and unfrozen once, at any point
      of the processor's input log (a Containment record), appended while the processor is caught
      up (as a Timer is: the events after it are still appended in any order) */
-  :: atomic { !ovf && poff == llen && ofz < HOLDFRZ ->
+  :: atomic { !ovf && poff == llen && ofz < HOLDFRZ && (!HOLDOVL || ofz == 0 || !(ounf & 1)) ->
        ofz++; lappend(E_FRZ, ofz, 0, 0, 0);
        printf("OPERATOR   "); pev(llen-1); printf(" -> log[%d]\n", llen-1) }
   :: atomic { !ovf && poff == llen && ofz >= 1 && !(ounf & 1) ->
