@@ -14,7 +14,8 @@
  * group on the key's dispatch partition (crash, freeze/wake, rebalance with revocation), the
  * network (dropped responses, client time-outs before the target commits, requests that
  * linger), the target (variant a: deduplicates by key + exact lookup; variant b: neither),
- * lease expiry, the processor's deadline timer, the operator.
+ * lease expiry, the processor's deadline timer, the operator (resolutions; with HOLDFRZ, freezes
+ * of the key's action in hold mode and their unfreezes).
  *
  * Time is abstract: lexp[n] says "the lease of attempt n has expired" (reference model).
  * Every option is a -D flag; check.sh builds one configuration, configs.txt lists those that
@@ -193,6 +194,36 @@
 #ifndef R_STALLPLAIN
 #define R_STALLPLAIN 1 /* every Dispatch but the intent's first one is plain (the stall copy too) */
 #endif
+/* ---------------------------------------------------------------- the operator's freeze of the key's
+   action in hold mode (domain/containment.py): a decision that would dispatch, or the first grant
+   of a dispatch that left before the freeze, holds the key instead (HELD, no Dispatch; the
+   claimant gets Held and claims again later); the unfreeze releases it (RESERVED, a plain
+   Dispatch), into another freeze's hold while one still covers the key */
+#ifndef HOLDFRZ
+#define HOLDFRZ 0    /* freezes the operator issues: 0, 1 or 2 scopes covering the key, each frozen
+                        once and unfrozen once, at any point (scope 1 first: the two are alike) */
+#endif
+#ifndef HOLDOVL
+#define HOLDOVL 0    /* 1: the second scope is frozen only while the first is in force (the
+                        freezes overlap: a release may go into the other's hold) */
+#endif
+#ifndef R_HOLDPG
+#define R_HOLDPG 1   /* a hold keeps a running pre-grant (containment.withhold; 0: dropped, the
+                        defect fixed by 467d676) */
+#endif
+#ifndef R_REHOLDPG
+#define R_REHOLDPG 1 /* ... from HELD too: an unfreeze releasing into another freeze's hold (0: kept
+                        only from RESERVED, the defect fixed by fc47321) */
+#endif
+#ifndef FENCEDUE
+#define FENCEDUE 0   /* 1: the pre-grant's lease does not end between a live connector's fence and
+                        its fenced claim's record (a timing assumption: with a freeze the late
+                        fenced claim leaves the key RESERVED for good, README "Findings") */
+#endif
+#ifndef R_HELDGRANT
+#define R_HELDGRANT 1 /* a fenced claim within a kept pre-grant is granted on a HELD key
+                        (decide._claim) */
+#endif
 /* ---------------------------------------------------------------- properties */
 #ifndef CHK_P1
 #define CHK_P1 1     /* at most one Grant per attempt */
@@ -243,6 +274,7 @@
 #define S_SUCC   4
 #define S_FAIL   5
 #define S_NOP    6   /* NEEDS_OPERATOR */
+#define S_HELD   7   /* HELD by a freeze (HOLDFRZ) */
 /* input log events */
 #define E_INTENT 1
 #define E_CLAIM  2
@@ -250,12 +282,15 @@
 #define E_RRES   4
 #define E_OPRES  5
 #define E_TIMER  6
+#define E_FRZ    7   /* Containment: the operator freezes scope n (hold mode) */
+#define E_UNF    8   /* Containment: the operator unfreezes scope n */
 /* dispatch partition records */
 #define D_DISP   1
 #define D_GRANT  2
 #define D_HELD   3
 #define D_RECON  4
 #define D_DONE   5
+#define D_AGAIN  6   /* Held for a held key (containment.claim_again): claim again later */
 /* outcome kinds */
 #define O_SUCC   1
 #define O_RETRY  2   /* not_applied: failed, definitely not applied, retryable */
@@ -304,6 +339,11 @@ bit ppg;               /* RESERVED attempt 1 with a pre-grant (pregrant_until_ms
 bit pfh;               /* the current attempt was granted to a fenced claim within the pre-grant:
                           its lease is the pre-grant's (lexp[0]) */
 bit rpl;               /* re-deciding the prefix after a crash: outputs exist already */
+#if HOLDFRZ
+byte pfz;              /* the freezes in force (bit s-1: scope s), as decided so far */
+byte phb;              /* held_by: the scope that holds the key (HELD), 0: none */
+byte ofz, ounf;        /* the operator: freezes issued (scopes 1..ofz), unfreezes issued (bits) */
+#endif
 byte pcrash = PCRASH;
 
 /* connectors */
@@ -312,6 +352,9 @@ byte cresp[NC], crext[NC], creq[NC], cmark[NC], chand[NC], cinc[NC];
 bit cfz[NC], czomb[NC], cpass[NC], cfast[NC], ccalled[NC], cab[NC], clost[NC], cearly[NC];
 bit cfen[NC];          /* the job is on the pre-grant path (its claim is fenced) */
 bit cwl[NC];           /* the Held it waits on names the pre-grant's lease */
+#if HOLDFRZ
+bit cwh[NC];           /* the Held it waits on is a held key's (claim again later) */
+#endif
 byte owner, dcom, ncid;
 byte ccrash = CCRASH, frz = FRZ, reb = REB;
 
@@ -371,6 +414,9 @@ inline pst(v) {
   :: v == S_SUCC -> printf("SUCCEEDED")
   :: v == S_FAIL -> printf("FAILED")
   :: v == S_NOP -> printf("NEEDS_OPERATOR")
+#if HOLDFRZ
+  :: v == S_HELD -> printf("HELD")
+#endif
   fi
 }
 inline pkind(k) {
@@ -403,6 +449,10 @@ inline pev(i) {
      :: Lk[i] == OP_FAILED -> printf("failed)")
      fi
   :: Lt[i] == E_TIMER -> printf("Timer(n=%d)", Ln[i])
+#if HOLDFRZ
+  :: Lt[i] == E_FRZ -> printf("Freeze(scope=%d, hold)", Ln[i])
+  :: Lt[i] == E_UNF -> printf("Unfreeze(scope=%d)", Ln[i])
+#endif
   fi
 }
 inline pdq(i) {
@@ -413,12 +463,25 @@ inline pdq(i) {
   :: Dt[i] == D_HELD -> printf("Held(n=%d, id=%d)", Dn[i], Dc[i])
   :: Dt[i] == D_RECON -> printf("Reconcile(%d)", Dn[i])
   :: Dt[i] == D_DONE -> printf("Done(n=%d, id=%d)", Dn[i], Dc[i])
+#if HOLDFRZ
+  :: Dt[i] == D_AGAIN -> printf("Held(n=%d, id=%d)", Dn[i], Dc[i])
+#endif
   fi
 }
 
 /* ---------------------------------------------------------------- the decision table */
 /* the lease of the current attempt's grant: the pre-grant's (index 0) or the attempt's own */
 #define PLX (pfh -> 0 : pn)
+#if HOLDFRZ
+/* containment.withhold: the key is HELD by the first freeze in force (scope 1 when both are, as
+   it was frozen first), its Dispatch withheld; keep: a running pre-grant is kept (HELD with
+   pregrant_until_ms), otherwise dropped (transitions.enter) */
+#define HOLDER ((pfz & 1) -> 1 : 2)
+inline hold_key(keep) {
+  st = S_HELD; phb = HOLDER;
+  if :: !(keep) -> ppg = 0 :: else -> skip fi
+}
+#endif
 /* transitions.py next_attempt: attempt n+1, or stop when the counted attempts are used up
    (FAILED if every attempt definitely did not apply, NEEDS_OPERATOR otherwise) */
 inline next_attempt(counted) {
@@ -435,7 +498,12 @@ inline next_attempt(counted) {
   :: counted && pn - plap >= MAXATT && !(punk > 0 && R_UNKNOP) -> st = S_FAIL
   :: !(counted && pn - plap >= MAXATT) && pn < NMAX && (counted || plap < LAPMAX) ->
      if :: !counted -> plap++ :: else -> skip fi;
-     pn++; st = S_RES; ph = 0; ppg = 0; pfh = 0; emit(D_DISP, pn, pa, 0);
+     pn++; st = S_RES; ph = 0; ppg = 0; pfh = 0;
+#if HOLDFRZ
+     if :: pfz -> hold_key(0) :: else -> emit(D_DISP, pn, pa, 0) fi;   /* withheld under a freeze */
+#else
+     emit(D_DISP, pn, pa, 0);
+#endif
      if :: pn > gmaxn -> gmaxn = pn :: else -> skip fi
   :: else -> ovf = 1           /* model bound: more attempts or lapses than LAPMAX allows */
   fi
@@ -472,8 +540,16 @@ inline decide() {
      if
      :: st == S_ABSENT ->
         st = S_RES; pa = Ln[x_i]; pn = 1; ph = 0; ppg = PREGRANT; pfh = 0;
+#if HOLDFRZ
+        if
+        :: pfz -> hold_key(0)          /* reserved under a freeze: withheld, so no pre-grant */
+        :: else ->
+#endif
         emit(D_DISP, 1, pa, PREGRANT);                /* pre-granted: the pre-grant's lease starts */
         if :: PREGRANT -> lst[0] = 1 :: else -> skip fi;
+#if HOLDFRZ
+        fi;
+#endif
         if :: gmaxn == 0 -> gmaxn = 1 :: else -> skip fi;
         if :: !gacc -> gacc = 1; gargs = Ln[x_i] :: else -> skip fi
      :: else -> skip
@@ -481,8 +557,27 @@ inline decide() {
   /* ---- AttemptClaim(n, claim id, late = claim time >= lease_until)  (decide.py _claim) */
   :: Lt[x_i] == E_CLAIM ->
      if
+#if HOLDFRZ
+     /* HELD (decide._claim): the fencer of a pre-grant that left before the freeze is granted
+        under it (it calls without waiting: a grant before a freeze is not recalled); any other
+        claim is Held, to claim again later */
+     :: st == S_HELD && Ln[x_i] == pn ->
+        if
+        :: R_HELDGRANT && ppg && !(Lk[x_i] & 2) && (Lk[x_i] & 4) ->
+           st = S_DISP; ph = Lc[x_i]; pfh = 1; ppg = 0; phb = 0; gfl = 1;
+#if CHK_P1
+           AS(ggrant[pn] == 0 || ggrant[pn] == ph);
+#endif
+           ggrant[pn] = ph;
+           emit(D_GRANT, pn, ph, 1)
+        :: else -> emit(D_AGAIN, pn, Lc[x_i], 0)
+        fi
+     :: !((st == S_RES || st == S_DISP || st == S_HELD) && Ln[x_i] == pn) ->
+        if :: R_DONE -> emit(D_DONE, Ln[x_i], Lc[x_i], 0) :: else -> skip fi
+#else
      :: !((st == S_RES || st == S_DISP) && Ln[x_i] == pn) ->
         if :: R_DONE -> emit(D_DONE, Ln[x_i], Lc[x_i], 0) :: else -> skip fi
+#endif
      :: (st == S_RES || st == S_DISP) && Ln[x_i] == pn ->
         /* a claim's flags: 1 = made after the lease of attempt n, 2 = after the pre-grant's
            lease, 4 = fenced. Within the pre-grant (ppg, flag 2 clear): a fenced claim becomes the
@@ -498,12 +593,21 @@ inline decide() {
         :: st == S_RES && ppg && !(Lk[x_i] & 2) && !(Lk[x_i] & 4) && R_PLAINHELD ->
            emit(D_HELD, pn, Lc[x_i], 1)
         :: st == S_RES && !(ppg && !(Lk[x_i] & 2) && ((Lk[x_i] & 4) || R_PLAINHELD)) ->
+#if HOLDFRZ
+           if
+           :: pfz -> emit(D_AGAIN, pn, Lc[x_i], 0); hold_key(0)  /* withhold: a first grant
+                     (no pre-grant running) under a freeze: Held, the key HELD */
+           :: else ->
+#endif
            st = S_DISP; ph = Lc[x_i]; pfh = 0; ppg = 0;
 #if CHK_P1
            AS(ggrant[pn] == 0 || ggrant[pn] == ph);
 #endif
            ggrant[pn] = ph;
            emit(D_GRANT, pn, ph, 0)
+#if HOLDFRZ
+           fi
+#endif
         :: st == S_DISP && Lc[x_i] == ph -> emit(D_GRANT, pn, ph, pfh)   /* the same Grant again */
         :: st == S_DISP && Lc[x_i] != ph && !(Lk[x_i] & (pfh -> 2 : 1)) ->
            if :: R_CLAIMID -> emit(D_HELD, pn, Lc[x_i], pfh) :: else -> emit(D_HELD, pn, ph, pfh) fi
@@ -544,6 +648,14 @@ inline decide() {
            :: Lk[x_i] == O_NCALL -> next_attempt(!R_UNCOUNTED)
            fi
         fi
+#if HOLDFRZ
+     /* an unknown outcome from a claim without a grant for the open attempt (a fast call, or a
+        fencer Held on a HELD key): reconcile before anything is resent (decide._outcome); a
+        running pre-grant stays its lease (transitions.enter; a dropped one: no lease, the
+        nearest the model has is the pre-grant's, index 0) */
+     :: st != S_ABSENT && Lk[x_i] == O_UNK && (st == S_RES || st == S_HELD) && Ln[x_i] == pn ->
+        pfh = (ppg || (pn == 1 && lst[0])); ppg = 0; reconcile(Lc[x_i])
+#endif
      :: else -> skip                              /* stale, or not from the holder: recorded */
      fi
   /* ---- ReconcileResult(n, kind)  (decide.py _reconcile_result) */
@@ -583,10 +695,38 @@ inline decide() {
         reconcile(TIMERID)
      :: Ln[x_i] == pn && st == S_REC && Lk[x_i] -> st = S_NOP
      :: Ln[x_i] == pn && st == S_RES && STALL && pstall != pn -> pstall = pn;
+#if HOLDFRZ
+        if
+        :: pfz -> hold_key(R_HOLDPG)     /* the copy withheld: HELD, a running pre-grant kept */
+        :: else ->
+#endif
         emit(D_DISP, pn, pa, (R_STALLPLAIN -> 0 : ppg))   /* the stall copy: plain */
+#if HOLDFRZ
+        fi
+#endif
      :: else -> skip
      fi
+#if HOLDFRZ
+  /* ---- Containment (containment.py apply): a freeze in hold mode of scope n; an unfreeze, which
+     releases the key its freeze holds (release: RESERVED, stall alert cleared, a plain
+     Dispatch), withheld again while another freeze covers it */
+  :: Lt[x_i] == E_FRZ -> pfz = pfz | (1 << (Ln[x_i] - 1))
+  :: Lt[x_i] == E_UNF ->
+     pfz = pfz & (3 - (1 << (Ln[x_i] - 1)));
+     if
+     :: st == S_HELD && phb == Ln[x_i] ->
+        st = S_RES; phb = 0; pstall = 0;
+        if
+        :: pfz -> hold_key(R_HOLDPG && R_REHOLDPG)   /* into another freeze's hold */
+        :: else -> emit(D_DISP, pn, pa, 0)
+        fi
+     :: else -> skip
+     fi
+#endif
   fi;
+#if HOLDFRZ
+  if :: st != S_HELD -> phb = 0 :: else -> skip fi;
+#endif
   x_i = 0
 }
 
@@ -647,6 +787,9 @@ end_p:
        printf("PROCESSOR  CRASH + restart: state rolled back to offset %d, reprocessing log[%d..%d]\n", x_k, x_k, poff-1);
        rpl = 1; st = S_ABSENT; pn = 0; ph = 0; pa = 0; plap = 0; punk = 0; pext = 0; psb = 0;
        pstall = 0; poff = 0; ppg = 0; pfh = 0;
+#if HOLDFRZ
+       pfz = 0; phb = 0;
+#endif
        do
        :: poff < x_k -> y_a = 0; y_l = 0; decide(); poff++
        :: else -> break
@@ -703,6 +846,9 @@ inline clear_holder(c) {           /* ghost: connector c is no longer a healthy 
 inline reset_job(c) {
   cpc[c] = C_IDLE; cidx[c] = 0; cn[c] = 0; cres[c] = 0; cext[c] = 0; cpass[c] = 0;
   cfen[c] = 0; cwl[c] = 0;
+#if HOLDFRZ
+  cwh[c] = 0;
+#endif
   cfast[c] = 0; ccalled[c] = 0; cab[c] = 0; czomb[c] = 0; cearly[c] = 0;
   if :: R_CLAIMID -> cid[c] = 0 :: else -> skip fi
 }
@@ -904,6 +1050,9 @@ end_c:
        if
        :: Dt[x_i] == D_GRANT -> printf("Grant(n=%d, id=%d) as its grant\n", Dn[x_i], Dc[x_i])
        :: Dt[x_i] == D_HELD -> printf("Held(n=%d) as its answer: keeps the dispatch\n", Dn[x_i])
+#if HOLDFRZ
+       :: Dt[x_i] == D_AGAIN -> printf("Held(n=%d) as its answer: keeps the dispatch (key held)\n", Dn[x_i])
+#endif
        :: y_b -> printf("(Reconcile/Done, n=%d) as its answer: drops the dispatch)\n", Dn[x_i])
        :: else -> printf("(Reconcile/Done, n=%d) as its answer: drops the dispatch\n", Dn[x_i])
        fi;
@@ -911,12 +1060,18 @@ end_c:
        :: ccalled[c] ->                    /* a fast-path call went out already */
           if
           :: Dt[x_i] == D_HELD -> cfast[c] = 0; cwl[c] = Dl[x_i]; cpc[c] = C_HELDW
+#if HOLDFRZ
+          :: Dt[x_i] == D_AGAIN -> cfast[c] = 0; cwh[c] = 1; cpc[c] = C_HELDW
+#endif
           :: else -> finish(c, y_b)
           fi
        :: else ->
           if
           :: Dt[x_i] == D_GRANT -> check(c)
           :: Dt[x_i] == D_HELD -> cwl[c] = Dl[x_i]; cpc[c] = C_HELDW
+#if HOLDFRZ
+          :: Dt[x_i] == D_AGAIN -> cwh[c] = 1; cpc[c] = C_HELDW
+#endif
           :: else -> finish(c, y_b)
           fi
        fi;
@@ -928,7 +1083,18 @@ end_c:
        fi;
        x_i = 0; y_b = 0 }
   /* Held: claim again, with a new claim id, once the lease is over (now waiting for a grant) */
-  :: d_step { RUN(c) && cpc[c] == C_HELDW && lexp[(cwl[c] -> 0 : cn[c])] ->
+#if HOLDFRZ
+  /* Held for a held key (claim_again, CLAIM_AGAIN_MS later): the model claims again once the key
+     is not HELD (a claim while it is gets Held again and changes nothing) */
+  :: d_step { RUN(c) && cpc[c] == C_HELDW && cwh[c] && st != S_HELD ->
+       printf("(CONNECTOR%d claims again: the key is no longer held)\n", c);
+       cfast[c] = 0; ccalled[c] = 0; cwh[c] = 0;
+       claim(c) }
+#define HELDWAIT(c) (!cwh[c] && lexp[(cwl[c] -> 0 : cn[c])])
+#else
+#define HELDWAIT(c) lexp[(cwl[c] -> 0 : cn[c])]
+#endif
+  :: d_step { RUN(c) && cpc[c] == C_HELDW && HELDWAIT(c) ->
        printf("(CONNECTOR%d lease %d over: claims again)\n", c, (cwl[c] -> 0 : cn[c]));
        cfast[c] = 0; ccalled[c] = 0; cwl[c] = 0;
        claim(c) }
@@ -1005,6 +1171,11 @@ end_c:
           :: x_i < dlen && Dt[x_i] == D_HELD ->
              printf("(CONNECTOR%d acts on dq[%d] Held(n=%d), read before the revocation)\n", c, x_i, Dn[x_i]);
              cfast[c] = 0; cearly[c] = 0; cwl[c] = Dl[x_i]; cpc[c] = C_HELDW
+#if HOLDFRZ
+          :: x_i < dlen && Dt[x_i] == D_AGAIN ->
+             printf("(CONNECTOR%d acts on dq[%d] Held(n=%d), read before the revocation)\n", c, x_i, Dn[x_i]);
+             cfast[c] = 0; cearly[c] = 0; cwh[c] = 1; cpc[c] = C_HELDW
+#endif
           :: else -> cpc[c] = C_COMMIT
           fi;
           x_i = 0
@@ -1155,8 +1326,16 @@ end_t:
 
 /* the pre-grant's lease: from the pre-granted Dispatch; a live fenced holder inside its call or
    report holds it back, and so does its request on the wire */
+#if FENCEDUE
+/* (FENCEDUE) nor does a live connector between its fence and its fenced claim */
+#define FENCING(c) (!cfz[c] && (cpc[c] == C_FENCE || cpc[c] == C_FENCED))
+#define EXPIRE0 :: atomic { !ovf && lst[0] && !lexp[0] && !MIDCALL(0,0) && !MIDCALL(1,0) && !ONWIRE(0) && \
+                            !FENCING(0) && !FENCING(1) -> \
+                            lexp[0] = 1; printf("TIME       the pre-grant's lease expires\n") }
+#else
 #define EXPIRE0 :: atomic { !ovf && lst[0] && !lexp[0] && !MIDCALL(0,0) && !MIDCALL(1,0) && !ONWIRE(0) -> \
                             lexp[0] = 1; printf("TIME       the pre-grant's lease expires\n") }
+#endif
 
 proctype Clock() {
 end_k:
@@ -1204,6 +1383,20 @@ end_o:
        :: teff == 0 -> lappend(E_OPRES, pn, OPID, OP_FAILED, 0)
        fi;
        printf("OPERATOR   "); pev(llen-1); printf(" -> log[%d]\n", llen-1) }
+#if HOLDFRZ
+  /* freezes in hold mode (containment.py), each scope frozen once and unfrozen once, at any point
+     of the processor's input log (a Containment record), appended while the processor is caught
+     up (as a Timer is: the events after it are still appended in any order) */
+  :: atomic { !ovf && poff == llen && ofz < HOLDFRZ && (!HOLDOVL || ofz == 0 || !(ounf & 1)) ->
+       ofz++; lappend(E_FRZ, ofz, 0, 0, 0);
+       printf("OPERATOR   "); pev(llen-1); printf(" -> log[%d]\n", llen-1) }
+  :: atomic { !ovf && poff == llen && ofz >= 1 && !(ounf & 1) ->
+       ounf = ounf | 1; lappend(E_UNF, 1, 0, 0, 0);
+       printf("OPERATOR   "); pev(llen-1); printf(" -> log[%d]\n", llen-1) }
+  :: atomic { !ovf && poff == llen && ofz >= 2 && !(ounf & 2) ->
+       ounf = ounf | 2; lappend(E_UNF, 2, 0, 0, 0);
+       printf("OPERATOR   "); pev(llen-1); printf(" -> log[%d]\n", llen-1) }
+#endif
   od
 }
 
