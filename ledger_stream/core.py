@@ -136,7 +136,8 @@ def _select(mode: str | None, domain: Path) -> str:
 
 
 def running() -> str:
-    """Which core this process runs, as the import system actually resolved it."""
-    decide = sys.modules.get(f"{PACKAGE}.decide")
+    """Which core this process runs, as the import system actually resolved it (the domain
+    is imported here if nothing has yet: ``import ledger_stream`` leaves it unloaded)."""
+    decide = importlib.import_module(f"{PACKAGE}.decide")
     origin = str(getattr(decide, "__file__", "") or "")
     return "pure" if origin.endswith(".py") or not origin else "compiled"

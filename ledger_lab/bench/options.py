@@ -11,11 +11,10 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ledger_lab.bench.arm_names import ARM_NAMES
 from ledger_lab.bench.arms.peers_plan import PeersPlan
 from ledger_lab.bench.context import Sizes
 
-ARM_NAMES = ("bytes-echo", "avro-echo", "io-floor", "ledger", "pg-naive", "pg-tuned",
-             "latency", "growth", "restore", "scale-out", "sdk", "connector", "peers")
 Mode = Literal["at-least-once", "exactly-once", "both"]
 
 

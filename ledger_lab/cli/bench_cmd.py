@@ -8,14 +8,12 @@ import shlex
 import sys
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from ledger_stream.cli.common import CliError, add_common_flags, settings_from
 from ledger_stream.kafka.exceptions import KafkaSetupError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ledger_lab.bench.options import ARM_NAMES
+    from ledger_lab.bench.arm_names import ARM_NAMES
 
     parser = subparsers.add_parser(
         "bench",
@@ -105,6 +103,8 @@ def _run_cpu(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.cpu:
         return _run_cpu(args)
+    from pydantic import ValidationError
+
     from ledger_lab.bench.exceptions import BenchError
     from ledger_lab.bench.options import BenchOptions
     from ledger_lab.bench.report import table

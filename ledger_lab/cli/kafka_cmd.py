@@ -18,7 +18,6 @@ from ledger_lab.local_kafka import ClusterStatus, LocalCluster, ensure_jars, jar
 from ledger_lab.local_kafka.cluster import DEFAULT_START_TIMEOUT_S, DEFAULT_STOP_TIMEOUT_S
 from ledger_lab.local_kafka.discovery import running_clusters
 from ledger_stream.cli.common import CliError, add_common_flags, settings_from
-from ledger_stream.config import shared_jar_cache
 from ledger_stream.kafka.exceptions import KafkaSetupError
 
 
@@ -226,6 +225,8 @@ def _report_others(cluster_dir: Path) -> int:
 
 def _down_command(home: Path) -> str:
     """The ``kafka down`` line that stops the cluster of ``home`` (no --home for the default)."""
+    from ledger_stream.config import shared_jar_cache
+
     default = shared_jar_cache().parent
     if home.expanduser().resolve() == default.expanduser().resolve():
         return "ledger-stream kafka down"

@@ -7,8 +7,12 @@ started under the same ``--home``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ledger_lab.local_kafka.cluster import LocalCluster
-from ledger_stream.config import Settings
+
+if TYPE_CHECKING:
+    from ledger_stream.config import Settings
 
 
 def running_bootstrap(settings: Settings) -> str | None:

@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from importlib import resources
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from ledger_lab.local_kafka import node as broker
 from ledger_lab.local_kafka import ports as net
@@ -25,8 +26,10 @@ from ledger_lab.local_kafka.server_properties import LocalSasl, NodeSpec, plan_n
 from ledger_lab.local_kafka.state import ClusterState, read_state, write_state
 from ledger_lab.local_kafka.status import ClusterStatus, NodeStatus, StopResult
 from ledger_lab.local_kafka.toolchain import require_tool
-from ledger_stream.config import Settings
 from ledger_stream.kafka.exceptions import BrokerStartError, ClusterStateError
+
+if TYPE_CHECKING:
+    from ledger_stream.config import Settings
 
 DEFAULT_START_TIMEOUT_S = 90.0
 DEFAULT_STOP_TIMEOUT_S = 30.0

@@ -14,11 +14,14 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ledger_lab.local_kafka.filelock import exclusive
 from ledger_lab.local_kafka.toolchain import require_tool
-from ledger_stream.config import Settings, shared_jar_cache
 from ledger_stream.kafka.exceptions import JarFetchError
+
+if TYPE_CHECKING:
+    from ledger_stream.config import Settings
 
 # The log4j version Kafka 4.1.x itself resolves to (`mvn dependency:tree`); the broker
 # artifact carries no logging backend, so we add log4j-core and the slf4j 1.x binding.
@@ -63,6 +66,8 @@ POM_TEMPLATE = """\
 
 def jar_cache(settings: Settings) -> Path:
     """Folder that holds one ``kafka-<version>`` subfolder per fetched Kafka version."""
+    from ledger_stream.config import shared_jar_cache  # pydantic: not for a parser's help
+
     return settings.jar_cache or shared_jar_cache()
 
 

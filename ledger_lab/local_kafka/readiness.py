@@ -7,9 +7,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
-
 from ledger_lab.local_kafka.ports import can_connect
 
 POLL_INTERVAL_S = 0.2
@@ -33,6 +30,9 @@ def wait_until_answering(
     properties (SASL) for a cluster that authenticates. Returns the seconds waited;
     raises TimeoutError (the caller adds the log tail) when ``timeout_s`` passes.
     """
+    from confluent_kafka import KafkaException  # here: `ledger-stream kafka --help` needs none
+    from confluent_kafka.admin import AdminClient
+
     started = time.monotonic()
     deadline = started + timeout_s
     while not all(can_connect(port) for port in broker_ports):

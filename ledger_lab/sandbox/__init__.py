@@ -11,9 +11,13 @@ Run it with ``ledger-stream sandbox`` or ``python -m ledger_lab.sandbox``; tests
 through ``tests/sandbox_harness.py``.
 """
 
+from typing import TYPE_CHECKING
+
 from ledger_lab.sandbox.faults import FAULT_MODES, Fault, FaultBoard, InvalidFault
-from ledger_lab.sandbox.server import SandboxServer, make_server, run_sandbox
 from ledger_lab.sandbox.store import Payment, PaymentStore
+
+if TYPE_CHECKING:
+    from ledger_lab.sandbox.server import SandboxServer, make_server, run_sandbox
 
 __all__ = [
     "FAULT_MODES",
@@ -26,3 +30,15 @@ __all__ = [
     "make_server",
     "run_sandbox",
 ]
+
+# The server loads the decision core (args_hash): on first use, not for `sandbox --help`.
+_SERVER = ("SandboxServer", "make_server", "run_sandbox")
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        if name not in _SERVER:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from ledger_lab.sandbox import server
+
+        return getattr(server, name)

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from ledger_stream.config import Settings, load_settings
-from ledger_stream.kafka.client_config import use_client_settings
+if TYPE_CHECKING:
+    from ledger_stream.config import Settings
 
 
 class CliError(Exception):
@@ -65,6 +63,12 @@ def add_metrics_host_flag(parser: argparse._ActionsContainer) -> None:
 
 def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
     """Settings from the common flags plus ``extra`` flag values, env and file."""
+    # Here, not at the top: building a parser (``--help``) needs none of them.
+    from pydantic import ValidationError
+
+    from ledger_stream.config import load_settings
+    from ledger_stream.kafka.client_config import use_client_settings
+
     try:
         settings = load_settings(
             config_file=args.config,

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from confluent_kafka import KafkaException
-
 from ledger_stream.cli.common import CliError, add_common_flags, settings_from
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
 from ledger_stream.kafka.exceptions import KafkaSetupError
@@ -32,6 +30,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
+    from confluent_kafka import KafkaException
+
     from ledger_stream.operate.repartition import RepartitionRefused, repartition
 
     settings = settings_from(args, consumer_group=args.group)

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from confluent_kafka import KafkaException
-
 from ledger_stream.cli.common import CliError, add_common_flags, add_key_flags, settings_from
 from ledger_stream.kafka.exceptions import KafkaSetupError
-from ledger_stream.state.exceptions import StoreError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,7 +40,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
+    from confluent_kafka import KafkaException
+
     from ledger_stream.access import ServingRefused
+    from ledger_stream.state.exceptions import StoreError
     from ledger_stream.view.follower import ViewStartError
     from ledger_stream.view.service import run_view
 

@@ -1,6 +1,11 @@
-"""The agent-side SDK: build intents, submit them, read receipts."""
+"""The agent-side SDK: build intents, submit them, read receipts.
 
-from ledger_stream.sdk.client import AsyncLedgerClient, LedgerClient
+The clients (Kafka, pydantic, Avro) are imported on first use: a module that needs only the
+errors (the processor's approvals, the operator commands) loads none of them.
+"""
+
+from typing import TYPE_CHECKING
+
 from ledger_stream.sdk.errors import (
     ApprovalError,
     ConflictError,
@@ -15,6 +20,9 @@ from ledger_stream.sdk.errors import (
     VersionHeldError,
     ViewUnavailableError,
 )
+
+if TYPE_CHECKING:
+    from ledger_stream.sdk.client import AsyncLedgerClient, LedgerClient
 
 __all__ = [
     "ApprovalError",
@@ -32,3 +40,12 @@ __all__ = [
     "VersionHeldError",
     "ViewUnavailableError",
 ]
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        if name not in ("AsyncLedgerClient", "LedgerClient"):
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from ledger_stream.sdk import client
+
+        return getattr(client, name)

@@ -11,9 +11,10 @@ import pytest
 
 from tests.compiled.support import copy_package, needs_build, run_python
 
-# Which core runs, and where every loaded domain module came from.
+# Which core runs, and where every loaded domain module came from (``import ledger_stream``
+# alone loads none: the package imports its public names on first use).
 PROBE = """
-import sys, ledger_stream
+import sys, ledger_stream, ledger_stream.domain
 from ledger_stream.core import running
 files = {m.__file__.rsplit('.', 2)[-1] if m.__file__.endswith('.py') else 'so'
          for n, m in sys.modules.items()
