@@ -162,7 +162,7 @@ class ConnectorCore(PregrantPath, ReconcileSteps):
             return self._claim_recorded(job, now_ms)
         if isinstance(job, DispatchJob) and job.stage is Stage.REPORTING and job.fast:
             return self._await_answer(job, now_ms)  # a fast-path call still needs its answer
-        return self._finish(job, now_ms)  # REPORTING or WITHDRAWING
+        return self._finish(job, now_ms, remember=job.stage is not Stage.WITHDRAWING)
 
     def called(self, job_id: int, status: ev.OutcomeStatus, external_id: str, error: str,
                now_ms: int) -> list[Command]:
@@ -434,7 +434,7 @@ class ConnectorCore(PregrantPath, ReconcileSteps):
         return [Call(job.id, request, self.opts.call_timeout_s, start_by_ms)]
 
     def _withdraw(self, job: DispatchJob, why: str, now_ms: int) -> list[Command]:
-        """Report ``not_called`` for the job's claim: the attempt moves on uncounted."""
+        """Report ``not_called`` (the attempt moves on uncounted; a copy is not skipped)."""
         job.stage = Stage.WITHDRAWING
         return [Produce(job.id, self._outcome(job, ev.OutcomeStatus.NOT_CALLED, "", why,
                                               now_ms))]

@@ -124,6 +124,29 @@ def test_a_fenced_claim_recorded_too_late_is_reported_not_called():
     assert c.idle()
 
 
+def test_a_copy_of_a_dispatch_whose_fenced_claim_was_withdrawn_is_claimed_again():
+    """A fenced claim recorded too late (a freeze held the key past the pre-grant) is
+    withdrawn as ``not_called``; the processor takes that as nobody's report. The copy the
+    unfreeze sends (same dispatch id, no pre-grant) must be claimed, not skipped as handled:
+    skipped, the key stays RESERVED for good (the protocol model's finding)."""
+    c = core()
+    claim = fenced_claim(c, only(c.record(rec(dispatch(), 0), 1_000), Fence))
+    withdrawal = only(c.produced(claim.job_id, True, LAST_START + 1), Produce)
+    assert withdrawal.event.status is OS.NOT_CALLED
+    c.produced(withdrawal.job_id, True, LAST_START + 2)
+    again = plain_claim(c.record(rec(dispatch(lease_until=0), 1), LEASE_END + 600))
+    assert again.event.claim_id != claim.event.claim_id
+
+
+def test_a_copy_of_a_dispatch_already_called_is_skipped():
+    c = core()
+    claim = fenced_claim(c, only(c.record(rec(dispatch(), 0), 1_000), Fence))
+    call = only(c.produced(claim.job_id, True, 1_020), Call)
+    report = only(c.called(call.job_id, OS.SUCCEEDED, "pay-1", "", 1_500), Produce)
+    c.produced(report.job_id, True, 1_600)
+    assert c.record(rec(dispatch(lease_until=0), 1), 2_000) == [Commit(0, 2)]
+
+
 def test_a_fenced_claim_recorded_at_the_last_start_is_called():
     c = core()
     claim = fenced_claim(c, only(c.record(rec(dispatch(), 0), 1_000), Fence))

@@ -142,6 +142,9 @@
 #ifndef R_SKIP
 #define R_SKIP 1     /* a connector skips a dispatch id it already handled */
 #endif
+#ifndef R_NCFORGET
+#define R_NCFORGET 1 /* ... but not one whose claim it withdrew with not_called (core.py produced) */
+#endif
 #ifndef R_FASTWAIT
 #define R_FASTWAIT 1 /* a fast-path job waits for its claim's answer after calling */
 #endif
@@ -950,7 +953,9 @@ inline check(c) {
 inline finish(c, quiet) {
   if
   :: !cab[c] && owner == c ->
-     if :: Dt[cidx[c]] == D_DISP -> chand[c] = chand[c] | (1 << cn[c]) :: else -> skip fi;
+     if :: Dt[cidx[c]] == D_DISP && !(R_NCFORGET && cres[c] == O_NCALL) ->
+           chand[c] = chand[c] | (1 << cn[c])
+        :: else -> skip fi;
      dcom = cidx[c] + 1;
      if
      :: quiet -> printf("(CONNECTOR%d commits dispatch offset %d)\n", c, dcom)
