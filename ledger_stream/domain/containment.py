@@ -346,11 +346,12 @@ def withhold(before: KeyState, decision: Decision, hold: Hold, now: int) -> Deci
         return Decision(waiting.state, kept + waiting.outputs)
     held = enter(state.changed(held_by=freeze.scope, status_detail=why), Phase.HELD, now)
     if before.phase in (Phase.RESERVED, Phase.HELD) and now < before.pregrant_until_ms:
-        # The stall timer's copy of a pre-granted Dispatch (or an unfreeze's, releasing the
-        # key into another freeze's hold): the pre-grant left before the freeze and its
-        # fencer calls without waiting for an answer. The hold keeps it, so the fencer's
-        # claim is still granted and the unfreeze's plain Dispatch waits for its end
-        # (dropped, it let a second connector be granted the attempt).
+        # An unfreeze's Dispatch, releasing the key into another freeze's hold (or an older
+        # release's stall timer copy: no timer acts inside a pre-grant now, deadlines.py):
+        # the pre-grant left before the freeze and its fencer calls without waiting for an
+        # answer. The hold keeps it, so the fencer's claim is still granted and the
+        # unfreeze's plain Dispatch waits for its end (dropped, it let a second connector be
+        # granted the attempt).
         held = held.changed(pregrant_until_ms=before.pregrant_until_ms)
     return Decision(held, (*kept, state_receipt(held, now, Reason.FROZEN)))
 

@@ -14,6 +14,13 @@ still to be written (a key went to an operator, ``reconciliation_required``, wit
 unknown). So each of them counts from no earlier than ``sent_at_ms``, the time the output it
 waits on left (the runtime's wall clock, given to ``decide`` as data and kept in the state:
 a replay or a restore reads the same deadline back).
+
+A pre-grant (``KeyState.pregrant_until_ms``) is not re-read by anyone once its record was
+fenced: the connector that fenced it commits past the record, so the partition's next owner
+starts after it. If that connector dies, only the processor's timers move the key, and they
+act at the pre-grant's end plus the skew margin, not ``stall_after`` later: a RESERVED key
+no fenced claim reached gets a plain copy of its Dispatch (``PREGRANT``), and a key granted
+to its fencer is reconciled (``FENCED``). Neither grants anything: a timer is liveness only.
 """
 
 from __future__ import annotations
@@ -50,32 +57,43 @@ class Deadlined(Protocol):
     @property
     def sent_at_ms(self) -> int: ...
     @property
+    def pregrant_until_ms(self) -> int: ...
+    @property
     def action(self) -> str: ...
 
 
 # What a deadline counts from, apart from the policy: ``due = base + allowance(kind)``. The
 # changelog carries each row's basis beside it, so restore rebuilds the timer index without
 # decoding rows, and under the policy it runs with (the allowances are the policy's).
-STALL, LEASE, RECONCILE, SEAL = "s", "l", "r", "w"
-KINDS = (STALL, LEASE, RECONCILE, SEAL)
+# PREGRANT: a RESERVED key's pre-grant, FENCED: the lease of a holder granted under one.
+STALL, LEASE, RECONCILE, SEAL, PREGRANT, FENCED = "s", "l", "r", "w", "p", "f"
+KINDS = (STALL, LEASE, RECONCILE, SEAL, PREGRANT, FENCED)
 DeadlineBasis = tuple[str, int]  # (kind, base_ms)
 
 
 def deadline_basis(state: Deadlined) -> DeadlineBasis | None:
     """The kind of the key's next deadline and the time it counts from, or None.
 
-    RESERVED: a dispatch nobody claimed raises ``stalled`` once per attempt. DISPATCHED:
-    the holder said nothing long after its lease: reconcile. RECONCILING: no result came:
-    an operator decides. SUCCEEDED / FAILED: the replay window ends: seal. The first three
+    RESERVED: a dispatch nobody claimed raises ``stalled`` once per attempt; while a
+    pre-grant is on record, its end instead (plus the skew margin, ``PREGRANT``): no fenced
+    claim reached the key by then, and nobody but the processor will offer it again.
+    DISPATCHED: the holder said nothing long after its lease: reconcile; a holder granted
+    under the pre-grant (its fencer, ``pregrant_until_ms`` kept) right after its lease
+    (``FENCED``): nobody re-reads its record to claim it. RECONCILING: no result came: an
+    operator decides. SUCCEEDED / FAILED: the replay window ends: seal. The in-flight ones
     count from no earlier than the time their Dispatch, Grant or Reconcile left the
     processor (``sent_at_ms``): never before their answer could have been written.
     """
     phase = state.phase
     if phase is Phase.RESERVED:
+        if state.pregrant_until_ms > 0:
+            return PREGRANT, max(state.pregrant_until_ms, state.sent_at_ms)
         if state.stall_alerted == state.attempt:
             return None
         return STALL, max(state.not_before_ms, state.phase_since_ms, state.sent_at_ms)
     if phase is Phase.DISPATCHED:
+        if state.pregrant_until_ms > 0:
+            return FENCED, max(state.lease_until_ms, state.sent_at_ms)
         return LEASE, max(state.lease_until_ms, state.sent_at_ms)
     if phase is Phase.RECONCILING:
         return RECONCILE, max(state.phase_since_ms, state.sent_at_ms)
@@ -95,6 +113,8 @@ def allowance(kind: str, policy: Policy) -> int:
         return policy.reconcile_timeout_ms
     if kind == SEAL:
         return policy.replay_window_ms + 1
+    if kind in (PREGRANT, FENCED):
+        return policy.clock_skew_ms
     raise ValueError(f"no deadline kind {kind!r}")
 
 
@@ -119,6 +139,14 @@ def deadline(state: KeyState, policy: Policy, now: int) -> Decision:
     if due is None or now < due:
         return Decision(state)
     source = f"timer/{state.attempt}/{due}"
+    if state.phase is Phase.RESERVED and state.pregrant_until_ms > 0:
+        # The pre-grant ran out (skew margin included) with no fenced claim: whoever fenced
+        # its record is not calling and never will, and nobody else reads that record. A
+        # plain copy (same id), which the partition's next connector claims and is granted,
+        # the pre-grant being over; no alert (a rebalance's backlog ends here too): the
+        # stall timer then counts from the copy.
+        ended = state.changed(pregrant_until_ms=0)
+        return Decision(ended, (dispatch_for(ended, now),))
     if state.phase is Phase.RESERVED:
         # Nobody claimed the dispatch: say so, and offer the same dispatch again (its id is
         # unchanged, so a connector that handled it skips it).
@@ -128,9 +156,11 @@ def deadline(state: KeyState, policy: Policy, now: int) -> Decision:
                        f"within {policy.stall_after_ms} ms", now)
         return Decision(stalled, (dispatch_for(state, now), alert))
     if state.phase is Phase.DISPATCHED:
+        why = ("the fenced holder reported nothing by its lease's end"
+               if state.pregrant_until_ms > 0
+               else "the holder reported nothing long after its lease")
         return reconcile(state, now, TIMER_CLAIM,
-                          AttemptRecord(state.attempt, TIMER_CLAIM, "lease_expired", now),
-                          "the holder reported nothing long after its lease")
+                          AttemptRecord(state.attempt, TIMER_CLAIM, "lease_expired", now), why)
     # RECONCILING (terminal keys were sealed by expire_if_due before getting here).
     return to_operator(state, now, f"no reconcile result within "
                         f"{policy.reconcile_timeout_ms} ms", source)

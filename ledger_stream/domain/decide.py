@@ -256,7 +256,7 @@ def _claim(state: KeyState, claim: AttemptClaim, now: int) -> Decision:
             # The fencer of a pre-grant that left before the freeze: it is calling (a grant
             # given before a freeze is not recalled), so the ledger records it as the holder.
             return _granted(state.changed(held_by="", status_detail=""), n, cid,
-                            state.pregrant_until_ms, now)
+                            state.pregrant_until_ms, now, fenced=True)
         # A dispatch that left before a freeze: its claimant waits for the unfreeze.
         return Decision(state, (claim_again(state, n, cid, now),))
     open_attempt = state.phase in (Phase.RESERVED, Phase.DISPATCHED) and n == state.attempt
@@ -272,10 +272,8 @@ def _claim(state: KeyState, claim: AttemptClaim, now: int) -> Decision:
             if not claim.fenced:
                 return Decision(state, (Held(state.key, n, cid, state.pregrant_until_ms,
                                              now),))
-            lease_until = state.pregrant_until_ms
-        else:
-            lease_until = now + claim.lease_ms
-        return _granted(state, n, cid, lease_until, now)
+            return _granted(state, n, cid, state.pregrant_until_ms, now, fenced=True)
+        return _granted(state, n, cid, now + claim.lease_ms, now)
     if cid == state.granted_claim_id:
         return Decision(state, (Grant(state.key, n, cid, state.lease_until_ms, now),))
     if now < state.lease_until_ms:
@@ -285,10 +283,16 @@ def _claim(state: KeyState, claim: AttemptClaim, now: int) -> Decision:
                       "lease expired without an outcome")
 
 
-def _granted(state: KeyState, n: int, cid: str, lease_until: int, now: int) -> Decision:
-    """Attempt ``n`` granted to claim ``cid`` until ``lease_until``."""
+def _granted(state: KeyState, n: int, cid: str, lease_until: int, now: int,
+             fenced: bool = False) -> Decision:
+    """Attempt ``n`` granted to claim ``cid`` until ``lease_until``. ``fenced``: under the
+    pre-grant, to its fencer; the key keeps the pre-grant's end (its lease) to say so, as
+    the fencer's deadline falls at that end (deadlines.py, ``FENCED``): nobody re-reads a
+    fenced record to claim it after a crash."""
     granted = enter(state.changed(granted_claim_id=cid, lease_until_ms=lease_until),
                     Phase.DISPATCHED, now, AttemptRecord(n, cid, "granted", now))
+    if fenced:
+        granted = granted.changed(pregrant_until_ms=lease_until)
     return Decision(granted, (Grant(state.key, n, cid, lease_until, now),
                               state_receipt(granted, now)))
 

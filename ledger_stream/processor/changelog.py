@@ -9,12 +9,15 @@ when its batch was committed (both positions at or below the group's committed o
 a record of a batch that crashed before its commit is skipped, since those inputs are
 decided again.
 
-A key's row also carries its deadline basis (``ledger.due.v1``: the kind's letter and the
+A key's row also carries its deadline basis (``ledger.due.v2``: the kind's letter and the
 base time, ``-`` for none; ``domain.deadlines.deadline_basis``), so restore indexes its timer
 without decoding the row. Rows written before that header existed are decoded instead. The
 header's name carries the version of ``deadline_basis``: a change to which states have a
 deadline, or what it counts from, must bump it (``DUE``), so restore decodes the rows older
-processors wrote instead of trusting their basis.
+processors wrote instead of trusting their basis, and an older processor, which reads only
+the name it knows, decodes the rows a newer one wrote. v2 (2026-12-07): a pre-grant's
+deadline at its end plus the skew margin (``p``), a fenced holder's at its lease's (``f``);
+a ``ledger.due.v1`` row is decoded.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ TICK_KEY = b"~tick"  # the key of Tick records on ledger.attempts
 GROUP = "ledger.group"
 INTENTS = "ledger.intents.next"
 ATTEMPTS = "ledger.attempts.next"
-DUE = "ledger.due.v1"  # bump with any change to domain.deadlines.deadline_basis
+DUE = "ledger.due.v2"  # bump with any change to domain.deadlines.deadline_basis
 MAX_BASE_MS = 2**62  # a base time past this is not one a processor wrote
 NO_DUE = b"-"
 
@@ -69,7 +72,7 @@ def due_header(basis: DeadlineBasis | None) -> tuple[str, bytes]:
 
 
 def parse_due(data: bytes) -> DeadlineBasis | None:
-    """The basis a ``ledger.due.v1`` value names (a kind letter, then the base time in
+    """The basis a ``ledger.due`` value names (a kind letter, then the base time in
     decimal digits); ValueError when it is not one this code writes."""
     if data == NO_DUE:
         return None

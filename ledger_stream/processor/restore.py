@@ -17,8 +17,9 @@ passed. An empty or deleted state folder starts at offset 0 and is rebuilt entir
 The timer index is derived from the restored rows (``due_ms`` under this processor's
 policy), and the clock from the ``~clock`` records, so a restored store decides exactly as
 the one that was lost. A row's deadline comes from the basis written beside it
-(``ledger.due.v1``), so rows are not decoded; a row written without one (older processors),
-or with one this code does not read, is. Dropping the timer entry of the row a key had
+(``changelog.DUE``), so rows are not decoded; a row written without one, or with an older
+version's (``ledger.due.v1``, whose basis ignored the pre-grant: changelog.py), or with one
+this code does not read, is. Dropping the timer entry of the row a key had
 before decodes that row (a key appears once in a compacted changelog: rare).
 
 The records of one batch carry the same group and positions headers, so a consumed record

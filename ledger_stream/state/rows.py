@@ -115,6 +115,10 @@ class RowDeadline:
         return self._int(_SENT_AT)
 
     @property
+    def pregrant_until_ms(self) -> int:
+        return self._int(_PREGRANT_UNTIL)
+
+    @property
     def action(self) -> str:
         value: str = self._values[_ACTION] if len(self._values) > _ACTION else ""
         return value
@@ -125,3 +129,4 @@ _PHASE, _ATTEMPT, _STALL_ALERTED, _ACTION = (
     FIELD_INDEX[n] for n in ("phase", "attempt", "stall_alerted", "action"))
 _NOT_BEFORE, _PHASE_SINCE, _LEASE_UNTIL, _TERMINAL_AT, _SENT_AT = (FIELD_INDEX[n] for n in (
     "not_before_ms", "phase_since_ms", "lease_until_ms", "terminal_at_ms", "sent_at_ms"))
+_PREGRANT_UNTIL = FIELD_INDEX["pregrant_until_ms"]

@@ -42,8 +42,8 @@ class Row:
 
 # An exactly-once processor's policy: a fresh key's first Dispatch is pre-granted for 30 s.
 PREGRANT = replace(POLICY, pregrant_lease_ms=30_000)
-# A stall timer inside the pre-grant: a processor refuses to start so (its pre-grant must end,
-# skew margin included, before the stall timer), but the decision core does not rely on it.
+# A stall margin shorter than the pre-grant: a processor refuses to start so; no timer acts
+# inside a running pre-grant whatever it is.
 PREGRANT_STALL_INSIDE = replace(PREGRANT, stall_after_ms=5_000)
 
 
@@ -282,23 +282,20 @@ ROWS = [
     Row("AttemptOutcome(not_applied) from the pre-granted holder",
         lambda: [intent(), claim(fenced=True)], lambda: outcome(OS.NOT_APPLIED),
         policy=PREGRANT),
-    Row("Timer, dispatch never claimed, pre-granted", _reserved, _timer(61_000),
+    Row("Timer, pre-grant over plus skew, no fenced claim", _reserved, _timer(32_000),
         policy=PREGRANT),
+    Row("Timer, the pre-grant's plain copy never claimed either",
+        lambda: [intent(), ev.Timer(KEY, 32_000)], _timer(61_000), policy=PREGRANT),
+    Row("Timer, fenced holder silent past its lease plus skew",
+        lambda: [intent(), claim(fenced=True)], _timer(32_000), policy=PREGRANT),
     Row("Intent, exactly once (pre-grant), action frozen", list, intent, hold=FROZEN,
         policy=PREGRANT),
     Row("Release (the unfreeze), key held, exactly once", _reserved,
         lambda: ev.Release(KEY, "*/refund"), setup_hold=FROZEN, policy=PREGRANT),
     Row("AttemptClaim(n, fenced) within the pre-grant, action frozen", _reserved,
         lambda: claim(fenced=True), hold=FROZEN, policy=PREGRANT),
-    Row("Timer, dispatch never claimed, pre-grant running, action frozen (stall 5 s)",
+    Row("Timer inside a running pre-grant, action frozen (stall 5 s)",
         _reserved, _timer(7_000), hold=FROZEN, policy=PREGRANT_STALL_INSIDE),
-    Row("AttemptClaim(n, fenced) within the pre-grant, key held (stall 5 s)",
-        lambda: [intent(), ev.Timer(KEY, 7_000)], lambda: claim(at_ms=8_000, fenced=True),
-        hold=FROZEN, setup_hold=FROZEN, frozen_from=1, policy=PREGRANT_STALL_INSIDE),
-    Row("AttemptClaim(n) within the pre-grant, released (stall 5 s)",
-        lambda: [intent(), ev.Timer(KEY, 7_000), ev.Release(KEY, "*/refund")],
-        lambda: claim(at_ms=25_000), setup_hold=FROZEN, frozen_from=1,
-        policy=PREGRANT_STALL_INSIDE),
 ]
 
 
@@ -363,9 +360,9 @@ clock-skew margin 1 s, stall margin 60 s, reconcile timeout 120 s, approval requ
 the action `payout`. Claims ask for a 10 s lease. In these examples each event is decided
 at its own stamp; the processor decides at its partition clock (below). Rows that say
 "exactly once" or "pre-grant" run under an exactly-once processor's policy, whose first
-Dispatch of a key is pre-granted for 30 s (`pregrant_lease_ms`, below); rows marked "stall
-5 s" also shorten the stall margin to 5 s, inside the pre-grant (a processor refuses to
-start so; the decision core does not rely on that). The design behind it is
+Dispatch of a key is pre-granted for 30 s (`pregrant_lease_ms`, below); the row marked
+"stall 5 s" also shortens the stall margin to 5 s, inside the pre-grant (a processor refuses
+to start so; the decision core does not rely on that). The design behind it is
 `docs/design.md`; see also `docs/operations.md`, `docs/processor.md`, `docs/testing.md`.
 
 ## Decision table
@@ -419,13 +416,15 @@ FOOTER = """
 - Ids of outputs derive from the key, the intent event id and the attempt number (a
   deadline's from its due time), so reprocessing reproduces identical bytes.
 - At most one Dispatch of a key carries a pre-grant (`lease_until_ms` > 0): the first one,
-  of attempt 1, from an exactly-once processor. A retry, the stall timer's copy, a
-  redispatch after a reconciliation or an operator, and a Release carry none. While the
-  pre-grant runs, only a claim marked `fenced` is granted, under the pre-grant's end (not
-  its own lease); a plain claim gets Held until that end. After it, claims are decided as
-  without one. Nothing takes a running pre-grant from its fencer: a freeze that holds the
-  key keeps it, and a reconciliation or an operator starts no new attempt before its end
-  plus the clock-skew margin, as for a lease.
+  of attempt 1, from an exactly-once processor. A retry, a timer's copy, a redispatch after
+  a reconciliation or an operator, and a Release carry none. While the pre-grant runs,
+  only a claim marked `fenced` is granted, under the pre-grant's end (not its own lease); a
+  plain claim gets Held until that end. After it, claims are decided as without one.
+  Nothing takes a running pre-grant from its fencer: no timer acts inside it, a freeze
+  that holds the key keeps it, and a reconciliation or an operator starts no new attempt
+  before its end plus the clock-skew margin, as for a lease. At that end plus the margin
+  the timers act: a plain copy of the Dispatch when no fenced claim came, a reconciliation
+  when the fencer was granted and reported nothing.
 
 ## The pre-granted first attempt
 
@@ -444,7 +443,8 @@ claim with `fenced` set, and calls once that claim is in the log and the Dispatc
 still covers the call and the skew; it does not wait for the processor's Grant.
 
 The processor keeps the pre-grant's end with the key (`pregrant_until_ms`, attempt 1,
-RESERVED, or HELD by a freeze that found it running). A fenced claim before that end is
+RESERVED, or HELD by a freeze that found it running, or DISPATCHED to its fencer as the
+holder's lease). A fenced claim before that end is
 granted under it, with the ordinary Grant and receipt, for the record: the connector
 already called or is calling. A plain claim before that end gets Held until it; after it,
 any claim is decided as without a pre-grant (a fenced claimant whose lease ran out does
@@ -459,22 +459,34 @@ carries the pre-grant: two records carrying one could be fenced by two connector
 same reason an at-least-once processor never pre-grants (a batch decided again after a
 crash writes its Dispatch twice). A freeze withholds a pre-granted Dispatch like any other
 (the Release dispatches plainly); a fenced claim within the pre-grant is granted under a
-freeze too, as a grant given before the freeze is not recalled. A connector whose fence
-commit failed but landed after all never calls and nobody claims: the stall timer offers a
-plain copy after `stall_after` (a delay, never a second call).
+freeze too, as a grant given before the freeze is not recalled.
 
-The stall timer of a fresh key falls after its pre-grant's end plus the skew margin: a
-processor refuses to start unless `pregrant_lease_ms` < `stall_after_ms` -
-`clock_skew_ms`. The decision core does not rely on it. A stall timer inside a running
-pre-grant (the rows marked "stall 5 s") offers its plain copy and alerts, and the key
-keeps the pre-grant; a freeze then holds the key with it (HELD keeps `pregrant_until_ms`,
-also when an unfreeze releases the key into another freeze's hold),
-the fencer's claim within it is still granted, and the unfreeze's plain Dispatch is held
-at its claim until the pre-grant's end. Dropping the pre-grant there let the fencer's
-report go unheard (Held, not the holder's) and the unfreeze's Dispatch be granted to a
-second connector. Likewise a key that leaves RESERVED for a reconciliation or an operator
-while a pre-grant nobody claimed runs keeps its end as the lease it waits out: the next
-attempt's `not_before` is at or after it plus the skew margin.
+A fenced record is never read again: the fence put the partition's next owner past it. So
+a connector that dies after its fence leaves the key to the processor's timers, which act
+at the pre-grant's end plus the skew margin. A key still RESERVED then (no fenced claim
+came: the fencer died before recording it, or its fence commit failed but landed) gets a
+plain copy of its Dispatch (same id, no pre-grant), with no alert; the partition's next
+connector claims it and is granted, the pre-grant being over. The stall timer then counts
+from the copy (`stalled` after `stall_after`, as for any Dispatch). A key granted to its
+fencer (which keeps the pre-grant's end with it) is reconciled at its lease's end plus the
+margin, where a plain holder's waits `stall_after` more (the next owner's claim re-reads a
+plain record and settles it sooner). Neither timer grants: the copy's claim is decided by
+the rules above, and the claims of one key are ordered on one partition, so a fenced claim
+that was recorded (the fencer calls only after that, under the lease) comes before any
+claim of the copy, which the timer sent after the partition clock passed the pre-grant's
+end. Both deadlines count from no earlier than the output they wait on left the processor.
+
+No timer acts inside a running pre-grant, whatever `stall_after` (the row marked "stall
+5 s"); a processor still refuses to start unless `pregrant_lease_ms` < `stall_after_ms` -
+`clock_skew_ms`. A freeze that holds a key while its pre-grant runs (an unfreeze releasing
+it into another freeze's hold; an older release's stall timer did too) keeps the pre-grant
+(HELD keeps `pregrant_until_ms`): the fencer's claim within it is still granted, and the
+unfreeze's plain Dispatch is held at its claim until the pre-grant's end. Dropping the
+pre-grant there let the fencer's report go unheard (Held, not the holder's) and the
+unfreeze's Dispatch be granted to a second connector. Likewise a key that leaves RESERVED
+for a reconciliation or an operator while a pre-grant nobody claimed runs keeps its end as
+the lease it waits out: the next attempt's `not_before` is at or after it plus the skew
+margin.
 
 ## Containment: freezes
 
@@ -520,13 +532,17 @@ every replay. What a deadline does:
 
 - DISPATCHED, no report until `lease_until + clock_skew + stall_after`: the holder is
   presumed dead and the processor itself reconciles (a Reconcile naming claim `timer`);
+  granted to the fencer of a pre-grant, at `lease_until + clock_skew` (nobody re-reads its
+  record to claim it);
 - RECONCILING, no result for `reconcile_timeout`: NEEDS_OPERATOR with
   `reconciliation_required`;
 - RESERVED, not claimed for `stall_after`: `stalled`, and the same Dispatch again (same id);
+  with a pre-grant, at its end plus `clock_skew` instead: the same Dispatch again, without
+  the pre-grant and without an alert (the stall timer then counts from it);
 - SUCCEEDED or FAILED, the replay window over: sealed (the arguments and payload leave the
   state and its changelog), keeping the outcome for late intents.
 
-The first three wait for an answer to the ledger's own output (the Grant, the Reconcile,
+The in-flight ones wait for an answer to the ledger's own output (the Grant, the Reconcile,
 the Dispatch), which nobody can write before that output has left the processor. A
 processor catching up a backlog decides at a partition clock far behind the time its
 outputs leave, so each of these deadlines counts from no earlier than that time: the

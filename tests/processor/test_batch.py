@@ -175,7 +175,7 @@ def test_a_batch_arms_deadlines_from_when_its_outputs_leave() -> None:
     first.add(record_of(intent(key=KEY), INTENTS, 10, 1_000))
     first.add(record_of(claim(key=KEY, lease_ms=100), ATTEMPTS, 20, 1_100))
     overlay = first.overlays[P]
-    assert overlay.row_dues()[KEY] == ("ledger.due.v1", b"l%d" % (1_000 + lag))
+    assert overlay.row_dues()[KEY] == ("ledger.due.v2", b"l%d" % (1_000 + lag))
     store.write(overlay.store_batch(None))
     backlog = batch_at(2 * lag)
     for offset, at in enumerate(range(1_200, 1_000 + lag, 500), start=21):

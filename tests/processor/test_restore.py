@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from hypothesis import assume, given
 
+from ledger_stream.domain import decide
 from ledger_stream.domain.deadlines import SEAL, allowance, deadline_basis, due_ms
 from ledger_stream.domain.policy import Policy
-from ledger_stream.domain.state import KeyState
+from ledger_stream.domain.state import KeyState, absent
 from ledger_stream.processor.changelog import (
     CLOCK_KEY,
     DUE,
@@ -29,7 +30,9 @@ from ledger_stream.state import (
     RocksDBPartitionStore,
     StoreBatch,
     decode_row,
+    encode_row,
 )
+from tests.factories import claim, intent
 from tests.processor.restore_support import GROUP, POLICY, _states
 from tests.state.samples import policies, states
 
@@ -254,3 +257,59 @@ def test_the_written_basis_gives_the_states_deadline_under_any_policy(
     assume(not (basis is not None and basis[0] == SEAL and policy.windows_per_action))
     assert (None if basis is None else basis[1] + allowance(basis[0], policy)) \
         == due_ms(state, policy)
+
+
+# -- the basis's version: ledger.due.v2 (the pre-grant's deadlines) ---------------------------
+
+PREGRANT = Policy(pregrant_lease_ms=30_000)
+PREGRANT_DUE = 1_000 + 30_000 + PREGRANT.clock_skew_ms  # the pre-grant's end, plus the skew
+
+
+def _pregranted() -> tuple[bytes, bytes]:
+    """Key A reserved under a pre-grant (to 31,000), then granted to its fencer."""
+    event = intent(key="acme/pay/A", at_ms=1_000)
+    reserved = decide(absent(event.key), event, PREGRANT, 1_000).state
+    fenced = decide(reserved, claim(key=event.key, at_ms=2_000, fenced=True), PREGRANT,
+                    2_000).state
+    return encode_row(reserved), encode_row(fenced)
+
+
+def _restored(row: bytes, row_headers: list[tuple[str, bytes]], policy: Policy = PREGRANT
+              ) -> list[tuple[int, str]]:
+    store = MemoryPartitionStore(0)
+    record = parse(0, b"acme/pay/A", row, [*headers(GROUP, Positions(1, 1)), *row_headers])
+    apply_records(store, [record], Positions(1, 1), GROUP, policy)
+    return list(store.due_timers(2**62))
+
+
+def test_the_pre_grants_deadlines_come_from_the_v2_basis(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert DUE == "ledger.due.v2"
+    _undecodable(monkeypatch)
+    for row in _pregranted():
+        assert _restored(row, [due_header(deadline_basis(decode_row(row)))]) \
+            == [(PREGRANT_DUE, "acme/pay/A")]
+
+
+def test_a_v1_basis_is_decoded_not_trusted() -> None:
+    """A processor before v2 wrote a pre-granted key's basis as its stall timer's (``s``,
+    from 1,000): trusted, the key would wait ``stall_after`` for its copy. The row decoded
+    gives the pre-grant's end plus the skew."""
+    reserved, _ = _pregranted()
+    assert _restored(reserved, [("ledger.due.v1", b"s1000")]) == [(PREGRANT_DUE, "acme/pay/A")]
+    # A v1 row of a key without a pre-grant reads back as v1 said.
+    for row in _states():
+        basis = deadline_basis(decode_row(row))
+        assert basis is not None and basis[0] in ("s", "l")
+        assert _restored(row, [("ledger.due.v1", due_header(basis)[1])], POLICY) == [
+            (basis[1] + allowance(basis[0], POLICY), "acme/pay/A")]
+
+
+def test_a_basis_under_a_name_this_code_does_not_know_is_ignored() -> None:
+    """What an older processor does with a newer one's header (its name carries the
+    version it does not know): the record parses without a basis and the row is decoded."""
+    reserved, fenced = _pregranted()
+    record = parse(0, b"acme/pay/A", reserved,
+                   [*headers(GROUP, Positions(1, 1)), ("ledger.due.v3", b"p1")])
+    assert record.due is None and record.group == GROUP
+    assert _restored(fenced, [("ledger.due.v3", b"f1")]) == [(PREGRANT_DUE, "acme/pay/A")]

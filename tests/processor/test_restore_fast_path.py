@@ -37,11 +37,16 @@ OURS = "ledger-processor"
 
 
 def _rows() -> list[tuple[bytes, bytes]]:
-    """(row, its due header value) of a reserved, a granted and a sealed-off key state."""
+    """(row, its due header value) of a reserved and a granted key state, each plainly and
+    under a pre-grant (granted to its fencer)."""
     event = intent(key="acme/pay/A", at_ms=1_000)
-    reserved = decide(absent(event.key), event, POLICY, 1_000).state
-    granted = decide(reserved, claim(key=event.key, at_ms=2_000), POLICY, 2_000).state
-    return [(encode_row(s), due_header(deadline_basis(s))[1]) for s in (reserved, granted)]
+    found = []
+    for policy, fenced in ((POLICY, False), (Policy(pregrant_lease_ms=30_000), True)):
+        reserved = decide(absent(event.key), event, policy, 1_000).state
+        granted = decide(reserved, claim(key=event.key, at_ms=2_000, fenced=fenced), policy,
+                         2_000).state
+        found += [(encode_row(s), due_header(deadline_basis(s))[1]) for s in (reserved, granted)]
+    return found
 
 
 ROWS = _rows()
@@ -80,7 +85,7 @@ def records(draw: Any, group: Any, intents: Any, attempts: Any) -> Record:
         found.append((DUE, due))
     shape = draw(st.sampled_from(["as written"] * 4 + [
         "shuffled", "extra", "short", "none", "a value missing", "other positions",
-        "no due (an older processor's row)",
+        "no due (an older processor's row)", "an older basis's version (ledger.due.v1)",
         *(f"foreign in place {at}" for at in range(len(found)))]))
     if shape == "shuffled":
         found = draw(st.permutations(found))
@@ -91,6 +96,8 @@ def records(draw: Any, group: Any, intents: Any, attempts: Any) -> Record:
         found[at] = ("traceparent", draw(st.sampled_from([found[at][1], b"s5"])))
     elif shape == "no due (an older processor's row)":
         found = found[:3]
+    elif shape == "an older basis's version (ledger.due.v1)" and len(found) == 4:
+        found[3] = ("ledger.due.v1", found[3][1])
     elif shape == "short":
         found = found[:2]
     elif shape == "none":

@@ -18,7 +18,7 @@ states = st.builds(
     KeyState, key=st.text(min_size=1, max_size=8), phase=st.sampled_from(list(Phase)),
     attempt=small, stall_alerted=small, not_before_ms=times, phase_since_ms=times,
     lease_until_ms=times, terminal_at_ms=times, sent_at_ms=times,
-    action=st.sampled_from(["", "refund", "send_email"]))
+    pregrant_until_ms=st.just(0) | times, action=st.sampled_from(["", "refund", "send_email"]))
 
 
 # Some actions with a replay window of their own (seals come from the row's action).
