@@ -20,6 +20,7 @@ from ledger_lab.harness.stack import Stack
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.reader import read_topic, tail_topic
 from ledger_stream.serde import AvroCodec
+from tests.connectors.waits import wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -36,15 +37,6 @@ def connector(stack: Stack, sandbox: SandboxProc, failpoint: str | None = None):
     # No --deduplicates: a second call would be a second payment.
     return stack.connector("http", "--name", "sandbox", "--base-url", sandbox.url,
                            failpoint=failpoint)
-
-
-def wait_until(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def owns_all(conn, partitions: int) -> bool:

@@ -22,6 +22,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.kafka.reader import read_topic, tail_topic
 from ledger_stream.serde import AvroCodec
+from tests.connectors.waits import wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -39,15 +40,6 @@ def new_key(partition: int, partitions: int) -> str:
         key = f"acme/refund/{uuid.uuid4().hex[:10]}"
         if partition_for(key, partitions) == partition:
             return key
-
-
-def wait_until(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def attempt_events(stack: Stack) -> list:
