@@ -162,7 +162,7 @@ class ConnectorCore(PregrantPath, ReconcileSteps):
             return self._claim_recorded(job, now_ms)
         if isinstance(job, DispatchJob) and job.stage is Stage.REPORTING and job.fast:
             return self._await_answer(job, now_ms)  # a fast-path call still needs its answer
-        return self._finish(job, now_ms, remember=job.stage is not Stage.WITHDRAWING)
+        return self._finish(job, now_ms, remember=not job.not_called)
 
     def called(self, job_id: int, status: ev.OutcomeStatus, external_id: str, error: str,
                now_ms: int) -> list[Command]:
@@ -435,13 +435,13 @@ class ConnectorCore(PregrantPath, ReconcileSteps):
 
     def _withdraw(self, job: DispatchJob, why: str, now_ms: int) -> list[Command]:
         """Report ``not_called`` (the attempt moves on uncounted; a copy is not skipped)."""
-        job.stage = Stage.WITHDRAWING
+        job.stage, job.not_called = Stage.WITHDRAWING, True
         return [Produce(job.id, self._outcome(job, ev.OutcomeStatus.NOT_CALLED, "", why,
                                               now_ms))]
 
     def _report(self, job: DispatchJob, status: ev.OutcomeStatus, external_id: str,
                 error: str, now_ms: int) -> list[Command]:
-        job.stage = Stage.REPORTING
+        job.stage, job.not_called = Stage.REPORTING, status is ev.OutcomeStatus.NOT_CALLED
         return [Produce(job.id, self._outcome(job, status, external_id, error, now_ms))]
 
     def _outcome(self, job: DispatchJob, status: ev.OutcomeStatus, external_id: str,

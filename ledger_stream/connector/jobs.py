@@ -45,6 +45,7 @@ class Job:
     # The partition was revoked (or the instance is stopping): finish what is on the wire,
     # start nothing new, and never commit this record's offset.
     abandoned: bool = False
+    not_called: bool = False  # its report says not_called: its dispatch stays unhandled
 
 
 @dataclass(eq=False)

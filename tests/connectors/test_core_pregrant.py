@@ -138,6 +138,19 @@ def test_a_copy_of_a_dispatch_whose_fenced_claim_was_withdrawn_is_claimed_again(
     assert again.event.claim_id != claim.event.claim_id
 
 
+def test_a_copy_of_a_dispatch_whose_call_never_started_is_claimed_again():
+    """The same with the fencer's call refused by its own start-by check (``not_called``
+    reported from the call, not withdrawn before it): its dispatch stays unhandled too."""
+    c = core()
+    claim = fenced_claim(c, only(c.record(rec(dispatch(), 0), 1_000), Fence))
+    call = only(c.produced(claim.job_id, True, 1_020), Call)
+    report = only(c.called(call.job_id, OS.NOT_CALLED, "", "lease ran out before the call",
+                           LAST_START + 1), Produce)
+    assert report.event.status is OS.NOT_CALLED
+    c.produced(report.job_id, True, LAST_START + 2)
+    plain_claim(c.record(rec(dispatch(lease_until=0), 1), LEASE_END + 600))
+
+
 def test_a_copy_of_a_dispatch_already_called_is_skipped():
     c = core()
     claim = fenced_claim(c, only(c.record(rec(dispatch(), 0), 1_000), Fence))
