@@ -75,7 +75,7 @@ class SimProcessor:
         key = event.key  # type: ignore[attr-defined]
         if isinstance(event, ev.AttemptClaim):
             self.claims_seen.add(event.claim_id)
-        self._apply(key, event, now, sent)
+        self._apply(key, event, now, sent, logged.ts)
 
     def _fire_due(self, now: int, sent: int) -> None:
         due = sorted((d, k) for k, s in self.states.items()
@@ -83,10 +83,13 @@ class SimProcessor:
         for at, key in due:
             self._apply(key, ev.Timer(key, at), now, sent)
 
-    def _apply(self, key: str, event: object, now: int, sent: int) -> None:
+    def _apply(self, key: str, event: object, now: int, sent: int, appended: int = 0
+               ) -> None:
+        """Decide ``event`` for ``key``; ``appended``: its record's timestamp (the
+        processor's: a fenced claim is judged by it, 0 for a timer)."""
         state = self.states.get(key) or absent(key)
         decision = decide(state, event, self.policy, self.clock,  # type: ignore[arg-type]
-                          sent_ms=sent)
+                          sent_ms=sent, appended_ms=appended)
         if decision.state is not state:
             self.states[key] = decision.state
         logged = [Logged(out, now) for out in decision.outputs]

@@ -11,9 +11,9 @@ A Dispatch that left before the freeze and was not granted yet is held at its cl
 claimant gets Held (claim again later) and the key waits like the others. A grant given
 before the freeze is not recalled, and a fast-path connector (a target that deduplicates)
 calls without waiting for its grant, and neither does the connector holding a pre-grant
-(a fenced claim within it is granted under a freeze too): those calls can still happen.
-A pre-grant is such a grant: a key held while its pre-grant runs (the stall timer's copy
-withheld) keeps it, its fencer's claim is granted, and other claims wait for its end.
+(a fenced claim appended within it is granted under a freeze too): those calls can still
+happen. A key held while its pre-grant runs keeps it, and one held after its end keeps the
+end as a lease, for a fenced claim appended before it and read late (:func:`withhold`).
 
 A freeze may instead be scoped by workflow version (graph id and version, action and
 tenant empty; scope ``@version/<graph>/<version>``): it holds the NEW intents whose workflow
@@ -316,15 +316,15 @@ def withhold(before: KeyState, decision: Decision, hold: Hold, now: int) -> Deci
     if freeze is None:
         return decision
     grant = next((o for o in decision.outputs if isinstance(o, Grant)), None)
-    # Within a pre-grant only the fenced claim is granted: its connector calls without
-    # waiting for the answer, under a grant given before the freeze (not recalled).
+    # A grant under the pre-grant (to its fencer, whose claim was appended before its end:
+    # decide._claim; the key keeps the end) is given: its connector calls without waiting
+    # for the answer, under a grant given before the freeze (not recalled).
     if grant is not None and before.phase is Phase.RESERVED \
-            and now >= before.pregrant_until_ms:
+            and not decision.state.pregrant_until_ms:
         answer = claim_again(before, grant.attempt, grant.claim_id, now)
         if not hold.room:  # not held (no room to queue it): the claimant still waits
             return Decision(before, (answer,))
-        held = enter(before.changed(held_by=freeze.scope, status_detail=_why(freeze)),
-                     Phase.HELD, now)
+        held = _held(before, before, freeze, now)
         return Decision(held, (answer, state_receipt(held, now, Reason.FROZEN)))
     if not any(isinstance(o, Dispatch) for o in decision.outputs):
         return decision
@@ -334,9 +334,8 @@ def withhold(before: KeyState, decision: Decision, hold: Hold, now: int) -> Deci
     kept = tuple(o for o in decision.outputs if not isinstance(o, Dispatch) and not (
         isinstance(o, Receipt) and o.intent_event_id == state.intent_event_id
         and o.reason is not Reason.OPERATOR))
-    why = _why(freeze)
     if not hold.room:
-        full = f"{why}; the partition's hold queue is full"
+        full = f"{_why(freeze)}; the partition's hold queue is full"
         if before.phase is Phase.ABSENT:
             receipt = receipt_for(before, state.intent_event_id, now,
                                   status=ReceiptStatus.REJECTED, reason=Reason.FROZEN,
@@ -344,16 +343,28 @@ def withhold(before: KeyState, decision: Decision, hold: Hold, now: int) -> Deci
             return Decision(before, (*kept, receipt))
         waiting = to_operator(state, now, full, f"freeze/{freeze.scope}/{state.attempt}")
         return Decision(waiting.state, kept + waiting.outputs)
-    held = enter(state.changed(held_by=freeze.scope, status_detail=why), Phase.HELD, now)
-    if before.phase in (Phase.RESERVED, Phase.HELD) and now < before.pregrant_until_ms:
-        # An unfreeze's Dispatch, releasing the key into another freeze's hold (or an older
-        # release's stall timer copy: no timer acts inside a pre-grant now, deadlines.py):
-        # the pre-grant left before the freeze and its fencer calls without waiting for an
-        # answer. The hold keeps it, so the fencer's claim is still granted and the
-        # unfreeze's plain Dispatch waits for its end (dropped, it let a second connector be
-        # granted the attempt).
-        held = held.changed(pregrant_until_ms=before.pregrant_until_ms)
+    held = _held(before, state, freeze, now)
     return Decision(held, (*kept, state_receipt(held, now, Reason.FROZEN)))
+
+
+def _held(before: KeyState, state: KeyState, freeze: Freeze, now: int) -> KeyState:
+    """``state`` held by ``freeze``, keeping the pre-grant of ``before`` (RESERVED or HELD:
+    it left before the freeze; its fencer calls without waiting for an answer). Running (an
+    unfreeze's Dispatch releasing the key into another freeze's hold, or an older release's
+    stall timer copy: no timer acts inside a pre-grant now), it is kept as such: the
+    fencer's claim is granted and the plain Dispatch waits for its end (dropped, a second
+    connector could be granted the attempt). Ended, its end is kept as a lease
+    (``decide.pregrant_end``): a fenced claim appended before it, read after the partition
+    clock passed it, is still its fencer's."""
+    held = enter(state.changed(held_by=freeze.scope, status_detail=_why(freeze)),
+                 Phase.HELD, now)
+    if before.phase is not Phase.RESERVED and before.phase is not Phase.HELD:
+        return held  # a new intent or a later attempt: no pre-grant of theirs left
+    if now < before.pregrant_until_ms:
+        return held.changed(pregrant_until_ms=before.pregrant_until_ms)
+    if before.pregrant_until_ms > held.lease_until_ms:
+        return held.changed(lease_until_ms=before.pregrant_until_ms)
+    return held
 
 
 def claim_again(state: KeyState, attempt: int, claim_id: str, now: int) -> Held:

@@ -140,12 +140,14 @@ def deadline(state: KeyState, policy: Policy, now: int) -> Decision:
         return Decision(state)
     source = f"timer/{state.attempt}/{due}"
     if state.phase is Phase.RESERVED and state.pregrant_until_ms > 0:
-        # The pre-grant ran out (skew margin included) with no fenced claim: whoever fenced
-        # its record is not calling and never will, and nobody else reads that record. A
-        # plain copy (same id), which the partition's next connector claims and is granted,
-        # the pre-grant being over; no alert (a rebalance's backlog ends here too): the
-        # stall timer then counts from the copy.
-        ended = state.changed(pregrant_until_ms=0)
+        # The pre-grant ran out (skew margin included) with no fenced claim read: nobody
+        # else reads its record, so a plain copy (same id), which the partition's next
+        # connector claims and is granted, the pre-grant being over; no alert (a
+        # rebalance's backlog ends here too): the stall timer then counts from the copy.
+        # Its end stays, as a lease: the partition clock may have passed it on the intents
+        # topic, and a fenced claim appended before it, read now, is still its fencer's
+        # (decide._claim); the copy's claims come after that one in the attempts log.
+        ended = state.changed(pregrant_until_ms=0, lease_until_ms=state.pregrant_until_ms)
         return Decision(ended, (dispatch_for(ended, now),))
     if state.phase is Phase.RESERVED:
         # Nobody claimed the dispatch: say so, and offer the same dispatch again (its id is

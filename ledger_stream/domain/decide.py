@@ -89,7 +89,7 @@ CONFLICT_DETAIL = "the key holds other arguments"
 
 
 def decide(state: KeyState, event: InputEvent, policy: Policy, now_ms: int,
-           hold: Hold | None = None, sent_ms: int = 0) -> Decision:
+           hold: Hold | None = None, sent_ms: int = 0, appended_ms: int = 0) -> Decision:
     """Apply one input event to one key's state at partition time ``now_ms``. Pure.
 
     ``hold``: the freeze covering the key's (tenant, action), if any (containment.py): a
@@ -100,11 +100,18 @@ def decide(state: KeyState, event: InputEvent, policy: Policy, now_ms: int,
     earlier than this (``KeyState.sent_at_ms``), yet never more than ``policy.lag_credit_ms``
     past ``now_ms``: a wall clock far ahead cannot hold off a reconciliation. It changes no
     output: a decision repeated after a crash, at another ``sent_ms``, yields the same bytes
-    and a deadline no earlier than the first copy's."""
+    and a deadline no earlier than the first copy's.
+
+    ``appended_ms``: the broker timestamp of the event's own record, at or before ``now_ms``
+    (0: ``now_ms``). A fenced claim is judged against the pre-grant's end by it
+    (``_claim``): the partition clock is the latest time read on either input topic, and
+    can pass that end on the intents topic before a claim appended within it is read. It is
+    fixed in the log, so a replay decides the same."""
     if isinstance(event, PoisonInput):
         return _poison(state, event, now_ms)
     state = expire_if_due(state, now_ms, policy)
-    decision = _decide(state, event, policy, now_ms, hold)
+    decision = _decide(state, event, policy, now_ms, hold,
+                       appended_ms if appended_ms > 0 else now_ms)
     if hold is not None:
         decision = withhold(state, decision, hold, now_ms)
     if sent_ms > 0:
@@ -141,13 +148,13 @@ def _answered_for(decision: Decision, intent: Intent) -> Decision:
 
 
 def _decide(state: KeyState, event: Intent | AttemptEvent | Timer | Release, policy: Policy,
-            now_ms: int, hold: Hold | None) -> Decision:
+            now_ms: int, hold: Hold | None, appended_ms: int) -> Decision:
     if isinstance(event, Intent):
         return _intent(state, event, policy, now_ms, hold)
     if isinstance(event, Release):
         return release(state, event, now_ms)
     if isinstance(event, AttemptClaim):
-        return _claim(state, event, now_ms)
+        return _claim(state, event, now_ms, appended_ms)
     if isinstance(event, AttemptOutcome):
         return _outcome(state, event, policy, now_ms)
     if isinstance(event, ReconcileResult):
@@ -249,14 +256,18 @@ def _reserve(state: KeyState, intent: Intent, policy: Policy, now: int,
                                dispatch_for(reserved, now, pregranted=True)))
 
 
-def _claim(state: KeyState, claim: AttemptClaim, now: int) -> Decision:
+def _claim(state: KeyState, claim: AttemptClaim, now: int, appended: int) -> Decision:
     n, cid = claim.attempt, claim.claim_id
+    # A fenced claim is its fencer's when its own record was appended before the pre-grant's
+    # end (``appended``, its broker time), however far past that end the partition clock is
+    # when the claim is read: its connector calls without waiting for this answer.
+    under_pregrant = claim.fenced and appended < pregrant_end(state)
     if state.phase is Phase.HELD and n == state.attempt:
-        if claim.fenced and now < state.pregrant_until_ms:
+        if under_pregrant:
             # The fencer of a pre-grant that left before the freeze: it is calling (a grant
             # given before a freeze is not recalled), so the ledger records it as the holder.
             return _granted(state.changed(held_by="", status_detail=""), n, cid,
-                            state.pregrant_until_ms, now, fenced=True)
+                            pregrant_end(state), now, fenced=True)
         # A dispatch that left before a freeze: its claimant waits for the unfreeze.
         return Decision(state, (claim_again(state, n, cid, now),))
     open_attempt = state.phase in (Phase.RESERVED, Phase.DISPATCHED) and n == state.attempt
@@ -265,14 +276,13 @@ def _claim(state: KeyState, claim: AttemptClaim, now: int) -> Decision:
     if state.phase is Phase.RESERVED:
         if now < state.not_before_ms:
             return Decision(state, (Held(state.key, n, cid, state.not_before_ms, now),))
+        if under_pregrant:
+            # The pre-grant goes to the connector that fenced the Dispatch (it calls under
+            # the Dispatch's lease, without waiting for this Grant).
+            return _granted(state, n, cid, pregrant_end(state), now, fenced=True)
         if now < state.pregrant_until_ms:
-            # The pre-grant's time: it goes to the connector that fenced the Dispatch (it
-            # calls under the Dispatch's lease, without waiting for this Grant); a plain
-            # claimant waits until nobody can call under the pre-grant any more.
-            if not claim.fenced:
-                return Decision(state, (Held(state.key, n, cid, state.pregrant_until_ms,
-                                             now),))
-            return _granted(state, n, cid, state.pregrant_until_ms, now, fenced=True)
+            # A plain claimant waits until nobody can call under the pre-grant any more.
+            return Decision(state, (Held(state.key, n, cid, state.pregrant_until_ms, now),))
         return _granted(state, n, cid, now + claim.lease_ms, now)
     if cid == state.granted_claim_id:
         return Decision(state, (Grant(state.key, n, cid, state.lease_until_ms, now),))
@@ -281,6 +291,14 @@ def _claim(state: KeyState, claim: AttemptClaim, now: int) -> Decision:
     # The holder is presumed dead: find out what it did before anything is resent.
     return reconcile(state, now, cid, AttemptRecord(n, cid, "lease_expired", now),
                       "lease expired without an outcome")
+
+
+def pregrant_end(state: KeyState) -> int:
+    """The end of the pre-grant of a key RESERVED or HELD on attempt 1 (0: none): running
+    (``pregrant_until_ms``), or ended with no fenced claim read and kept as a lease (by the
+    pre-grant's timer or a freeze's hold: ``lease_until_ms``, which a key waiting for a
+    grant holds for nothing else; 0 from the next attempt on, ``next_attempt``)."""
+    return max(state.pregrant_until_ms, state.lease_until_ms)
 
 
 def _granted(state: KeyState, n: int, cid: str, lease_until: int, now: int,

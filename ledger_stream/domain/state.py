@@ -97,11 +97,12 @@ class KeyState:
     # partition clock cannot expire them before the answer could be in the log.
     sent_at_ms: int = 0
     # RESERVED on attempt 1: the end of the pre-grant its Dispatch carried (0: none). A
-    # fenced claim before it is granted under it; a plain claim waits for it; the deadline
-    # falls at it (deadlines.py, cleared then). Kept when a freeze holds the key while it
-    # runs (HELD: containment.withhold), and when its fencer is granted (DISPATCHED: the
-    # holder's lease, ending then, is the pre-grant's); cleared when the key leaves those
-    # otherwise (``enter``) or moves to another attempt.
+    # fenced claim appended before it is granted under it; a plain claim waits for it; the
+    # deadline falls at it (deadlines.py: cleared then, the end kept as ``lease_until_ms``
+    # for a fenced claim read late, ``decide.pregrant_end``). Kept when a freeze holds the
+    # key while it runs (HELD: containment.withhold), and when its fencer is granted
+    # (DISPATCHED: the holder's lease, ending then, is the pre-grant's); cleared when the
+    # key leaves those otherwise (``enter``) or moves to another attempt.
     pregrant_until_ms: int = 0
 
     # Written out for the compiled core, as in events.py (tests/domain/test_written_out.py).

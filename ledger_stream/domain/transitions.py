@@ -45,11 +45,11 @@ def enter(state: KeyState, phase: Phase, now_ms: int, record: AttemptRecord | No
     if record is not None:
         state = state.with_record(record)
     # A pre-grant belongs to the RESERVED attempt it was given with: gone once the key
-    # leaves RESERVED (a freeze's hold keeps a running one: containment.withhold; a grant
-    # to its fencer keeps its end: decide._granted). Its fencer calls without waiting for
-    # an answer, so a pre-grant nobody was seen taking stays a lease when the key goes to a
-    # reconciliation or an operator: no new attempt starts before its end plus the skew
-    # margin (``after_lease``).
+    # leaves RESERVED (a freeze's hold keeps a running one, and an ended one's end as a
+    # lease: containment.withhold; a grant to its fencer keeps its end: decide._granted).
+    # Its fencer calls without waiting for an answer, so a pre-grant nobody was seen taking
+    # stays a lease when the key goes to a reconciliation or an operator: no new attempt
+    # starts before its end plus the skew margin (``after_lease``).
     lease_until = state.pregrant_until_ms if phase in _WAITS_OUT_A_PREGRANT \
         and state.pregrant_until_ms > state.lease_until_ms else None
     return state.changed(phase=phase, phase_since_ms=now_ms,

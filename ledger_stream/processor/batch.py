@@ -116,12 +116,14 @@ class Batch:
     def add(self, msg: Message) -> None:
         """Advance the partition clock to the record's broker timestamp, fire the timers
         that came, then decide the record (a Tick only moves the clock; a Containment changes the
-        partition's freezes)."""
+        partition's freezes). The record's own timestamp goes to the decision too: the clock
+        may be ahead of it (read on the other topic), and a fenced claim is judged against the
+        pre-grant's end by its own time (``decide``)."""
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
         if topic is None or partition is None or offset is None:
             topic, partition, offset = position(msg)  # raises: an error, not a record
         overlay = self.overlays.get(partition) or self.overlay(partition)
-        now = msg.timestamp()[1]
+        now = stamp = msg.timestamp()[1]
         if now > overlay.clock:  # overlay.advance, inline: once per record
             overlay.clock = now
         else:
@@ -142,7 +144,7 @@ class Batch:
             # same input must produce the same records on a replay).
             try:
                 self.outputs += step.decide(overlay, event, now, self.sent_ms,
-                                            tracing.of_message(msg))
+                                            tracing.of_message(msg), stamp)
             except OutputTooLarge as exc:  # dead-lettered, not a batch that fails each retry
                 self.outputs += step.dead_letter(
                     overlay, (topic, partition, offset, record_key, value or b""),

@@ -102,18 +102,20 @@ def policy_from(settings: Settings) -> Policy:
 def check_pregrant(policy: Policy) -> None:
     """Raise ConfigError for a pre-grant that does not end, skew margin included, before
     the stall timer of its dispatch falls (``pregrant_lease_ms`` < ``stall_after_ms`` -
-    ``clock_skew_ms``). The stall timer acts on a dispatch nobody took; inside a pre-grant its
-    fencer may be calling: the timer would alert ``stalled`` for a call under way, offer a
-    copy nobody can be granted before the pre-grant's end, and a freeze could hold the key
-    then (the decision core keeps the pre-grant through that hold; this keeps the timer out
-    of the pre-grant altogether)."""
+    ``clock_skew_ms``). No timer acts inside a pre-grant whatever the settings: while one is
+    on record the key's deadline is its end plus the skew margin, where a plain copy of the
+    Dispatch is offered and the stall timer counts from (deadlines.py). This keeps
+    ``stalled`` meaning a copy nobody claimed for ``stall_after``: counted from the
+    Dispatch instead (a copy whose send time is not known), a shorter stall margin would
+    alert as the copy is offered, for a key whose fencer may have called until then."""
     lease, stall, skew = policy.pregrant_lease_ms, policy.stall_after_ms, policy.clock_skew_ms
     if lease and lease >= stall - skew:
         raise ConfigError(
             f"LEDGER_PREGRANT_LEASE_MS ({lease}) must be shorter than LEDGER_STALL_AFTER_MS "
             f"({stall}) less LEDGER_CLOCK_SKEW_MS ({skew}): the stall timer of a fresh "
-            "key's dispatch would fall while its pre-grant runs and its connector may be "
-            "calling; shorten the pre-grant, lengthen stall_after, or set the pre-grant to 0")
+            "key's dispatch would fall before its pre-grant's end plus the skew margin, "
+            "where the dispatch is offered again; shorten the pre-grant, lengthen "
+            "stall_after, or set the pre-grant to 0")
 
 
 def under_guarantee(policy: Policy, guarantee: str, codec: AvroCodec | None = None) -> Policy:

@@ -178,10 +178,13 @@ class LedgerStep:
         return result
 
     def decide(self, view: StateView, event: ev.InputEvent, now_ms: int,
-               sent_ms: int = 0, headers: tracing.Headers = ()) -> list[Out]:
+               sent_ms: int = 0, headers: tracing.Headers = (), appended_ms: int = 0
+               ) -> list[Out]:
         """Decide ``event`` at partition time ``now_ms``; the new state goes to ``view``.
         ``sent_ms``: the wall time the outputs leave (``decide``'s: deadlines wait for them).
         ``headers``: the input's trace context, put on every output (tracing.py).
+        ``appended_ms``: the broker timestamp of the event's own record (``decide``'s: a
+        fenced claim is judged against the pre-grant's end by it; 0: ``now_ms``).
 
         Raises :class:`OutputTooLarge`, with nothing changed or counted, when Kafka would
         refuse one of the records the decision makes (its key's state row or an output);
@@ -197,7 +200,7 @@ class LedgerStep:
             state = view.state(key_text)
             containment = view.containment()
             hold = _hold(containment, state, event, key_text) if containment.freezes else None
-            decision = decide(state, event, self.policy, now_ms, hold, sent_ms)
+            decision = decide(state, event, self.policy, now_ms, hold, sent_ms, appended_ms)
             out_key = key_text.encode("utf-8")
         # One pass over the outputs: each encoded into its Out (headers and all), what the
         # metrics count and the longest value noted on the way.

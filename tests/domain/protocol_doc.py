@@ -38,6 +38,9 @@ class Row:
     # it comes from the unfreeze).
     frozen_from: int = 0
     policy: Policy = POLICY  # PREGRANT: an exactly-once processor's
+    # The broker time of ``then``'s own record, when earlier than the partition clock (its
+    # stamp): a claim read after the other topic moved the clock on (0: the clock's).
+    appended: int = 0
 
 
 # An exactly-once processor's policy: a fresh key's first Dispatch is pre-granted for 30 s.
@@ -296,6 +299,13 @@ ROWS = [
         lambda: claim(fenced=True), hold=FROZEN, policy=PREGRANT),
     Row("Timer inside a running pre-grant, action frozen (stall 5 s)",
         _reserved, _timer(7_000), hold=FROZEN, policy=PREGRANT_STALL_INSIDE),
+    Row("AttemptClaim(n, fenced) appended within the pre-grant, read after it, action frozen",
+        _reserved, lambda: claim(at_ms=31_500, fenced=True), hold=FROZEN, policy=PREGRANT,
+        appended=30_000),
+    Row("AttemptClaim(n, fenced) appended within the pre-grant, read after its timer held "
+        "the copy", lambda: [intent(), ev.Timer(KEY, 32_000)],
+        lambda: claim(at_ms=40_000, fenced=True), hold=FROZEN, setup_hold=FROZEN,
+        frozen_from=1, policy=PREGRANT, appended=30_000),
 ]
 
 
@@ -326,7 +336,8 @@ def _run(row: Row) -> tuple[KeyState, KeyState, tuple[ev.OutputEvent, ...]]:
     if isinstance(key, bytes):  # a poison record's raw key, as the runtime reads it
         key = key.decode("utf-8", "replace")
     state = states.get(key) or absent(key)
-    decision = decide(state, event, row.policy, now_of(event), row.hold)
+    decision = decide(state, event, row.policy, now_of(event), row.hold,
+                      appended_ms=row.appended)
     return state, decision.state, decision.outputs
 
 
@@ -417,9 +428,10 @@ FOOTER = """
   deadline's from its due time), so reprocessing reproduces identical bytes.
 - At most one Dispatch of a key carries a pre-grant (`lease_until_ms` > 0): the first one,
   of attempt 1, from an exactly-once processor. A retry, a timer's copy, a redispatch after
-  a reconciliation or an operator, and a Release carry none. While the pre-grant runs,
-  only a claim marked `fenced` is granted, under the pre-grant's end (not its own lease); a
-  plain claim gets Held until that end. After it, claims are decided as without one.
+  a reconciliation or an operator, and a Release carry none. A claim marked `fenced` whose
+  record was appended before the pre-grant's end is granted, under that end (not its own
+  lease), however late it is read; a plain claim decided before that end gets Held until
+  it. Other claims are decided as without a pre-grant.
   Nothing takes a running pre-grant from its fencer: no timer acts inside it, a freeze
   that holds the key keeps it, and a reconciliation or an operator starts no new attempt
   before its end plus the clock-skew margin, as for a lease. At that end plus the margin
@@ -444,14 +456,17 @@ still covers the call and the skew; it does not wait for the processor's Grant.
 
 The processor keeps the pre-grant's end with the key (`pregrant_until_ms`, attempt 1,
 RESERVED, or HELD by a freeze that found it running, or DISPATCHED to its fencer as the
-holder's lease). A fenced claim before that end is
-granted under it, with the ordinary Grant and receipt, for the record: the connector
-already called or is calling. A plain claim before that end gets Held until it; after it,
-any claim is decided as without a pre-grant (a fenced claimant whose lease ran out does
-not call: it reports `not_called`). That is safe because the holder calls only after its
-fenced claim is acknowledged and only while its lease covers the call by its own clock
-less the skew margin: once the processor has read the partition up to the pre-grant's end
-(its partition clock) without a fenced claim, nobody calls under the pre-grant, and
+holder's lease; once its timer or a freeze's hold acted after the end, as the RESERVED or
+HELD key's lease). A fenced claim whose record was appended before that end (its own broker
+time: the partition clock, the latest time read on either topic, may be past the end when
+the claim is read) is granted under it, with the ordinary Grant and receipt, under a
+freeze too, for the record: the connector already called or is calling. A plain claim
+decided before that end gets Held until it; a fenced claim appended from the end on, and a
+plain claim decided from it on, are decided as without a pre-grant (a fenced claimant
+whose lease ran out does not call: it reports `not_called`). That is safe because the
+holder calls only after its fenced claim is acknowledged and only while its lease covers
+the call by its own clock less the skew margin: once the processor has read the partition
+up to the pre-grant's end without a fenced claim, nobody calls under the pre-grant, and
 granting a plain claim is as safe as any first grant. A fenced claim that arrives after a
 plain one was granted is answered by the lease rules (Held) and its connector does not
 call: its claim's broker time is past the pre-grant's end. Only the reserving Dispatch

@@ -100,8 +100,9 @@ def test_a_processor_writing_an_older_releases_dispatch_does_not_pre_grant(
 ])
 def test_a_pre_grant_not_ending_before_the_stall_timer_refuses_to_start(
         lease_ms: int, stall_ms: int, skew_ms: int):
-    """The stall timer acts on a dispatch nobody took; inside the pre-grant its fencer may be
-    calling. The processor refuses to start, naming both settings."""
+    """Counted from the Dispatch, the stall timer would fall no later than the pre-grant's
+    end plus the skew margin, where the plain copy is offered. The processor refuses to
+    start, naming both settings."""
     settings = Settings(pregrant_lease_ms=lease_ms, stall_after_ms=stall_ms,
                         clock_skew_ms=skew_ms)
     with pytest.raises(ConfigError, match="LEDGER_PREGRANT_LEASE_MS .*LEDGER_STALL_AFTER_MS"):

@@ -115,7 +115,7 @@ def test_a_broken_rule_is_caught_with_its_seed_and_a_shorter_replayable_trace(mo
     decide_module = sys.modules["ledger_stream.domain.decide"]
     real_claim = decide_module._claim
 
-    def claim_granting_twice(state, claim, now):
+    def claim_granting_twice(state, claim, now, appended):
         if state.phase is Phase.DISPATCHED and claim.attempt == state.attempt \
                 and claim.claim_id != state.granted_claim_id and now >= state.lease_until_ms:
             lease = now + claim.lease_ms
@@ -124,7 +124,7 @@ def test_a_broken_rule_is_caught_with_its_seed_and_a_shorter_replayable_trace(mo
                             granted_claim_id=claim.claim_id, lease_until_ms=lease)
             return Decision(granted, (ev.Grant(state.key, claim.attempt, claim.claim_id,
                                                lease, now),))
-        return real_claim(state, claim, now)
+        return real_claim(state, claim, now, appended)
 
     monkeypatch.setattr(decide_module, "_claim", claim_granting_twice)
     failures = list(run_many(0, 400, workers=1))
