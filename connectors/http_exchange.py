@@ -60,7 +60,9 @@ def _dropped(conn: http.client.HTTPConnection) -> bool:
 def keep_seconds(keep_alive: str | None) -> float:
     """How long to keep a connection: KEEP_IDLE_S, or half the server's ``Keep-Alive:
     timeout=N`` if that is shorter."""
-    for part in (keep_alive or "").split(","):
+    if not keep_alive:
+        return KEEP_IDLE_S
+    for part in keep_alive.split(","):
         name, _, value = part.partition("=")
         if name.strip().lower() == "timeout":
             try:

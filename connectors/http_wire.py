@@ -39,6 +39,9 @@ _HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
 _ILLEGAL_PATH = re.compile(r"[\x00-\x20\x7f]")
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 RECV_BYTES = 65_536
+# The headers of an answer that say how it ends and whether its connection is kept.
+_READ_HEADERS = frozenset({b"connection", b"transfer-encoding", b"content-length",
+                           b"keep-alive"})
 
 
 class Malformed(HTTPException):
@@ -203,7 +206,8 @@ def _answer(reader: _Reader, limit: int, method: str) -> Answer:
             break
     if status < 200:
         return Answer(status, b"", False, None)
-    connection = {t.strip().lower() for t in headers.get("connection", "").split(",")}
+    connection = {t.strip().lower() for t in headers["connection"].split(",")} \
+        if "connection" in headers else set()
     keep = "close" not in connection and (version == b"HTTP/1.1" or "keep-alive" in connection)
     if status in (204, 304) or method == "HEAD":
         body, delimited = b"", True
@@ -227,7 +231,8 @@ def _head(reader: _Reader) -> tuple[int, bytes, dict[str, str]]:
     """The status, version and headers of one answer (a 1xx's too): split in one pass when
     the whole head is in the buffer already (nearly always), else read line by line."""
     buf = reader.buf
-    end = min((i for i in (buf.find(b"\n\r\n"), buf.find(b"\n\n")) if i >= 0), default=-1)
+    crlf, lf = buf.find(b"\n\r\n"), buf.find(b"\n\n")  # the first blank line, if any
+    end = lf if crlf < 0 else crlf if lf < 0 else min(crlf, lf)
     if 0 <= end < MAX_HEAD_BYTES:
         lines = bytes(buf[:end]).split(b"\n")
         del buf[:end + (3 if buf[end + 1:end + 2] == b"\r" else 2)]
@@ -248,7 +253,8 @@ def _head(reader: _Reader) -> tuple[int, bytes, dict[str, str]]:
 
 
 def _parsed_head(status_line: bytes, lines: list[bytes]) -> tuple[int, bytes, dict[str, str]]:
-    """The status, version and headers named by a head's lines (each without its LF)."""
+    """The status, version and the headers ``_answer`` reads (``_READ_HEADERS``) named by
+    a head's lines (each without its LF)."""
     parts = status_line.split(None, 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit() \
             or len(parts[1]) != 3:
@@ -256,8 +262,10 @@ def _parsed_head(status_line: bytes, lines: list[bytes]) -> tuple[int, bytes, di
     headers: dict[str, str] = {}
     for line in lines:
         name, colon, value = line.partition(b":")
-        if colon:  # http.client ignores a line without one too
-            headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+        # http.client ignores a line without a colon too; only the headers ``_answer``
+        # reads are decoded (the last of each name, as http.client takes it)
+        if colon and (key := name.strip().lower()) in _READ_HEADERS:
+            headers[key.decode("latin-1")] = value.strip().decode("latin-1")
     return int(parts[1]), parts[0], headers
 
 

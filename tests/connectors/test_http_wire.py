@@ -11,7 +11,7 @@ from http.client import BadStatusLine, IncompleteRead, RemoteDisconnected
 import pytest
 
 from connectors.http import HttpTarget
-from connectors.http_wire import Answer, read_answer, request_bytes
+from connectors.http_wire import Answer, parse_received, read_answer, request_bytes
 from ledger_stream.connector.target import EffectRequest
 from ledger_stream.domain.events import OutcomeStatus
 from tests.connectors.raw_server import RawServer
@@ -221,3 +221,17 @@ def test_headers_changed_after_construction_reach_the_next_call() -> None:
     wire = target._apply_wire(request)
     assert b"Bearer new" in wire and b"Bearer old" not in wire
     assert wire == request_bytes("POST", "/base/v1/payments", "127.0.0.1:9", merged, body)
+
+
+@pytest.mark.parametrize("raw, expected", [
+    # the head ends at its first blank line, CRLF or LF alone, whatever the body holds
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n\n\n{}", Answer(200, b"\n\n{}", True, None)),
+    (b"HTTP/1.1 200 OK\nContent-Length: 3\n\n\n\r\n", Answer(200, b"\n\r\n", True, None)),
+    # headers no answer reads, a line without a colon: skipped; the last of a name counts
+    (b"HTTP/1.1 200 OK\r\nServer: x\r\nno colon\r\nContent-Length: 9\r\nCONTENT-length: 2\r\n"
+     b"X-Connection: close\r\nKeep-Alive: timeout=1\r\nkeep-alive: timeout=8\r\n\r\n{}",
+     Answer(200, b"{}", True, "timeout=8")),
+])
+def test_the_head_ends_at_its_first_blank_line_and_the_last_header_of_a_name_counts(
+        raw, expected):
+    assert parse_received(raw, False, 100) == expected
