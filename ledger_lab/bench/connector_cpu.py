@@ -43,6 +43,7 @@ from confluent_kafka import TopicPartition
 
 from ledger_lab.harness.records import FakeMessage
 from ledger_stream.config import Settings
+from ledger_stream.connector import collector
 from ledger_stream.connector.options import ConnectorOptions
 from ledger_stream.connector.runtime import ConnectorWorker
 from ledger_stream.connector.target import EffectRequest, Target
@@ -251,6 +252,7 @@ def measure(make_target: Callable[[], Target], n: int, in_flight: int, say: Call
         finally:
             stop.set()
 
+    collector.tune()  # as `ledger-stream connector` does before it serves
     driver = threading.Thread(target=drive, daemon=True)
     driver.start()
     if profile is not None:  # the loop's thread, warm-up included

@@ -185,6 +185,7 @@ def build_target(args: argparse.Namespace, settings: Settings,
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ledger_stream.connector import collector
     from ledger_stream.connector.runtime import ConnectorOptions, ConnectorWorker
     from ledger_stream.kafka.bootstrap import resolve_bootstrap
     from ledger_stream.kafka.exceptions import KafkaSetupError
@@ -222,6 +223,9 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(f"cannot serve metrics on port {settings.connector.metrics_port}: "
                        f"{exc}") from exc
+    # This process is the connector's own: what start-up built stays out of the cyclic
+    # collector's reach (a library call leaves an embedding process's collector alone).
+    collector.tune()
     try:
         return worker.run(stop)
     except KafkaSetupError as exc:  # e.g. topics at another partition count (LayoutRefused)

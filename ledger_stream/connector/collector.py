@@ -7,10 +7,12 @@ looking at gen 1, every tenth of those at everything) the collector scanned live
 for nothing about once every forty dispatches and, now and then, walked every object
 start-up built: about 15 µs of CPU per dispatch (``ledger_lab.bench.connector_cpu``).
 
-:func:`tune` (once the connector serves): the objects alive then are moved out of the
-collector's reach (``gc.freeze``: they live as long as the process) and a young collection
-waits for ``YOUNG`` allocations. Reference counting still frees everything without a cycle
-at once; cycles (an exception and its traceback's frames) wait a little longer.
+:func:`tune` (called by ``ledger-stream connector``, the connector's own process, before it
+serves; never by ``ConnectorWorker``, so a program running one keeps its own settings): the
+objects alive then are moved out of the collector's reach (``gc.freeze``: they live as long
+as the process) and a young collection waits for ``YOUNG`` allocations. Reference counting
+still frees everything without a cycle at once; cycles (an exception and its traceback's
+frames) wait a little longer.
 """
 
 from __future__ import annotations

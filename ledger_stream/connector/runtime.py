@@ -44,7 +44,7 @@ from confluent_kafka import KafkaError, Message
 
 from ledger_stream import tracing
 from ledger_stream.config import Settings
-from ledger_stream.connector import collector, metrics, redaction
+from ledger_stream.connector import metrics, redaction
 from ledger_stream.connector.call_outcome import call_target, judged, now_ms
 from ledger_stream.connector.calls import CallPool, TargetBug, id_source, reraise
 from ledger_stream.connector.commands import (
@@ -158,7 +158,6 @@ class ConnectorWorker(FenceDriver):
         logger.info("connector started", extra=log_fields(
             target=self._target.name, instance=self._core.instance, group=self._group,
             max_in_flight=self._opts.max_in_flight, deduplicates=self._target.deduplicates))
-        collector.tune()  # start-up's objects stay; the loop's garbage is collected
         idle_since = time.monotonic()
         self._loop_thread, self._stopping = threading.get_ident(), stop
         try:
