@@ -350,8 +350,8 @@ def withhold(before: KeyState, decision: Decision, hold: Hold, now: int) -> Deci
 def _held(before: KeyState, state: KeyState, freeze: Freeze, now: int) -> KeyState:
     """``state`` held by ``freeze``, keeping the pre-grant of ``before`` (RESERVED or HELD:
     it left before the freeze; its fencer calls without waiting for an answer). Running (an
-    unfreeze's Dispatch releasing the key into another freeze's hold, or an older release's
-    stall timer copy: no timer acts inside a pre-grant now), it is kept as such: the
+    unfreeze's Dispatch releasing the key into another freeze's hold, or a stall timer's
+    copy from a release whose timers acted inside a pre-grant), it is kept as such: the
     fencer's claim is granted and the plain Dispatch waits for its end (dropped, a second
     connector could be granted the attempt). Ended, its end is kept as a lease
     (``decide.pregrant_end``): a fenced claim appended before it, read after the partition

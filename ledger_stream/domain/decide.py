@@ -280,9 +280,13 @@ def _claim(state: KeyState, claim: AttemptClaim, now: int, appended: int) -> Dec
             # The pre-grant goes to the connector that fenced the Dispatch (it calls under
             # the Dispatch's lease, without waiting for this Grant).
             return _granted(state, n, cid, pregrant_end(state), now, fenced=True)
-        if now < state.pregrant_until_ms:
-            # A plain claimant waits until nobody can call under the pre-grant any more.
-            return Decision(state, (Held(state.key, n, cid, state.pregrant_until_ms, now),))
+        end = pregrant_end(state)
+        if appended < end:
+            # A plain claimant waits until nobody can call under the pre-grant any more,
+            # judged by its own record's time as a fenced claim is: read after the end (the
+            # clock passed it on the intents topic), a fenced claim appended before the end
+            # may still follow it in the attempts log.
+            return Decision(state, (Held(state.key, n, cid, end, now),))
         return _granted(state, n, cid, now + claim.lease_ms, now)
     if cid == state.granted_claim_id:
         return Decision(state, (Grant(state.key, n, cid, state.lease_until_ms, now),))

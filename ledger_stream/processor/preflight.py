@@ -6,8 +6,8 @@ Decisions read the partition clock (the records' broker timestamps). With
 ``message.timestamp.type=LogAppendTime`` the broker stamps each record; with CreateTime the
 producer's clock does, and that is accepted only when the broker bounds how far it may be
 from its own (``message.timestamp.before.max.ms`` and ``message.timestamp.after.max.ms``
-both within ``clock_skew_bound_ms``). Otherwise the processor refuses to start, saying how
-to fix the topic.
+both within ``clock_skew_bound_ms``; within ``clock_skew_ms`` with the pre-grant on).
+Otherwise the processor refuses to start, saying how to fix the topic.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ BEFORE = "message.timestamp.before.max.ms"
 AFTER = "message.timestamp.after.max.ms"
 
 
-def timestamp_problem(topic: str, config: Mapping[str, str | None], bound_ms: int
-                      ) -> str | None:
+def timestamp_problem(topic: str, config: Mapping[str, str | None], bound_ms: int,
+                      bound_name: str = "clock_skew_bound_ms") -> str | None:
     """Why ``topic``'s timestamps cannot be trusted as the partition clock, or None."""
     kind = config.get("message.timestamp.type")
     if kind == "LogAppendTime":
@@ -53,7 +53,7 @@ def timestamp_problem(topic: str, config: Mapping[str, str | None], bound_ms: in
     if not wide:
         return None
     return (f"{topic} uses {kind or 'CreateTime'} timestamps and lets producer clocks "
-            f"drift more than clock_skew_bound_ms={bound_ms} ({', '.join(wide)}): set "
+            f"drift more than {bound_name}={bound_ms} ({', '.join(wide)}): set "
             f"message.timestamp.type=LogAppendTime on it (kafka-configs --alter "
             f"--entity-type topics --entity-name {topic} --add-config "
             f"message.timestamp.type=LogAppendTime), or bound both {BEFORE} and {AFTER}")
@@ -95,8 +95,20 @@ def listed_topics(admin: AdminClient, names: list[str], timeout_s: float,
         pause(0.5)
 
 
+def clock_bound(settings: Settings, pregranted: bool) -> tuple[int, str]:
+    """How far (ms) a CreateTime input topic may let producer clocks drift, and the setting
+    that says so. With the pre-grant on, a claim is judged by its own record's time against
+    the pre-grant's end, and the pre-grant's timers allow ``clock_skew_ms`` for clocks that
+    differ: a producer clock further off could make a claim look appended before the end
+    (or an intent move the clock past it early)."""
+    p = settings.processor
+    if pregranted and p.clock_skew_ms < p.clock_skew_bound_ms:
+        return p.clock_skew_ms, "clock_skew_ms (the pre-grant is on)"
+    return p.clock_skew_bound_ms, "clock_skew_bound_ms"
+
+
 def check_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0,
-                 stop: threading.Event | None = None) -> Layout:
+                 stop: threading.Event | None = None, pregranted: bool = False) -> Layout:
     """The layout the state was built under, which the topics are at. Raises
     StartupRefused naming the fix when a topic is missing, the partition counts differ from
     each other or from the recorded layout (recorded here when there is none yet), or an
@@ -120,9 +132,10 @@ def check_topics(bootstrap: str, settings: Settings, timeout_s: float = 30.0,
                               timeout_s=wait_s, stop=stop)
     except LayoutRefused as exc:
         raise StartupRefused(str(exc)) from exc
+    bound, bound_name = clock_bound(settings, pregranted)
     for role in INPUTS:
         problem = timestamp_problem(names[role], _describe(admin, names[role], timeout_s, stop),
-                                    settings.processor.clock_skew_bound_ms)
+                                    bound, bound_name)
         if problem:
             raise StartupRefused(problem)
     if settings.processor.group_protocol == "consumer":

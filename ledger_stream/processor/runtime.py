@@ -80,7 +80,8 @@ class Processor:
         announce(policy)
         bootstrap = resolve_bootstrap(settings)
         self._stop = stop or threading.Event()
-        layout = check_topics(bootstrap, settings, stop=self._stop)  # StopRequested: stopped
+        layout = check_topics(bootstrap, settings, stop=self._stop,  # StopRequested: stopped
+                              pregranted=policy.pregrant_lease_ms > 0)
         partitions = layout.partitions
         self._folder = StateFolder(settings.resolved_state_dir, settings.processor.consumer_group)
         self._folder.lock()

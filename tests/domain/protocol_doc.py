@@ -461,13 +461,14 @@ HELD key's lease). A fenced claim whose record was appended before that end (its
 time: the partition clock, the latest time read on either topic, may be past the end when
 the claim is read) is granted under it, with the ordinary Grant and receipt, under a
 freeze too, for the record: the connector already called or is calling. A plain claim
-decided before that end gets Held until it; a fenced claim appended from the end on, and a
-plain claim decided from it on, are decided as without a pre-grant (a fenced claimant
-whose lease ran out does not call: it reports `not_called`). That is safe because the
-holder calls only after its fenced claim is acknowledged and only while its lease covers
-the call by its own clock less the skew margin: once the processor has read the partition
-up to the pre-grant's end without a fenced claim, nobody calls under the pre-grant, and
-granting a plain claim is as safe as any first grant. A fenced claim that arrives after a
+appended before that end gets Held until it, however late it is read; claims appended from
+the end on, fenced or plain, are decided as without a pre-grant (a fenced claimant whose
+lease ran out does not call: it reports `not_called`). That is safe because the holder
+calls only after its fenced claim is acknowledged and only while its lease covers the call
+by its own clock less the skew margin: a plain claim appended from the end on comes after
+any fenced claim appended before it in the attempts log, so the fencer, if there is one, was
+granted first; without one, nobody calls under the pre-grant, and granting a plain claim is
+as safe as any first grant. A fenced claim that arrives after a
 plain one was granted is answered by the lease rules (Held) and its connector does not
 call: its claim's broker time is past the pre-grant's end. Only the reserving Dispatch
 carries the pre-grant: two records carrying one could be fenced by two connectors. For the

@@ -70,10 +70,16 @@ def test_without_a_record_time_the_claim_is_judged_at_the_clock(appended):
         assert _grants(_fenced(appended, now, reserved()).outputs) == [("c1", lease)]
 
 
-def test_a_plain_claim_is_still_judged_at_the_partition_clock():
-    out = decide(reserved(), claim(at_ms=END, lease_ms=5_000), PRE, END,
-                        appended_ms=2_000).outputs
-    assert _grants(out) == [("c1", END + 5_000)]
+def test_a_plain_claim_is_judged_by_its_own_time_too():
+    """Appended before the end and read after it: held until the end (a fenced claim
+    appended before the end may follow it); appended at the end: granted."""
+    early = decide(reserved(), claim(at_ms=END, lease_ms=5_000), PRE, END + 5_000,
+                   appended_ms=2_000).outputs
+    assert not _grants(early)
+    assert [(h.claim_id, h.lease_until_ms) for h in of(early, ev.Held)] == [("c1", END)]
+    out = decide(reserved(), claim(at_ms=END, lease_ms=5_000), PRE, END + 5_000,
+                 appended_ms=END).outputs
+    assert _grants(out) == [("c1", END + 10_000)]
 
 
 @pytest.mark.parametrize("hold", HOLDS.values(), ids=HOLDS.keys())
@@ -111,3 +117,21 @@ def test_a_later_attempt_held_by_a_freeze_keeps_no_pre_grant():
     assert (state.phase, state.attempt) == (Phase.HELD, 2)
     assert (state.pregrant_until_ms, state.lease_until_ms) == (0, 0)
     assert not _grants(_fenced(3_500, 3_500, state.changed(attempt=2), FROZEN).outputs)
+
+
+def test_a_stall_copy_withheld_after_the_pre_grants_timer_keeps_its_end():
+    """The pre-grant's timer offered its plain copy (the end kept as the lease); a freeze in
+    hold mode came, and the stall timer's copy was withheld: the key, HELD, still keeps the
+    end, so the fencer's claim appended before it and read now is granted (found by a
+    hostile review: no test failed with the kept end erased there)."""
+    timed, _ = run([ev.Timer(KEY, DUE)], reserved(), PRE)
+    assert (timed.phase, timed.pregrant_until_ms, timed.lease_until_ms) == (
+        Phase.RESERVED, 0, END)
+    stall = due_ms(timed, PRE)
+    assert stall > DUE
+    held, out = run([ev.Timer(KEY, stall)], timed, PRE, FROZEN)
+    assert not of(out, ev.Dispatch)
+    assert (held.phase, held.lease_until_ms) == (Phase.HELD, END)
+    decision = _fenced(END - 1, stall + 1, held, FROZEN)
+    assert _grants(decision.outputs) == [("c1", END)]
+    assert decision.state.phase is Phase.DISPATCHED

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ledger_stream.processor.preflight import timestamp_problem
+from ledger_stream.config import Settings
+from ledger_stream.processor.preflight import clock_bound, timestamp_problem
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -35,6 +36,27 @@ def test_create_time_is_trusted_only_within_the_skew_bound() -> None:
 def test_missing_bounds_count_as_unbounded() -> None:
     problem = timestamp_problem("t.attempts", {"message.timestamp.type": "CreateTime"}, BOUND)
     assert problem is not None and "t.attempts uses CreateTime" in problem
+
+
+def test_with_the_pre_grant_on_client_clocks_are_bounded_by_the_skew_margin() -> None:
+    """A claim is judged by its own record's time against the pre-grant's end, with the
+    skew margin for clocks that differ: CreateTime within clock_skew_bound_ms but beyond
+    clock_skew_ms is accepted without the pre-grant and refused with it."""
+    settings = Settings(processor={"clock_skew_ms": 2_000, "clock_skew_bound_ms": 60_000})
+    assert clock_bound(settings, pregranted=False) == (60_000, "clock_skew_bound_ms")
+    bound, name = clock_bound(settings, pregranted=True)
+    assert bound == 2_000 and name.startswith("clock_skew_ms")
+    config = {"message.timestamp.type": "CreateTime",
+              "message.timestamp.before.max.ms": "30000",
+              "message.timestamp.after.max.ms": "2000"}
+    assert timestamp_problem("t.attempts", config, *clock_bound(settings, False)) is None
+    problem = timestamp_problem("t.attempts", config, *clock_bound(settings, True))
+    assert problem is not None and "clock_skew_ms (the pre-grant is on)=2000" in problem
+    assert "message.timestamp.before.max.ms" in problem
+    assert "message.timestamp.after.max.ms" not in problem.split("(", 2)[2].split(")")[0]
+    # A skew margin wider than the bound changes nothing.
+    wide = Settings(processor={"clock_skew_ms": 90_000, "clock_skew_bound_ms": 60_000})
+    assert clock_bound(wide, pregranted=True) == (60_000, "clock_skew_bound_ms")
 
 
 def test_a_controller_that_went_away_is_asked_again_not_refused(monkeypatch) -> None:

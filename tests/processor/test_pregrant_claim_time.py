@@ -102,3 +102,29 @@ def test_a_fenced_claim_appended_after_the_pre_grants_end_is_held_under_a_freeze
     assert not _grants(outputs)
     assert [o.claim_id for o in outputs if isinstance(o, ev.Held)] == ["c1"]
     assert batch.overlays[P].state(KEY).phase is Phase.HELD
+
+
+@pytest.mark.parametrize("frozen", [True, False], ids=["hold-freeze", "no-freeze"])
+def test_a_plain_claim_appended_before_the_end_and_read_after_it_is_held(frozen):
+    """A connector that could not fence the record (dropped from its group, still reading
+    it) claims plainly at 20,000; the fencer claims at 25,000 and is calling. The intents
+    topic was read past the end first (found by a hostile review: the plain claim, judged at
+    the clock, was granted and the fencer held, two callers of attempt 1). The plain claim
+    is held, the fencer granted, and the plain claimant's next claim finds the key taken."""
+    batch = Batch(make_step(POLICY), {P: MemoryPartitionStore(P)}, {P: Positions()},
+                  (INTENTS, ATTEMPTS))
+    batch.add(record_of(intent(key=KEY), INTENTS, 0, AT))
+    attempts = 0
+    if frozen:
+        batch.add(_command(True, attempts, AT + 1_000))
+        attempts += 1
+    batch.add(record_of(intent(key=OTHER), INTENTS, 1, END + 500))  # read ahead
+    batch.add(record_of(claim(claim_id="plain", key=KEY), ATTEMPTS, attempts, 20_000))
+    batch.add(record_of(claim(claim_id="fencer", key=KEY, fenced=True), ATTEMPTS,
+                        attempts + 1, 25_000))
+    outputs = _decided(batch)
+    assert _grants(outputs) == [("fencer", END)]
+    assert [o.claim_id for o in outputs if isinstance(o, ev.Held)] == ["plain"]
+    batch.add(record_of(claim(claim_id="plain-2", key=KEY), ATTEMPTS, attempts + 2,
+                        END + 600))
+    assert [c for c, _ in _grants(_decided(batch))] == ["fencer"]

@@ -512,6 +512,36 @@ def test_refuses_input_topics_stamped_by_unbounded_client_clocks(ledger_settings
             future.result(30)
 
 
+def test_with_the_pre_grant_on_client_clocks_must_be_bounded_by_the_skew_margin(
+        ledger_settings: Settings, tmp_path: Path):
+    """CreateTime input topics bounding client clocks to 30 s (within clock_skew_bound_ms,
+    accepted without the pre-grant): with the pre-grant on, a claim is judged by its own
+    record's time against the pre-grant's end, with clock_skew_ms (500 ms here) for
+    clocks that differ, so the processor refuses to start and names that setting."""
+    s = ledger_settings
+    admin = AdminClient({"bootstrap.servers": s.kafka_bootstrap})
+    bounded = {"message.timestamp.type": "CreateTime",
+               "message.timestamp.before.max.ms": "30000",
+               "message.timestamp.after.max.ms": "30000"}
+    specs = [NewTopic(spec.name, spec.partitions, 1, config={**spec.config, **bounded})
+             for spec in ledger_topics(s)]
+    for future in admin.create_topics(specs).values():
+        future.result(30)
+    proc = start_processor(s, tmp_path / "state", tmp_path / "processor.log",
+                           env={"LEDGER_PREGRANT_LEASE_MS": "10000"})
+    try:
+        assert wait_exit(proc, 60) == 2
+        errors = log_lines(proc, r"^ledger-stream: error:")
+        assert len(errors) == 1, proc.tail()
+        assert "uses CreateTime timestamps" in errors[0]
+        assert "clock_skew_ms (the pre-grant is on)=500" in errors[0]
+        assert not log_lines(proc, "Traceback")
+    finally:
+        kill_all([proc])
+        for future in admin.delete_topics([spec.topic for spec in specs]).values():
+            future.result(30)
+
+
 def test_a_second_processor_on_one_state_folder_is_refused(ledger_topics: Settings,
                                                            tmp_path: Path):
     s = ledger_topics
