@@ -157,11 +157,14 @@ def test_invariants_hold_for_any_interleaving(pregrant_ms, events):
 # is (its deadline is its end plus the skew margin), and the timers after it (the plain
 # copy, the fenced holder's reconciliation) are checked never to make a second caller.
 # "c1" is the one connector that fenced the pre-granted Dispatch (a fence admits one): its
-# claims are fenced, and it calls when it claims before the pre-grant's end, whatever the
-# answer. "c2" and "c3" claim plainly and call only on a Grant.
+# claims are fenced, and it calls when its claim is appended before the pre-grant's end,
+# whatever the answer. "c2" and "c3" claim plainly and call only on a Grant. A claim may be
+# read after the partition clock moved past its own record's time (the intents topic read
+# ahead): its append time lags the clock, never going back in the attempts log.
 PREGRANTED = replace(POLICY, pregrant_lease_ms=5_000, stall_after_ms=1_000)
 FROZEN = Hold(Freeze("", "refund", ev.FreezeMode.HOLD, "incident", "ops", "f-1", 0))
-Step = tuple[ev.InputEvent, int, Hold | None]  # an event, its partition time, the freeze
+# An event, its partition time, the freeze, a claim's own record time (0: the clock).
+Step = tuple[ev.InputEvent, int, Hold | None, int]
 
 
 @st.composite
@@ -169,38 +172,51 @@ def frozen_histories(draw) -> list[Step]:
     """An intent at 1,000 (its pre-grant ends at 6,000), then timers, claims and other
     events, with a freeze over one stretch of time; its unfreeze releases the key."""
     at = 1_000
-    steps: list[Step] = [(intent(at_ms=at, workflow=ev.Workflow("g", "1.0")), at, None)]
+    steps: list[Step] = [(intent(at_ms=at, workflow=ev.Workflow("g", "1.0")), at, None, 0)]
+    appended = 0  # the last claim's record time: the attempts log's order
     since = draw(st.sampled_from([2_000, 1_000, 3_000, 5_000, 10**9]))  # 10**9: none
     until = since + draw(st.sampled_from([3_000, 1_000, 10_000, 100_000]))
     for _ in range(draw(st.integers(1, 30))):
         at += draw(st.sampled_from([700, 100, 1_500, 0, 3_000, 60_000]))
         if since < until <= at:  # the unfreeze, once
-            steps.append((ev.Release(KEY, FROZEN.freeze.scope), until, None))
+            steps.append((ev.Release(KEY, FROZEN.freeze.scope), until, None, 0))
             until = since
         hold = FROZEN if since <= at < until else None
         kind = draw(st.sampled_from(["claim", "timer", "claim", "timer", "other"]))
         if kind == "timer":
-            steps.append((ev.Timer(KEY, at), at, hold))
+            steps.append((ev.Timer(KEY, at), at, hold, 0))
         elif kind == "claim":
             cid = draw(st.sampled_from(["c1", "c2", "c1", "c3"]))
+            lag = draw(st.sampled_from([0, 0, 0, 700, 3_000, 6_000]))
+            appended = max(appended, at - lag)
             steps.append((claim(draw(st.sampled_from([1, 1, 1, 2])), cid, at,
                                 lease_ms=draw(st.sampled_from([50, 5_000])),
-                                fenced=cid == "c1"), at, hold))
+                                fenced=cid == "c1"), at, hold, appended))
         else:
             event = draw(event_at(at))
             if not isinstance(event, ev.AttemptClaim | ev.Intent):
-                steps.append((event, at, hold))
+                steps.append((event, at, hold, 0))
     return steps
 
 
 # A Timer under a freeze within the pre-grant (an older release's stall timer held the key
 # there), the fencer claims, the unfreeze releases it and another connector claims (found
 # by a read of the code, 2026-12-06).
-@example([(intent(at_ms=1_000, workflow=ev.Workflow("g", "1.0")), 1_000, None),
-          (ev.Timer(KEY, 2_500), 2_500, FROZEN),
-          (claim(1, "c1", 3_000, fenced=True), 3_000, FROZEN),
-          (ev.Release(KEY, FROZEN.freeze.scope), 3_500, None),
-          (claim(1, "c2", 7_000), 7_000, None)])
+@example([(intent(at_ms=1_000, workflow=ev.Workflow("g", "1.0")), 1_000, None, 0),
+          (ev.Timer(KEY, 2_500), 2_500, FROZEN, 0),
+          (claim(1, "c1", 3_000, fenced=True), 3_000, FROZEN, 0),
+          (ev.Release(KEY, FROZEN.freeze.scope), 3_500, None, 0),
+          (claim(1, "c2", 7_000), 7_000, None, 0)])
+# Claims read after the intents topic moved the clock past the pre-grant's end (found by
+# hostile reviews, 2026-12-07): the fencer's under a freeze, then the unfreeze and a plain
+# claim; a plain claim appended before the fencer's.
+@example([(intent(at_ms=1_000, workflow=ev.Workflow("g", "1.0")), 1_000, None, 0),
+          (claim(1, "c1", 7_000, fenced=True), 7_000, FROZEN, 5_000),
+          (ev.Release(KEY, FROZEN.freeze.scope), 7_500, None, 0),
+          (claim(1, "c2", 9_000), 9_000, None, 9_000)])
+@example([(intent(at_ms=1_000, workflow=ev.Workflow("g", "1.0")), 1_000, None, 0),
+          (claim(1, "c2", 7_000), 7_000, None, 3_000),
+          (claim(1, "c1", 7_000, fenced=True), 7_000, None, 4_000)])
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(frozen_histories())
 def test_a_pre_grant_makes_no_second_call_under_freezes_and_timers(steps):
@@ -209,8 +225,8 @@ def test_a_pre_grant_makes_no_second_call_under_freezes_and_timers(steps):
     policy, state, end = PREGRANTED, absent(KEY), 0
     callers: set[str] = set()  # of attempt 1
     fencer_granted = False
-    for event, now, hold in steps:
-        decision = decide(state, event, policy, now, hold)
+    for event, now, hold, appended in steps:
+        decision = decide(state, event, policy, now, hold, appended_ms=appended)
         state = decision.state
         for o in decision.outputs:
             if isinstance(o, ev.Dispatch) and o.lease_until_ms:
@@ -221,7 +237,7 @@ def test_a_pre_grant_makes_no_second_call_under_freezes_and_timers(steps):
             if isinstance(o, ev.Dispatch) and o.attempt > 1 and now < end:
                 assert fencer_granted or o.not_before_ms >= end + policy.clock_skew_ms, steps
         if isinstance(event, ev.AttemptClaim) and event.fenced and event.attempt == 1 \
-                and now < end:
+                and (appended or now) < end:
             callers.add(event.claim_id)  # the fencer calls without waiting for an answer
         assert len(callers) <= 1, (callers, steps)
         if state.pregrant_until_ms:
