@@ -103,15 +103,15 @@ def decide(state: KeyState, event: InputEvent, policy: Policy, now_ms: int,
     and a deadline no earlier than the first copy's.
 
     ``appended_ms``: the broker timestamp of the event's own record, at or before ``now_ms``
-    (0: ``now_ms``). A fenced claim is judged against the pre-grant's end by it
-    (``_claim``): the partition clock is the latest time read on either input topic, and
-    can pass that end on the intents topic before a claim appended within it is read. It is
-    fixed in the log, so a replay decides the same."""
+    (0: ``now_ms``; a later one counts as ``now_ms``). A claim is judged against the
+    pre-grant's end by it (``_claim``): the partition clock is the latest time read on either
+    input topic, and can pass that end on the intents topic before a claim appended within
+    it is read. It is fixed in the log, so a replay decides the same."""
     if isinstance(event, PoisonInput):
         return _poison(state, event, now_ms)
     state = expire_if_due(state, now_ms, policy)
     decision = _decide(state, event, policy, now_ms, hold,
-                       appended_ms if appended_ms > 0 else now_ms)
+                       min(appended_ms, now_ms) if appended_ms > 0 else now_ms)
     if hold is not None:
         decision = withhold(state, decision, hold, now_ms)
     if sent_ms > 0:

@@ -34,7 +34,8 @@ class ProcessorSettings(SettingsGroup):
         "added to leases before a holder is presumed dead")
     clock_skew_bound_ms: int = Field(
         60_000, ge=0, description="largest message.timestamp.before/after.max.ms accepted "
-        "on input topics that use CreateTime (LogAppendTime needs no bound)")
+        "on input topics that use CreateTime (LogAppendTime needs no bound); with the "
+        "pre-grant on, clock_skew_ms if smaller")
     stall_after_ms: int = Field(
         300_000, ge=1, description="a granted key silent this long after its lease is "
         "reconciled; a dispatch unclaimed this long raises a stalled alert")

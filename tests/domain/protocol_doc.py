@@ -430,8 +430,8 @@ FOOTER = """
   of attempt 1, from an exactly-once processor. A retry, a timer's copy, a redispatch after
   a reconciliation or an operator, and a Release carry none. A claim marked `fenced` whose
   record was appended before the pre-grant's end is granted, under that end (not its own
-  lease), however late it is read; a plain claim decided before that end gets Held until
-  it. Other claims are decided as without a pre-grant.
+  lease), however late it is read; a plain claim appended before that end gets Held until
+  it, however late it is read. Other claims are decided as without a pre-grant.
   Nothing takes a running pre-grant from its fencer: no timer acts inside it, a freeze
   that holds the key keeps it, and a reconciliation or an operator starts no new attempt
   before its end plus the clock-skew margin, as for a lease. At that end plus the margin
@@ -535,9 +535,9 @@ persisted with the state, so a replay computes the same values. `ledger.intents`
 `ledger.attempts` are created with `message.timestamp.type=LogAppendTime`: the broker, not a
 client, stamps them. (On clusters where an operator keeps CreateTime, the processor only
 starts when `message.timestamp.before.max.ms` and `after.max.ms` bound the skew, at most
-`clock_skew_bound_ms`.) An event's own `at_ms` is the producer's claim, kept for the
-timeline only: a back-dated intent cannot pass an expired approval, and one stamped years
-ahead cannot seal a key.
+`clock_skew_bound_ms`, and at most `clock_skew_ms` with the pre-grant on.) An event's own
+`at_ms` is the producer's claim, kept for the timeline only: a back-dated intent cannot pass
+an expired approval, and one stamped years ahead cannot seal a key.
 
 Deadlines (`ledger_stream/domain/deadlines.py`) need time to pass without traffic. The
 processor keeps, per partition, an index of each key's next deadline (`due_ms`), and

@@ -135,3 +135,13 @@ def test_a_stall_copy_withheld_after_the_pre_grants_timer_keeps_its_end():
     decision = _fenced(END - 1, stall + 1, held, FROZEN)
     assert _grants(decision.outputs) == [("c1", END)]
     assert decision.state.phase is Phase.DISPATCHED
+
+
+def test_a_record_time_after_the_clock_counts_as_the_clock():
+    """Impossible from a batch (the clock is the latest time read), and never a way round
+    the pre-grant: a plain claim said to be appended after the clock, read within the
+    pre-grant, is held until its end."""
+    out = decide(reserved(), claim(at_ms=2_000, lease_ms=5_000), PRE, 2_000,
+                 appended_ms=END + 10_000).outputs
+    assert not _grants(out)
+    assert [(h.claim_id, h.lease_until_ms) for h in of(out, ev.Held)] == [("c1", END)]

@@ -160,7 +160,7 @@ def test_invariants_hold_for_any_interleaving(pregrant_ms, events):
 # claims are fenced, and it calls when its claim is appended before the pre-grant's end,
 # whatever the answer. "c2" and "c3" claim plainly and call only on a Grant. A claim may be
 # read after the partition clock moved past its own record's time (the intents topic read
-# ahead): its append time lags the clock, never going back in the attempts log.
+# ahead): the generator runs the clock ahead of the attempts log for a whole history.
 PREGRANTED = replace(POLICY, pregrant_lease_ms=5_000, stall_after_ms=1_000)
 FROZEN = Hold(Freeze("", "refund", ev.FreezeMode.HOLD, "incident", "ops", "f-1", 0))
 # An event, its partition time, the freeze, a claim's own record time (0: the clock).
@@ -170,32 +170,34 @@ Step = tuple[ev.InputEvent, int, Hold | None, int]
 @st.composite
 def frozen_histories(draw) -> list[Step]:
     """An intent at 1,000 (its pre-grant ends at 6,000), then timers, claims and other
-    events, with a freeze over one stretch of time; its unfreeze releases the key."""
+    events, with a freeze over one stretch of time; its unfreeze releases the key. Claims
+    are appended to the attempts log at ``at``; the partition clock that decides them (and
+    fires the timers, and says whether the freeze is in force) may run ``ahead`` of it all
+    history long: the intents topic read ahead, by a constant margin."""
     at = 1_000
     steps: list[Step] = [(intent(at_ms=at, workflow=ev.Workflow("g", "1.0")), at, None, 0)]
-    appended = 0  # the last claim's record time: the attempts log's order
+    ahead = draw(st.sampled_from([0, 0, 700, 3_000, 6_000]))
     since = draw(st.sampled_from([2_000, 1_000, 3_000, 5_000, 10**9]))  # 10**9: none
     until = since + draw(st.sampled_from([3_000, 1_000, 10_000, 100_000]))
     for _ in range(draw(st.integers(1, 30))):
         at += draw(st.sampled_from([700, 100, 1_500, 0, 3_000, 60_000]))
-        if since < until <= at:  # the unfreeze, once
-            steps.append((ev.Release(KEY, FROZEN.freeze.scope), until, None, 0))
+        clock = at + ahead
+        if since < until <= clock:  # the unfreeze, once
+            steps.append((ev.Release(KEY, FROZEN.freeze.scope), clock, None, 0))
             until = since
-        hold = FROZEN if since <= at < until else None
+        hold = FROZEN if since <= clock < until else None
         kind = draw(st.sampled_from(["claim", "timer", "claim", "timer", "other"]))
         if kind == "timer":
-            steps.append((ev.Timer(KEY, at), at, hold, 0))
+            steps.append((ev.Timer(KEY, clock), clock, hold, 0))
         elif kind == "claim":
             cid = draw(st.sampled_from(["c1", "c2", "c1", "c3"]))
-            lag = draw(st.sampled_from([0, 0, 0, 700, 3_000, 6_000]))
-            appended = max(appended, at - lag)
-            steps.append((claim(draw(st.sampled_from([1, 1, 1, 2])), cid, at,
+            steps.append((claim(draw(st.sampled_from([1, 1, 1, 2])), cid, clock,
                                 lease_ms=draw(st.sampled_from([50, 5_000])),
-                                fenced=cid == "c1"), at, hold, appended))
+                                fenced=cid == "c1"), clock, hold, at))
         else:
-            event = draw(event_at(at))
+            event = draw(event_at(clock))
             if not isinstance(event, ev.AttemptClaim | ev.Intent):
-                steps.append((event, at, hold, 0))
+                steps.append((event, clock, hold, 0))
     return steps
 
 
