@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -101,15 +102,22 @@ def killed_after_its_fence(stack: Stack, sandbox: SandboxProc, failpoint: str):
     return key, receipt, took, submitted, later
 
 
+def paid_once(sandbox: SandboxProc, key: str, receipt: ev.Receipt) -> dict[str, Any]:
+    """The sandbox's one request and one effect for ``key`` (its own log), the effect the
+    receipt names; the request."""
+    (request,) = [r for r in sandbox.ledger()["requests"] if r["idempotency_key"] == key]
+    (effect,) = sandbox.effects(key)
+    assert receipt.external_id == effect["id"]
+    return request
+
+
 def test_killed_before_its_fenced_claim_the_key_is_offered_plainly_at_the_pregrants_end(
         pregrant_stack: Stack, sandbox: SandboxProc):
     stack = pregrant_stack
     key, receipt, took, submitted, later = killed_after_its_fence(stack, sandbox,
                                                                   "before_claim")
     # Paid once, by the successor, after the pre-grant ran out: nobody called under it.
-    (request,) = [r for r in sandbox.ledger()["requests"] if r["idempotency_key"] == key]
-    (effect,) = sandbox.effects(key)
-    assert receipt.external_id == effect["id"]
+    request = paid_once(sandbox, key, receipt)
     print(f"paid {request['at'] - submitted:.1f} s, receipted {took:.1f} s after the submit")
     assert PREGRANT_S - 1 <= request["at"] - submitted <= PREGRANT_S + SKEW_S + ROUND_S
     assert took <= PREGRANT_S + SKEW_S + ROUND_S, took
@@ -127,9 +135,7 @@ def test_killed_after_its_call_the_fenced_holder_is_reconciled_at_its_leases_end
     # before_outcome: the target answered (the HTTP target's own I/O), nothing reported.
     key, receipt, took, submitted, later = killed_after_its_fence(stack, sandbox,
                                                                   "before_outcome")
-    (request,) = [r for r in sandbox.ledger()["requests"] if r["idempotency_key"] == key]
-    (effect,) = sandbox.effects(key)
-    assert receipt.external_id == effect["id"]
+    request = paid_once(sandbox, key, receipt)
     assert request["at"] - submitted < PREGRANT_S  # the fencer called, under the pre-grant
     (claim,) = claims_of(stack, key)
     assert claim.fenced and request["attempt_id"] == claim.claim_id

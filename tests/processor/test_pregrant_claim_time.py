@@ -47,6 +47,18 @@ def _command(frozen: bool, offset: int, timestamp: int) -> FakeMessage:
                        CODEC.encode(event))
 
 
+def _reserved(frozen: bool) -> tuple[Batch, int]:
+    """A batch that decided KEY's intent at AT (pre-granted to END), then, ``frozen``, a hold
+    freeze at AT + 1,000; and the attempts offset the next record takes."""
+    batch = Batch(make_step(POLICY), {P: MemoryPartitionStore(P)}, {P: Positions()},
+                  (INTENTS, ATTEMPTS))
+    batch.add(record_of(intent(key=KEY), INTENTS, 0, AT))
+    if not frozen:
+        return batch, 0
+    batch.add(_command(True, 0, AT + 1_000))
+    return batch, 1
+
+
 def _decided(batch: Batch) -> list[object]:
     return [CODEC.decode(o.value) for o in batch.outputs]
 
@@ -65,13 +77,7 @@ def test_a_fenced_claim_read_after_the_intents_ran_ahead_is_granted_to_its_fence
     so the pre-grant's timer fires first) before the fencer's claim, appended at 30,000, is
     read. The fencer is calling already: its claim is granted under the pre-grant, and no
     other claim for attempt 1 is, the unfreeze and the timer's plain copy included."""
-    batch = Batch(make_step(POLICY), {P: MemoryPartitionStore(P)}, {P: Positions()},
-                  (INTENTS, ATTEMPTS))
-    batch.add(record_of(intent(key=KEY), INTENTS, 0, AT))
-    attempts = 0
-    if frozen:
-        batch.add(_command(True, attempts, AT + 1_000))
-        attempts += 1
+    batch, attempts = _reserved(frozen)
     batch.add(record_of(intent(key=OTHER), INTENTS, 1, read_at))  # read ahead
     assert batch.overlays[P].clock == read_at > END
     batch.add(record_of(claim(claim_id="c1", key=KEY, fenced=True), ATTEMPTS, attempts,
@@ -93,11 +99,8 @@ def test_a_fenced_claim_read_after_the_intents_ran_ahead_is_granted_to_its_fence
 def test_a_fenced_claim_appended_after_the_pre_grants_end_is_held_under_a_freeze():
     """The other side of the rule: appended at the end, the fencer's lease no longer covers
     a call (it reports ``not_called``), and the claim is decided as without a pre-grant."""
-    batch = Batch(make_step(POLICY), {P: MemoryPartitionStore(P)}, {P: Positions()},
-                  (INTENTS, ATTEMPTS))
-    batch.add(record_of(intent(key=KEY), INTENTS, 0, AT))
-    batch.add(_command(True, 0, AT + 1_000))
-    batch.add(record_of(claim(claim_id="c1", key=KEY, fenced=True), ATTEMPTS, 1, END))
+    batch, attempts = _reserved(frozen=True)
+    batch.add(record_of(claim(claim_id="c1", key=KEY, fenced=True), ATTEMPTS, attempts, END))
     outputs = _decided(batch)
     assert not _grants(outputs)
     assert [o.claim_id for o in outputs if isinstance(o, ev.Held)] == ["c1"]
@@ -111,13 +114,7 @@ def test_a_plain_claim_appended_before_the_end_and_read_after_it_is_held(frozen)
     topic was read past the end first (found by a hostile review: the plain claim, judged at
     the clock, was granted and the fencer held, two callers of attempt 1). The plain claim
     is held, the fencer granted, and the plain claimant's next claim finds the key taken."""
-    batch = Batch(make_step(POLICY), {P: MemoryPartitionStore(P)}, {P: Positions()},
-                  (INTENTS, ATTEMPTS))
-    batch.add(record_of(intent(key=KEY), INTENTS, 0, AT))
-    attempts = 0
-    if frozen:
-        batch.add(_command(True, attempts, AT + 1_000))
-        attempts += 1
+    batch, attempts = _reserved(frozen)
     batch.add(record_of(intent(key=OTHER), INTENTS, 1, END + 500))  # read ahead
     batch.add(record_of(claim(claim_id="plain", key=KEY), ATTEMPTS, attempts, 20_000))
     batch.add(record_of(claim(claim_id="fencer", key=KEY, fenced=True), ATTEMPTS,

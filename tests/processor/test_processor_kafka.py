@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -486,30 +486,36 @@ def test_exactly_once_mode_decides_the_same(ledger_topics: Settings, tmp_path: P
     assert_outputs_match_the_model(s, events, exactly_once=True)
 
 
-def test_refuses_input_topics_stamped_by_unbounded_client_clocks(ledger_settings: Settings,
-                                                                  tmp_path: Path):
-    """Topics created by hand, CreateTime with the broker's default bounds: the processor
-    does not start, and says how to fix the topic in one line."""
-    s = ledger_settings
+def _refusal(s: Settings, tmp_path: Path, stamped: Callable[[dict[str, str]], dict[str, str]],
+             env: dict[str, str] | None = None) -> str:
+    """The one error line of a processor started on ledger topics created by hand, each with
+    the config ``stamped`` makes of the project's; it must exit 2 without a traceback."""
     admin = AdminClient({"bootstrap.servers": s.kafka_bootstrap})
-    specs = [NewTopic(spec.name, spec.partitions, 1,
-                      config={k: v for k, v in spec.config.items()
-                              if k != "message.timestamp.type"})
+    specs = [NewTopic(spec.name, spec.partitions, 1, config=stamped(dict(spec.config)))
              for spec in ledger_topics(s)]
     for future in admin.create_topics(specs).values():
         future.result(30)
-    proc = start_processor(s, tmp_path / "state", tmp_path / "processor.log")
+    proc = start_processor(s, tmp_path / "state", tmp_path / "processor.log", env=env)
     try:
         assert wait_exit(proc, 60) == 2
         errors = log_lines(proc, r"^ledger-stream: error:")
         assert len(errors) == 1, proc.tail()
-        assert "uses CreateTime timestamps" in errors[0]
-        assert "message.timestamp.type=LogAppendTime" in errors[0]
         assert not log_lines(proc, "Traceback")
+        return errors[0]
     finally:
         kill_all([proc])
         for future in admin.delete_topics([spec.topic for spec in specs]).values():
             future.result(30)
+
+
+def test_refuses_input_topics_stamped_by_unbounded_client_clocks(ledger_settings: Settings,
+                                                                  tmp_path: Path):
+    """Topics created by hand, CreateTime with the broker's default bounds: the processor
+    does not start, and says how to fix the topic in one line."""
+    error = _refusal(ledger_settings, tmp_path, lambda config: {
+        k: v for k, v in config.items() if k != "message.timestamp.type"})
+    assert "uses CreateTime timestamps" in error
+    assert "message.timestamp.type=LogAppendTime" in error
 
 
 def test_with_the_pre_grant_on_client_clocks_must_be_bounded_by_the_skew_margin(
@@ -518,28 +524,13 @@ def test_with_the_pre_grant_on_client_clocks_must_be_bounded_by_the_skew_margin(
     accepted without the pre-grant): with the pre-grant on, a claim is judged by its own
     record's time against the pre-grant's end, with clock_skew_ms (500 ms here) for
     clocks that differ, so the processor refuses to start and names that setting."""
-    s = ledger_settings
-    admin = AdminClient({"bootstrap.servers": s.kafka_bootstrap})
     bounded = {"message.timestamp.type": "CreateTime",
                "message.timestamp.before.max.ms": "30000",
                "message.timestamp.after.max.ms": "30000"}
-    specs = [NewTopic(spec.name, spec.partitions, 1, config={**spec.config, **bounded})
-             for spec in ledger_topics(s)]
-    for future in admin.create_topics(specs).values():
-        future.result(30)
-    proc = start_processor(s, tmp_path / "state", tmp_path / "processor.log",
-                           env={"LEDGER_PREGRANT_LEASE_MS": "10000"})
-    try:
-        assert wait_exit(proc, 60) == 2
-        errors = log_lines(proc, r"^ledger-stream: error:")
-        assert len(errors) == 1, proc.tail()
-        assert "uses CreateTime timestamps" in errors[0]
-        assert "clock_skew_ms (the pre-grant is on)=500" in errors[0]
-        assert not log_lines(proc, "Traceback")
-    finally:
-        kill_all([proc])
-        for future in admin.delete_topics([spec.topic for spec in specs]).values():
-            future.result(30)
+    error = _refusal(ledger_settings, tmp_path, lambda config: {**config, **bounded},
+                     env={"LEDGER_PREGRANT_LEASE_MS": "10000"})
+    assert "uses CreateTime timestamps" in error
+    assert "clock_skew_ms (the pre-grant is on)=500" in error
 
 
 def test_a_second_processor_on_one_state_folder_is_refused(ledger_topics: Settings,
