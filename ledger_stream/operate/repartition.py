@@ -5,8 +5,10 @@ leaves a state the next run finishes; the recorded layout, written last, is the 
 
 1. refuse unless a layout is recorded (kafka/layout.py), N is larger than it, no member is
    in the processors' consumer group, and every input partition of the recorded layout is
-   decided (the group's committed offsets at the partition's end); say what is not. Topics
-   grown already (by hand, or by a run that crashed) cannot be decided at the old count any
+   decided (the group's committed offsets at the partition's end); say what is not; and,
+   once the state is read, that no key it would move holds a pre-grant its fencer may still
+   claim (operate/pregrants.py: a claim forwarded from the old partition loses its time).
+   Topics grown already (by hand, or by a run that crashed) cannot be decided at the old count any
    more: what waits there is decided after the cut-over, forwarded to its key's partition
    when it moved (a processor forwards what a producer placed under the previous count);
 2. carry the freezes and held keys (operate/carry.py): each partition's containment row at
@@ -29,6 +31,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
@@ -43,6 +46,7 @@ from ledger_stream.kafka.offsets import committed_offsets
 from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.kafka.topics import LEDGER_TOPICS
 from ledger_stream.operate.carry import CarryRefused, carried_rows
+from ledger_stream.operate.pregrants import running_pregrants
 from ledger_stream.processor import changelog as cl
 
 SPECIAL = (cl.CLOCK_KEY, cl.CONTAINMENT_KEY.encode(), cl.TICK_KEY, b"~layout")
@@ -89,7 +93,9 @@ def repartition(bootstrap: str, settings: Settings, to: int, timeout_s: float = 
     admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONFIG})
     _require_no_members(admin, group, timeout_s)
     committed = _committed(bootstrap, settings, recorded.partitions, timeout_s)
-    if all(n == recorded.partitions for n in counts.values()):
+    checked_ms = int(time.time() * 1000)  # before the check: what it reads was appended
+    grown = any(n != recorded.partitions for n in counts.values())
+    if not grown:
         _require_decided(bootstrap, settings, committed, timeout_s)
     else:
         # Grown already (by hand, or by a run that crashed): the processors cannot run at
@@ -98,6 +104,8 @@ def repartition(bootstrap: str, settings: Settings, to: int, timeout_s: float = 
         say("topics already grown: inputs still waiting are decided after the cut-over")
     parts = _read_state(bootstrap, changelog, group, committed, recorded.partitions,
                         timeout_s)
+    if not grown:
+        _require_no_running_pregrant(parts, to, checked_ms, settings.processor.clock_skew_ms)
     try:
         containment = carried_rows({p: part.containment for p, part in parts.items()}, to)
     except CarryRefused as exc:
@@ -124,6 +132,23 @@ def _require_no_members(admin: AdminClient, group: str, timeout_s: float) -> Non
         who = ", ".join(sorted(m.client_id or m.member_id for m in members))
         raise RepartitionRefused(f"processors are running in group {group} ({who}): stop "
                                  "every processor first")
+
+
+def _require_no_running_pregrant(parts: dict[int, _Partition], to: int, checked_ms: int,
+                                 skew_ms: int) -> None:
+    running = running_pregrants(((p, key, row) for p, part in parts.items()
+                                 for key, (row, _) in part.rows.items()), to, checked_ms, skew_ms)
+    if running:
+        until_ms = max(end for _, end in running) + skew_ms + 1
+        when = datetime.fromtimestamp(until_ms / 1000, UTC).isoformat(timespec="seconds")
+        wait_s = max(0, -(-(until_ms - checked_ms) // 1000))
+        named = ", ".join(key for key, _ in running[:6])
+        more = f" and {len(running) - 6} more" if len(running) > 6 else ""
+        raise RepartitionRefused(
+            f"{len(running)} key(s) that would move hold a pre-grant their connector may still "
+            f"claim ({named}{more}): a claim forwarded from the old partition would lose the "
+            f"time it was written at. Run this again after {when} (in {wait_s} s: the latest "
+            "pre-grant's end plus LEDGER_CLOCK_SKEW_MS)")
 
 
 def _consumer(bootstrap: str, group: str, isolation: str = "read_committed") -> Consumer:

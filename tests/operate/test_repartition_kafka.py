@@ -131,6 +131,36 @@ def test_repartition_refuses_while_processors_run_or_inputs_wait(
         stack.close()
 
 
+def test_repartition_waits_for_a_moved_keys_pre_grant_to_end(
+        ledger_topics: Settings, tmp_path: Path) -> None:
+    """A moved key's Dispatch carries a pre-grant nobody claimed yet: a claim its fencer
+    writes to the old partition after the check would be forwarded and lose its time, so
+    the migration refuses until the pre-grant's end plus the skew, then runs."""
+    from ledger_lab.harness.processes import processor_group
+
+    settings = ledger_topics.model_copy(
+        update={"consumer_group": processor_group(ledger_topics)})
+    key = next(k for k in (f"acme/refund/pg-{i}" for i in range(100))
+               if partition_for(k, settings.partitions) != partition_for(k, TO))
+    stack = Stack(settings, tmp_path, processor_env={"LEDGER_PREGRANT_LEASE_MS": "4000"})
+    try:
+        stack.await_answer(stack.submit(key, {"amount": 5}, "nowhere"))
+        assert stack.processor.stop(30) == 0
+        (dispatch,) = [d for d in read_all(settings, "dispatch") if isinstance(d, ev.Dispatch)]
+        assert dispatch.lease_until_ms > 0, "the test needs a pre-granted Dispatch"
+        refused = run_repartition(settings, tmp_path, TO)
+        assert refused.popen.returncode != 0
+        assert "hold a pre-grant" in refused.tail() and key in refused.tail(), refused.tail()
+        assert read_layout(settings.kafka_bootstrap or "", settings.topic("changelog")) \
+            == Layout(settings.partitions), "a refused run changes nothing"
+        skew_s = settings.processor.clock_skew_ms / 1000
+        time.sleep(max(0.0, dispatch.lease_until_ms / 1000 + skew_s + 0.5 - time.time()))
+        grown = run_repartition(settings, tmp_path, TO)
+        assert grown.popen.returncode == 0, grown.tail()
+    finally:
+        stack.close()
+
+
 def wait_decided(settings: Settings, partitions: int, timeout_s: float = 60.0) -> None:
     """Until the running processors' committed offsets cover every input record."""
     from ledger_stream.operate.repartition import (
