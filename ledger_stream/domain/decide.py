@@ -37,7 +37,7 @@ from __future__ import annotations
 from ledger_stream.domain.approval import approval_problem
 from ledger_stream.domain.containment import Hold, claim_again, release, withhold
 from ledger_stream.domain.deadlines import deadline
-from ledger_stream.domain.effects import effect_seen
+from ledger_stream.domain.effects import effect_seen, watched_target
 from ledger_stream.domain.events import (
     AlertKind,
     AttemptClaim,
@@ -381,6 +381,14 @@ def _reconcile_result(state: KeyState, result: ReconcileResult, policy: Policy,
         if state.phase is Phase.ABSENT:
             alert = alert_for(state.key, AlertKind.EFFECT_WITHOUT_INTENT, result.event_id,
                            "target holds an effect for an unknown key", now)
+            return Decision(state, (alert,))
+        found_at = watched_target(result.claim_id)
+        if found_at is not None and state.target and found_at != state.target:
+            # Another target's record uses this key: not the key's effect, which it must
+            # never settle (the key's own effect would then never be made).
+            alert = alert_for(state.key, AlertKind.EFFECT_WITHOUT_INTENT, result.event_id,
+                              f"target {found_at} holds an effect under this key, whose "
+                              f"effect is for target {state.target}", now)
             return Decision(state, (alert,))
         return effect_seen(state, record, result.event_id, result.target_deduplicates,
                             by_lookup=True)

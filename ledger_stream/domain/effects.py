@@ -9,6 +9,15 @@ from ledger_stream.domain.outputs import alert_for, state_receipt
 from ledger_stream.domain.state import AttemptRecord, KeyState, Phase
 from ledger_stream.domain.transitions import Decision, enter
 
+# A watcher (``ledger-stream watch``) reports an effect it found at its target as a lookup
+# whose claim id is this prefix and the target's name (the connector's ``--name``).
+WATCH_CLAIM = "watch:"
+
+
+def watched_target(claim_id: str) -> str | None:
+    """The target a watcher's report was found at (None: not a watcher's report)."""
+    return claim_id[len(WATCH_CLAIM):] if claim_id.startswith(WATCH_CLAIM) else None
+
 
 def effect_seen(state: KeyState, record: AttemptRecord, source: str, deduplicates: bool,
                  *, by_lookup: bool) -> Decision:

@@ -6,7 +6,8 @@ attempts topic with the target's id for it and the claim id ``watch:<target>``: 
 lookup by key would say. The processor decides it like any lookup (docs/design.md,
 'Reconciliation by lookup'):
 
-- a key never reserved: ``effect_without_intent``;
+- a key never reserved, or whose effect is for another target: ``effect_without_intent``
+  (never settled by it);
 - a key settled with another effect: ``duplicate_effect`` (a second effect for one key);
 - a key settled with this effect: nothing (the ledger knew it);
 - a key still in flight: settled by it (the target holds the effect under the key);
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger_stream.domain import events as ev
+from ledger_stream.domain.effects import WATCH_CLAIM
 from ledger_stream.domain.keys import InvalidKeyError, checked_key, sha256_hex
 from ledger_stream.domain.outputs import alert_for
 from ledger_stream.kafka.producer import EventProducer
@@ -134,7 +136,7 @@ class Watcher:
             own = None
         if own is not None and effect.trusted:
             self._producer.send("attempts", ev.ReconcileResult(
-                f"watch-{ident}", own, 1, f"watch:{self.name}", ev.ReconcileStatus.FOUND,
+                f"watch-{ident}", own, 1, f"{WATCH_CLAIM}{self.name}", ev.ReconcileStatus.FOUND,
                 self._deduplicates, now, shown))
             return
         if own is not None:  # one of the ledger's mails: only a second copy is news
