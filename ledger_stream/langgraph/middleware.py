@@ -62,12 +62,10 @@ from ledger_stream.langgraph.observed import (
     step_observations,
 )
 from ledger_stream.langgraph.origin import step_origin
-from ledger_stream.langgraph.tool import LedgerReceipts, receipt_summary
-from ledger_stream.sdk.client import PENDING, LedgerClient
+from ledger_stream.langgraph.tool import NOT_YET, LedgerReceipts, receipt_result
+from ledger_stream.sdk.client import LedgerClient
 from ledger_stream.sdk.errors import InvalidIntentError, LedgerUnavailable
 
-NOT_YET = ("not settled yet: the call is recorded and the ledger will apply it at most "
-           "once; call the tool again with the same arguments to ask, it is safe")
 Handler = Callable[[ToolCallRequest], ToolMessage | Command[Any]]
 
 
@@ -249,18 +247,7 @@ class LedgerMiddleware(AgentMiddleware[LedgerAgentState, Any, Any]):
         except LedgerUnavailable as exc:
             return _error(call_id, name, f"{key}: the ledger cannot be reached ({exc}); "
                           "nothing is known to be done; calling again is safe")
-        # Held by a freeze, the effect still happens once the action is unfrozen.
-        frozen = receipt.status is ev.ReceiptStatus.HELD and receipt.reason is ev.Reason.FROZEN
-        resolved = receipt.status not in PENDING and not frozen and \
-            receipt.status is not ev.ReceiptStatus.NEEDS_RECONCILIATION
-        summary = receipt_summary(receipt)
-        content = {**summary, "resolved": resolved}
-        if not resolved:
-            content["note"] = NOT_YET
-        succeeded = receipt.status is ev.ReceiptStatus.SUCCEEDED
-        message = ToolMessage(content=json.dumps(content), tool_call_id=call_id, name=name,
-                              status="success" if succeeded else "error")
-        return Command(update={"messages": [message], "ledger_receipts": {key: summary}})
+        return receipt_result(receipt, key, call_id, name)
 
 
 def _model_name(request: ModelRequest, message: Any) -> str:

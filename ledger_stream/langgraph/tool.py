@@ -4,7 +4,9 @@ however often the graph re-runs the step (resume, replay, fork, retry, two worke
 The decorated function does not perform the effect: it returns the effect's *material
 arguments*. The wrapper derives the operation key, submits the intent, and returns the
 ledger's receipt into graph state (a ToolMessage, plus ``ledger_receipts[key]``). A
-connector applies the effect; the same key always gets the original receipt back.
+connector applies the effect; the same key always gets the original receipt back. The
+ToolMessage is a success only for a succeeded effect; an effect not settled yet and a
+refusal are tool errors saying so (``receipt_result``, LedgerMiddleware's answer too).
 
 Keys come only from business identity, and ``key=`` is required: the names of the material
 arguments that identify the business object (``key="invoice"``), or a function of the
@@ -44,11 +46,20 @@ from ledger_stream.domain.keys import (
 from ledger_stream.history.detail import shown_detail
 from ledger_stream.langgraph.observed import step_observations
 from ledger_stream.langgraph.origin import step_origin
+from ledger_stream.sdk.client import PENDING as PENDING_STATUSES
 from ledger_stream.sdk.client import LedgerClient
 
 PENDING = {"accepted", "in_progress", "reconciling"}
-FROZEN_NOTE = ("the action is frozen by an operator: the call is recorded and the ledger "
-               "applies it once, after the unfreeze; do not retry it another way")
+NOT_YET = ("not settled yet: the call is recorded and the ledger will apply it at most "
+           "once; call the tool again with the same arguments to ask, it is safe")
+FROZEN_NOTE = ("the action is frozen by an operator: the ledger applies it once, after the "
+               "unfreeze; do not retry it another way")
+NOT_DONE = ("not done: the ledger refused this call or its effect failed (see reason and "
+            "detail); do not report it as done")
+
+
+# A receipt with one of these says nothing about the effect's outcome yet.
+UNSETTLED = PENDING_STATUSES | {ev.ReceiptStatus.NEEDS_RECONCILIATION}
 
 
 KeyFunction = Callable[[dict[str, Any]], str]
@@ -77,6 +88,29 @@ def receipt_summary(receipt: ev.Receipt, asker: str | None = None) -> dict[str, 
         "detail": shown_detail(receipt.detail),
         "origin": receipt.origin,
     }
+
+
+def receipt_result(receipt: ev.Receipt, key: str, tool_call_id: str,
+                   name: str | None = None) -> Command:
+    """The tool result of ``receipt`` (``ledger_tool`` and ``LedgerMiddleware`` alike): a
+    ToolMessage whose content is the receipt's summary with ``resolved`` (false while the
+    effect's outcome is not settled: accepted, in progress, reconciling, held by a freeze,
+    waiting for an operator) and, unless it succeeded, a ``note`` saying what to do; and
+    the summary in ``ledger_receipts[key]``. Its status is ``success`` only for a succeeded
+    effect (this call's or, on a repeat, the original's): every other answer is an error
+    the model reads, never a "done" for an effect nobody knows happened."""
+    frozen = receipt.status is ev.ReceiptStatus.HELD and receipt.reason is ev.Reason.FROZEN
+    resolved = receipt.status not in UNSETTLED and not frozen
+    summary = receipt_summary(receipt)
+    content = {**summary, "resolved": resolved}
+    succeeded = receipt.status is ev.ReceiptStatus.SUCCEEDED
+    if not resolved:
+        content["note"] = f"{NOT_YET}; {FROZEN_NOTE}" if frozen else NOT_YET
+    elif not succeeded:
+        content["note"] = NOT_DONE
+    message = ToolMessage(content=json.dumps(content), tool_call_id=tool_call_id, name=name,
+                          status="success" if succeeded else "error")
+    return Command(update={"messages": [message], "ledger_receipts": {key: summary}})
 
 
 def merge_receipts(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
@@ -120,15 +154,10 @@ def ledger_tool(client: LedgerClient, *, action: str, target: str, tenant: str,
                                    approval=approval(state) if approval else None,
                                    origin=where.origin,
                                    observations=step_observations(state))
+            # No receipt within ``wait`` (TimeoutError) or no ledger (LedgerUnavailable):
+            # the step fails and its checkpoint keeps it; resuming asks again, safely.
             receipt = client.submit(intent, wait, raise_errors=False)
-            summary = receipt_summary(receipt)
-            refused = receipt.status in (ev.ReceiptStatus.REJECTED, ev.ReceiptStatus.HELD,
-                                         ev.ReceiptStatus.FAILED)
-            if receipt.status is ev.ReceiptStatus.HELD and receipt.reason is ev.Reason.FROZEN:
-                summary["note"] = FROZEN_NOTE
-            message = ToolMessage(content=json.dumps(summary), tool_call_id=tool_call_id,
-                                  status="error" if refused else "success")
-            return Command(update={"messages": [message], "ledger_receipts": {op_key: summary}})
+            return receipt_result(receipt, op_key, tool_call_id)
 
         signature = inspect.signature(fn)
         injected = [
