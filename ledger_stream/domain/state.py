@@ -217,10 +217,12 @@ class KeyState:
 
     def sealed(self) -> KeyState:
         """The redacted marker kept after the replay window: enough to answer a late intent
-        with the key's outcome, nothing of its arguments or payload."""
+        with the key's outcome, nothing of its arguments or payload. The target stays: an
+        effect a watcher finds at another target must not settle the sealed key either."""
         return KeyState(
             key=self.key,
             phase=Phase.EXPIRED,
+            target=self.target,
             intent_event_id=self.intent_event_id,
             args_hash=self.args_hash,
             external_id=self.external_id,

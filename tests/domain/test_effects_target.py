@@ -11,7 +11,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.effects import WATCH_CLAIM, watched_target
 from ledger_stream.domain.state import Phase
 from tests.domain.decisions import of, run
-from tests.factories import claim, intent, reconciled
+from tests.factories import claim, intent, outcome, reconciled
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -45,8 +45,28 @@ def test_an_effect_found_at_the_keys_target_settles_it():
 
 
 def test_a_key_with_no_target_recorded_is_settled_by_any_watcher():
-    """A state without a target (none to compare): the lookup is taken as before."""
+    """A state without a target: a sealed marker written before markers kept it. There is
+    nothing to compare, and a watcher of the key's own target finding its effect (a failed
+    key's late effect) is far likelier than another target's record using the key: the
+    lookup is taken as before."""
     before, _ = run([intent()])
     after, _ = run([reconciled(RS.FOUND, claim_id="watch:mailer", external_id="m-1")],
                    before.changed(target=""))
     assert after.phase is Phase.SUCCEEDED
+
+
+@pytest.mark.parametrize("status", [ev.OutcomeStatus.SUCCEEDED, ev.OutcomeStatus.FAILED])
+def test_a_sealed_key_keeps_its_target_and_is_not_settled_from_another(status):
+    """Sealed after its window, a key keeps its target (found by a hostile review: the
+    marker dropped it, and another target's record turned a failed key into a succeeded
+    one with a late_effect)."""
+    ended, _ = run([intent(), claim(), outcome(status, external_id="p-1")])
+    sealed = ended.sealed()
+    assert (sealed.phase, sealed.target) == (Phase.EXPIRED, "sandbox")
+    after, out = run([reconciled(RS.FOUND, claim_id="watch:mailer", external_id="m-1")],
+                     sealed)
+    assert after == sealed
+    assert [a.kind for a in of(out, ev.Alert)] == [ev.AlertKind.EFFECT_WITHOUT_INTENT]
+    own, out = run([reconciled(RS.FOUND, claim_id="watch:sandbox", external_id="p-2")],
+                   sealed)
+    assert own.sealed_outcome == Phase.SUCCEEDED.value  # the key's own target: as before
