@@ -54,6 +54,8 @@ NOT_YET = ("not settled yet: the call is recorded and the ledger will apply it a
            "once; call the tool again with the same arguments to ask, it is safe")
 FROZEN_NOTE = ("the action is frozen by an operator: the ledger applies it once, after the "
                "unfreeze; do not retry it another way")
+VERSION_NOTE = ("an earlier version of this workflow has this key's effect in flight: ask "
+                "again later with the same arguments; do not retry it another way")
 NOT_DONE = ("not done: the ledger refused this call or its effect failed (see reason and "
             "detail); do not report it as done")
 
@@ -94,18 +96,24 @@ def receipt_result(receipt: ev.Receipt, key: str, tool_call_id: str,
                    name: str | None = None) -> Command:
     """The tool result of ``receipt`` (``ledger_tool`` and ``LedgerMiddleware`` alike): a
     ToolMessage whose content is the receipt's summary with ``resolved`` (false while the
-    effect's outcome is not settled: accepted, in progress, reconciling, held by a freeze,
-    waiting for an operator) and, unless it succeeded, a ``note`` saying what to do; and
-    the summary in ``ledger_receipts[key]``. Its status is ``success`` only for a succeeded
-    effect (this call's or, on a repeat, the original's): every other answer is an error
-    the model reads, never a "done" for an effect nobody knows happened."""
-    frozen = receipt.status is ev.ReceiptStatus.HELD and receipt.reason is ev.Reason.FROZEN
-    resolved = receipt.status not in UNSETTLED and not frozen
+    effect's outcome is not settled: accepted, in progress, reconciling, held by a freeze or
+    behind an earlier workflow version's effect, waiting for an operator) and, unless it
+    succeeded, a ``note`` saying what to do; and the summary in ``ledger_receipts[key]``.
+    Its status is ``success`` only for a succeeded effect (this call's or, on a repeat, the
+    original's): every other answer is an error the model reads, never a "done" for an
+    effect nobody knows happened."""
+    # Held: by a freeze (applied after the unfreeze) or behind an earlier workflow
+    # version's effect in flight for the key (a hostile review found it called resolved).
+    held = receipt.status is ev.ReceiptStatus.HELD
+    resolved = receipt.status not in UNSETTLED and not held
     summary = receipt_summary(receipt)
     content = {**summary, "resolved": resolved}
     succeeded = receipt.status is ev.ReceiptStatus.SUCCEEDED
     if not resolved:
-        content["note"] = f"{NOT_YET}; {FROZEN_NOTE}" if frozen else NOT_YET
+        content["note"] = NOT_YET
+        if held:
+            why = FROZEN_NOTE if receipt.reason is ev.Reason.FROZEN else VERSION_NOTE
+            content["note"] = f"{NOT_YET}; {why}"
     elif not succeeded:
         content["note"] = NOT_DONE
     message = ToolMessage(content=json.dumps(content), tool_call_id=tool_call_id, name=name,

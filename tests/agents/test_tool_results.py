@@ -1,7 +1,7 @@
 """What ``ledger_tool`` tells the model, per receipt status, in a real LangGraph graph
 (StateGraph, ToolNode, a SQLite checkpointer). Only a succeeded effect is a successful tool
 result; an effect whose outcome is unknown or still pending (accepted, in progress,
-reconciling, held by a freeze, needs reconciliation) and a refusal are tool errors naming
+reconciling, held, needs reconciliation) and a refusal are tool errors naming
 the key, the status and whether it is resolved, as LedgerMiddleware answers (a hostile
 review found ``needs_reconciliation`` reported as a successful refund). The client is a
 scripted fake behind LedgerClient's interface: intents are built by the real
@@ -29,7 +29,7 @@ S = ev.ReceiptStatus
 # Whether the ledger knows the outcome (resolved), by status, as LedgerMiddleware says it.
 RESOLVED = {S.ACCEPTED: False, S.IN_PROGRESS: False, S.RECONCILING: False,
             S.NEEDS_RECONCILIATION: False, S.SUCCEEDED: True, S.FAILED: True,
-            S.REJECTED: True, S.HELD: True}
+            S.REJECTED: True, S.HELD: False}
 
 
 class ScriptedLedger(InMemoryLedger):
@@ -107,6 +107,18 @@ def test_an_effect_held_by_a_freeze_is_not_settled(tmp_path: Path) -> None:
     assert (message.status, content["status"], content["reason"], content["resolved"]) == (
         "error", "held", "frozen", False)
     assert "not settled yet" in content["note"] and "unfreeze" in content["note"]
+
+
+def test_an_intent_held_behind_an_earlier_versions_effect_is_not_settled(
+        tmp_path: Path) -> None:
+    """Held for its version: the key's effect, asked by an earlier version of the graph,
+    is in flight. Not "resolved, not done" (a hostile review: the model, told the work
+    failed, may do it another way under another key while it is about to happen)."""
+    message, _ = answered(ScriptedLedger((S.HELD, ev.Reason.VERSION, "other")), tmp_path)
+    content = json.loads(message.content)
+    assert (message.status, content["status"], content["reason"], content["resolved"]) == (
+        "error", "held", "version", False)
+    assert "in flight" in content["note"] and "another way" in content["note"]
 
 
 def test_a_repeat_of_a_succeeded_effect_stays_a_success(tmp_path: Path) -> None:
