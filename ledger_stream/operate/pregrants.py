@@ -8,9 +8,11 @@ forwarded to the key's new partition by the processor there, and stamped again b
 broker when it is: its first time is lost, and it reaches the new partition behind
 records appended there in the meantime (a plain copy's claim among them). So
 ``repartition`` refuses while a moved key's pre-grant could still take such a claim: until
-the pre-grant's end plus the clock-skew margin has passed (a claim appended before the end
-by the broker's clock was appended before that time by the migration's clock), every claim
-its fencer may have written lies before the offsets the check read, and was decided.
+the pre-grant's end plus twice the clock-skew margin has passed by the migration's clock,
+every claim its fencer may have written lies before the offsets the check read, and was
+decided. Twice: a claim's time is the broker's (LogAppendTime) or, on a CreateTime topic,
+the connector's clock, which the processor's preflight bounds within the margin of the
+broker's; and the migration's host clock is within the margin of the broker's too.
 """
 
 from __future__ import annotations
@@ -28,16 +30,17 @@ WAITING = (Phase.RESERVED, Phase.HELD)
 
 
 def running_pregrants(rows: Iterable[tuple[int, bytes, bytes]], to: int, checked_ms: int,
-                      skew_ms: int) -> list[tuple[str, int]]:
+                      margin_ms: int) -> list[tuple[str, int]]:
     """(key, pre-grant end) of each row ``(old partition, key, row)`` whose key moves at
-    ``to`` partitions and whose pre-grant end plus ``skew_ms`` is not before ``checked_ms``
-    (the wall clock when the inputs were checked as decided), in key order."""
+    ``to`` partitions and whose pre-grant end plus ``margin_ms`` is not before
+    ``checked_ms`` (the wall clock when the inputs were checked as decided), in key
+    order."""
     found = []
     for partition, key, row in rows:
         if partition_for(key, to) == partition:
             continue
         state = decode_row(row)
         end = pregrant_end(state) if state.phase in WAITING else 0
-        if end and end + skew_ms >= checked_ms:
+        if end and end + margin_ms >= checked_ms:
             found.append((key.decode("utf-8", "replace"), end))
     return sorted(found)

@@ -105,7 +105,8 @@ def repartition(bootstrap: str, settings: Settings, to: int, timeout_s: float = 
     parts = _read_state(bootstrap, changelog, group, committed, recorded.partitions,
                         timeout_s)
     if not grown:
-        _require_no_running_pregrant(parts, to, checked_ms, settings.processor.clock_skew_ms)
+        _require_no_running_pregrant(parts, to, checked_ms,
+                                     2 * settings.processor.clock_skew_ms)
     try:
         containment = carried_rows({p: part.containment for p, part in parts.items()}, to)
     except CarryRefused as exc:
@@ -135,11 +136,12 @@ def _require_no_members(admin: AdminClient, group: str, timeout_s: float) -> Non
 
 
 def _require_no_running_pregrant(parts: dict[int, _Partition], to: int, checked_ms: int,
-                                 skew_ms: int) -> None:
+                                 margin_ms: int) -> None:
     running = running_pregrants(((p, key, row) for p, part in parts.items()
-                                 for key, (row, _) in part.rows.items()), to, checked_ms, skew_ms)
+                                 for key, (row, _) in part.rows.items()), to, checked_ms,
+                                margin_ms)
     if running:
-        until_ms = max(end for _, end in running) + skew_ms + 1
+        until_ms = max(end for _, end in running) + margin_ms + 1
         when = datetime.fromtimestamp(until_ms / 1000, UTC).isoformat(timespec="seconds")
         wait_s = max(0, -(-(until_ms - checked_ms) // 1000))
         named = ", ".join(key for key, _ in running[:6])
@@ -148,7 +150,7 @@ def _require_no_running_pregrant(parts: dict[int, _Partition], to: int, checked_
             f"{len(running)} key(s) that would move hold a pre-grant their connector may still "
             f"claim ({named}{more}): a claim forwarded from the old partition would lose the "
             f"time it was written at. Run this again after {when} (in {wait_s} s: the latest "
-            "pre-grant's end plus LEDGER_CLOCK_SKEW_MS)")
+            "pre-grant's end plus twice LEDGER_CLOCK_SKEW_MS)")
 
 
 def _consumer(bootstrap: str, group: str, isolation: str = "read_committed") -> Consumer:

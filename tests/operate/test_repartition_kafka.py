@@ -135,7 +135,7 @@ def test_repartition_waits_for_a_moved_keys_pre_grant_to_end(
         ledger_topics: Settings, tmp_path: Path) -> None:
     """A moved key's Dispatch carries a pre-grant nobody claimed yet: a claim its fencer
     writes to the old partition after the check would be forwarded and lose its time, so
-    the migration refuses until the pre-grant's end plus the skew, then runs."""
+    the migration refuses until the pre-grant's end plus twice the skew, then runs."""
     from ledger_lab.harness.processes import processor_group
 
     settings = ledger_topics.model_copy(
@@ -154,7 +154,7 @@ def test_repartition_waits_for_a_moved_keys_pre_grant_to_end(
         assert read_layout(settings.kafka_bootstrap or "", settings.topic("changelog")) \
             == Layout(settings.partitions), "a refused run changes nothing"
         skew_s = settings.processor.clock_skew_ms / 1000
-        time.sleep(max(0.0, dispatch.lease_until_ms / 1000 + skew_s + 0.5 - time.time()))
+        time.sleep(max(0.0, dispatch.lease_until_ms / 1000 + 2 * skew_s + 0.5 - time.time()))
         grown = run_repartition(settings, tmp_path, TO)
         assert grown.popen.returncode == 0, grown.tail()
     finally:

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.timeout(30)
 
 LEASE = 30_000
 PRE = replace(POLICY, pregrant_lease_ms=LEASE)
-SKEW = PRE.clock_skew_ms
+SKEW = PRE.clock_skew_ms  # the margin passed (repartition passes twice the skew)
 AT = 1_000
 END = AT + LEASE
 OLD, TO = 3, 6
