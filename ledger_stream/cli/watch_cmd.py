@@ -28,8 +28,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "read by an increasing id), smtp (the recipients' Maildir, --maildir). Runs until "
         "SIGTERM or Ctrl-C.")
     parser.add_argument("target", choices=tuple(NEEDS), help="the kind of target")
-    parser.add_argument("--name", default=None, help="the target's name (as the "
-                        "connector's --name; default: the kind)")
+    parser.add_argument("--name", required=True, help="the target's name, as the "
+                        "connector's --name and the intents' target: an effect found is "
+                        "a key's own only at its target")
     parser.add_argument("--key-template", default=None, metavar="TEMPLATE",
                         help="the operation key of an effect made around the ledger, from "
                         "its body (a row's columns; a mail's to, subject, from): e.g. "
@@ -98,7 +99,7 @@ def _run(args: argparse.Namespace) -> int:
     codec = make_codec(settings.connection.schema_registry_url)
     producer = EventProducer(settings, bootstrap, codec)
     # A relay sends a mail twice if asked twice; the sandbox and the receipts table fence.
-    watcher = Watcher(args.name or args.target, source, producer, args.key_template,
+    watcher = Watcher(args.name, source, producer, args.key_template,
                       deduplicates=args.target != "smtp")
     try:
         watcher.run(stop, args.interval)

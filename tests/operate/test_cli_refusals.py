@@ -27,7 +27,7 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
 @pytest.mark.parametrize("argv", [
     ["freeze", "refund", "--reason", "x", "--wait", "0"],
     ["unfreeze", "refund", "--wait", "0"],
-    ["watch", "sandbox", "--base-url", "http://127.0.0.1:1"],
+    ["watch", "sandbox", "--name", "sandbox", "--base-url", "http://127.0.0.1:1"],
 ])
 def test_no_kafka_configured_is_one_line(argv: list[str], capsys) -> None:
     code, err = run(argv, capsys)
@@ -48,8 +48,8 @@ def test_a_freeze_wait_that_never_ends_is_refused(value: str, capsys) -> None:
 
 @pytest.mark.parametrize("value", ["nan", "inf", "0", "1e300"])
 def test_a_watch_interval_without_a_pause_or_past_a_day_is_refused(value: str, capsys) -> None:
-    code, err = run(["watch", "sandbox", "--base-url", "http://127.0.0.1:1", "--interval",
-                     value], capsys)
+    code, err = run(["watch", "sandbox", "--name", "s", "--base-url", "http://127.0.0.1:1",
+                     "--interval", value], capsys)
     assert code == 2 and "--interval must be more than 0" in err, err
 
 

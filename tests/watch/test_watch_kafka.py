@@ -51,7 +51,8 @@ def await_alert(stack: Stack, key: str, kind: ev.AlertKind, timeout_s: float = 3
 def test_effects_made_around_the_ledger_raise_alerts_within_seconds(
         stack: Stack, sandbox: SandboxProc) -> None:
     stack.connector("http", "--name", "sandbox", "--base-url", sandbox.url, "--deduplicates")
-    watcher = Proc(["watch", "sandbox", "--base-url", sandbox.url, "--interval", "0.5",
+    watcher = Proc(["watch", "sandbox", "--name", "sandbox", "--base-url", sandbox.url,
+                    "--interval", "0.5",
                     "--key-template", "acme/refund/{invoice}", "--bootstrap", stack.bootstrap,
                     "--topic-prefix", stack.settings.topic_prefix],
                    stack.tmp / "watch.log")
