@@ -20,6 +20,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
+from ledger_stream.connector.redaction import unshown
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState
@@ -72,7 +73,7 @@ def plan_checkpoint(graph: Any, saver: BaseCheckpointSaver[Any], found: Checkpoi
         with dry_run(probe):
             waiting = asyncio.run(_replay(copy, config, thread_id, resume))
     except Exception as exc:  # the graph's own failure is a finding, not a crash
-        error = f"{type(exc).__name__}: {str(exc)[:300]}"
+        error = unshown(exc)
     return judge_replay(checkpoint_id, step, str(meta.get("source", "")),
                         next_nodes, probe.asked, waiting, error)
 

@@ -29,6 +29,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
+from ledger_stream.connector.redaction import unshown
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.decide import decide
 from ledger_stream.domain.policy import Policy
@@ -101,7 +102,7 @@ def resume_dry(graph: Any, thread: ThreadAt, probe: LedgerProbe,
         with dry_run(probe):
             waiting = asyncio.run(_drive(copy, config, thread.thread_id, resume))
     except Exception as exc:  # the new code's own failure is a finding, not a crash
-        return DryRun(tuple(probe.asked), (), f"{type(exc).__name__}: {str(exc)[:300]}")
+        return DryRun(tuple(probe.asked), (), unshown(exc))
     return DryRun(tuple(probe.asked), waiting, "")
 
 

@@ -14,7 +14,9 @@ from langchain_core.messages import AIMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from ledger_stream.replay import Kind
+from ledger_stream.replay.report import as_json, as_table
 from ledger_stream.replay.run import plan_thread
+from tests.upgrade.graphs import CARD, card_in_amount, chain, saver, step
 from tests.upgrade.support import (
     POLICY,
     MemoryLedger,
@@ -97,3 +99,16 @@ def test_states_read_once(client):  # noqa: F811
     states.key_state("k")
     states.key_state("k")
     assert ledger.reads == ["k"]
+
+
+def test_the_graphs_exception_is_reported_without_its_message(tmp_path):
+    sv = saver(tmp_path / "a.sqlite")
+    chain(("a", step("a")), ("b", step("b")), saver=sv).invoke(
+        {"log": []}, {"configurable": {"thread_id": "t"}})
+    plans = plan_thread(chain(("a", step("a")), ("b", card_in_amount)), sv, MemoryLedger(),
+                        POLICY, "t", at_ms=lambda: int(time.time() * 1000))
+    errors = [f.detail for p in plans for f in p.findings if f.kind is Kind.ERROR]
+    assert errors and all(e.startswith("ValidationError [message not shown: ")
+                          for e in errors)
+    printed = as_table("t", plans) + as_json("t", plans)
+    assert CARD[:4] not in printed and "input_value" not in printed
