@@ -27,7 +27,7 @@ from ledger_stream.domain.state import KeyState
 from ledger_stream.replay.history import Lineage, copy_until, root_history
 from ledger_stream.replay.plan import CheckpointPlan, judge_replay
 from ledger_stream.sdk.dry_run import dry_run
-from ledger_stream.upgrade.check import INTERRUPT_ROUNDS, LedgerProbe, Resume, _caught_up
+from ledger_stream.upgrade.check import INTERRUPT_ROUNDS, LedgerProbe, Resume, caught_up
 from ledger_stream.upgrade.ledger import Ledger
 from ledger_stream.upgrade.threads import pending_nodes
 
@@ -46,7 +46,7 @@ def plan_thread(graph: Any, saver: BaseCheckpointSaver[Any], ledger: Ledger, pol
     history = everything[:limit]
     if not history:
         raise LookupError(f"thread {thread_id!r} has no checkpoint")
-    _caught_up(ledger, lag_wait_s, progress)
+    caught_up(ledger.undecided, lag_wait_s, progress)
     states = StatesRead(ledger)
     recorded = states.thread_intents({thread_id}).get(thread_id, [])
     lineage = Lineage(everything)
