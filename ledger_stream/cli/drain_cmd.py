@@ -1,8 +1,10 @@
 """``ledger-stream drain --graph G --version V``: the keys in flight for one workflow
 version, and ``--hold`` / ``--release`` of its new intents (a freeze by workflow version).
 
-Exit status for scripts: 0 when no key of the version is in flight, 1 when some are,
-2 on an error (nothing could be said).
+Exit status for scripts: 0 when no key of the version is in flight (its held keys, which
+wait for the unfreeze, are listed apart and do not count), 1 when some are or the
+processors have not decided every recorded intent within ``--lag-wait`` (an intent of the
+version not decided yet is in no changelog row), 2 on an error (nothing could be said).
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "freeze that version: its new intents are recorded and answered 'held: frozen', "
         "not dispatched, while other versions pass and its keys in flight finish; "
         "--release lifts the hold and dispatches the held intents, in order. Who holds "
-        "or releases (--operator) is written to the audit topic first. Exit status 0 "
-        "when nothing of the version is in flight, 1 when some keys are, 2 on an error.")
+        "or releases (--operator) is written to the audit topic first. Before reading, it "
+        "waits up to --lag-wait seconds for the processors to decide every recorded "
+        "intent. Held keys wait for the release and are listed apart. Exit status 0 "
+        "when nothing of the version is in flight (held keys aside), 1 when some keys "
+        "are or the processors lag, 2 on an error.")
     drain.add_argument("--graph", required=True, metavar="G", help="the graph id")
     drain.add_argument("--version", required=True, metavar="V",
                        help="the workflow (graph) version")
@@ -42,6 +47,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        "release (default 10)")
     drain.add_argument("--group", metavar="NAME", help="the processors' consumer group "
                        "(env: LEDGER_CONSUMER_GROUP)")
+    drain.add_argument("--lag-wait", type=float, default=30.0, metavar="S",
+                       help="seconds to wait for the processors to decide every recorded "
+                       "intent before reading the changelog (default 30); still behind: "
+                       "not drained (exit 1)")
     drain.add_argument("--json", action="store_true", help="one JSON object per key")
     add_common_flags(drain)
     drain.set_defaults(handler=_drain)
@@ -53,6 +62,8 @@ def _drain(args: argparse.Namespace) -> int:
     from ledger_stream.kafka.bootstrap import resolve_bootstrap
     from ledger_stream.kafka.exceptions import KafkaSetupError, kafka_error_text
     from ledger_stream.operate import drain
+    from ledger_stream.upgrade.check import LedgerBehind, caught_up
+    from ledger_stream.upgrade.ledger import undecided
 
     if not args.graph or not args.version:
         raise CliError("--graph and --version must not be empty")
@@ -61,18 +72,27 @@ def _drain(args: argparse.Namespace) -> int:
         bootstrap = resolve_bootstrap(settings)
         if args.hold or args.release:
             _contain(args, settings, bootstrap)
+        # An intent of the version recorded but not decided is in no changelog row yet.
+        caught_up(lambda: undecided(settings, bootstrap), max(args.lag_wait, 0.0),
+                  lambda line: print(line, file=sys.stderr, flush=True))
         found = drain.in_flight(settings, bootstrap, args.graph, args.version)
+    except LedgerBehind as exc:
+        print(f"not drained: {exc}", file=sys.stderr)
+        return 1
     except KafkaSetupError as exc:
         raise CliError(str(exc)) from exc
     except KafkaException as exc:
         raise CliError(f"cannot read the changelog: {kafka_error_text(exc)}") from exc
-    for item in found.in_flight:
-        print(drain.as_json(item) if args.json else
+    for item, flying in [(i, True) for i in found.in_flight] + [(i, False) for i in found.held]:
+        print(drain.as_json(item, flying) if args.json else
               f"{cell(item.key)}\t{item.phase}\tattempt {item.attempt}\t"
               f"since {iso_ms(item.since_ms)}\t{cell(item.detail or None)}")
     what = f"{args.graph} version {args.version}"
     print(f"{len(found.in_flight)} key(s) in flight for {what}",
           file=sys.stderr if args.json else sys.stdout)
+    if found.held:
+        print(f"{len(found.held)} key(s) held for {what}: they wait for the release",
+              file=sys.stderr if args.json else sys.stdout)
     if found.unreadable:
         raise CliError(f"{len(found.unreadable)} changelog row(s) did not decode (e.g. "
                        f"{found.unreadable[0]!r}): whether they are in flight is unknown")

@@ -21,8 +21,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "makes is answered by the ledger's decision core on the key's state as the ledger "
         "holds it, never produced. Findings: safe (the same key and arguments: the "
         "original receipt), new_effect, rejected (other arguments, an expired key), "
-        "stale_approval, held, error, waiting. The graph's nodes run for real in this "
-        "process (models are called; only effects through the ledger are held back). "
+        "stale_approval, held, orphan (a key the thread asked for in a step the replay "
+        "runs again, which the replay no longer asks for), error, waiting. The graph's "
+        "nodes run for real in this process (models are called; only effects through "
+        "the ledger are held back). "
         "Exit status 0 when a replay from every checkpoint is safe, 1 when any is not, "
         "2 on a usage, checkpointer or ledger error.")
     parser.add_argument("--graph", required=True, metavar="MODULE:ATTR",

@@ -53,11 +53,23 @@ def summary(error: BaseException) -> str:
     if isinstance(error, TargetError):
         said = " ".join(str(error).translate(_PARENS).split())  # one line
     else:
-        said = f"message not shown: {len(str(error))} characters"
+        said = _not_shown(error)
     room = MAX_SUMMARY - len(kind) - 3
     if len(said) > room:
         said = said[:room - 3] + "..."
     return f"{kind} [{said}]"
+
+
+def unshown(error: BaseException) -> str:
+    """Any exception by its class and its message's length only, for a tool that reports a
+    failure it did not expect (a graph's exception in replay-plan or upgrade-check quotes
+    the value it choked on: pydantic's ``input_value``): ``ValidationError [message not
+    shown: 312 characters]``."""
+    return f"{type(error).__name__} [{_not_shown(error)}]"
+
+
+def _not_shown(error: BaseException) -> str:
+    return f"message not shown: {len(str(error))} characters"
 
 
 def bug_report(error: BaseException) -> str:

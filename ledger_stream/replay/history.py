@@ -6,17 +6,30 @@ The copy holds every checkpoint (of every namespace) up to the one replayed, wit
 parents and pending writes, so LangGraph replays it as it would the original, and the
 replay's intents name the checkpoint they re-run (langgraph/origin.py walks that
 ancestry). Checkpoint ids are time-ordered (uuid6): "up to" compares them.
+
+``Lineage`` says which of the thread's recorded intents a replay from a checkpoint re-runs:
+those of the steps that ran from it or from a checkpoint that descends from it, as an
+intent's ``workflow.checkpoint_id`` names them (langgraph/origin.py: a fresh or resumed
+step's own checkpoint; for every step of a replay or fork run the checkpoint replayed or
+the fork, so such an intent is also taken when the checkpoint planned is on that run's
+branch (past the fork, or past a replay's ``fork`` child of the checkpoint replayed) and
+was written before the intent); and those whose checkpoint was never saved (durability
+``async`` or ``exit`` and a crash) when it is newer. Where it cannot tell (two runs from
+one checkpoint), it takes the intent: a false ``orphan``, never a missed one.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
 
-from ledger_stream.upgrade.threads import namespaces
+from ledger_stream.domain import events as ev
+from ledger_stream.upgrade.check import REPLAYED
+from ledger_stream.upgrade.threads import _ts_ms, namespaces
 
 
 def root_history(saver: BaseCheckpointSaver[Any], thread_id: str) -> list[CheckpointTuple]:
@@ -57,3 +70,54 @@ def _put(memory: InMemorySaver, thread_id: str, ns: str, found: CheckpointTuple)
         by_task[task].append((channel, value))
     for task, writes in by_task.items():
         memory.put_writes(saved, writes, task)
+
+
+class Lineage:
+    """The ancestry of a thread's root checkpoints (``history``: all of them)."""
+
+    def __init__(self, history: Sequence[CheckpointTuple]) -> None:
+        self._parent = {str(c.checkpoint["id"]): _parent_id(c) for c in history}
+        self._ts_ms = {str(c.checkpoint["id"]): _ts_ms(c) for c in history}
+        self._source = {str(c.checkpoint["id"]): str((c.metadata or {}).get("source", ""))
+                        for c in history}
+
+    def _line(self, checkpoint_id: str) -> list[str]:
+        """The checkpoint and its ancestors, the checkpoint first."""
+        line: list[str] = []
+        while checkpoint_id and checkpoint_id not in line:
+            line.append(checkpoint_id)
+            checkpoint_id = self._parent.get(checkpoint_id, "")
+        return line
+
+    def _on_branch(self, intent: ev.Intent, line: list[str]) -> bool:
+        """Whether the replay or fork run that made ``intent`` wrote the checkpoint whose
+        ``line`` this is (made after it, past the fork, or past a replay's branch start)."""
+        at = intent.workflow.checkpoint_id
+        if at not in line[1:] or intent.at_ms < self._ts_ms[line[0]]:
+            return False
+        if intent.origin is ev.Origin.FORK:
+            return True
+        start = line[line.index(at) - 1]  # the child of the checkpoint replayed
+        return self._source.get(start) == "fork"
+
+    def rerun(self, checkpoint_id: str, intents: Iterable[ev.Intent]) -> list[ev.Intent]:
+        """The ``intents`` made by steps that a replay from ``checkpoint_id`` runs again."""
+        out = []
+        line = self._line(checkpoint_id)
+        for intent in intents:
+            at = intent.workflow.checkpoint_id
+            if not at:
+                continue  # made without a checkpointer: no step to place it in
+            if at not in self._parent:
+                again = at >= checkpoint_id  # never saved: newer ids are later
+            else:
+                again = checkpoint_id in self._line(at) or (
+                    intent.origin in REPLAYED and self._on_branch(intent, line))
+            if again:
+                out.append(intent)
+        return out
+
+
+def _parent_id(found: CheckpointTuple) -> str:
+    return str(((found.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
+               or "")

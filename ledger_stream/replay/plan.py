@@ -13,6 +13,10 @@ ledger's answer, not a guess:
 - ``stale_approval``: the approval the replay carries has expired at that time, or is
   bound to other arguments (or another policy revision): rejected;
 - ``held``: held as an incompatible version while the key's effect is in flight;
+- ``orphan``: the thread recorded an intent in a step the replay re-runs (its checkpoint
+  descends from the one replayed: history.py's ``Lineage``) and the replay does not ask
+  for its key: the effect that intent made stays, and the replay will not ask for it;
+  what the step asks instead (often a ``new_effect``) is a second effect;
 - ``error``: the graph raised while replaying;
 - ``waiting``: the replay stopped at an ``interrupt()`` it had no answer for: what comes
   after it was not planned.
@@ -39,12 +43,13 @@ class Kind(StrEnum):
     HELD = "held"
     STALE_APPROVAL = "stale_approval"
     REJECTED = "rejected"
+    ORPHAN = "orphan"
     ERROR = "error"
 
 
 # Worst last: a checkpoint's verdict, and a key asked twice, keep the worst.
 VERDICTS = (Kind.SAFE, Kind.NEW_EFFECT, Kind.WAITING, Kind.HELD, Kind.STALE_APPROVAL,
-            Kind.REJECTED, Kind.ERROR)
+            Kind.REJECTED, Kind.ORPHAN, Kind.ERROR)
 # Approval problems (approval.py) that time or a changed argument explain.
 STALE = ("approval expired", "approval payload hash differs",
          "approval policy revision differs")
@@ -78,10 +83,11 @@ class CheckpointPlan:
 
 def judge_replay(checkpoint_id: str, step: int, source: str, next_nodes: Sequence[str],
                  asked: Sequence[Asked], waiting_in: Sequence[str] = (),
-                 error: str = "") -> CheckpointPlan:
+                 error: str = "", rerun: Sequence[ev.Intent] = ()) -> CheckpointPlan:
     """The plan of a replay from one checkpoint: ``asked`` the dry run's intents with the
     ledger's answers, in order; ``waiting_in`` where it stopped for an answer; ``error``
-    what the graph raised, if it did."""
+    what the graph raised, if it did; ``rerun`` the intents the thread recorded in the
+    steps the replay re-runs."""
     worst: dict[str, Step] = {}
     for one in asked:
         found = _answer(one)
@@ -89,6 +95,18 @@ def judge_replay(checkpoint_id: str, step: int, source: str, next_nodes: Sequenc
         if held is None or VERDICTS.index(found.kind) > VERDICTS.index(held.kind):
             worst[one.intent.key] = found
     findings = list(worst.values())
+    orphans: dict[str, ev.Intent] = {}
+    for intent in rerun:
+        if intent.key not in worst:
+            orphans.setdefault(intent.key, intent)
+    stopped = (f" before the replay stopped in {', '.join(waiting_in)}" if waiting_in
+               else " before the graph raised" if error else "")
+    findings += [Step(Kind.ORPHAN, key=key, node=intent.workflow.node, detail=(
+        f"the thread recorded this key ({intent.workflow.graph}@{intent.workflow.version}, "
+        f"args {intent.args_hash[:12]}, {intent.origin.value} from checkpoint "
+        f"{intent.workflow.checkpoint_id}) in a step this replay re-runs, and the replay "
+        f"does not ask for it{stopped}: its effect stays, a key asked instead is another"))
+        for key, intent in sorted(orphans.items())]
     findings += [Step(Kind.WAITING, node=node, detail="stopped at an interrupt with no "
                       "answer (--resume gives one): what follows was not planned")
                  for node in waiting_in]
@@ -126,5 +144,5 @@ def _answer(one: Asked) -> Step:
 def exit_status(plans: Sequence[CheckpointPlan]) -> int:
     """0 when a replay from every checkpoint is safe (each key it asks for is answered
     with its original receipt, or it asks none); 1 otherwise (a new effect, a rejection,
-    a stale approval, a hold, an error, or an interrupt with no answer)."""
+    a stale approval, a hold, an orphan, an error, or an interrupt with no answer)."""
     return 0 if all(p.verdict is Kind.SAFE for p in plans) else 1

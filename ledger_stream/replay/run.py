@@ -13,20 +13,21 @@ process's ledger clients are held back.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
+from ledger_stream.connector.redaction import unshown
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.policy import Policy
 from ledger_stream.domain.state import KeyState
-from ledger_stream.replay.history import copy_until, root_history
+from ledger_stream.replay.history import Lineage, copy_until, root_history
 from ledger_stream.replay.plan import CheckpointPlan, judge_replay
 from ledger_stream.sdk.dry_run import dry_run
-from ledger_stream.upgrade.check import INTERRUPT_ROUNDS, LedgerProbe, Resume, _caught_up
+from ledger_stream.upgrade.check import INTERRUPT_ROUNDS, LedgerProbe, Resume, caught_up
 from ledger_stream.upgrade.ledger import Ledger
 from ledger_stream.upgrade.threads import pending_nodes
 
@@ -39,23 +40,30 @@ def plan_thread(graph: Any, saver: BaseCheckpointSaver[Any], ledger: Ledger, pol
     ``limit`` when given), newest first, as the ledger would answer at ``at_ms()``.
     LookupError when the thread has no checkpoint; LedgerBehind when the processor has
     intents it has not decided (the key states read would miss them) and does not catch
-    up within ``lag_wait_s``."""
-    history = root_history(saver, thread_id)[:limit]
+    up within ``lag_wait_s``. The thread's recorded intents (one scan of the intents
+    topic) that a replay re-runs and does not ask again are its ``orphan`` findings."""
+    everything = root_history(saver, thread_id)
+    history = everything[:limit]
     if not history:
         raise LookupError(f"thread {thread_id!r} has no checkpoint")
-    _caught_up(ledger, lag_wait_s, progress)
+    caught_up(ledger.undecided, lag_wait_s, progress)
     states = StatesRead(ledger)
+    recorded = states.thread_intents({thread_id}).get(thread_id, [])
+    lineage = Lineage(everything)
     plans = []
     for n, found in enumerate(history, 1):
+        rerun = lineage.rerun(str(found.checkpoint["id"]), recorded)
         plans.append(plan_checkpoint(graph, saver, found, LedgerProbe(states, policy, at_ms),
-                                     resume))
+                                     resume, rerun))
         progress(f"[{n}/{len(history)}] {plans[-1].checkpoint_id}: {plans[-1].verdict}")
     return plans
 
 
 def plan_checkpoint(graph: Any, saver: BaseCheckpointSaver[Any], found: CheckpointTuple,
-                    probe: LedgerProbe, resume: Resume | None) -> CheckpointPlan:
-    """A replay from ``found`` on a copy of the thread, its intents to ``probe``."""
+                    probe: LedgerProbe, resume: Resume | None,
+                    rerun: Sequence[ev.Intent] = ()) -> CheckpointPlan:
+    """A replay from ``found`` on a copy of the thread, its intents to ``probe``;
+    ``rerun`` the thread's recorded intents of the steps it runs again."""
     thread_id = str(found.config["configurable"]["thread_id"])
     checkpoint_id = str(found.checkpoint["id"])
     memory = InMemorySaver()
@@ -72,9 +80,9 @@ def plan_checkpoint(graph: Any, saver: BaseCheckpointSaver[Any], found: Checkpoi
         with dry_run(probe):
             waiting = asyncio.run(_replay(copy, config, thread_id, resume))
     except Exception as exc:  # the graph's own failure is a finding, not a crash
-        error = f"{type(exc).__name__}: {str(exc)[:300]}"
+        error = unshown(exc)
     return judge_replay(checkpoint_id, step, str(meta.get("source", "")),
-                        next_nodes, probe.asked, waiting, error)
+                        next_nodes, probe.asked, waiting, error, rerun)
 
 
 async def _replay(copy: Any, config: dict[str, Any], thread_id: str,

@@ -29,6 +29,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
+from ledger_stream.connector.redaction import unshown
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.decide import decide
 from ledger_stream.domain.policy import Policy
@@ -101,7 +102,7 @@ def resume_dry(graph: Any, thread: ThreadAt, probe: LedgerProbe,
         with dry_run(probe):
             waiting = asyncio.run(_drive(copy, config, thread.thread_id, resume))
     except Exception as exc:  # the new code's own failure is a finding, not a crash
-        return DryRun(tuple(probe.asked), (), f"{type(exc).__name__}: {str(exc)[:300]}")
+        return DryRun(tuple(probe.asked), (), unshown(exc))
     return DryRun(tuple(probe.asked), waiting, "")
 
 
@@ -145,7 +146,7 @@ def check_threads(graph: Any, saver: BaseCheckpointSaver[Any], ledger: Ledger,
     that is not in flight is reported safe, with nothing pending). LedgerBehind when the
     processor has intents it has not decided and does not catch up within
     ``lag_wait_s``: the key states read would miss them."""
-    _caught_up(ledger, lag_wait_s, progress)
+    caught_up(ledger.undecided, lag_wait_s, progress)
     found = [t for t in _threads(saver, threads, progress)
              if threads or t.in_flight or _pending_for(graph, t)]
     progress(f"{len(found)} threads in flight")
@@ -165,9 +166,12 @@ class LedgerBehind(RuntimeError):
     """The processor has not decided every recorded intent: its state is not the ledger's."""
 
 
-def _caught_up(ledger: Ledger, wait_s: float, progress: Callable[[str], None]) -> None:
+def caught_up(undecided: Callable[[], int], wait_s: float,
+              progress: Callable[[str], None]) -> None:
+    """Wait up to ``wait_s`` for the processor to have decided every recorded intent
+    (``undecided()``: its lag); LedgerBehind when it has not."""
     deadline = time.monotonic() + wait_s
-    while (behind := ledger.undecided()) > 0:
+    while (behind := undecided()) > 0:
         if time.monotonic() >= deadline:
             raise LedgerBehind(f"the processor has {behind} intents it has not decided yet: "
                                "the key states would miss them (is it running?)")

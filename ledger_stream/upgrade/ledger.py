@@ -73,19 +73,25 @@ class KafkaLedger:
         return dict(found)
 
     def undecided(self) -> int:
-        topic = self._settings.topic("intents")
-        consumer = Consumer({"bootstrap.servers": self._bootstrap, **CLIENT_CONFIG,
-                             "group.id": self._settings.processor.consumer_group,  # never joined
-                             "enable.auto.commit": False})
-        try:
-            meta = consumer.list_topics(topic, timeout=10).topics[topic]
-            parts = [TopicPartition(topic, p) for p in meta.partitions]
-            committed = committed_offsets(consumer, parts, 10)
-            behind = 0
-            for tp in committed:
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition),
-                                                           timeout=10)
-                behind += max(0, high - max(tp.offset, low))
-            return behind
-        finally:
-            consumer.close()
+        return undecided(self._settings, self._bootstrap)
+
+
+def undecided(settings: Settings, bootstrap: str) -> int:
+    """Intents recorded that the processors' group (``settings.processor.consumer_group``)
+    has not committed yet: its lag on the intents topic."""
+    topic = settings.topic("intents")
+    consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
+                         "group.id": settings.processor.consumer_group,  # never joined
+                         "enable.auto.commit": False})
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        parts = [TopicPartition(topic, p) for p in meta.partitions]
+        committed = committed_offsets(consumer, parts, 10)
+        behind = 0
+        for tp in committed:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition),
+                                                       timeout=10)
+            behind += max(0, high - max(tp.offset, low))
+        return behind
+    finally:
+        consumer.close()

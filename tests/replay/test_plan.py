@@ -95,3 +95,18 @@ def test_verdicts_and_exit_status():
     assert '"exit_status": 1' in as_json("t", [safe, new])
     table = as_table("t", [safe, new])
     assert "asks the ledger nothing" in table and "2 checkpoints, 1 safe" in table
+
+
+def test_a_recorded_key_the_replay_does_not_ask_is_an_orphan():
+    paid = intent("acme/refund/inv-0", {"a": 1})
+    asked = [ask(KeyState(key=KEY), approved(intent(KEY, {"a": 1})))]
+    plan = judge_replay("c1", 1, "loop", ("tools",), asked, rerun=[paid, paid])
+    assert [(f.kind, f.key) for f in plan.findings] == [(Kind.NEW_EFFECT, KEY),
+                                                        (Kind.ORPHAN, "acme/refund/inv-0")]
+    assert plan.verdict is Kind.ORPHAN and exit_status([plan]) == 1
+    # Asked again: no orphan (the ledger's answer to the ask is the finding).
+    assert kinds(*asked, rerun=[intent(KEY, {"a": 1})]) == [Kind.NEW_EFFECT]
+    stopped = judge_replay("c1", 1, "loop", ("approval",), [], waiting_in=("approval",),
+                           rerun=[paid])
+    assert stopped.verdict is Kind.ORPHAN
+    assert "before the replay stopped in approval" in stopped.findings[0].detail

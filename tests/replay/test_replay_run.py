@@ -5,6 +5,7 @@ approval), ``pending`` (killed after its refund intent was recorded) and ``done`
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from pathlib import Path
@@ -13,11 +14,16 @@ import pytest
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from ledger_stream.replay import Kind
+from ledger_stream.domain import events as ev
+from ledger_stream.replay import Kind, exit_status
+from ledger_stream.replay.report import as_json, as_table
 from ledger_stream.replay.run import plan_thread
+from ledger_stream.sdk.dry_run import dry_run
+from tests.upgrade.graphs import CARD, ask, card_in_amount, chain, saver, step
 from tests.upgrade.support import (
     POLICY,
     MemoryLedger,
+    Recording,
     approval_for,
     graph,
     write_threads,
@@ -97,3 +103,74 @@ def test_states_read_once(client):  # noqa: F811
     states.key_state("k")
     states.key_state("k")
     assert ledger.reads == ["k"]
+
+
+def test_the_graphs_exception_is_reported_without_its_message(tmp_path):
+    sv = saver(tmp_path / "a.sqlite")
+    chain(("a", step("a")), ("b", step("b")), saver=sv).invoke(
+        {"log": []}, {"configurable": {"thread_id": "t"}})
+    plans = plan_thread(chain(("a", step("a")), ("b", card_in_amount)), sv, MemoryLedger(),
+                        POLICY, "t", at_ms=lambda: int(time.time() * 1000))
+    errors = [f.detail for p in plans for f in p.findings if f.kind is Kind.ERROR]
+    assert errors and all(e.startswith("ValidationError [message not shown: ")
+                          for e in errors)
+    printed = as_table("t", plans) + as_json("t", plans)
+    assert CARD[:4] not in printed and "input_value" not in printed
+
+
+def mail_graph(picks: list[str], sv=None):
+    """pick (an id, as a model would format it: each run takes the next of ``picks``) ->
+    pay (mails under a key made of that id)."""
+    ids = iter(picks)
+
+    def pay(state, config):
+        return ask(f"acme/mail/{state['n']}", {"to": state["n"]}, "pay", config)
+
+    return chain(("pick", lambda _s: {"n": next(ids), "log": ["pick"]}), ("pay", pay),
+                 saver=sv)
+
+
+def test_a_key_the_thread_paid_that_a_replay_no_longer_asks_is_an_orphan(tmp_path):
+    sv, ledger = saver(tmp_path / "a.sqlite"), MemoryLedger()
+    with dry_run(Recording(ledger, kill=False)):
+        mail_graph(["id-1"], sv).invoke({"log": []}, {"configurable": {"thread_id": "t"}},
+                                        durability="sync")
+    assert [i.key for i in ledger.intents] == ["acme/mail/id-1"]  # what the thread paid
+    # A replay re-runs pick, which formats the id otherwise: a second mail, under id-2.
+    plans = plan_thread(mail_graph(["ID-2"] * 9), sv, ledger, POLICY, "t",
+                        at_ms=lambda: int(time.time() * 1000))
+    assert found(plans, "pick") == found(plans, "__start__") == [
+        [(Kind.NEW_EFFECT, "acme/mail/ID-2"), (Kind.ORPHAN, "acme/mail/id-1")]]
+    assert [p.verdict for p in plans if p.next in (("pick",), ("__start__",))] == [
+        Kind.ORPHAN, Kind.ORPHAN]
+    # From pay's checkpoint the id is the one saved: the original receipt; after it, nothing.
+    assert found(plans, "pay") == [[(Kind.SAFE, "acme/mail/id-1")]]
+    assert [p.verdict for p in plans[:2]] == [Kind.SAFE, Kind.SAFE]
+    assert exit_status(plans) == 1
+    table, document = as_table("t", plans), json.loads(as_json("t", plans))
+    assert "\torphan\torphan\tacme/mail/id-1\tthe thread recorded this key" in table
+    assert [f["key"] for c in document["checkpoints"] for f in c["findings"]
+            if f["kind"] == "orphan"] == ["acme/mail/id-1"] * 2
+
+
+def test_a_key_of_another_branch_is_no_orphan(tmp_path):
+    sv, ledger = saver(tmp_path / "a.sqlite"), MemoryLedger()
+    config = {"configurable": {"thread_id": "t"}}
+    with dry_run(Recording(ledger, kill=False)):
+        first = mail_graph(["id-1", "id-2"], sv)
+        first.invoke({"log": []}, config, durability="sync")
+        at_pick = next(s for s in first.get_state_history(config) if s.next == ("pick",))
+        first.invoke(None, at_pick.config, durability="sync")  # a replay: mails id-2
+    assert [(i.key, i.origin) for i in ledger.intents] == [
+        ("acme/mail/id-1", ev.Origin.FRESH), ("acme/mail/id-2", ev.Origin.REPLAY)]
+    plans = plan_thread(mail_graph(["id-3"] * 9), sv, ledger, POLICY, "t",
+                        at_ms=lambda: int(time.time() * 1000))
+    # pay's checkpoints, newest first: the replay's (id-2) and the original's (id-1).
+    assert found(plans, "pay") == [[(Kind.SAFE, "acme/mail/id-2")],
+                                   [(Kind.SAFE, "acme/mail/id-1")]]
+    # pick's: the replay's branch start re-runs only its own mail; the original checkpoint
+    # (an ancestor of both branches) re-runs both runs' mails.
+    assert found(plans, "pick") == [
+        [(Kind.NEW_EFFECT, "acme/mail/id-3"), (Kind.ORPHAN, "acme/mail/id-2")],
+        [(Kind.NEW_EFFECT, "acme/mail/id-3"), (Kind.ORPHAN, "acme/mail/id-1"),
+         (Kind.ORPHAN, "acme/mail/id-2")]]

@@ -53,6 +53,21 @@ def step(name: str) -> Callable[[S], dict[str, Any]]:
     return lambda _state: {"log": [name]}
 
 
+CARD = "4111-1111-1111-1111"
+
+
+def card_in_amount(_state: S) -> dict[str, Any]:
+    """A node whose tool arguments fail validation: the model put a card number in an
+    amount (pydantic's message quotes the input value)."""
+    from pydantic import BaseModel
+
+    class Refund(BaseModel):
+        amount: int
+
+    Refund.model_validate({"amount": f"{CARD} exp 12/29"})
+    return {}
+
+
 def chain(*nodes: tuple[str, Any], saver: Any = None, **compile_kw: Any) -> Any:
     """START -> nodes in order -> END."""
     g = StateGraph(S)

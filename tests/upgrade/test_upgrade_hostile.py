@@ -21,8 +21,9 @@ from ledger_stream.domain import events as ev
 from ledger_stream.sdk.dry_run import dry_run
 from ledger_stream.upgrade import Kind, check_threads
 from ledger_stream.upgrade.check import LedgerBehind
+from ledger_stream.upgrade.report import as_json, as_table
 from tests.upgrade import graphs
-from tests.upgrade.graphs import S, chain, effect, saver, step
+from tests.upgrade.graphs import CARD, S, card_in_amount, chain, effect, saver, step
 from tests.upgrade.support import POLICY, Killed, MemoryLedger, Recording
 
 pytestmark = pytest.mark.timeout(60)
@@ -238,3 +239,15 @@ def test_a_lagging_processor_stops_the_check(tmp_path):
     chain(("x", step("x")), saver=sv).invoke({"log": []}, CONFIG)
     with pytest.raises(LedgerBehind, match="3 intents"):
         check_threads(chain(("x", step("x"))), sv, Lagging(), POLICY, lag_wait_s=0.2)
+
+
+def test_the_new_codes_exception_is_reported_without_its_message(tmp_path):
+    sv, ledger = saver(tmp_path / "a.sqlite"), MemoryLedger()
+    run_killed(chain(("a", step("a")), ("t", effect("acme/mail/m-1", {"to": "x"}, "t")),
+                     saver=sv), ledger, "acme/mail/m-1")
+    verdicts = check_threads(chain(("a", step("a")), ("t", card_in_amount)), sv, ledger,
+                             POLICY)
+    (error,) = [f.detail for f in verdicts[0].findings if f.kind is Kind.ERROR]
+    assert error.startswith("ValidationError [message not shown: ")
+    printed = as_table(verdicts) + as_json(verdicts)
+    assert CARD[:4] not in printed and "input_value" not in printed
