@@ -63,7 +63,7 @@ def _drain(args: argparse.Namespace) -> int:
     from ledger_stream.kafka.exceptions import KafkaSetupError, kafka_error_text
     from ledger_stream.operate import drain
     from ledger_stream.upgrade.check import LedgerBehind, caught_up
-    from ledger_stream.upgrade.ledger import undecided
+    from ledger_stream.upgrade.ledger import intent_ends, undecided
 
     if not args.graph or not args.version:
         raise CliError("--graph and --version must not be empty")
@@ -72,8 +72,10 @@ def _drain(args: argparse.Namespace) -> int:
         bootstrap = resolve_bootstrap(settings)
         if args.hold or args.release:
             _contain(args, settings, bootstrap)
-        # An intent of the version recorded but not decided is in no changelog row yet.
-        caught_up(lambda: undecided(settings, bootstrap), max(args.lag_wait, 0.0),
+        # An intent of the version recorded but not decided is in no changelog row yet. Only
+        # those recorded before now: under traffic the processors' lag is never 0.
+        ends = intent_ends(settings, bootstrap)
+        caught_up(lambda: undecided(settings, bootstrap, ends), max(args.lag_wait, 0.0),
                   lambda line: print(line, file=sys.stderr, flush=True))
         found = drain.in_flight(settings, bootstrap, args.graph, args.version)
     except LedgerBehind as exc:

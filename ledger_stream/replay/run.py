@@ -13,7 +13,7 @@ process's ledger clients are held back.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
@@ -46,7 +46,8 @@ def plan_thread(graph: Any, saver: BaseCheckpointSaver[Any], ledger: Ledger, pol
     history = everything[:limit]
     if not history:
         raise LookupError(f"thread {thread_id!r} has no checkpoint")
-    caught_up(ledger.undecided, lag_wait_s, progress)
+    ends = ledger.intent_ends()  # what was recorded before the plan; later intents may come
+    caught_up(lambda: ledger.undecided(ends), lag_wait_s, progress)
     states = StatesRead(ledger)
     recorded = states.thread_intents({thread_id}).get(thread_id, [])
     lineage = Lineage(everything)
@@ -122,5 +123,8 @@ class StatesRead:
     def thread_intents(self, thread_ids: Collection[str]) -> dict[str, list[ev.Intent]]:
         return self._ledger.thread_intents(thread_ids)
 
-    def undecided(self) -> int:
-        return self._ledger.undecided()
+    def undecided(self, upto: Mapping[int, int] | None = None) -> int:
+        return self._ledger.undecided(upto)
+
+    def intent_ends(self) -> dict[int, int]:
+        return self._ledger.intent_ends()

@@ -146,7 +146,8 @@ def check_threads(graph: Any, saver: BaseCheckpointSaver[Any], ledger: Ledger,
     that is not in flight is reported safe, with nothing pending). LedgerBehind when the
     processor has intents it has not decided and does not catch up within
     ``lag_wait_s``: the key states read would miss them."""
-    caught_up(ledger.undecided, lag_wait_s, progress)
+    ends = ledger.intent_ends()  # what was recorded before the check; later intents may come
+    caught_up(lambda: ledger.undecided(ends), lag_wait_s, progress)
     found = [t for t in _threads(saver, threads, progress)
              if threads or t.in_flight or _pending_for(graph, t)]
     progress(f"{len(found)} threads in flight")
@@ -168,8 +169,9 @@ class LedgerBehind(RuntimeError):
 
 def caught_up(undecided: Callable[[], int], wait_s: float,
               progress: Callable[[str], None]) -> None:
-    """Wait up to ``wait_s`` for the processor to have decided every recorded intent
-    (``undecided()``: its lag); LedgerBehind when it has not."""
+    """Wait up to ``wait_s`` for the processor to have decided every intent ``undecided()``
+    counts (those recorded before the wait began: under steady traffic the whole lag is
+    never 0); LedgerBehind when it has not."""
     deadline = time.monotonic() + wait_s
     while (behind := undecided()) > 0:
         if time.monotonic() >= deadline:

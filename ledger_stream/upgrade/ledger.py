@@ -6,7 +6,7 @@ them). Read-only: nothing is produced, committed or joined."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Protocol
 
 from confluent_kafka import TopicPartition
@@ -32,8 +32,13 @@ class Ledger(Protocol):
         """The intents whose workflow thread is one of ``thread_ids``, by thread."""
         ...
 
-    def undecided(self) -> int:
-        """Intents recorded that the processor has not decided yet (its lag)."""
+    def undecided(self, upto: Mapping[int, int] | None = None) -> int:
+        """Intents recorded that the processor has not decided yet (its lag); with
+        ``upto`` (``intent_ends()``), only those recorded before it."""
+        ...
+
+    def intent_ends(self) -> dict[int, int]:
+        """The end offset of each intents partition now."""
         ...
 
 
@@ -72,13 +77,33 @@ class KafkaLedger:
         self._progress(f"read {read} intents")
         return dict(found)
 
-    def undecided(self) -> int:
-        return undecided(self._settings, self._bootstrap)
+    def undecided(self, upto: Mapping[int, int] | None = None) -> int:
+        return undecided(self._settings, self._bootstrap, upto)
+
+    def intent_ends(self) -> dict[int, int]:
+        return intent_ends(self._settings, self._bootstrap)
 
 
-def undecided(settings: Settings, bootstrap: str) -> int:
+def intent_ends(settings: Settings, bootstrap: str) -> dict[int, int]:
+    """The end offset of each partition of the intents topic now: what ``undecided`` counts
+    up to, so a wait for the intents recorded before it ends while others keep coming."""
+    topic = settings.topic("intents")
+    consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
+                         "group.id": settings.processor.consumer_group,  # never joined
+                         "enable.auto.commit": False})
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in meta.partitions}
+    finally:
+        consumer.close()
+
+
+def undecided(settings: Settings, bootstrap: str, upto: Mapping[int, int] | None = None
+              ) -> int:
     """Intents recorded that the processors' group (``settings.processor.consumer_group``)
-    has not committed yet: its lag on the intents topic."""
+    has not committed yet: its lag on the intents topic; with ``upto`` (each partition's
+    end offset, ``intent_ends``), only those recorded before it."""
     topic = settings.topic("intents")
     consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
                          "group.id": settings.processor.consumer_group,  # never joined
@@ -91,6 +116,8 @@ def undecided(settings: Settings, bootstrap: str) -> int:
         for tp in committed:
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition),
                                                        timeout=10)
+            if upto is not None:
+                high = min(high, upto.get(tp.partition, high))
             behind += max(0, high - max(tp.offset, low))
         return behind
     finally:

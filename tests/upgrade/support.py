@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -51,8 +51,11 @@ class MemoryLedger:
                 found.setdefault(intent.workflow.thread_id, []).append(intent)
         return found
 
-    def undecided(self) -> int:
+    def undecided(self, upto: Mapping[int, int] | None = None) -> int:
         return 0
+
+    def intent_ends(self) -> dict[int, int]:
+        return {}
 
 
 class Killed(BaseException):

@@ -232,7 +232,7 @@ def test_a_version_the_ledger_would_hold_is_unsafe(tmp_path):
 
 def test_a_lagging_processor_stops_the_check(tmp_path):
     class Lagging(MemoryLedger):
-        def undecided(self) -> int:
+        def undecided(self, upto=None) -> int:
             return 3
 
     sv = saver(tmp_path / "a.sqlite")
