@@ -81,7 +81,7 @@ TALKS_TO_KAFKA: list[list[str]] = [
     ["evidence", "a/refund/x", "--out", "{tmp}/evidence.json"], ["reconcile", "list"],
     ["reconcile", "resolve", "a/refund/x", "--failed", "--attempt", "1", "--reason", "r"],
     ["freeze", "refund", "--reason", "r", "--wait", "0"], ["unfreeze", "refund", "--wait", "0"],
-    ["freezes"], ["repartition", "--to", "24"],
+    ["freezes"], ["approve", "a/refund/x"], ["repartition", "--to", "24"],
     ["drain", "--graph", "g", "--version", "v"],
     ["drain", "--graph", "g", "--version", "v", "--hold"],
     ["upgrade-check", "--graph", "examples.refund_agent.upgrades:refund_v1",
