@@ -60,6 +60,21 @@ def test_a_watch_interval_without_a_pause_or_past_a_day_is_refused(value: str, c
     assert code == 2 and "--interval must be more than 0" in err, err
 
 
+@pytest.mark.parametrize(("template", "says"), [
+    ("{", "Single '{' encountered"), ("{a.__class__}", "(not {a.__class__})"),
+    ("{0}", "(not {0})"), ("acme/refund/x", "and one at least"),
+    ("refund/{invoice}", "makes no operation key"),
+])
+def test_a_watch_key_template_that_makes_no_key_is_refused_at_start(
+        template: str, says: str, capsys) -> None:
+    # Accepted before, it filed every effect made around the ledger under unmapped/...
+    # (found by the hostile review of 2026-12-07).
+    code, err = run(["watch", "sandbox", "--base-url", "http://127.0.0.1:1",
+                     "--key-template", template], capsys)
+    assert code == 2 and err.startswith(f"ledger-stream: error: --key-template {template!r}")
+    assert says in err and err.count("\n") == 1, err
+
+
 def test_a_freeze_the_processor_would_refuse_is_refused_before_it_is_sent(capsys) -> None:
     # Each partition's processor dead-letters a Containment with a field over 500
     # characters; the command reported it "in force" (found by the hostile review). Refused
