@@ -54,8 +54,11 @@ def _main(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
 
 @pytest.fixture(autouse=True)
 def no_kafka(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # --config is kept in LEDGER_CONFIG for the process: unset after each test, as before.
-    monkeypatch.delenv("LEDGER_CONFIG", raising=False)
+    # --config is kept in LEDGER_CONFIG for the process: unset after each test, as before
+    # (set first: delenv of an unset name would not undo a later set, and the file would
+    # then reach every process a later test starts).
+    monkeypatch.setenv("LEDGER_CONFIG", "")
+    monkeypatch.delenv("LEDGER_CONFIG")
     monkeypatch.delenv("LEDGER_KAFKA_BOOTSTRAP", raising=False)
     monkeypatch.setenv("LEDGER_DEV_MODE", "1")
     monkeypatch.setenv("HOME", str(tmp_path))
