@@ -68,19 +68,20 @@ def _approve(args: argparse.Namespace) -> int:
 
     key = checked_key(args.key)
     settings = settings_from(args)
-    path = args.signing_key or settings.policy.signing_key
-    if path is None:
-        raise CliError("no signing key: give --signing-key FILE (or LEDGER_APPROVAL_SIGNING_KEY)"
-                       "; make one with `ledger-stream approval-keys generate`")
     if args.args_hash is not None and not ARGS_HASH.match(args.args_hash):
         raise CliError(f"{args.args_hash!r} is not an args hash (64 lowercase hex digits)")
     if args.args_hash is None:
         # Never sign what the ledger holds now: the agent chooses its latest intent, so it
-        # could swap in other arguments between an operator's look and the signature.
+        # could swap in other arguments between an operator's look and the signature. No
+        # signing key needed to look.
         pending = _pending_hash(settings, key)
         raise CliError(f"{key} waits for an approval of args_hash {pending}: check those "
                        f"arguments (`ledger-stream inspect {key}`), then approve them by "
                        f"naming the hash: ledger-stream approve {key} {pending}")
+    path = args.signing_key or settings.policy.signing_key
+    if path is None:
+        raise CliError("no signing key: give --signing-key FILE (or LEDGER_APPROVAL_SIGNING_KEY)"
+                       "; make one with `ledger-stream approval-keys generate`")
     try:
         signer = load_signer(path, args.key_id)
         approval = approve(signer, key, args.args_hash, expires_in_s=args.expires_in,
@@ -122,10 +123,20 @@ def _pending_hash(settings: Settings, key: str) -> str:
     """The args hash of ``key``'s intent waiting for an approval: its latest receipt must be
     a rejection for a missing approval (not for a forged or expired one)."""
     from ledger_stream.domain import events as ev
+    from ledger_stream.kafka.exceptions import KafkaSetupError
     from ledger_stream.sdk import LedgerClient
+    from ledger_stream.sdk.errors import (
+        LedgerUnavailable,
+        StaleStatusError,
+        ViewUnavailableError,
+    )
 
-    with LedgerClient(settings) as client:
-        receipt = client.status(key, wait=10.0)
+    try:
+        with LedgerClient(settings) as client:
+            receipt = client.status(key, wait=10.0)
+    except (LedgerUnavailable, StaleStatusError, ViewUnavailableError,
+            KafkaSetupError) as exc:
+        raise CliError(str(exc)) from exc
     if receipt is None:
         raise CliError(f"no receipt for {key}: give ARGS_HASH")
     if not (receipt.status is ev.ReceiptStatus.REJECTED and receipt.reason is ev.Reason.APPROVAL

@@ -68,6 +68,7 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
 
     from ledger_stream.config import load_settings
     from ledger_stream.kafka.client_config import use_client_settings
+    from ledger_stream.settings import ConfigFileError
 
     try:
         settings = load_settings(
@@ -80,6 +81,8 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
         )
     except ValidationError as exc:
         raise CliError(f"invalid setting: {exc}") from exc
+    except ConfigFileError as exc:  # missing, not TOML, or naming an unknown setting
+        raise CliError(str(exc)) from exc
     use_client_settings(settings.kafka_client_properties())  # every Kafka client of this command
     # the flag, else LEDGER_LOG_LEVEL or file
     logging.getLogger().setLevel(settings.process.log_level)

@@ -136,17 +136,23 @@ def _freeze(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from confluent_kafka import KafkaException
+
     from ledger_stream.kafka.bootstrap import resolve_bootstrap
-    from ledger_stream.kafka.exceptions import KafkaSetupError
+    from ledger_stream.kafka.exceptions import KafkaSetupError, kafka_error_text
     from ledger_stream.operate import containment
     from ledger_stream.serde import make_codec
 
     settings = settings_from(args)
     try:
-        records = containment.log(settings, resolve_bootstrap(settings),
+        bootstrap = resolve_bootstrap(settings)
+        records = containment.log(settings, bootstrap,
                                   make_codec(settings.connection.schema_registry_url))
     except KafkaSetupError as exc:
         raise CliError(str(exc)) from exc
+    except KafkaException as exc:
+        raise CliError(f"cannot read the freezes from Kafka at {bootstrap}: "
+                       f"{kafka_error_text(exc)}") from exc
     ignored = containment.ignored(records)
     shown = records if args.history else containment.active(records, ignored)
     if not args.json:

@@ -83,10 +83,16 @@ def _run(args: argparse.Namespace) -> int:
     from ledger_stream.kafka.producer import EventProducer
     from ledger_stream.serde import make_codec
     from ledger_stream.watch import Watcher
+    from ledger_stream.watch.watcher import check_template
 
     if not 0 < args.interval <= MAX_INTERVAL_S:  # NaN fails this too: no pause at all
         raise CliError(f"--interval must be more than 0 and at most {MAX_INTERVAL_S:g} "
                        "seconds")
+    if args.key_template is not None:  # else every effect lands under unmapped/...
+        try:
+            check_template(args.key_template)
+        except ValueError as exc:
+            raise CliError(str(exc)) from exc
     source = _source(args)
     settings = settings_from(args)
     stop = threading.Event()

@@ -8,11 +8,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, Message, TopicPartition
 
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.clients import Consumer
-from ledger_stream.kafka.exceptions import KafkaSetupError
+from ledger_stream.kafka.exceptions import KafkaSetupError, kafka_error_text
 from ledger_stream.kafka.message import fetched, position
 from ledger_stream.kafka.offsets import log_bounds
 from ledger_stream.serde import AvroCodec
@@ -81,8 +81,17 @@ def tail_topic(bootstrap: str, topic: str, *, follow: bool,
     """(partition, offset, value) of every committed record of ``topic`` from the beginning,
     in offset order per partition; with ``follow``, then every new one until ``stop`` is set.
     Without ``follow``, KafkaSetupError when the end is not reached within ``timeout_s``
-    (never a silently partial answer). Nothing is committed."""
-    stop = stop or threading.Event()
+    (never a silently partial answer), and when Kafka does not answer (the client's text).
+    Nothing is committed."""
+    try:
+        yield from _tail(bootstrap, topic, follow, stop or threading.Event(), poll_s, timeout_s)
+    except KafkaException as exc:
+        raise KafkaSetupError(
+            f"cannot read {topic} from Kafka at {bootstrap}: {kafka_error_text(exc)}") from exc
+
+
+def _tail(bootstrap: str, topic: str, follow: bool, stop: threading.Event, poll_s: float,
+          timeout_s: float) -> Iterator[tuple[int, int, bytes | None]]:
     consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
                          "group.id": f"tail-{uuid.uuid4().hex}", "enable.auto.commit": False,
                          "isolation.level": "read_committed"})

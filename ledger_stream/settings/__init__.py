@@ -4,6 +4,7 @@
 and a TOML file under the flat names the ledger has always read.
 """
 
+from ledger_stream.settings.config_file import ConfigFileError
 from ledger_stream.settings.connection import ConnectionSettings
 from ledger_stream.settings.connector import ConnectorSettings
 from ledger_stream.settings.gateway import GatewaySettings
@@ -28,8 +29,8 @@ from ledger_stream.settings.topics import TopicSettings
 from ledger_stream.settings.view import ViewSettings
 
 __all__ = [
-    "DAY_MS", "ENV_PREFIX", "FLAT_ROUTES", "GROUPS", "ConnectionSettings", "ConnectorSettings",
-    "GatewaySettings", "LocalKafkaSettings", "McpSettings", "MetricsPort", "PolicySettings",
-    "ProcessSettings", "ProcessorSettings", "Settings", "SettingsGroup", "TopicSettings",
-    "ViewSettings", "default_home", "load_settings", "shared_jar_cache",
+    "DAY_MS", "ENV_PREFIX", "FLAT_ROUTES", "GROUPS", "ConfigFileError", "ConnectionSettings",
+    "ConnectorSettings", "GatewaySettings", "LocalKafkaSettings", "McpSettings", "MetricsPort",
+    "PolicySettings", "ProcessSettings", "ProcessorSettings", "Settings", "SettingsGroup",
+    "TopicSettings", "ViewSettings", "default_home", "load_settings", "shared_jar_cache",
 ]

@@ -24,9 +24,9 @@ from pydantic_settings import (
     InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
-    TomlConfigSettingsSource,
 )
 
+from ledger_stream.settings.config_file import read_config_file
 from ledger_stream.settings.connection import ConnectionSettings
 from ledger_stream.settings.connector import ConnectorSettings
 from ledger_stream.settings.gateway import GatewaySettings
@@ -149,8 +149,9 @@ class Settings(BaseSettings):
         sources: list[PydanticBaseSettingsSource] = [
             InitSettingsSource(_FlatSources, init_kwargs), EnvSettingsSource(_FlatSources)]
         config_file = os.environ.get(f"{ENV_PREFIX}CONFIG")
-        if config_file:
-            sources.append(TomlConfigSettingsSource(_FlatSources, toml_file=config_file))
+        if config_file:  # named but missing, unreadable or with an unknown name: refused
+            sources.append(InitSettingsSource(_FlatSources, read_config_file(
+                config_file, FLAT_ROUTES, GROUPS)))
         return tuple(sources)
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None,

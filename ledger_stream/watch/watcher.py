@@ -31,6 +31,7 @@ demos and a mailbox that is emptied); a PostgreSQL table incrementally.
 from __future__ import annotations
 
 import logging
+import string
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -64,6 +65,26 @@ class SeenEffect:
     body: Any = None  # the request body the target kept (for the key template), if any
     trusted: bool = True
     repeat: int = 0
+
+
+def check_template(template: str) -> None:
+    """ValueError unless ``template`` can make an operation key of a body: balanced braces,
+    each field a name of the body (no position, attribute or index), at least one, and
+    filled in, tenant/action/business-id."""
+    try:
+        fields = [field for _, field, _, _ in string.Formatter().parse(template)
+                  if field is not None]
+    except ValueError as exc:
+        raise ValueError(f"--key-template {template!r}: {exc}") from None
+    bad = [field for field in fields if not field.isidentifier()]
+    if bad or not fields:
+        raise ValueError(f"--key-template {template!r}: each {{FIELD}} names a field of the "
+                         "effect's body, e.g. 'acme/refund/{invoice}'"
+                         + (f" (not {{{bad[0]}}})" if bad else ", and one at least"))
+    try:
+        checked_key(template.format(**{field: "x" for field in fields}))
+    except (ValueError, InvalidKeyError) as exc:
+        raise ValueError(f"--key-template {template!r} makes no operation key: {exc}") from None
 
 
 def key_for(effect: SeenEffect, template: str | None) -> str | None:

@@ -51,7 +51,9 @@ def _forgeries(keys_dir: Path, key: str, digest: str, expires: int) -> dict[str,
 
 def test_only_the_approvers_private_key_approves(ledger_topics: Settings, tmp_path: Path,
                                                  sandbox: SandboxProc,
-                                                 capsys: pytest.CaptureFixture[str]):
+                                                 capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("LEDGER_APPROVAL_SIGNING_KEY", raising=False)
     approver, keys_dir = tmp_path / "approver", tmp_path / "processor-keys"
     keys_dir.mkdir()
     for key_id in ("ops-0", "ops-1"):  # ops-0: the key rotated out and revoked
@@ -69,12 +71,12 @@ def test_only_the_approvers_private_key_approves(ledger_topics: Settings, tmp_pa
             pending = client.intent(key, "payout", "payments", ARGS, workflow=WORKFLOW)
             assert client.submit(pending, raise_errors=False).reason is ev.Reason.APPROVAL
             # The agent swaps in other arguments: its intent is now the key's latest. An
-            # approver asking the ledger what waits is shown that hash; nothing is signed.
+            # approver asking the ledger what waits is shown that hash; nothing is signed,
+            # so no signing key is needed to ask (docs/commands.md).
             swapped = client.intent(key, "payout", "payments", {**ARGS, "amount": 9999.0},
                                     workflow=WORKFLOW)
             assert client.submit(swapped, raise_errors=False).reason is ev.Reason.APPROVAL
-            code = main(["approve", key, "--signing-key", str(approver / "ops-1.key"),
-                         "--bootstrap", stack.bootstrap,
+            code = main(["approve", key, "--bootstrap", stack.bootstrap,
                          "--topic-prefix", ledger_topics.topic_prefix])
             shown = capsys.readouterr()
             assert (code, shown.out) == (2, "")
