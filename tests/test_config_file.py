@@ -37,7 +37,7 @@ COMMANDS: list[list[str]] = [
     ["freeze", "refund", "--reason", "r"], ["unfreeze", "refund"], ["freezes"],
     ["approve", "a/refund/x", "0" * 64],
     ["mcp", "--tenant", "a", "--effects", "pay=refund@payments[invoice]"], ["api"],
-    ["watch", "sandbox", "--base-url", "http://127.0.0.1:1"],
+    ["watch", "sandbox", "--name", "p", "--base-url", "http://127.0.0.1:1"],
     ["upgrade-check", "--graph", "os:path", "--checkpointer", "x"], ["repartition", "--to", "24"],
     ["replay-plan", "--graph", "os:path", "--checkpointer", "x", "--thread", "t"],
     ["drain", "--graph", "g", "--version", "v"], ["bench"], ["demo"], ["falsify"],
@@ -105,6 +105,24 @@ def test_the_reviewers_misspelled_approval_is_refused_naming_what_was_meant(tmp_
 def test_a_name_no_setting_reads_is_refused(tmp_path: Path, text: str, refusal: str):
     path = _file(tmp_path, text)
     with pytest.raises(ConfigFileError, match=re.escape(f"config file {path}: {refusal}")):
+        load_settings(config_file=path)
+
+
+@pytest.mark.parametrize(("text", "twice"), [
+    ('approval_required_actions = []\n[policy]\napproval_required_actions = ["refund"]\n',
+     "'approval_required_actions' and [policy] 'approval_required_actions'"),
+    ("max_batch = 7\n[processor]\nmax_batch = 9\n", "'max_batch' and [processor] 'max_batch'"),
+    ('approval_required_actions = []\n[policy]\nrequired_actions = ["refund"]\n',
+     "'approval_required_actions' and [policy] 'required_actions'"),
+    ("max_batch = 7\nMAX_BATCH = 9\n", "'max_batch' and 'MAX_BATCH'"),
+])
+def test_a_setting_given_twice_is_refused(tmp_path: Path, text: str, twice: str):
+    """One of the two was dropped without a word: the flat name won over its group's
+    table (an approval the table asked for was lost), one case over another (found by the
+    hostile review of the file check)."""
+    path = _file(tmp_path, text)
+    with pytest.raises(ConfigFileError, match=re.escape(
+            f"config file {path}: set twice (one would be dropped): {twice}")):
         load_settings(config_file=path)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 import tomllib
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +21,13 @@ class ConfigFileError(ValueError):
     """The settings file cannot be used as it is; the message is one line naming the file."""
 
 
-def read_config_file(path: str, flat_names: Collection[str],
+def read_config_file(path: str, flat_names: Collection[str] | Mapping[str, tuple[str, str]],
                      tables: Collection[str]) -> dict[str, Any]:
     """The top-level names and values of the TOML file ``path``. A flat name matches in any
-    case (as the settings read it); a group's table (``tables``) only as written."""
+    case (as the settings read it); a group's table (``tables``) only as written. One
+    setting given twice (two cases of a flat name, or a flat name and its group's table:
+    one would be dropped without a word) is refused; ``flat_names`` mapping each flat name
+    to its (group, field) tells which table field a flat name is."""
     file = Path(path).expanduser()
     if not file.exists():
         raise ConfigFileError(f"config file {path}: no such file")
@@ -46,7 +49,28 @@ def read_config_file(path: str, flat_names: Collection[str],
         raise ConfigFileError(
             f"config file {path}: unknown setting{'s' if len(unknown) > 1 else ''} "
             + ", ".join(_unknown(name, known) for name in unknown))
+    twice = _twice(data, flat_names if isinstance(flat_names, Mapping) else {})
+    if twice:
+        raise ConfigFileError(f"config file {path}: set twice (one would be dropped): "
+                              + ", ".join(twice))
     return data
+
+
+def _twice(data: Mapping[str, Any], routes: Mapping[str, tuple[str, str]]) -> list[str]:
+    """The settings ``data`` gives twice: a flat name in two cases, or a flat name and the
+    same field in its group's table (by the field's own name or its flat name)."""
+    found: list[str] = []
+    seen: dict[str, str] = {}
+    for name in data:
+        if name.lower() in seen:
+            found.append(f"{seen[name.lower()]!r} and {name!r}")
+        seen.setdefault(name.lower(), name)
+    for name, (group, field) in routes.items():
+        table = data.get(group)
+        if name in seen and isinstance(table, Mapping):
+            inside = [k for k in table if k.lower() in (field.lower(), name)]
+            found += [f"{seen[name]!r} and [{group}] {k!r}" for k in inside]
+    return found
 
 
 def _unknown(name: str, known: list[str]) -> str:
