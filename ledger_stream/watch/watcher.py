@@ -67,24 +67,35 @@ class SeenEffect:
     repeat: int = 0
 
 
+# What a template's fields are filled with to see whether it can make a key: a plain value;
+# in a template with no slash of its own, a whole key (a field carrying the key itself).
+_FILLERS = ("x", "t/a/x")
+
+
 def check_template(template: str) -> None:
     """ValueError unless ``template`` can make an operation key of a body: balanced braces,
-    each field a name of the body (no position, attribute or index), at least one, and
-    filled in, tenant/action/business-id."""
+    each field a key of the body (not a position, an attribute or an index), at least one,
+    and filled in, tenant/action/business-id (each field a plain value or, in a template
+    with no slash of its own, a whole key)."""
     try:
         fields = [field for _, field, _, _ in string.Formatter().parse(template)
                   if field is not None]
     except ValueError as exc:
         raise ValueError(f"--key-template {template!r}: {exc}") from None
-    bad = [field for field in fields if not field.isidentifier()]
+    bad = [field for field in fields
+           if not field or field.isdigit() or "." in field or "[" in field]
     if bad or not fields:
         raise ValueError(f"--key-template {template!r}: each {{FIELD}} names a field of the "
                          "effect's body, e.g. 'acme/refund/{invoice}'"
                          + (f" (not {{{bad[0]}}})" if bad else ", and one at least"))
-    try:
-        checked_key(template.format(**{field: "x" for field in fields}))
-    except (ValueError, InvalidKeyError) as exc:
-        raise ValueError(f"--key-template {template!r} makes no operation key: {exc}") from None
+    problem = ""
+    for filler in _FILLERS if "/" not in template else _FILLERS[:1]:
+        try:
+            checked_key(template.format(**{field: filler for field in fields}))
+            return
+        except (ValueError, InvalidKeyError) as exc:
+            problem = problem or str(exc)
+    raise ValueError(f"--key-template {template!r} makes no operation key: {problem}")
 
 
 def key_for(effect: SeenEffect, template: str | None) -> str | None:

@@ -69,7 +69,7 @@ def test_a_watch_key_template_that_makes_no_key_is_refused_at_start(
         template: str, says: str, capsys) -> None:
     # Accepted before, it filed every effect made around the ledger under unmapped/...
     # (found by the hostile review of 2026-12-07).
-    code, err = run(["watch", "sandbox", "--base-url", "http://127.0.0.1:1",
+    code, err = run(["watch", "sandbox", "--name", "s", "--base-url", "http://127.0.0.1:1",
                      "--key-template", template], capsys)
     assert code == 2 and err.startswith(f"ledger-stream: error: --key-template {template!r}")
     assert says in err and err.count("\n") == 1, err

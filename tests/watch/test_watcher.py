@@ -9,6 +9,7 @@ import pytest
 from ledger_stream.domain import events as ev
 from ledger_stream.kafka.exceptions import DeliveryFailed
 from ledger_stream.watch import SeenEffect, Watcher, key_for
+from ledger_stream.watch.watcher import check_template
 from tests.watch.recorder import Recorder
 
 pytestmark = pytest.mark.timeout(30)
@@ -58,3 +59,12 @@ def test_a_body_the_template_cannot_use_is_no_key_and_never_stops_the_watcher() 
     seen = [SeenEffect("bypass", f"p{i}", b) for i, b in enumerate(bodies)]
     watcher = Watcher("sandbox", lambda: seen, producer, "acme/refund/{order[invoice]}")  # type: ignore[arg-type]
     assert watcher.poll() == len(bodies)
+
+
+@pytest.mark.parametrize("template", [
+    "acme/refund/{invoice}", "acme/refund/{invoice-id}", "{operation_key}",
+    "acme/{kind}/{sep}{id}"])
+def test_a_key_template_that_can_make_a_key_is_accepted(template: str) -> None:
+    """Field names str.format takes (a dash), a field holding the whole key, several fields
+    in one part (the hostile review of the start-up check found these refused)."""
+    check_template(template)
