@@ -106,10 +106,10 @@ class Lineage:
         line = self._line(checkpoint_id)
         for intent in intents:
             at = intent.workflow.checkpoint_id
-            if not at:
-                continue  # made without a checkpointer: no step to place it in
             if at not in self._parent:
-                again = at >= checkpoint_id  # never saved: newer ids are later
+                # Never saved: newer ids are later. "" (made without a checkpointer: no
+                # step to place it in) is older than every id.
+                again = at >= checkpoint_id
             else:
                 again = checkpoint_id in self._line(at) or (
                     intent.origin in REPLAYED and self._on_branch(intent, line))
