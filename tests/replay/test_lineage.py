@@ -115,3 +115,14 @@ def test_a_forks_intent_is_rerun_from_its_branch(tmp_path):
     assert lineage.rerun(before_pay, [forked]) == [forked]
     assert lineage.rerun(fork, [forked]) == [forked]
 
+
+
+def test_a_fork_origin_could_not_tell_is_rerun_from_its_branch(tmp_path):
+    """origin.py names a fork it cannot tell apart a ``replay`` of the checkpoint
+    update_state forked (the fork's parent): the fork's first checkpoint has source
+    ``update``, not ``fork``."""
+    lineage, rows, intents = thread(tmp_path, "fork")
+    fork = one(rows, ("mid",), True, "update")
+    told = moved(intents[1], origin=ev.Origin.REPLAY, checkpoint_id=one(rows, ("mid",), False))
+    assert lineage.rerun(one(rows, ("pay",), True), [told]) == [told]
+    assert lineage.rerun(fork, [told]) == [told]
