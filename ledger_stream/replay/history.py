@@ -12,10 +12,12 @@ those of the steps that ran from it or from a checkpoint that descends from it, 
 intent's ``workflow.checkpoint_id`` names them (langgraph/origin.py: a fresh or resumed
 step's own checkpoint; for every step of a replay or fork run the checkpoint replayed or
 the fork, so such an intent is also taken when the checkpoint planned is on that run's
-branch (past the fork, or past a replay's ``fork`` child of the checkpoint replayed) and
-was written before the intent); and those whose checkpoint was never saved (durability
-``async`` or ``exit`` and a crash) when it is newer. Where it cannot tell (two runs from
-one checkpoint), it takes the intent: a false ``orphan``, never a missed one.
+branch (past the fork, or past the branch's first checkpoint, the child of the checkpoint
+replayed: source ``fork`` for a replay, ``update`` for a fork origin.py could not tell
+apart and named as a replay of the checkpoint forked) and was written before the
+intent); and those whose checkpoint was never saved (durability ``async`` or ``exit``
+and a crash) when it is newer. Where it cannot tell (two runs from one checkpoint), it
+takes the intent: a false ``orphan``, never a missed one.
 """
 
 from __future__ import annotations
@@ -97,8 +99,11 @@ class Lineage:
             return False
         if intent.origin is ev.Origin.FORK:
             return True
-        start = line[line.index(at) - 1]  # the child of the checkpoint replayed
-        return self._source.get(start) == "fork"
+        # The child of the checkpoint replayed: "fork" for a replay's branch, "update"
+        # for an update_state fork origin.py could not tell apart (it names the checkpoint
+        # the fork was made from, as for a replay).
+        start = line[line.index(at) - 1]
+        return self._source.get(start) in ("fork", "update")
 
     def rerun(self, checkpoint_id: str, intents: Iterable[ev.Intent]) -> list[ev.Intent]:
         """The ``intents`` made by steps that a replay from ``checkpoint_id`` runs again."""
@@ -106,10 +111,10 @@ class Lineage:
         line = self._line(checkpoint_id)
         for intent in intents:
             at = intent.workflow.checkpoint_id
-            if not at:
-                continue  # made without a checkpointer: no step to place it in
             if at not in self._parent:
-                again = at >= checkpoint_id  # never saved: newer ids are later
+                # Never saved: newer ids are later. "" (made without a checkpointer: no
+                # step to place it in) is older than every id.
+                again = at >= checkpoint_id
             else:
                 again = checkpoint_id in self._line(at) or (
                     intent.origin in REPLAYED and self._on_branch(intent, line))

@@ -14,12 +14,16 @@ ledger's answer, not a guess:
   bound to other arguments (or another policy revision): rejected;
 - ``held``: held as an incompatible version while the key's effect is in flight;
 - ``orphan``: the thread recorded an intent in a step the replay re-runs (its checkpoint
-  descends from the one replayed: history.py's ``Lineage``) and the replay does not ask
-  for its key: the effect that intent made stays, and the replay will not ask for it;
-  what the step asks instead (often a ``new_effect``) is a second effect;
+  descends from the one replayed: history.py's ``Lineage``), the replay ran to its end
+  without asking for its key, and the ledger says the key's effect may exist (succeeded,
+  or in flight): that effect stays, and what the step asks instead (often a
+  ``new_effect``) is a second effect. A key the ledger rejected or whose effect failed
+  made none: no finding;
 - ``error``: the graph raised while replaying;
 - ``waiting``: the replay stopped at an ``interrupt()`` it had no answer for: what comes
-  after it was not planned.
+  after it was not planned. A recorded key (with an effect) the replay re-runs and had
+  not asked when it stopped is not reached: reported under the ``waiting`` (or the
+  ``error``) that stopped it, never as an orphan.
 
 A key asked twice keeps its worst answer. A checkpoint's verdict is its worst finding, in
 the order of ``VERDICTS``; a checkpoint whose replay asks nothing is ``safe``.
@@ -32,7 +36,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from ledger_stream.domain import events as ev
-from ledger_stream.domain.state import Phase
+from ledger_stream.domain.state import KeyState, Phase
 from ledger_stream.upgrade.verdict import Asked
 
 
@@ -53,6 +57,14 @@ VERDICTS = (Kind.SAFE, Kind.NEW_EFFECT, Kind.WAITING, Kind.HELD, Kind.STALE_APPR
 # Approval problems (approval.py) that time or a changed argument explain.
 STALE = ("approval expired", "approval payload hash differs",
          "approval policy revision differs")
+
+
+def effect_may_exist(state: KeyState) -> bool:
+    """Whether the ledger's state of a key says its effect may exist: succeeded (sealed
+    so, too) or still in flight. Absent, rejected before it was held, failed: none."""
+    return (state.phase is Phase.SUCCEEDED or state.phase.in_flight
+            or (state.phase is Phase.EXPIRED
+                and state.sealed_outcome == Phase.SUCCEEDED.value))
 
 
 @dataclass(frozen=True)
@@ -83,11 +95,12 @@ class CheckpointPlan:
 
 def judge_replay(checkpoint_id: str, step: int, source: str, next_nodes: Sequence[str],
                  asked: Sequence[Asked], waiting_in: Sequence[str] = (),
-                 error: str = "", rerun: Sequence[ev.Intent] = ()) -> CheckpointPlan:
+                 error: str = "", rerun: Sequence[tuple[ev.Intent, KeyState]] = ()
+                 ) -> CheckpointPlan:
     """The plan of a replay from one checkpoint: ``asked`` the dry run's intents with the
     ledger's answers, in order; ``waiting_in`` where it stopped for an answer; ``error``
     what the graph raised, if it did; ``rerun`` the intents the thread recorded in the
-    steps the replay re-runs."""
+    steps the replay re-runs, each with its key's state as the ledger holds it."""
     worst: dict[str, Step] = {}
     for one in asked:
         found = _answer(one)
@@ -96,16 +109,19 @@ def judge_replay(checkpoint_id: str, step: int, source: str, next_nodes: Sequenc
             worst[one.intent.key] = found
     findings = list(worst.values())
     orphans: dict[str, ev.Intent] = {}
-    for intent in rerun:
-        if intent.key not in worst:
+    for intent, state in rerun:
+        if intent.key not in worst and effect_may_exist(state):
             orphans.setdefault(intent.key, intent)
-    stopped = (f" before the replay stopped in {', '.join(waiting_in)}" if waiting_in
-               else " before the graph raised" if error else "")
-    findings += [Step(Kind.ORPHAN, key=key, node=intent.workflow.node, detail=(
+    stop = (Kind.WAITING if waiting_in else Kind.ERROR if error else None)
+    stopped = (f"the replay stopped in {', '.join(waiting_in)}" if waiting_in
+               else "the graph raised")
+    findings += [Step(stop or Kind.ORPHAN, key=key, node=intent.workflow.node, detail=(
         f"the thread recorded this key ({intent.workflow.graph}@{intent.workflow.version}, "
         f"args {intent.args_hash[:12]}, {intent.origin.value} from checkpoint "
-        f"{intent.workflow.checkpoint_id}) in a step this replay re-runs, and the replay "
-        f"does not ask for it{stopped}: its effect stays, a key asked instead is another"))
+        f"{intent.workflow.checkpoint_id}) in a step this replay re-runs, "
+        + (f"and {stopped} before asking it: not reached" if stop else
+           "and the replay does not ask for it: its effect stays, a key asked instead "
+           "is another")))
         for key, intent in sorted(orphans.items())]
     findings += [Step(Kind.WAITING, node=node, detail="stopped at an interrupt with no "
                       "answer (--resume gives one): what follows was not planned")

@@ -55,16 +55,18 @@ def plan_thread(graph: Any, saver: BaseCheckpointSaver[Any], ledger: Ledger, pol
     for n, found in enumerate(history, 1):
         rerun = lineage.rerun(str(found.checkpoint["id"]), recorded)
         plans.append(plan_checkpoint(graph, saver, found, LedgerProbe(states, policy, at_ms),
-                                     resume, rerun))
+                                     resume, rerun, states))
         progress(f"[{n}/{len(history)}] {plans[-1].checkpoint_id}: {plans[-1].verdict}")
     return plans
 
 
 def plan_checkpoint(graph: Any, saver: BaseCheckpointSaver[Any], found: CheckpointTuple,
                     probe: LedgerProbe, resume: Resume | None,
-                    rerun: Sequence[ev.Intent] = ()) -> CheckpointPlan:
+                    rerun: Sequence[ev.Intent] = (), states: Ledger | None = None
+                    ) -> CheckpointPlan:
     """A replay from ``found`` on a copy of the thread, its intents to ``probe``;
-    ``rerun`` the thread's recorded intents of the steps it runs again."""
+    ``rerun`` the thread's recorded intents of the steps it runs again, the state of each
+    key of them the replay did not ask read from ``states`` (the ledger)."""
     thread_id = str(found.config["configurable"]["thread_id"])
     checkpoint_id = str(found.checkpoint["id"])
     memory = InMemorySaver()
@@ -82,8 +84,11 @@ def plan_checkpoint(graph: Any, saver: BaseCheckpointSaver[Any], found: Checkpoi
             waiting = asyncio.run(_replay(copy, config, thread_id, resume))
     except Exception as exc:  # the graph's own failure is a finding, not a crash
         error = unshown(exc)
+    asked = {one.intent.key for one in probe.asked}
+    unasked = [(intent, states.key_state(intent.key)) for intent in rerun
+               if states is not None and intent.key not in asked]
     return judge_replay(checkpoint_id, step, str(meta.get("source", "")),
-                        next_nodes, probe.asked, waiting, error, rerun)
+                        next_nodes, probe.asked, waiting, error, unasked)
 
 
 async def _replay(copy: Any, config: dict[str, Any], thread_id: str,

@@ -10,7 +10,7 @@ from ledger_stream import sign_approval
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.decide import decide
 from ledger_stream.domain.policy import Policy
-from ledger_stream.domain.state import KeyState
+from ledger_stream.domain.state import KeyState, Phase
 from ledger_stream.replay import Kind, exit_status, judge_replay
 from ledger_stream.replay.report import as_json, as_table
 from ledger_stream.upgrade.verdict import Asked
@@ -99,14 +99,43 @@ def test_verdicts_and_exit_status():
 
 def test_a_recorded_key_the_replay_does_not_ask_is_an_orphan():
     paid = intent("acme/refund/inv-0", {"a": 1})
+    reserved = decide(KeyState(key=paid.key), approved(paid), POLICY, NOW).state
     asked = [ask(KeyState(key=KEY), approved(intent(KEY, {"a": 1})))]
-    plan = judge_replay("c1", 1, "loop", ("tools",), asked, rerun=[paid, paid])
+    plan = judge_replay("c1", 1, "loop", ("tools",), asked,
+                        rerun=[(paid, reserved), (paid, reserved)])
     assert [(f.kind, f.key) for f in plan.findings] == [(Kind.NEW_EFFECT, KEY),
                                                         (Kind.ORPHAN, "acme/refund/inv-0")]
     assert plan.verdict is Kind.ORPHAN and exit_status([plan]) == 1
+    assert "its effect stays" in plan.findings[1].detail
     # Asked again: no orphan (the ledger's answer to the ask is the finding).
-    assert kinds(*asked, rerun=[intent(KEY, {"a": 1})]) == [Kind.NEW_EFFECT]
+    assert kinds(*asked, rerun=[(intent(KEY, {"a": 1}), held({"a": 1}))]) == [
+        Kind.NEW_EFFECT]
+
+
+def test_a_recorded_key_that_made_no_effect_is_no_orphan():
+    """Rejected by the ledger (it holds nothing: an approval missing), or failed."""
+    rejected = intent("acme/refund/inv-0", {"a": 1})  # no approval: the ledger rejects it
+    answer = ask(KeyState(key=rejected.key), rejected)
+    assert answer.receipt.status is ev.ReceiptStatus.REJECTED
+    refused = decide(KeyState(key=rejected.key), rejected, POLICY, NOW).state
+    failed = held({"a": 1}).changed(phase=Phase.FAILED)
+    assert kinds(rerun=[(rejected, refused), (intent(KEY, {"a": 1}), failed)]) == []
+    sealed = held({"a": 1}).changed(phase=Phase.EXPIRED,
+                                    sealed_outcome=Phase.SUCCEEDED.value)
+    assert kinds(rerun=[(intent(KEY, {"a": 1}), sealed)]) == [Kind.ORPHAN]
+
+
+def test_a_key_after_the_replay_stopped_is_not_reached_not_an_orphan():
+    paid = intent("acme/refund/inv-0", {"a": 1})
+    reserved = decide(KeyState(key=paid.key), approved(paid), POLICY, NOW).state
     stopped = judge_replay("c1", 1, "loop", ("approval",), [], waiting_in=("approval",),
-                           rerun=[paid])
-    assert stopped.verdict is Kind.ORPHAN
-    assert "before the replay stopped in approval" in stopped.findings[0].detail
+                           rerun=[(paid, reserved)])
+    assert stopped.verdict is Kind.WAITING and exit_status([stopped]) == 1
+    assert [(f.kind, f.key) for f in stopped.findings] == [
+        (Kind.WAITING, "acme/refund/inv-0"), (Kind.WAITING, "")]
+    assert "the replay stopped in approval before asking it: not reached" in (
+        stopped.findings[0].detail)
+    raised = judge_replay("c1", 1, "loop", ("tools",), [], error="ValueError: boom",
+                          rerun=[(paid, reserved)])
+    assert [f.kind for f in raised.findings] == [Kind.ERROR, Kind.ERROR]
+    assert "the graph raised before asking it: not reached" in raised.findings[0].detail

@@ -13,13 +13,22 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command
 
 from ledger_stream.domain import events as ev
 from ledger_stream.replay import Kind, exit_status
 from ledger_stream.replay.report import as_json, as_table
 from ledger_stream.replay.run import plan_thread
 from ledger_stream.sdk.dry_run import dry_run
-from tests.upgrade.graphs import CARD, ask, card_in_amount, chain, saver, step
+from tests.upgrade.graphs import (
+    CARD,
+    ask,
+    card_in_amount,
+    chain,
+    saver,
+    step,
+    wait_then_mail,
+)
 from tests.upgrade.support import (
     POLICY,
     MemoryLedger,
@@ -174,3 +183,19 @@ def test_a_key_of_another_branch_is_no_orphan(tmp_path):
         [(Kind.NEW_EFFECT, "acme/mail/id-3"), (Kind.ORPHAN, "acme/mail/id-2")],
         [(Kind.NEW_EFFECT, "acme/mail/id-3"), (Kind.ORPHAN, "acme/mail/id-1"),
          (Kind.ORPHAN, "acme/mail/id-2")]]
+
+
+def test_a_key_after_an_interrupt_the_replay_stopped_at_is_not_reached(tmp_path):
+    """The approval pattern: ask (an interrupt) -> pre -> t (the mail). Replayed without
+    an answer, the replay stops at ask: the thread's mail is not reached, not an orphan."""
+    sv, ledger = saver(tmp_path / "a.sqlite"), MemoryLedger()
+    config = {"configurable": {"thread_id": "t"}}
+    with dry_run(Recording(ledger, kill=False)):
+        wait_then_mail("acme/mail/m-1", sv).invoke({"log": []}, config, durability="sync")
+        wait_then_mail("acme/mail/m-1", sv).invoke(Command(resume="yes"), config,
+                                                   durability="sync")
+    assert [i.key for i in ledger.intents] == ["acme/mail/m-1"]
+    plans = plan_thread(wait_then_mail("acme/mail/m-1"), sv, ledger, POLICY, "t",
+                        at_ms=lambda: int(time.time() * 1000))
+    assert found(plans, "ask") == [[(Kind.WAITING, "acme/mail/m-1"), (Kind.WAITING, "ask")]]
+    assert Kind.ORPHAN not in {p.verdict for p in plans}
