@@ -107,7 +107,18 @@ if __name__ == "__main__":  # the worker of the durability test: dies right afte
                 pickle.dump(intent, out)
             os._exit(9)  # as SIGKILL: nothing flushed, no background save finished
 
+    store = saver(path)
+    if durability == "async":  # a slow store: the background save never beats the kill
+        import time
+
+        put = store.put
+
+        def slow_put(*args: Any, **kwargs: Any) -> Any:
+            time.sleep(5)
+            return put(*args, **kwargs)
+
+        store.put = slow_put  # type: ignore[method-assign]
     with dry_run(Die()):
-        wait_then_mail("acme/mail/m-1", saver(path)).invoke(
+        wait_then_mail("acme/mail/m-1", store).invoke(
             Command(resume="yes"), {"configurable": {"thread_id": "t1"}},
             durability=durability)
