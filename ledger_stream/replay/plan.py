@@ -59,12 +59,22 @@ STALE = ("approval expired", "approval payload hash differs",
          "approval policy revision differs")
 
 
+def _unreached(stop: Kind | None, intent: ev.Intent, ran: set[str]) -> Kind | None:
+    """The stop's kind when the replay stopped before the node that recorded ``intent``."""
+    return stop if stop is not None and intent.workflow.node not in ran else None
+
+
 def effect_may_exist(state: KeyState) -> bool:
     """Whether the ledger's state of a key says its effect may exist: succeeded (sealed
-    so, too) or still in flight. Absent, rejected before it was held, failed: none."""
+    so, too), still in flight, or failed with an attempt whose outcome nobody knew (the
+    core counts such an attempt as possibly applied). Absent, rejected before it was
+    held, failed with every outcome known: none."""
+    failed = state.phase is Phase.FAILED or (state.phase is Phase.EXPIRED
+                                             and state.sealed_outcome == Phase.FAILED.value)
     return (state.phase is Phase.SUCCEEDED or state.phase.in_flight
             or (state.phase is Phase.EXPIRED
-                and state.sealed_outcome == Phase.SUCCEEDED.value))
+                and state.sealed_outcome == Phase.SUCCEEDED.value)
+            or (failed and state.unknown_attempts > 0))
 
 
 @dataclass(frozen=True)
@@ -112,16 +122,20 @@ def judge_replay(checkpoint_id: str, step: int, source: str, next_nodes: Sequenc
     for intent, state in rerun:
         if intent.key not in worst and effect_may_exist(state):
             orphans.setdefault(intent.key, intent)
+    # A key recorded in a node the replay ran (it asked there) was passed, not left
+    # unreached by the stop (a hostile review: such a key was hidden as "not reached").
+    ran = {one.intent.workflow.node for one in asked}
     stop = (Kind.WAITING if waiting_in else Kind.ERROR if error else None)
     stopped = (f"the replay stopped in {', '.join(waiting_in)}" if waiting_in
                else "the graph raised")
-    findings += [Step(stop or Kind.ORPHAN, key=key, node=intent.workflow.node, detail=(
+    findings += [Step(_unreached(stop, intent, ran) or Kind.ORPHAN, key=key,
+                      node=intent.workflow.node, detail=(
         f"the thread recorded this key ({intent.workflow.graph}@{intent.workflow.version}, "
         f"args {intent.args_hash[:12]}, {intent.origin.value} from checkpoint "
         f"{intent.workflow.checkpoint_id}) in a step this replay re-runs, "
-        + (f"and {stopped} before asking it: not reached" if stop else
-           "and the replay does not ask for it: its effect stays, a key asked instead "
-           "is another")))
+        + (f"and {stopped} before asking it: not reached" if _unreached(stop, intent, ran)
+           else "and the replay does not ask for it: its effect stays, a key asked "
+           "instead is another")))
         for key, intent in sorted(orphans.items())]
     findings += [Step(Kind.WAITING, node=node, detail="stopped at an interrupt with no "
                       "answer (--resume gives one): what follows was not planned")

@@ -123,6 +123,20 @@ def test_a_recorded_key_that_made_no_effect_is_no_orphan():
     sealed = held({"a": 1}).changed(phase=Phase.EXPIRED,
                                     sealed_outcome=Phase.SUCCEEDED.value)
     assert kinds(rerun=[(intent(KEY, {"a": 1}), sealed)]) == [Kind.ORPHAN]
+    sealed_failed = sealed.changed(sealed_outcome=Phase.FAILED.value)
+    assert kinds(rerun=[(intent(KEY, {"a": 1}), sealed_failed)]) == []
+    paid = held({"a": 1}).changed(phase=Phase.SUCCEEDED)
+    assert kinds(rerun=[(intent(KEY, {"a": 1}), paid)]) == [Kind.ORPHAN]
+
+
+def test_a_failed_key_with_an_attempt_nobody_knew_the_outcome_of_is_an_orphan():
+    """Failed, or sealed as failed, after an attempt whose outcome was unknown: the core
+    counts that attempt as possibly applied (late_effect), so its effect may exist (found
+    by a hostile review: such a key was dropped from the orphans)."""
+    unknown = held({"a": 1}).changed(phase=Phase.FAILED, unknown_attempts=1)
+    assert kinds(rerun=[(intent(KEY, {"a": 1}), unknown)]) == [Kind.ORPHAN]
+    sealed = unknown.changed(phase=Phase.EXPIRED, sealed_outcome=Phase.FAILED.value)
+    assert kinds(rerun=[(intent(KEY, {"a": 1}), sealed)]) == [Kind.ORPHAN]
 
 
 def test_a_key_after_the_replay_stopped_is_not_reached_not_an_orphan():
@@ -139,3 +153,17 @@ def test_a_key_after_the_replay_stopped_is_not_reached_not_an_orphan():
                           rerun=[(paid, reserved)])
     assert [f.kind for f in raised.findings] == [Kind.ERROR, Kind.ERROR]
     assert "the graph raised before asking it: not reached" in raised.findings[0].detail
+
+
+def test_a_key_of_a_node_the_stopped_replay_ran_is_still_an_orphan():
+    """The replay ran the node that recorded K1, asked K2 there, then stopped at an
+    approval: K1 was passed, not left unreached (a hostile review found it hidden as
+    "not reached", the double payment the finding exists to show)."""
+    paid = intent("acme/refund/inv-0", {"a": 1})
+    reserved = decide(KeyState(key=paid.key), approved(paid), POLICY, NOW).state
+    other = approved(intent("acme/refund/inv-9", {"a": 1}))
+    assert other.workflow.node == paid.workflow.node
+    plan = judge_replay("c1", 1, "loop", ("refund",), [ask(KeyState(key=other.key), other)],
+                        waiting_in=("approval",), rerun=[(paid, reserved)])
+    assert (Kind.ORPHAN, "acme/refund/inv-0") in [(f.kind, f.key) for f in plan.findings]
+    assert plan.verdict is Kind.ORPHAN
