@@ -5,6 +5,7 @@ them). Read-only: nothing is produced, committed or joined."""
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping
 from typing import Protocol
@@ -16,6 +17,7 @@ from ledger_stream.domain import events as ev
 from ledger_stream.domain.state import KeyState
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
 from ledger_stream.kafka.clients import Consumer
+from ledger_stream.kafka.message import fetched
 from ledger_stream.kafka.offsets import committed_offsets
 from ledger_stream.kafka.reader import tail_topic
 from ledger_stream.kafka.receipts import key_records
@@ -103,7 +105,10 @@ def undecided(settings: Settings, bootstrap: str, upto: Mapping[int, int] | None
               ) -> int:
     """Intents recorded that the processors' group (``settings.processor.consumer_group``)
     has not committed yet: its lag on the intents topic; with ``upto`` (each partition's
-    end offset, ``intent_ends``), only those recorded before it."""
+    end offset, ``intent_ends``), only those recorded before it (none in a partition
+    added since). A short lag is counted in records a read-committed reader gets: an
+    exactly-once processor forwards intents in transactions, and a transaction's marker
+    (or an aborted record) takes an offset no processor ever commits past."""
     topic = settings.topic("intents")
     consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
                          "group.id": settings.processor.consumer_group,  # never joined
@@ -117,8 +122,37 @@ def undecided(settings: Settings, bootstrap: str, upto: Mapping[int, int] | None
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition),
                                                        timeout=10)
             if upto is not None:
-                high = min(high, upto.get(tp.partition, high))
-            behind += max(0, high - max(tp.offset, low))
+                high = min(high, upto.get(tp.partition, 0))
+            start = max(tp.offset, low)
+            gap = high - start
+            if 0 < gap <= COUNTED_LAG:
+                gap = _records_between(consumer, topic, tp.partition, start, high)
+            behind += max(0, gap)
         return behind
     finally:
         consumer.close()
+
+
+# Up to this many offsets of lag are counted record by record (a read); more is counted as
+# offsets, a lag too long to be only markers and aborted records.
+COUNTED_LAG = 1_000
+
+
+def _records_between(consumer: Consumer, topic: str, partition: int, start: int,
+                     end: int) -> int:
+    """The records a read-committed reader gets from ``start`` up to ``end`` (transaction
+    markers and aborted records left out); ``end - start`` when the read does not finish
+    within 10 s (an open transaction holds it: those records still count)."""
+    consumer.assign([TopicPartition(topic, partition, start)])
+    found, deadline = 0, time.monotonic() + 10
+    try:
+        while time.monotonic() < deadline:
+            for msg in fetched(consumer, 500, 0.5):
+                if not msg.error() and (msg.offset() or 0) < end:
+                    found += 1
+            [at] = consumer.position([TopicPartition(topic, partition)])
+            if at.offset >= end:
+                return found
+    finally:
+        consumer.unassign()
+    return end - start

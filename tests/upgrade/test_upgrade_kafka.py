@@ -6,6 +6,7 @@ intent was recorded; the three upgrades of examples/refund_agent/upgrades.py are
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,6 +102,22 @@ def test_upgrade_check_against_the_ledger(world: AgentWorld, monkeypatch):
         client._produce(client.intent("acme/refund/inv-later", "refund", "payments", {"a": 1},
                                       workflow=ev.Workflow("g", "1", "t", "n")))
     assert (ledger.undecided(ends), ledger.undecided()) == (1, 2)
+    # A transaction's marker and an aborted record take offsets nobody commits past (an
+    # exactly-once processor forwards intents in transactions): they are not intents.
+    from confluent_kafka import Producer
+
+    txn = Producer({"bootstrap.servers": world.stack.bootstrap,
+                    "transactional.id": f"test-abort-{time.monotonic_ns()}"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    with LedgerClient(settings) as client:
+        aborted = AvroCodec().encode(client.intent(
+            "acme/refund/inv-aborted", "refund", "payments", {"a": 1},
+            workflow=ev.Workflow("g", "1", "t", "n")))
+    txn.produce(settings.topic("intents"), aborted, b"acme/refund/inv-aborted", partition=0)
+    assert txn.flush(30) == 0  # on the broker: the abort then writes its marker too
+    txn.abort_transaction(30)
+    assert ledger.undecided() == 2
 
 
 def _kinds(verdict) -> dict:
