@@ -67,9 +67,10 @@ class SeenEffect:
     repeat: int = 0
 
 
-# What a template's fields are filled with to see whether it can make a key: a plain value;
-# in a template with no slash of its own, a whole key (a field carrying the key itself).
-_FILLERS = ("x", "t/a/x")
+# What a template's fields are filled with to see whether it can make a key: a plain value,
+# a number (a format spec such as {n:06d}); in a template with no slash of its own, a whole
+# key (a field carrying the key itself).
+_FILLERS: tuple[str | int, ...] = ("x", 0, "t/a/x")
 
 
 def check_template(template: str) -> None:
@@ -89,12 +90,12 @@ def check_template(template: str) -> None:
                          "effect's body, e.g. 'acme/refund/{invoice}'"
                          + (f" (not {{{bad[0]}}})" if bad else ", and one at least"))
     problem = ""
-    for filler in _FILLERS if "/" not in template else _FILLERS[:1]:
+    for filler in _FILLERS if "/" not in template else _FILLERS[:2]:
         try:
             checked_key(template.format(**{field: filler for field in fields}))
             return
-        except (ValueError, InvalidKeyError) as exc:
-            problem = problem or str(exc)
+        except (ValueError, TypeError, LookupError, InvalidKeyError) as exc:
+            problem = problem or f"{type(exc).__name__}: {exc}"
     raise ValueError(f"--key-template {template!r} makes no operation key: {problem}")
 
 

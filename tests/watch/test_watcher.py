@@ -63,8 +63,15 @@ def test_a_body_the_template_cannot_use_is_no_key_and_never_stops_the_watcher() 
 
 @pytest.mark.parametrize("template", [
     "acme/refund/{invoice}", "acme/refund/{invoice-id}", "{operation_key}",
-    "acme/{kind}/{sep}{id}"])
+    "acme/{kind}/{sep}{id}", "acme/refund/{n:06d}"])
 def test_a_key_template_that_can_make_a_key_is_accepted(template: str) -> None:
     """Field names str.format takes (a dash), a field holding the whole key, several fields
     in one part (the hostile review of the start-up check found these refused)."""
     check_template(template)
+
+
+def test_a_key_template_with_a_nested_field_is_refused_not_raised() -> None:
+    """``{id:{w}}`` names a field inside a format spec, which no body fills: refused with
+    a ValueError (the command's one line), never a KeyError traceback."""
+    with pytest.raises(ValueError, match="makes no operation key: KeyError"):
+        check_template("acme/refund/{id:{w}}")
