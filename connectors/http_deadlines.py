@@ -49,7 +49,11 @@ class DeadlineHeap(Generic[T]):
         return len(self._heap)
 
     def push(self, deadline: float, item: T) -> None:
-        """Watch ``item`` (not in the heap already) until ``deadline``."""
+        """Watch ``item`` (not in the heap already) until ``deadline``; one that has ended
+        already (its answer was read before its writer got here) needs no watching: its
+        discard came first and was not counted, so its entry would never be pruned."""
+        if item.ended:
+            return
         heapq.heappush(self._heap, (deadline, next(self._order), item))
         self._held[id(item)] = False
 

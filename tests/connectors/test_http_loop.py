@@ -386,3 +386,17 @@ def test_the_deadline_heap_counts_only_its_own_entries_of_ended_items():
     assert heap._dead == 1
     assert heap.due(9.0) == [item for item in items[2:] if not item.ended]
     assert heap._dead == 0 and len(heap) == 0
+
+
+def test_an_item_that_ended_before_it_was_pushed_is_not_held() -> None:
+    """The loop read a call's answer (and discarded it, uncounted: not in the heap yet)
+    before the calling thread pushed its deadline: pushed anyway, its entry was dead and
+    never counted, so nothing pruned it (CI saw 201 entries after 200 calls)."""
+    from connectors.http_deadlines import DeadlineHeap
+
+    heap: DeadlineHeap[Item] = DeadlineHeap()
+    early = Item()
+    early.ended = True
+    heap.discard(early)
+    heap.push(1.0, early)
+    assert len(heap) == 0 and heap._dead == 0
