@@ -198,3 +198,28 @@ def test_every_command_refuses_a_file_it_cannot_use_in_one_line(
     err = capsys.readouterr().err
     assert err.startswith(f"ledger-stream: error: config file {path}") and refusal in err, err
     assert err.count("\n") == 1, err
+
+
+def test_an_environment_variable_a_letter_off_a_setting_is_refused(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """``LEDGER_APPROVAL_REQUIRED_ACTION`` (no S) left the approval out without a word, as
+    the file's typo did (noticed after the file check: the environment was still lax)."""
+    monkeypatch.setenv("LEDGER_APPROVAL_REQUIRED_ACTION", '["refund"]')
+    with pytest.raises(ConfigFileError, match=re.escape(
+            "environment variable naming no setting: LEDGER_APPROVAL_REQUIRED_ACTION "
+            "(did you mean LEDGER_APPROVAL_REQUIRED_ACTIONS?)")):
+        Settings()
+    assert main(["alerts"]) == 2
+    err = capsys.readouterr().err
+    assert "LEDGER_APPROVAL_REQUIRED_ACTION (did you mean" in err and err.count("\n") == 1
+
+
+def test_other_ledger_variables_are_left_alone(monkeypatch: pytest.MonkeyPatch):
+    """The lab's, the build's, a nested name (``__``: a dict setting's key) and names far
+    from any setting."""
+    for name in ("LEDGER_BENCH_PARTITIONS", "LEDGER_SIM_RUNS", "LEDGER_BUILD_CORE",
+                 "LEDGER_KAFKA_CLIENT__CLIENT_RACK", "LEDGER_CORE", "LEDGER_VIEW_KEY",
+                 "EDGER_MAX_BATCH"):  # the last: not ours, however close
+        monkeypatch.setenv(name, "3")
+    monkeypatch.setenv("LEDGER_MAX_BATCH", "3")
+    assert Settings().processor.max_batch == 3

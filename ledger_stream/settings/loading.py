@@ -29,6 +29,7 @@ from pydantic_settings import (
 from ledger_stream.settings.config_file import read_config_file
 from ledger_stream.settings.connection import ConnectionSettings
 from ledger_stream.settings.connector import ConnectorSettings
+from ledger_stream.settings.env_names import check_environment
 from ledger_stream.settings.gateway import GatewaySettings
 from ledger_stream.settings.group import SettingsGroup
 from ledger_stream.settings.mcp import McpSettings
@@ -148,6 +149,7 @@ class Settings(BaseSettings):
             init_settings, InitSettingsSource) else {}
         sources: list[PydanticBaseSettingsSource] = [
             InitSettingsSource(_FlatSources, init_kwargs), EnvSettingsSource(_FlatSources)]
+        check_environment(os.environ, FLAT_ROUTES, ENV_PREFIX)  # a typo never leaves a default
         config_file = os.environ.get(f"{ENV_PREFIX}CONFIG")
         if config_file:  # named but missing, unreadable or with an unknown name: refused
             sources.append(InitSettingsSource(_FlatSources, read_config_file(
