@@ -89,16 +89,27 @@ class KafkaLedger:
 def intent_ends(settings: Settings, bootstrap: str) -> dict[int, int]:
     """The end offset of each partition of the intents topic now: what ``undecided`` counts
     up to, so a wait for the intents recorded before it ends while others keep coming."""
-    topic = settings.topic("intents")
-    consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
-                         "group.id": settings.processor.consumer_group,  # never joined
-                         "enable.auto.commit": False})
+    topic, consumer, partitions = _intents_reader(settings, bootstrap)
     try:
-        meta = consumer.list_topics(topic, timeout=10).topics[topic]
         return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in meta.partitions}
+                for p in partitions}
     finally:
         consumer.close()
+
+
+def _intents_reader(settings: Settings, bootstrap: str) -> tuple[str, Consumer, list[int]]:
+    """The intents topic, a reader in the processors' group (never joined: it reads their
+    committed offsets) and the topic's partitions; the caller closes the reader."""
+    topic = settings.topic("intents")
+    consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
+                         "group.id": settings.processor.consumer_group,
+                         "enable.auto.commit": False})
+    try:
+        return topic, consumer, list(consumer.list_topics(topic, timeout=10).topics[topic]
+                                     .partitions)
+    except BaseException:
+        consumer.close()
+        raise
 
 
 def undecided(settings: Settings, bootstrap: str, upto: Mapping[int, int] | None = None
@@ -109,13 +120,9 @@ def undecided(settings: Settings, bootstrap: str, upto: Mapping[int, int] | None
     added since). A short lag is counted in records a read-committed reader gets: an
     exactly-once processor forwards intents in transactions, and a transaction's marker
     (or an aborted record) takes an offset no processor ever commits past."""
-    topic = settings.topic("intents")
-    consumer = Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG,
-                         "group.id": settings.processor.consumer_group,  # never joined
-                         "enable.auto.commit": False})
+    topic, consumer, partitions = _intents_reader(settings, bootstrap)
     try:
-        meta = consumer.list_topics(topic, timeout=10).topics[topic]
-        parts = [TopicPartition(topic, p) for p in meta.partitions]
+        parts = [TopicPartition(topic, p) for p in partitions]
         committed = committed_offsets(consumer, parts, 10)
         behind = 0
         for tp in committed:
