@@ -223,3 +223,51 @@ def test_other_ledger_variables_are_left_alone(monkeypatch: pytest.MonkeyPatch):
         monkeypatch.setenv(name, "3")
     monkeypatch.setenv("LEDGER_MAX_BATCH", "3")
     assert Settings().processor.max_batch == 3
+
+
+INTEGER = "Input should be a valid integer, unable to parse string as an integer"
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=IDS)
+@pytest.mark.usefixtures("stop_once_built")
+def test_every_command_names_a_wrong_value_and_where_it_came_from(
+        argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]):
+    """A value of the wrong type printed pydantic's report, its line breaks as ``\\n`` and
+    its help URL, and said neither which file nor which variable gave the value (noticed
+    2026-12-07). Now: one line, each setting by the name the file and the environment use,
+    with where its value came from, and what is wrong."""
+    path = _file(tmp_path, 'max_batch = "lots"\n[connector]\nmax_in_flight = 0\n')
+    monkeypatch.setenv("LEDGER_SESSION_TIMEOUT_MS", "soon")
+    assert _main([*argv, "--config", path], monkeypatch) == 2
+    assert capsys.readouterr().err == (
+        f"ledger-stream: error: invalid setting max_batch (from {path}): {INTEGER}; "
+        f"session_timeout_ms (from LEDGER_SESSION_TIMEOUT_MS): {INTEGER}; "
+        f"connector_max_in_flight (from {path}): Input should be greater than or equal "
+        "to 1\n")
+
+
+def test_a_wrong_value_is_traced_to_the_source_that_won_and_never_shown(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    path = _file(tmp_path, "session_timeout_ms = 30000\n")
+    monkeypatch.setenv("ledger_session_timeout_ms", "soon")  # over the file's, any case
+    monkeypatch.setenv("LEDGER_KAFKA_CLIENT", '{"sasl.password": ["hunter2"]}')
+    assert main(["processor", "--config", path,
+                 "--action-policy", "refund.max_attempts=twice"]) == 2
+    err = capsys.readouterr().err
+    assert "session_timeout_ms (from ledger_session_timeout_ms)" in err, err
+    assert ("kafka_client.sasl.password (from LEDGER_KAFKA_CLIENT): Input should be a valid "
+            "string") in err, err
+    assert "actions.refund.max_attempts (from the command line)" in err, err
+    assert err.count("\n") == 1 and not {"hunter2", "soon", "twice", "pydantic"} & set(
+        re.findall(r"\w+", err)), err
+
+
+def test_an_environment_table_that_is_not_json_is_one_line_not_a_traceback(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    monkeypatch.setenv("LEDGER_KAFKA_CLIENT", "sasl.password=hunter2")
+    assert main(["alerts"]) == 2
+    assert capsys.readouterr().err == (
+        "ledger-stream: error: invalid setting kafka_client (from LEDGER_KAFKA_CLIENT): not "
+        "JSON (in the environment a table is written as a JSON object, a list as a JSON "
+        "array)\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -65,22 +66,24 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
     """Settings from the common flags plus ``extra`` flag values, env and file."""
     # Here, not at the top: building a parser (``--help``) needs none of them.
     from pydantic import ValidationError
+    from pydantic_settings import SettingsError
 
     from ledger_stream.config import load_settings
     from ledger_stream.kafka.client_config import use_client_settings
     from ledger_stream.settings import ConfigFileError
+    from ledger_stream.settings.problems import refused, unparsed
 
+    flags = {"kafka_bootstrap": args.bootstrap, "home": args.home,
+             "topic_prefix": args.topic_prefix, "log_level": args.log_level, **extra}
     try:
-        settings = load_settings(
-            config_file=args.config,
-            kafka_bootstrap=args.bootstrap,
-            home=args.home,
-            topic_prefix=args.topic_prefix,
-            log_level=args.log_level,
-            **extra,
-        )
+        settings = load_settings(config_file=args.config, **flags)
     except ValidationError as exc:
-        raise CliError(f"invalid setting: {exc}") from exc
+        # One line: the setting, where its value came from, what is wrong (no value).
+        raise CliError(refused(exc, flags, args.config or os.environ.get("LEDGER_CONFIG"))
+                       ) from exc
+    except SettingsError as exc:  # an environment variable that is not the JSON it must be
+        raise CliError(unparsed(exc, flags, args.config or os.environ.get("LEDGER_CONFIG"))
+                       ) from exc
     except ConfigFileError as exc:  # missing, not TOML, or naming an unknown setting
         raise CliError(str(exc)) from exc
     use_client_settings(settings.kafka_client_properties())  # every Kafka client of this command
