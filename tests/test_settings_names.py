@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr, ValidationError
 
+import ledger_lab.cli
 import ledger_stream.cli
 from ledger_stream.cli.main import main
 from ledger_stream.config import Settings, load_settings
@@ -273,8 +274,14 @@ def _settings_of(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> Settings:
     def built(args: Any, **extra: Any) -> Settings:
         raise _Built(real(args, **extra))
 
-    for info in pkgutil.iter_modules(ledger_stream.cli.__path__, "ledger_stream.cli."):
-        module = importlib.import_module(info.name)
+    # Every module that binds settings_from, the lab's commands too, all imported before
+    # any is patched: one first imported after ``common`` was patched bound the stand-in
+    # and kept it after the test, stopping every later command of the session at its
+    # settings (five tests of tests/operate failed when run after this file).
+    modules = [importlib.import_module(info.name)
+               for package in (ledger_stream.cli, ledger_lab.cli)
+               for info in pkgutil.iter_modules(package.__path__, f"{package.__name__}.")]
+    for module in modules:
         if getattr(module, "settings_from", None) is real:
             monkeypatch.setattr(module, "settings_from", built)
     with pytest.raises(_Built) as caught:
