@@ -16,8 +16,10 @@ import pytest
 
 from ledger_stream.cli.main import main
 from ledger_stream.config import Settings, load_settings
+from ledger_stream.kafka.topics import ledger_topics
 from ledger_stream.processor.policy import policy_from
 from ledger_stream.settings import ConfigFileError
+from ledger_stream.settings.topics import PREFIX_MAX
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -271,3 +273,21 @@ def test_an_environment_table_that_is_not_json_is_one_line_not_a_traceback(
         "ledger-stream: error: invalid setting kafka_client (from LEDGER_KAFKA_CLIENT): not "
         "JSON (in the environment a table is written as a JSON object, a list as a JSON "
         "array)\n")
+
+
+@pytest.mark.parametrize("prefix", ["acme/prod", "", "ledger prod", "x" * (PREFIX_MAX + 1)])
+def test_a_topic_prefix_kafka_cannot_name_a_topic_with_is_refused_at_once(
+        prefix: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """It got as far as the broker (or a wait for a topic that cannot exist) before."""
+    monkeypatch.setenv("LEDGER_TOPIC_PREFIX", prefix)
+    assert main(["alerts"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ledger-stream: error: invalid setting topic_prefix (from "
+                          "LEDGER_TOPIC_PREFIX): a topic prefix takes "), err
+
+
+def test_the_longest_prefix_allowed_names_every_ledger_topic_within_kafkas_limit() -> None:
+    settings = Settings(topic_prefix="p" * PREFIX_MAX)
+    longest = max(len(spec.name) for spec in ledger_topics(settings))
+    assert longest == 249, longest
+    assert Settings(topic_prefix="Acme_prod-2.ledger").topics.prefix == "Acme_prod-2.ledger"

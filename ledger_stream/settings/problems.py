@@ -29,7 +29,8 @@ def refused(exc: ValidationError, flags: Mapping[str, Any], config_file: str | N
     for error in exc.errors(include_url=False, include_input=False, include_context=False):
         name = _setting(error["loc"])
         where = _source(name, flags, config_file, env)
-        parts.append(f"{name}{f' (from {where})' if where else ''}: {error['msg']}")
+        what = error["msg"].removeprefix("Value error, ")  # a validator's own sentence
+        parts.append(f"{name}{f' (from {where})' if where else ''}: {what}")
     return "invalid setting " + "; ".join(parts)
 
 

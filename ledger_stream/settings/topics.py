@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+import re
+
+from pydantic import Field, field_validator
 
 from ledger_stream.settings.group import DAY_MS, SettingsGroup, flat_config
+
+# Kafka takes topic names of at most 249 of these characters; the longest ledger topic adds
+# ".changelog" to the prefix (tests/test_config_file.py checks every topic against it).
+TOPIC_CHARACTERS = re.compile(r"[A-Za-z0-9._-]+")
+PREFIX_MAX = 249 - len(".changelog")
 
 
 class TopicSettings(SettingsGroup):
@@ -23,6 +30,20 @@ class TopicSettings(SettingsGroup):
         "topics keep every record of a key before compaction may drop the older ones: a "
         "processor that falls further behind could find an intent it never read compacted "
         "away (alerted at half of it: LedgerProcessorNearCompaction)")
+
+    @field_validator("prefix")
+    @classmethod
+    def _a_kafka_name(cls, prefix: str) -> str:
+        """Refused at once, not when a broker refuses the first topic (or a command waits
+        for a topic that cannot exist)."""
+        if not TOPIC_CHARACTERS.fullmatch(prefix):
+            raise ValueError("a topic prefix takes letters, digits, '.', '_' and '-' only, "
+                             "at least one (Kafka's topic names)")
+        if len(prefix) > PREFIX_MAX:
+            raise ValueError(f"a topic prefix takes at most {PREFIX_MAX} characters (Kafka's "
+                             "topic names take 249, and the longest ledger topic adds "
+                             "'.changelog')")
+        return prefix
 
     def name(self, topic: str) -> str:
         """Full name of a ledger topic, e.g. ``name("intents") == "ledger.intents"``."""
