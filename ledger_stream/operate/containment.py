@@ -52,6 +52,7 @@ from ledger_stream.kafka.producer import producer_config, refuse_if_forbidden
 from ledger_stream.kafka.receipts import partition_records
 from ledger_stream.operate import audit
 from ledger_stream.operate.audit import Actor
+from ledger_stream.operate.free_text import payment_detail_problem
 from ledger_stream.serde import AvroCodec, DecodeError
 
 TXN_TIMEOUT_MS = 10_000
@@ -86,8 +87,15 @@ def checked(action: str, tenant: str, reason: str) -> None:
         operation_key(tenant or "any", action, "freeze")
     except InvalidKeyError as exc:
         raise ContainmentRefused(f"action {action!r} / tenant {tenant!r}: {exc}") from exc
+    _reason_checked(reason)
+
+
+def _reason_checked(reason: str) -> None:
     if len(reason) > REASON_LIMIT:
         raise ContainmentRefused(f"reason longer than {REASON_LIMIT} characters")
+    problem = payment_detail_problem("the reason", reason)
+    if problem:
+        raise ContainmentRefused(problem)
 
 
 def send(settings: Settings, bootstrap: str, codec: AvroCodec, *, action: str, tenant: str,
@@ -104,8 +112,8 @@ def send(settings: Settings, bootstrap: str, codec: AvroCodec, *, action: str, t
     graph, version = workflow or ("", "")
     if workflow is None:
         checked(action, tenant, reason)
-    elif len(reason) > REASON_LIMIT:
-        raise ContainmentRefused(f"reason longer than {REASON_LIMIT} characters")
+    else:
+        _reason_checked(reason)
     event = ev.Containment(event_id or new_event_id(), 0, action, tenant, frozen, mode,
                            reason, actor.who, 0, graph, version)
     # The processor's own check, before anything is sent: a copy it refuses is poison in

@@ -41,6 +41,7 @@ from ledger_stream.kafka.reader import tail_topic
 from ledger_stream.kafka.receipts import key_partition, key_records
 from ledger_stream.operate import audit
 from ledger_stream.operate.audit import Actor
+from ledger_stream.operate.free_text import payment_detail_problem
 from ledger_stream.sdk.errors import (
     LedgerUnavailable,
     NoTimelineError,
@@ -78,6 +79,9 @@ def record_decision(settings: Settings, bootstrap: str, codec: AvroCodec, *, key
     before the decision: AuditNotWritten, and nothing sent, when it cannot be (audit.py)."""
     if not reason.strip():
         raise DecisionRefused("a decision needs a reason")
+    problem = payment_detail_problem("the reason", reason)
+    if problem:
+        raise DecisionRefused(problem)
     if resolution is ev.Resolution.APPLIED and not external_id:
         raise DecisionRefused("applied needs the target's id for the effect")
     if not DECISION_ID.fullmatch(decision_id):
