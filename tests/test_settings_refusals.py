@@ -9,17 +9,22 @@ nothing here reaches one."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from ledger_stream.cli.main import main
 from ledger_stream.config import Settings
+from ledger_stream.processor.policy import policy_from
 from ledger_stream.settings import ConfigFileError
 
 pytestmark = pytest.mark.timeout(60)
 
 ERROR = "ledger-stream: error: "
+ACTION_RULE = ("an action type is one operation-key segment: 1 to 200 characters, no '/', "
+               "space or ','")
 
 
 @pytest.fixture(autouse=True)
@@ -40,6 +45,47 @@ def _refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     err = capsys.readouterr().err
     assert err.startswith(ERROR) and err.count("\n") == 1, err
     return err.removeprefix(ERROR).removesuffix("\n")
+
+
+# 1. A required action no intent can name ---------------------------------------------------
+
+@pytest.mark.parametrize("entry", ["refund ", " refund", "re/fund", "", "refund,email",
+                                   "refund\n"])
+def test_a_required_action_no_intent_can_name_is_refused_at_load(
+        entry: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """``["refund "]`` was kept as is, and the policy then required approval of an action
+    no operation key names, and not of ``refund``."""
+    monkeypatch.setenv("LEDGER_APPROVAL_REQUIRED_ACTIONS", json.dumps(["email", entry]))
+    with pytest.raises(ValidationError):
+        Settings()
+    assert _refusal(capsys) == (
+        "invalid setting approval_required_actions (from LEDGER_APPROVAL_REQUIRED_ACTIONS): "
+        f"entry 2: {ACTION_RULE}")
+
+
+def test_a_required_action_spelled_as_keys_spell_it_is_required() -> None:
+    settings = Settings(approval_required_actions=("refund", "send_email.v2"))
+    policy = policy_from(settings)
+    assert policy.requires_approval("refund") and policy.requires_approval("send_email.v2")
+
+
+@pytest.mark.parametrize(("variable", "value", "refusal"), [
+    ("LEDGER_APPROVAL_REVOKED_KEYS", '["ops-2024", "ops 2025"]',
+     "approval_revoked_keys (from LEDGER_APPROVAL_REVOKED_KEYS): entry 2: an approval key id "
+     "is 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"),
+    ("LEDGER_ACTIONS", '{"refund ": {"approval": true}}',
+     f"actions (from LEDGER_ACTIONS): 'refund ': {ACTION_RULE}"),
+])
+def test_the_other_lists_of_names_refuse_a_name_that_matches_nothing_at_load(
+        variable: str, value: str, refusal: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]):
+    """A revoked key id no key can have revoked nothing (refused only when the processor
+    built its keys); an action's table under a name no key names ruled nothing (refused
+    only by the processor, not by the SDK and the gateway that read the same settings)."""
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValidationError):
+        Settings()
+    assert _refusal(capsys) == f"invalid setting {refusal}"
 
 
 # 6. A settings file path the system cannot look up ---------------------------------------------
