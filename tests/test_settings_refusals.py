@@ -88,6 +88,44 @@ def test_the_other_lists_of_names_refuse_a_name_that_matches_nothing_at_load(
     assert _refusal(capsys) == f"invalid setting {refusal}"
 
 
+# 2 and 3. A table setting in the environment ------------------------------------------------
+
+@pytest.mark.parametrize(("whole", "nested"), [
+    (("LEDGER_ACTIONS", '{"refund": {"approval": true}}'),
+     ("LEDGER_ACTIONS__refund__approval", "false")),
+    (("LEDGER_KAFKA_CLIENT", '{"client.rack": "r1"}'), ("LEDGER_KAFKA_CLIENT__client.rack", "r2")),
+])
+def test_a_table_given_whole_and_by_nested_keys_is_refused_naming_both(
+        whole: tuple[str, str], nested: tuple[str, str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]):
+    """The nested key won without a word: the approval the whole table asked for, dropped."""
+    for name, value in (whole, nested):
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigFileError):
+        Settings()
+    assert _refusal(capsys) == (
+        "a setting given whole and by nested keys in the environment (the nested would "
+        f"override the whole without a word): {whole[0]} and {nested[0]}: keep one")
+
+
+def test_a_table_settings_nested_keys_are_read_not_taken_for_a_misspelling(
+        monkeypatch: pytest.MonkeyPatch):
+    """``LEDGER_KAFKA_CLIENT__a`` was refused as a typo of ``LEDGER_KAFKA_CLIENT``."""
+    monkeypatch.setenv("LEDGER_KAFKA_CLIENT__a", "1")
+    monkeypatch.setenv("LEDGER_ACTIONS__refund__approval", "true")
+    settings = Settings()
+    assert settings.connection.client == {"a": "1"}
+    assert policy_from(settings).requires_approval("refund")
+
+
+def test_a_misspelled_table_with_nested_keys_is_refused(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    monkeypatch.setenv("LEDGER_ACTION__refund__approval", "true")
+    assert _refusal(capsys) == ("environment variable naming no setting: "
+                                "LEDGER_ACTION__refund__approval (did you mean "
+                                "LEDGER_ACTIONS__...?)")
+
+
 # 6. A settings file path the system cannot look up ---------------------------------------------
 
 def test_a_config_path_too_long_for_the_system_is_one_line(
