@@ -13,12 +13,15 @@ import json
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer
 from pydantic import ValidationError
 
 from ledger_stream.cli.main import main
 from ledger_stream.config import Settings
 from ledger_stream.processor.policy import policy_from
 from ledger_stream.settings import ConfigFileError
+from ledger_stream.settings.group import MAX_MS
+from ledger_stream.settings.processor import MAX_BATCH
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -124,6 +127,51 @@ def test_a_misspelled_table_with_nested_keys_is_refused(
     assert _refusal(capsys) == ("environment variable naming no setting: "
                                 "LEDGER_ACTION__refund__approval (did you mean "
                                 "LEDGER_ACTIONS__...?)")
+
+
+# 4. Numbers no later step can take -----------------------------------------------------------
+
+@pytest.mark.parametrize(("variable", "value", "setting"), [
+    ("LEDGER_MAX_BATCH", str(MAX_BATCH + 1), "max_batch"),
+    ("LEDGER_PARTITIONS", "10001", "partitions"),
+    ("LEDGER_REPLICATION_FACTOR", str(2**15), "replication_factor"),
+    ("LEDGER_REPLAY_WINDOW_MS", str(2**63), "replay_window_ms"),
+    ("LEDGER_COMPACTION_MARGIN_MS", str(MAX_MS + 1), "compaction_margin_ms"),
+    ("LEDGER_STALL_AFTER_MS", str(2**63), "stall_after_ms"),
+    ("LEDGER_SESSION_TIMEOUT_MS", "3600001", "session_timeout_ms"),
+    ("LEDGER_MAX_ATTEMPTS", str(2**31), "max_attempts"),
+    ("LEDGER_CONNECTOR_LEASE_MS", str(24 * 3600 * 1000 + 1), "connector_lease_ms"),
+    ("LEDGER_ACTIONS", json.dumps({"refund": {"replay_window_ms": 2**63}}),
+     "actions.refund.replay_window_ms"),
+    ("LEDGER_ACTIONS", json.dumps({"refund": {"max_attempts": 2**31}}),
+     "actions.refund.max_attempts"),
+])
+def test_a_number_too_large_to_work_is_refused_at_load(
+        variable: str, value: str, setting: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]):
+    monkeypatch.setenv(variable, value)
+    err = _refusal(capsys)
+    assert err.startswith(f"invalid setting {setting} (from {variable}): Input should be "
+                          "less than or equal to "), err
+    assert value not in err
+
+
+def test_the_largest_batch_is_one_confluent_kafka_consumes() -> None:
+    """Ground truth for MAX_BATCH: the processor calls ``consume(max_batch - 1)``."""
+    consumer = Consumer({"bootstrap.servers": "127.0.0.1:1", "group.id": "bound"})
+    try:
+        assert consumer.consume(MAX_BATCH - 1, timeout=0) == []
+        with pytest.raises(ValueError, match="num_messages"):
+            consumer.consume(1_000_001, timeout=0)
+    finally:
+        consumer.close()
+    assert Settings(max_batch=MAX_BATCH).processor.max_batch == MAX_BATCH
+
+
+def test_the_longest_durations_leave_room_in_an_avro_long() -> None:
+    """A deadline adds two durations to a clock reading (year 9999 here); it stays a long."""
+    assert 253402300799999 + 2 * MAX_MS < 2**63
+    assert Settings(replay_window_ms=MAX_MS, compaction_margin_ms=MAX_MS).topics.replay_window_ms
 
 
 # 6. A settings file path the system cannot look up ---------------------------------------------

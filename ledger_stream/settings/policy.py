@@ -10,7 +10,7 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from ledger_stream.domain.approval import KEY_ID
-from ledger_stream.settings.group import SettingsGroup, flat_config
+from ledger_stream.settings.group import MAX_ATTEMPTS, MAX_MS, SettingsGroup, flat_config
 
 # An action type as operation keys spell it (tenant/ACTION/business-id, validation.py): one
 # key segment, no space. No comma either: "refund,email" is a list written as one name, and
@@ -36,10 +36,12 @@ class ActionPolicySettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     replay_window_ms: int | None = Field(
-        None, ge=1, description="how long a finished key of this action stays authoritative "
+        None, ge=1, le=MAX_MS,
+        description="how long a finished key of this action stays authoritative "
         "(default: LEDGER_REPLAY_WINDOW_MS; never longer)")
     max_attempts: int | None = Field(
-        None, ge=1, description="attempts before a retryable failure is final, counting "
+        None, ge=1, le=MAX_ATTEMPTS,
+        description="attempts before a retryable failure is final, counting "
         "attempts with an unknown outcome (default: LEDGER_MAX_ATTEMPTS)")
     retry_after_lookup: Literal["never", "deduplicating", "always"] = Field(
         "deduplicating", description="after an unknown outcome whose lookup found nothing: "
