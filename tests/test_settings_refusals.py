@@ -10,6 +10,7 @@ nothing here reaches one."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -172,6 +173,52 @@ def test_the_longest_durations_leave_room_in_an_avro_long() -> None:
     """A deadline adds two durations to a clock reading (year 9999 here); it stays a long."""
     assert 253402300799999 + 2 * MAX_MS < 2**63
     assert Settings(replay_window_ms=MAX_MS, compaction_margin_ms=MAX_MS).topics.replay_window_ms
+
+
+# 5. Where a refused value came from ------------------------------------------------------------
+
+@pytest.mark.parametrize(("env", "flag", "where"), [
+    # The flag gave another action: the refused key is LEDGER_ACTIONS' alone.
+    ({"email": {"max_attempts": "x"}}, "refund.max_attempts=2",
+     "actions.email.max_attempts (from LEDGER_ACTIONS)"),
+    # Both gave parts of email's table, and the rule is about the table as a whole.
+    ({"email": {"retry_after_lookup": "always"}}, "email.max_attempts=2",
+     "actions.email (from the command line or LEDGER_ACTIONS)"),
+    # Both gave the refused key: the flag's value is the one read.
+    ({"email": {"max_attempts": 2}}, "email.max_attempts=x",
+     "actions.email.max_attempts (from the command line)"),
+])
+def test_a_table_given_by_several_sources_names_the_source_honestly(
+        env: dict[str, object], flag: str, where: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]):
+    """The command line was named for a value LEDGER_ACTIONS gave."""
+    monkeypatch.setenv("LEDGER_ACTIONS", json.dumps(env))
+    err = _refusal(capsys, "processor", "--action-policy", flag)
+    assert err.startswith(f"invalid setting {where}: "), err
+
+
+def test_a_table_given_by_the_file_and_a_nested_variable_names_both(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    path = tmp_path / "ledger.toml"
+    path.write_text('[kafka_client]\n"enable.idempotence" = "false"\n')
+    monkeypatch.setenv("LEDGER_KAFKA_CLIENT__client.rack", "r1")
+    assert _refusal(capsys, "alerts", "--config", str(path)) == (
+        f"invalid setting kafka_client (from LEDGER_KAFKA_CLIENT__client.rack or {path}): "
+        "may not set enable.idempotence: the ledger sets them per client, and its guarantees "
+        "depend on them")
+
+
+def test_a_rule_of_a_group_names_the_settings_it_is_about(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """It said ``invalid setting connection``, a name no source uses."""
+    monkeypatch.setenv("LEDGER_KAFKA_CLIENT", '{"sasl.password": "hunter2"}')
+    monkeypatch.setenv("LEDGER_KAFKA_SASL_PASSWORD", "swordfish")
+    err = _refusal(capsys)
+    assert err == (
+        "invalid setting kafka_client (from LEDGER_KAFKA_CLIENT) and kafka_sasl_password "
+        "(from LEDGER_KAFKA_SASL_PASSWORD): sasl.password set both in kafka_client and by "
+        "kafka_sasl_password: keep one")
+    assert not {"hunter2", "swordfish"} & set(re.findall(r"\w+", err))
 
 
 # 6. A settings file path the system cannot look up ---------------------------------------------
