@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 from dataclasses import fields, replace
 from enum import Enum
 
@@ -17,6 +16,7 @@ from ledger_stream.logs import log_fields
 from ledger_stream.operate.approvals import public_keys_from_text, public_keys_in
 from ledger_stream.processor import metrics
 from ledger_stream.serde import AvroCodec
+from ledger_stream.settings.policy import ACTION_TYPE, ACTION_TYPE_RULE
 
 logger = logging.getLogger(__name__)
 
@@ -133,8 +133,6 @@ def under_guarantee(policy: Policy, guarantee: str, codec: AvroCodec | None = No
     return replace(off, revision=policy_revision(off)) if policy.revision else off
 
 
-# An action type as operation keys spell it: one key segment, no space (validation.py).
-_ACTION = re.compile(r"[^/\s]{1,200}")
 
 
 def action_rules(settings: Settings) -> dict[str, ActionRules]:
@@ -146,9 +144,8 @@ def action_rules(settings: Settings) -> dict[str, ActionRules]:
     window = settings.topics.replay_window_ms
     for action, given in settings.policy.actions.items():
         where = f"actions.{action}"
-        if not _ACTION.fullmatch(action):
-            raise ConfigError(f"{where}: an action type is one operation-key segment, "
-                              "with no '/' or space")
+        if not ACTION_TYPE.fullmatch(action):  # refused at load too; here for settings
+            raise ConfigError(f"{where}: {ACTION_TYPE_RULE}")  # built without validation
         if given.replay_window_ms is not None and given.replay_window_ms > window:
             raise ConfigError(
                 f"{where}.replay_window_ms = {given.replay_window_ms} is longer than "

@@ -29,9 +29,13 @@ def read_config_file(path: str, flat_names: Collection[str] | Mapping[str, tuple
     one would be dropped without a word) is refused; ``flat_names`` mapping each flat name
     to its (group, field) tells which table field a flat name is."""
     file = Path(path).expanduser()
-    if not file.exists():
+    try:  # a path the system cannot even look up (too long, a loop) is refused as one
+        exists, regular = file.exists(), file.is_file()
+    except OSError as exc:
+        raise ConfigFileError(f"config file {_shown(path)}: {exc.strerror or exc}") from None
+    if not exists:
         raise ConfigFileError(f"config file {path}: no such file")
-    if not file.is_file():
+    if not regular:
         raise ConfigFileError(f"config file {path}: not a regular file")
     try:
         with file.open("rb") as stream:
@@ -71,6 +75,11 @@ def _twice(data: Mapping[str, Any], routes: Mapping[str, tuple[str, str]]) -> li
             inside = [k for k in table if k.lower() in (field.lower(), name)]
             found += [f"{seen[name]!r} and [{group}] {k!r}" for k in inside]
     return found
+
+
+def _shown(path: str, most: int = 200) -> str:
+    """``path`` as a message shows it: at most ``most`` characters (the rest elided)."""
+    return path if len(path) <= most else f"{path[:most]}... ({len(path)} characters)"
 
 
 def _unknown(name: str, known: list[str]) -> str:

@@ -72,7 +72,8 @@ class ConnectionSettings(SettingsGroup):
         }
         chosen = {name: value for name, value in typed.items() if value is not None}
         both = sorted(set(chosen) & set(self.client))
-        if both:
-            raise ValueError(f"{', '.join(both)} set both in kafka_client and by its own "
-                             "setting (LEDGER_KAFKA_SECURITY_PROTOCOL, ..._SASL_*): keep one")
+        if both:  # each by its flat name: the refusal says where each came from
+            own = ", ".join("kafka_" + name.replace(".", "_") for name in both)
+            raise ValueError(f"{', '.join(both)} set both in kafka_client and by {own}: "
+                             "keep one")
         return {**self.client, **chosen}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, SecretStr
 
+from ledger_stream.domain.validation import MAX_LEASE_MS
 from ledger_stream.settings.group import MetricsPort, SettingsGroup, flat_config
 
 
@@ -15,7 +16,9 @@ class ConnectorSettings(SettingsGroup):
 
     name: str | None = Field(None, description="target name intents carry")
     dsn: SecretStr | None = Field(None, description="PostgreSQL connector DSN")
-    lease_ms: int = Field(30_000, ge=1, description="lease asked for each attempt")
+    lease_ms: int = Field(  # a longer claim is refused (validation.py)
+        30_000, ge=1, le=MAX_LEASE_MS, description="lease asked for each attempt (at most a "
+        "day)")
     call_timeout_s: float = Field(10.0, gt=0, description="one call's timeout")
     record_margin_s: float = Field(
         2.0, ge=0, description="lease time kept to record the outcome"

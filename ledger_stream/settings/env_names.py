@@ -3,11 +3,17 @@ default in force without a word (``LEDGER_APPROVAL_REQUIRED_ACTION=refund`` for
 ``LEDGER_APPROVAL_REQUIRED_ACTIONS``: a refund dispatched without the approval asked for).
 
 Unknown ``LEDGER_*`` names are otherwise allowed: the lab's (``LEDGER_BENCH_*``,
-``LEDGER_SIM_*``), the build's (``LEDGER_BUILD_CORE``), ``LEDGER_CONFIG`` and a dict
-setting's nested keys (``LEDGER_KAFKA_CLIENT__...``) share the prefix. So only a name within
-a letter or two of a setting's (difflib ratio 0.9 or more) is refused, naming the one
-meant; the closest of those others, ``LEDGER_BENCH_PARTITIONS``, is 0.85 from
-``LEDGER_PARTITIONS``.
+``LEDGER_SIM_*``), the build's (``LEDGER_BUILD_CORE``), ``LEDGER_CONFIG`` and a setting's
+nested keys (``LEDGER_KAFKA_CLIENT__...``, ``LEDGER_ACTIONS__refund__approval``) share the
+prefix. So only a name within a letter or two of a setting's (difflib ratio 0.9 or more) is
+refused, naming the one meant; the closest of those others, ``LEDGER_BENCH_PARTITIONS``, is
+0.85 from ``LEDGER_PARTITIONS``. A nested name is a setting's, never a misspelling, when
+the part before its first ``__`` is a setting; that part is what is compared otherwise
+(``LEDGER_ACTION__refund__approval`` is refused as ``LEDGER_ACTION``).
+
+A setting given both whole (``LEDGER_ACTIONS``) and by nested keys
+(``LEDGER_ACTIONS__refund__approval``) is refused too: the nested value would override the
+whole one's without a word (an approval the whole table asks for, dropped).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from collections.abc import Collection, Mapping
 from ledger_stream.settings.config_file import ConfigFileError
 
 CLOSE = 0.9
+NESTED = "__"  # the environment's nested delimiter (loading.py)
 
 
 class EnvNameError(ConfigFileError):
@@ -31,19 +38,39 @@ def misspelled(environ: Mapping[str, str], flat_names: Collection[str],
     known = {prefix + name.upper() for name in flat_names}
     found = []
     for name in sorted(environ):
-        upper = name.upper()
-        if not upper.startswith(prefix) or upper in known:
+        head = name.upper().split(NESTED, 1)[0]  # a nested key's setting
+        if not head.startswith(prefix) or head in known:
             continue
-        close = difflib.get_close_matches(upper, known, n=1, cutoff=CLOSE)
+        close = difflib.get_close_matches(head, known, n=1, cutoff=CLOSE)
         if close:
-            found.append(f"{name} (did you mean {close[0]}?)")
+            found.append(f"{name} (did you mean {close[0]}"
+                         f"{NESTED + '...' if NESTED in name else ''}?)")
+    return found
+
+
+def given_twice(environ: Mapping[str, str], flat_names: Collection[str],
+                prefix: str) -> list[str]:
+    """``WHOLE and NESTED[, NESTED...]`` for each setting ``environ`` gives both whole and
+    by nested keys, in name order."""
+    whole = {name.upper(): name for name in environ}
+    found = []
+    for flat in sorted(prefix + name.upper() for name in flat_names):
+        nested = sorted(name for name in environ if name.upper().startswith(flat + NESTED))
+        if flat in whole and nested:
+            found.append(f"{whole[flat]} and {', '.join(nested)}")
     return found
 
 
 def check_environment(environ: Mapping[str, str], flat_names: Collection[str],
                       prefix: str) -> None:
-    """EnvNameError naming every variable ``misspelled`` finds."""
+    """EnvNameError naming every variable ``misspelled`` finds, or else every setting
+    ``given_twice``."""
     wrong = misspelled(environ, flat_names, prefix)
     if wrong:
         raise EnvNameError(f"environment variable{'s' if len(wrong) > 1 else ''} naming no "
                            f"setting: {', '.join(wrong)}")
+    twice = given_twice(environ, flat_names, prefix)
+    if twice:
+        raise EnvNameError("a setting given whole and by nested keys in the environment (the "
+                           f"nested would override the whole without a word): "
+                           f"{'; '.join(twice)}: keep one")

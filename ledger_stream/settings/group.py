@@ -15,6 +15,15 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 DAY_MS = 24 * 3600 * 1000
 
+# Upper bounds of the numeric settings, where a larger value passes validation and fails
+# later (docs/operations.md, "Settings"):
+# A duration in milliseconds: the processor adds one or two of them (a window and a margin,
+# a lease and the skew) to a clock reading, and every such sum is an Avro long and a Kafka
+# config long (2**63 - 1 at most); 2**60 ms is over 36 million years.
+MAX_MS = 2**60
+# An attempt number is an Avro int on every attempt's record.
+MAX_ATTEMPTS = 2**31 - 1
+
 
 def flat_config(prefix: str = "", /, **names: str) -> ConfigDict:
     """A group's model config: frozen, unknown names refused, each field's alias its flat

@@ -29,7 +29,7 @@ from pydantic_settings import (
 from ledger_stream.settings.config_file import read_config_file
 from ledger_stream.settings.connection import ConnectionSettings
 from ledger_stream.settings.connector import ConnectorSettings
-from ledger_stream.settings.env_names import check_environment
+from ledger_stream.settings.env_names import NESTED, check_environment
 from ledger_stream.settings.gateway import GatewaySettings
 from ledger_stream.settings.group import SettingsGroup
 from ledger_stream.settings.mcp import McpSettings
@@ -65,7 +65,7 @@ def _flat_routes() -> dict[str, tuple[str, str]]:
 FLAT_ROUTES: dict[str, tuple[str, str]] = _flat_routes()
 
 _CONFIG = SettingsConfigDict(
-    env_prefix=ENV_PREFIX, frozen=True, extra="ignore", env_nested_delimiter="__",
+    env_prefix=ENV_PREFIX, frozen=True, extra="ignore", env_nested_delimiter=NESTED,
     hide_input_in_errors=True,  # an invalid setting's error never quotes a password
 )
 

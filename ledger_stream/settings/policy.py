@@ -3,12 +3,29 @@ and each action's own replay window, attempts and retry after a lookup."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from ledger_stream.settings.group import SettingsGroup, flat_config
+from ledger_stream.domain.approval import KEY_ID
+from ledger_stream.settings.group import MAX_ATTEMPTS, MAX_MS, SettingsGroup, flat_config
+
+# An action type as operation keys spell it (tenant/ACTION/business-id, validation.py): one
+# key segment, no space. No comma either: "refund,email" is a list written as one name, and
+# read as one action no intent names it would require nothing of refund or email.
+ACTION_TYPE = re.compile(r"[^/\s,]{1,200}")
+ACTION_TYPE_RULE = ("an action type is one operation-key segment: 1 to 200 characters, "
+                    "no '/', space or ','")
+
+
+def _refused_entries(entries: tuple[str, ...], rule: re.Pattern[str], what: str) -> None:
+    """ValueError naming (by position, never by value) each entry ``rule`` does not match:
+    an entry no intent or approval can carry would otherwise be kept and match nothing."""
+    wrong = [str(n) for n, entry in enumerate(entries, 1) if not rule.fullmatch(entry)]
+    if wrong:
+        raise ValueError(f"entr{'ies' if len(wrong) > 1 else 'y'} {', '.join(wrong)}: {what}")
 
 
 class ActionPolicySettings(BaseModel):
@@ -19,10 +36,12 @@ class ActionPolicySettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     replay_window_ms: int | None = Field(
-        None, ge=1, description="how long a finished key of this action stays authoritative "
+        None, ge=1, le=MAX_MS,
+        description="how long a finished key of this action stays authoritative "
         "(default: LEDGER_REPLAY_WINDOW_MS; never longer)")
     max_attempts: int | None = Field(
-        None, ge=1, description="attempts before a retryable failure is final, counting "
+        None, ge=1, le=MAX_ATTEMPTS,
+        description="attempts before a retryable failure is final, counting "
         "attempts with an unknown outcome (default: LEDGER_MAX_ATTEMPTS)")
     retry_after_lookup: Literal["never", "deduplicating", "always"] = Field(
         "deduplicating", description="after an unknown outcome whose lookup found nothing: "
@@ -75,3 +94,28 @@ class PolicySettings(SettingsGroup):
     actions: dict[str, ActionPolicySettings] = Field(
         default_factory=dict, description="each action type's own policy, by action type "
         "(the file's [actions.ACTION] tables; the processor's --action-policy flags)")
+
+    @field_validator("required_actions")
+    @classmethod
+    def _action_types(cls, actions: tuple[str, ...]) -> tuple[str, ...]:
+        """Refused at load: ``["refund "]`` kept as is required approval of no action."""
+        _refused_entries(actions, ACTION_TYPE, ACTION_TYPE_RULE)
+        return actions
+
+    @field_validator("revoked_keys")
+    @classmethod
+    def _key_ids(cls, key_ids: tuple[str, ...]) -> tuple[str, ...]:
+        """Refused at load, not first when the processor builds its approval keys."""
+        _refused_entries(key_ids, KEY_ID, "an approval key id is 1 to 64 letters, digits, "
+                         "'.', '_' or '-', starting with a letter or digit")
+        return key_ids
+
+    @field_validator("actions")
+    @classmethod
+    def _action_keys(cls, actions: dict[str, ActionPolicySettings]
+                     ) -> dict[str, ActionPolicySettings]:
+        """A rule under a name no intent carries would be a rule for no action."""
+        wrong = [repr(action) for action in actions if not ACTION_TYPE.fullmatch(action)]
+        if wrong:
+            raise ValueError(f"{', '.join(wrong)}: {ACTION_TYPE_RULE}")
+        return actions

@@ -7,7 +7,19 @@ from typing import Literal
 
 from pydantic import Field
 
-from ledger_stream.settings.group import MetricsPort, SettingsGroup, flat_config
+from ledger_stream.settings.group import (
+    MAX_ATTEMPTS,
+    MAX_MS,
+    MetricsPort,
+    SettingsGroup,
+    flat_config,
+)
+
+# The processor reads a batch as one record and consume(max_batch - 1): confluent_kafka
+# refuses a consume of more than 1,000,000 messages.
+MAX_BATCH = 1_000_000
+# librdkafka's session.timeout.ms takes at most an hour.
+MAX_SESSION_TIMEOUT_MS = 3_600_000
 
 
 class ProcessorSettings(SettingsGroup):
@@ -25,35 +37,40 @@ class ProcessorSettings(SettingsGroup):
         None, description="stable id of this processor (its transactional id); default: "
         "derived from the state folder, so a restart on the same folder fences its "
         "predecessor at once")
-    max_batch: int = Field(2_000, ge=1, description="input records decided per checkpoint")
+    max_batch: int = Field(2_000, ge=1, le=MAX_BATCH,
+        description="input records decided per checkpoint")
     tick_interval_ms: int = Field(
-        1_000, ge=10, description="how often the processor appends a Tick to each quiet "
+        1_000, ge=10, le=MAX_MS, description="how often the processor appends a Tick to each quiet "
         "attempts partition it owns, so deadlines fire without traffic")
     clock_skew_ms: int = Field(
-        2_000, ge=0, description="margin between the broker's clock and a connector's, "
+        2_000, ge=0, le=MAX_MS, description="margin between the broker's clock and a connector's, "
         "added to leases before a holder is presumed dead")
     clock_skew_bound_ms: int = Field(
-        60_000, ge=0, description="largest message.timestamp.before/after.max.ms accepted "
+        60_000, ge=0, le=MAX_MS,
+        description="largest message.timestamp.before/after.max.ms accepted "
         "on input topics that use CreateTime (LogAppendTime needs no bound); with the "
         "pre-grant on, clock_skew_ms if smaller")
     stall_after_ms: int = Field(
-        300_000, ge=1, description="a granted key silent this long after its lease is "
+        300_000, ge=1, le=MAX_MS, description="a granted key silent this long after its lease is "
         "reconciled; a dispatch unclaimed this long raises a stalled alert")
     reconcile_timeout_ms: int = Field(
-        600_000, ge=1, description="a reconciliation with no result this long goes to an "
+        600_000, ge=1, le=MAX_MS,
+        description="a reconciliation with no result this long goes to an "
         "operator, with an alert")
     lag_credit_ms: int = Field(
-        3_600_000, ge=0, description="the most a deadline waiting on the ledger's own output "
+        3_600_000, ge=0, le=MAX_MS,
+        description="the most a deadline waiting on the ledger's own output "
         "is moved past the partition clock for when that output left (the processor's wall "
         "clock): bounds what a processor clock ahead of the broker's delays a reconciliation")
     pregrant_lease_ms: int = Field(
-        0, ge=0, description="exactly once only: a fresh key's first Dispatch carries a "
+        0, ge=0, le=MAX_MS, description="exactly once only: a fresh key's first Dispatch carries a "
         "lease this long for the connector that fences its record, which calls without "
         "waiting for a Grant (0, the default: off; at least once never pre-grants; 30000 "
         "takes a transaction off a fresh effect's path, at a cost on connector crashes: "
         "docs/design.md, 'The pre-granted first attempt')")
     session_timeout_ms: int = Field(
-        10_000, ge=6_000, description="consumer session timeout: how fast a dead member's "
+        10_000, ge=6_000, le=MAX_SESSION_TIMEOUT_MS,
+        description="consumer session timeout: how fast a dead member's "
         "partitions move to the survivors"
     )
     group_protocol: Literal["classic", "consumer"] = Field(
@@ -64,5 +81,7 @@ class ProcessorSettings(SettingsGroup):
         "group.consumer.min.session.timeout.ms)")
     metrics_port: MetricsPort = Field(
         9464, description="Prometheus /metrics port (0: any free port, logged; off: none)")
-    retry_backoff_ms: int = Field(1_000, ge=0, description="delay before a retried dispatch")
-    max_attempts: int = Field(5, ge=1, description="attempts before a retryable failure is final")
+    retry_backoff_ms: int = Field(1_000, ge=0, le=MAX_MS,
+        description="delay before a retried dispatch")
+    max_attempts: int = Field(5, ge=1, le=MAX_ATTEMPTS,
+        description="attempts before a retryable failure is final")

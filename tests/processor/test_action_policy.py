@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import REGISTRY
+from pydantic import ValidationError
 
 from ledger_stream.cli.main import main
 from ledger_stream.config import Settings, load_settings
@@ -21,6 +22,7 @@ from ledger_stream.domain.state import absent
 from ledger_stream.processor.changelog import ChangelogRecord, Positions, due_header
 from ledger_stream.processor.policy import ConfigError, announce, describe, policy_from
 from ledger_stream.processor.restore import apply_records
+from ledger_stream.settings.policy import ActionPolicySettings
 from ledger_stream.state import MemoryPartitionStore, encode_row
 from tests.factories import claim, intent, outcome
 
@@ -106,12 +108,23 @@ def test_an_invalid_rule_stops_the_processor_at_start_naming_it(
     ({"refund": {"replay_window_ms": 8 * 24 * 3600 * 1000}},
      "actions.refund.replay_window_ms = 691200000 is longer than LEDGER_REPLAY_WINDOW_MS"),
     ({"refund": {"approval": False}}, "actions.refund.approval = false, but"),
-    ({"a/b": {"max_attempts": 1}}, "actions.a/b: an action type is one operation-key"),
 ])
 def test_a_rule_the_ledger_cannot_honour_is_refused(rules: dict, named: str):
     settings = Settings(actions=rules, approval_required_actions=("refund",))
     with pytest.raises(ConfigError, match=re.escape(named)):
         policy_from(settings)
+
+
+def test_a_rule_under_a_name_no_key_carries_is_refused():
+    """At load (the SDK and the gateway read the same settings), and by the processor for
+    settings built without validation (``model_copy``)."""
+    rule = "an action type is one operation-key segment"
+    with pytest.raises(ValidationError, match=re.escape(rule)):
+        Settings(actions={"a/b": {"max_attempts": 1}})
+    unchecked = Settings().model_copy(
+        update={"actions": {"a/b": ActionPolicySettings(max_attempts=1)}})
+    with pytest.raises(ConfigError, match=re.escape(f"actions.a/b: {rule}")):
+        policy_from(unchecked)
 
 
 def test_a_changed_knob_changes_the_revision_and_the_same_knobs_keep_it():
