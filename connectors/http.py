@@ -54,7 +54,7 @@ from connectors.http_exchange import (
 from connectors.http_loop import ExchangeLoop, Flight
 from connectors.http_wire import RequestTemplate, request_bytes
 from ledger_stream import tracing
-from ledger_stream.connector.redaction import withheld
+from ledger_stream.connector.redaction import withheld, without_password
 from ledger_stream.connector.target import EffectRequest, LookupUnavailable, Target, TargetError
 from ledger_stream.domain.events import OutcomeStatus
 
@@ -161,7 +161,8 @@ class HttpTarget(Target):
         self.queryable = self.lookup_path is not None
         parts = urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"base URL must be http(s)://host[:port], got {self.base_url!r}")
+            raise ValueError("base URL must be http(s)://host[:port], got "
+                             f"{without_password(self.base_url)!r}")
         self._https, self._host, self._port = parts.scheme == "https", parts.hostname, parts.port
         self._prefix = parts.path.rstrip("/")
         self._pool = Pool(self._connection)

@@ -231,7 +231,7 @@ class PostgresTarget(Target):
                 row = conn.execute(self._lookup_sql, (key,)).fetchone()
         except psycopg.Error as exc:
             raise LookupUnavailable(
-                f"{self.name}: cannot read the receipt of {key}: {_describe(exc)}") from exc
+                f"{self.name}: cannot read the receipt of {key}: {describe(exc)}") from exc
         return None if row is None else str(row[0])
 
     def _statement_for(self, action: str) -> str:
@@ -277,7 +277,7 @@ class PostgresTarget(Target):
             return psycopg.connect(self.dsn, autocommit=autocommit,
                                    **_connect_params(timeout_s))
         except psycopg.Error as exc:
-            raise PostgresNotApplied(f"{self.name}: cannot connect: {_describe(exc)}",
+            raise PostgresNotApplied(f"{self.name}: cannot connect: {describe(exc)}",
                                      Phase.CONNECT, exc.sqlstate) from exc
 
     def _reserve(self, conn: psycopg.Connection[Any], request: EffectRequest,
@@ -339,7 +339,7 @@ def _rolled_back(exc: Exception, what: str,
     """The error for a failure the server rolled back: transient or permanent by SQLSTATE."""
     sqlstate = exc.sqlstate if isinstance(exc, psycopg.Error) else None
     kind = PostgresNotApplied if _is_transient(exc) else PostgresRejected
-    return kind(f"{what}, rolled back: {_describe(exc)}", phase, sqlstate)
+    return kind(f"{what}, rolled back: {describe(exc)}", phase, sqlstate)
 
 
 def _unreachable(exc: BaseException | None) -> bool:
@@ -361,11 +361,11 @@ def _commit_failed(exc: Exception) -> PostgresTargetError:
             and exc.diag.severity_nonlocalized == "ERROR":
         return _rolled_back(exc, "COMMIT refused", Phase.COMMIT)
     sqlstate = exc.sqlstate if isinstance(exc, psycopg.Error) else None
-    return PostgresOutcomeUnknown(f"COMMIT sent, outcome unknown: {_describe(exc)}",
+    return PostgresOutcomeUnknown(f"COMMIT sent, outcome unknown: {describe(exc)}",
                                   Phase.COMMIT, sqlstate)
 
 
-def _describe(exc: Exception) -> str:
+def describe(exc: Exception) -> str:
     """The exception's class and the constraint it names; the first line of its message
     only for a failure libpq reports itself (no SQLSTATE: a connection that could not be
     made or broke), which names the host, database or role and cannot echo a statement.

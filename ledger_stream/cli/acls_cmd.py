@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ledger_stream.cli.common import CliError, add_common_flags, settings_from
+from ledger_stream.cli.common import CliError, add_common_flags, seconds, settings_from
 from ledger_stream.kafka.acls import (
     DEFAULT_FILE,
     AclSetError,
@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        help="the processor's consumer group (env: LEDGER_CONSUMER_GROUP)")
     apply.add_argument("--dry-run", action="store_true",
                        help="print the ACLs and whether each exists; create nothing")
-    apply.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+    apply.add_argument("--timeout", type=seconds(), default=30.0, metavar="SECONDS",
                        help="how long to wait for Kafka's answers (default 30)")
     add_common_flags(apply)
     apply.set_defaults(handler=_apply)

@@ -12,10 +12,12 @@ import json
 import re
 from pathlib import Path
 
-from ledger_stream.cli.common import CliError, add_common_flags, checked_key, settings_from
+from ledger_stream.cli.common import CliError, add_common_flags, checked_key, seconds, settings_from
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import InvalidApprovalKey
+
+MAX_EXPIRES_IN_S = 10 * 366 * 86_400  # operate.approvals' bound (imported when signing)
 
 ARGS_HASH = re.compile(r"^[0-9a-f]{64}$")
 
@@ -38,7 +40,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          help="the approver's private key, KEY_ID.key (env: "
                          "LEDGER_APPROVAL_SIGNING_KEY)")
     approve.add_argument("--key-id", help="the key id (default: the file's name without .key)")
-    approve.add_argument("--expires-in", type=float, default=600.0, metavar="S",
+    approve.add_argument("--expires-in", type=seconds(most=MAX_EXPIRES_IN_S), default=600.0,
+                         metavar="S",
                          help="seconds the approval is valid (default 600)")
     approve.add_argument("--policy-revision", default="", metavar="REV",
                          help="the policy revision the intent runs under, if it names one")

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ledger_stream.cli.common import CliError
+from ledger_stream.cli.common import CliError, shown
 
 DSN_HELP = ("a SQLite file (or sqlite:///FILE), or PostgreSQL (postgresql://... or "
             "'host=... user=...'), opened read-only")
@@ -33,7 +33,9 @@ def postgres_dsn(dsn: str) -> str | None:
     try:
         params = conninfo_to_dict(dsn)
     except Exception as exc:  # psycopg.ProgrammingError: what is wrong with it
-        raise CliError(f"--checkpointer: not a PostgreSQL connection string: {exc}") from exc
+        # psycopg's message quotes the string, password included
+        raise CliError("--checkpointer: not a PostgreSQL connection string: "
+                       f"{shown(dsn)}") from exc
     options = f"{params.get('options') or ''} -c default_transaction_read_only=on".strip()
     return make_conninfo(dsn, options=options)
 
@@ -50,26 +52,28 @@ def open_checkpointer(dsn: str) -> Iterator[Any]:
         try:
             with PostgresSaver.from_conn_string(postgres) as saver:
                 yield saver
-        except Exception as exc:  # psycopg's errors name the problem
+        except Exception as exc:  # psycopg's errors name the problem, the DSN too at times
             if type(exc).__module__.startswith("psycopg"):
-                raise CliError(f"--checkpointer: {type(exc).__name__}: {exc}") from exc
+                from connectors.postgres import describe
+
+                raise CliError(f"--checkpointer {shown(dsn)}: {describe(exc)}") from exc
             raise
         return
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     path = Path(dsn.removeprefix("sqlite:///").removeprefix("sqlite://"))
     if not path.is_file():
-        raise CliError(f"--checkpointer {dsn!r}: no such SQLite file")
+        raise CliError(f"--checkpointer {shown(dsn)}: no such SQLite file")
     conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True,
                            check_same_thread=False)
     try:
         tables = {row[0] for row in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not {"checkpoints", "writes"} <= tables:
-            raise CliError(f"--checkpointer {dsn!r}: not a LangGraph SQLite checkpointer "
+            raise CliError(f"--checkpointer {shown(dsn)}: not a LangGraph SQLite checkpointer "
                            "(no checkpoints and writes tables)")
         yield SqliteSaver(conn)
     except sqlite3.Error as exc:
-        raise CliError(f"--checkpointer {dsn!r}: {exc}") from exc
+        raise CliError(f"--checkpointer {shown(dsn)}: {exc}") from exc
     finally:
         conn.close()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
+import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -86,6 +89,8 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
                        ) from exc
     except ConfigFileError as exc:  # missing, not TOML, or naming an unknown setting
         raise CliError(str(exc)) from exc
+    if settings.kafka_bootstrap:
+        check_bootstrap(settings.kafka_bootstrap)
     use_client_settings(settings.kafka_client_properties())  # every Kafka client of this command
     # the flag, else LEDGER_LOG_LEVEL or file
     logging.getLogger().setLevel(settings.process.log_level)
@@ -152,3 +157,90 @@ def checked_key(text: str) -> str:
         return check(text)
     except InvalidKeyError as exc:
         raise CliError(f"{text!r}: {exc}") from exc
+
+
+MAX_SECONDS = 86_400.0  # a day: a wait or timeout flag's upper bound unless it says more
+
+
+def seconds(*, zero: bool = False, most: float = MAX_SECONDS) -> Callable[[str], float]:
+    """An argparse type: a duration in seconds, finite, more than 0 (``zero``: 0 or more,
+    for a flag where 0 means "do not wait") and at most ``most``. argparse refuses any
+    other value in one line naming the flag (NaN, inf and -1 waited forever or raised)."""
+    least = "0 or more" if zero else "more than 0"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{printable(text)!r} is not a number of seconds") from None
+        if not (math.isfinite(value) and (value >= 0 if zero else value > 0)
+                and value <= most):
+            raise argparse.ArgumentTypeError(
+                f"{printable(text)!r}: seconds must be {least} and at most {most:g}")
+        return value
+
+    parse.__name__ = "seconds"
+    return parse
+
+
+_HOST_PORT = re.compile(r"[A-Za-z0-9._\-]+:[0-9]{1,5}|\[[0-9A-Fa-f:.]+\]:[0-9]{1,5}")
+
+
+def check_bootstrap(bootstrap: str) -> None:
+    """CliError unless ``bootstrap`` is comma-separated HOST:PORT entries (an optional
+    PROTOCOL:// before each, as librdkafka reads them) of printable ASCII. The refusal
+    names the entry's position, not its text: a URL pasted with its credentials
+    (``user:password@host:9092``) must not be printed back."""
+    for i, entry in enumerate(bootstrap.split(","), 1):
+        address = entry.strip().partition("://")[2] or entry.strip()
+        if not _HOST_PORT.fullmatch(address) or not 0 < int(address.rpartition(":")[2]) < 65536:
+            raise CliError(f"the Kafka bootstrap (--bootstrap or LEDGER_KAFKA_BOOTSTRAP) must "
+                           f"be HOST:PORT entries separated by commas; entry {i} is not")
+
+
+def shown(text: str) -> str:
+    """A URL, DSN or path the user gave, for an error line: quoted, its password
+    replaced (``redaction.without_password``), control characters escaped."""
+    from ledger_stream.connector.redaction import without_password
+
+    return repr(printable(without_password(text)))
+
+
+def check_view_url(settings: Settings) -> None:
+    """CliError unless the view URL, when one is set (--view-url, LEDGER_VIEW_URL), is one a
+    view client can ask: the client's own check, its refusal without the URL's password."""
+    if settings.view.url:
+        from ledger_stream.sdk.view_client import ViewClient
+
+        try:
+            ViewClient(settings.view.url)
+        except ValueError as exc:
+            raise CliError(f"--view-url (or LEDGER_VIEW_URL): {exc}") from exc
+
+
+INT32_MAX = 2**31 - 1  # an Avro int: the largest attempt or partition count an event holds
+
+
+def count(*, least: int = 1, most: int = INT32_MAX) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``least`` to ``most``, refused otherwise in one
+    line naming the flag (an attempt of -1 or a partition count of 0 reached Kafka)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{printable(text)!r} is not a whole number") from None
+        if not least <= value <= most:
+            raise argparse.ArgumentTypeError(f"{value} is not from {least} to {most}")
+        return value
+
+    parse.__name__ = "count"
+    return parse
+
+
+def nonblank(text: str) -> str:
+    """An argparse type: a value that is not empty or only spaces."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text

@@ -12,6 +12,7 @@ from ledger_stream.cli.common import (
     add_common_flags,
     add_metrics_host_flag,
     port_or_off,
+    seconds,
     settings_from,
 )
 from ledger_stream.config import Settings
@@ -24,11 +25,13 @@ def _protocol_flags(parser: argparse.ArgumentParser) -> None:
                        "(env: LEDGER_CONNECTOR_NAME; required)")
     group.add_argument("--lease-ms", type=int, help="lease asked for each attempt "
                        "(env: LEDGER_CONNECTOR_LEASE_MS; default 30000)")
-    group.add_argument("--call-timeout", type=float, help="seconds one call to the target "
+    group.add_argument("--call-timeout", type=seconds(), help="seconds one call to the target "
                        "may take (env: LEDGER_CONNECTOR_CALL_TIMEOUT_S; default 10)")
-    group.add_argument("--record-margin", type=float, help="seconds kept in the lease to "
+    group.add_argument("--record-margin", type=seconds(zero=True),
+                       help="seconds kept in the lease to "
                        "record the outcome (env: LEDGER_CONNECTOR_RECORD_MARGIN_S; default 2)")
-    group.add_argument("--lookup-delay", type=float, help="the target's consistency window "
+    group.add_argument("--lookup-delay", type=seconds(zero=True),
+                       help="the target's consistency window "
                        "before a lookup (env: LEDGER_CONNECTOR_LOOKUP_DELAY_S; default 0)")
     group.add_argument("--instance-id", help="this instance's id in claims "
                        "(env: LEDGER_CONNECTOR_INSTANCE_ID)")
@@ -41,7 +44,8 @@ def _protocol_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--fast-path", action="store_true", default=None,
                        help="call before the grant arrives, for live dispatches only; needs a "
                        "target that deduplicates (env: LEDGER_CONNECTOR_FAST_PATH; default off)")
-    group.add_argument("--lookup-patience", type=float, help="seconds a failing lookup is "
+    group.add_argument("--lookup-patience", type=seconds(zero=True),
+                       help="seconds a failing lookup is "
                        "retried before the key goes to an operator "
                        "(env: LEDGER_CONNECTOR_LOOKUP_PATIENCE_S; default 30)")
 

@@ -12,7 +12,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ledger_stream.cli.common import CliError, add_common_flags, cell, iso_ms, settings_from
+from ledger_stream.cli.common import (
+    CliError,
+    add_common_flags,
+    cell,
+    iso_ms,
+    seconds,
+    settings_from,
+)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,12 +49,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        "LEDGER_OPERATOR; default: the OS user)")
     drain.add_argument("--event-id", default="", help="id of the hold or release command "
                        "(default: new); a retry with the same id changes nothing more")
-    drain.add_argument("--wait", type=float, default=10.0, metavar="S",
+    drain.add_argument("--wait", type=seconds(zero=True), default=10.0, metavar="S",
                        help="seconds to wait for every processor to apply the hold or "
                        "release (default 10)")
     drain.add_argument("--group", metavar="NAME", help="the processors' consumer group "
                        "(env: LEDGER_CONSUMER_GROUP)")
-    drain.add_argument("--lag-wait", type=float, default=30.0, metavar="S",
+    drain.add_argument("--lag-wait", type=seconds(zero=True), default=30.0, metavar="S",
                        help="seconds to wait for the processors to decide every recorded "
                        "intent before reading the changelog (default 30); still behind: "
                        "not drained (exit 1)")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger_stream.cli.checkpointer import DSN_HELP, open_checkpointer, postgres_dsn
-from ledger_stream.cli.common import CliError, add_common_flags
+from ledger_stream.cli.common import CliError, add_common_flags, seconds
 from ledger_stream.cli.dry_run import load_instance
 from ledger_stream.cli.inspect_cmd import ask, source_flags
 from ledger_stream.connector.target import Target
@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                           "key is one encoded path segment, or a query value after '?'), "
                           "or a connector Target (or a function of no arguments returning "
                           "one)")
-    evidence.add_argument("--lookup-timeout", type=float, default=10.0, metavar="S",
+    evidence.add_argument("--lookup-timeout", type=seconds(), default=10.0, metavar="S",
                           help="seconds the target's lookup may take (default 10)")
     evidence.add_argument("--report", metavar="FILE", help="also write a Markdown report "
                           "with the key's picture")

@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from ledger_stream.cli.common import CliError, add_common_flags, iso_ms, settings_from
+from ledger_stream.cli.common import CliError, add_common_flags, iso_ms, seconds, settings_from
 from ledger_stream.domain import events as ev
 
 MODES = tuple(m.value for m in ev.FreezeMode)
@@ -68,7 +68,8 @@ def _scope_flags(parser: argparse.ArgumentParser) -> None:
                         help="id of this command (default: new): a processor that applied "
                         "this command with this id ignores it again, so a retry cannot "
                         "undo a later freeze or unfreeze")
-    parser.add_argument("--wait", type=float, default=10.0, metavar="S",
+    parser.add_argument("--wait", type=seconds(zero=True, most=MAX_WAIT_S), default=10.0,
+                        metavar="S",
                         help="seconds to wait for every partition's processor to apply it "
                         "(default 10; 0: do not wait)")
     parser.add_argument("--group", metavar="NAME", help="the processors' consumer group "
@@ -84,8 +85,6 @@ def _freeze(args: argparse.Namespace) -> int:
     from ledger_stream.operate import Actor, AuditNotWritten, containment
     from ledger_stream.serde import make_codec
 
-    if not 0 <= args.wait <= MAX_WAIT_S:  # NaN fails this too: it never ends a wait
-        raise CliError(f"--wait must be between 0 and {MAX_WAIT_S:g} seconds")
     settings = settings_from(args, consumer_group=args.group)
     try:
         bootstrap = resolve_bootstrap(settings)

@@ -14,8 +14,10 @@ from ledger_stream.cli.common import (
     CliError,
     add_common_flags,
     cell,
+    check_view_url,
     checked_key,
     iso_ms,
+    seconds,
     settings_from,
 )
 from ledger_stream.history.timeline import TimelineRow
@@ -53,7 +55,7 @@ def source_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scan", action="store_true",
                         help="read the key's partition of every topic even when "
                         "LEDGER_VIEW_URL names a view")
-    parser.add_argument("--wait", type=float, default=5.0, metavar="S",
+    parser.add_argument("--wait", type=seconds(zero=True), default=5.0, metavar="S",
                         help="how long the view may take to catch up (default 5)")
 
 
@@ -71,9 +73,8 @@ def ask(args: argparse.Namespace, what: Callable[[Any], T]) -> T:
     )
 
     checked_key(args.key)
-    if args.wait < 0:
-        raise CliError(f"--wait must be 0 or more, got {args.wait}")
     settings = settings_from(args, view_url=args.view_url)
+    check_view_url(settings)
     if args.scan:
         settings = settings.model_copy(update={"view_url": None})
     try:

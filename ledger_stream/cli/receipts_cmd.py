@@ -9,6 +9,7 @@ from ledger_stream.cli.common import (
     CliError,
     add_common_flags,
     cell,
+    check_view_url,
     checked_key,
     iso_ms,
     settings_from,
@@ -53,6 +54,7 @@ def _run(args: argparse.Namespace) -> int:
 
     checked_key(args.key)
     settings = settings_from(args, view_url=args.view_url)
+    check_view_url(settings)
     try:
         if args.latest:
             with LedgerClient(settings) as client:

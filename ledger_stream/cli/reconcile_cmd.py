@@ -8,7 +8,17 @@ import sys
 import time
 import uuid
 
-from ledger_stream.cli.common import CliError, add_common_flags, cell, checked_key, settings_from
+from ledger_stream.cli.common import (
+    CliError,
+    add_common_flags,
+    cell,
+    check_view_url,
+    checked_key,
+    count,
+    nonblank,
+    seconds,
+    settings_from,
+)
 from ledger_stream.domain import events as ev
 from ledger_stream.history.detail import shown_detail
 
@@ -41,12 +51,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "wait: said so), 2 when another decision took effect first.")
     resolve.add_argument("key", metavar="KEY", help="operation key")
     verdict = resolve.add_mutually_exclusive_group(required=True)
-    verdict.add_argument("--applied", metavar="EXT_ID",
+    verdict.add_argument("--applied", type=nonblank, metavar="EXT_ID",
                          help="the target did apply it; its receipt id")
     verdict.add_argument("--not-applied", action="store_true",
                          help="the target certainly did not apply it")
     verdict.add_argument("--failed", action="store_true", help="give the effect up as failed")
-    resolve.add_argument("--attempt", type=int, required=True,
+    resolve.add_argument("--attempt", type=count(), required=True,
                          help="the attempt you looked at: refused if the key has moved on")
     resolve.add_argument("--reason", required=True,
                          help="why: what you checked (in the key's timeline and evidence)")
@@ -54,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          help="id of this decision, to retry it safely (default: new)")
     resolve.add_argument("--operator", help="who decides, for the audit topic (env: "
                          "LEDGER_OPERATOR; default: the OS user)")
-    resolve.add_argument("--wait", type=float, default=10.0, metavar="S",
+    resolve.add_argument("--wait", type=seconds(zero=True), default=10.0, metavar="S",
                          help="how long to wait for the ledger to apply it (default 10)")
     resolve.add_argument("--view-url", metavar="URL",
                          help="the view whose decision index checks the id is unused "
@@ -113,11 +123,10 @@ def _resolve(args: argparse.Namespace) -> int:
 
     key = checked_key(args.key)
     settings = settings_from(args, view_url=args.view_url)
+    check_view_url(settings)
     resolution = (ev.Resolution.APPLIED if args.applied else
                   ev.Resolution.NOT_APPLIED if args.not_applied else ev.Resolution.FAILED)
     decision_id = args.decision_id or uuid.uuid4().hex
-    if args.wait < 0:
-        raise CliError(f"--wait must be 0 or more, got {args.wait}")
     try:
         done = record_decision(
             settings, resolve_bootstrap(settings),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ledger_stream.cli.common import CliError, add_common_flags, settings_from
+from ledger_stream.cli.common import CliError, add_common_flags, count, seconds, settings_from
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
 from ledger_stream.kafka.exceptions import KafkaSetupError
 
@@ -19,9 +19,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "new partition, carry the freezes and held keys, then record the new count. Safe "
         "to run again after a crash.",
     )
-    parser.add_argument("--to", type=int, required=True, metavar="N",
+    parser.add_argument("--to", type=count(), required=True, metavar="N",
                         help="the new partition count (larger than the recorded one)")
-    parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+    parser.add_argument("--timeout", type=seconds(), default=30.0, metavar="SECONDS",
                         help="how long to wait for Kafka's answers (default 30)")
     parser.add_argument("--group", metavar="NAME", help="the processors' consumer group "
                         "(env: LEDGER_CONSUMER_GROUP)")

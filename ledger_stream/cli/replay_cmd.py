@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime
 
 from ledger_stream.cli.checkpointer import DSN_HELP
-from ledger_stream.cli.common import add_common_flags
+from ledger_stream.cli.common import add_common_flags, seconds
 from ledger_stream.cli.dry_run import checkpointer_and_ledger, prepare, progress
 
 
@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="plan the newest N checkpoints only (default: every one)")
     parser.add_argument("--group", metavar="NAME", help="the processor's consumer group, "
                         "whose lag the plan waits out (env: LEDGER_CONSUMER_GROUP)")
-    parser.add_argument("--lag-wait", type=float, default=30.0, metavar="S",
+    parser.add_argument("--lag-wait", type=seconds(zero=True), default=30.0, metavar="S",
                         help="seconds to wait for the processor to decide every recorded "
                         "intent before reading key states (default 30)")
     parser.add_argument("--json", action="store_true", help="JSON instead of a table")

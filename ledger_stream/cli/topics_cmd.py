@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ledger_stream.cli.common import CliError, add_common_flags, settings_from
+from ledger_stream.cli.common import CliError, add_common_flags, seconds, settings_from
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
 from ledger_stream.kafka.exceptions import KafkaSetupError
 from ledger_stream.kafka.topics import LEDGER_TOPICS, create_topics
@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     create.add_argument(
         "--timeout",
-        type=float,
+        type=seconds(),
         default=30.0,
         metavar="SECONDS",
         help="how long to wait for Kafka's answers (default 30)",

@@ -8,8 +8,9 @@ import signal
 import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from ledger_stream.cli.common import CliError, add_common_flags, settings_from
+from ledger_stream.cli.common import CliError, add_common_flags, seconds, settings_from, shown
 
 NEEDS = {"sandbox": ("base_url",), "postgres": ("dsn", "table"), "smtp": ("maildir",)}
 FLAG = {"base_url": "--base-url", "dsn": "--dsn", "table": "--table", "maildir": "--maildir"}
@@ -35,7 +36,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="the operation key of an effect made around the ledger, from "
                         "its body (a row's columns; a mail's to, subject, from): e.g. "
                         "'acme/refund/{invoice}'")
-    parser.add_argument("--interval", type=float, default=1.0, help="seconds between polls")
+    parser.add_argument("--interval", type=seconds(most=MAX_INTERVAL_S), default=1.0,
+                        help="seconds between polls")
     sandbox = parser.add_argument_group("sandbox")
     sandbox.add_argument("--base-url", help="the sandbox's URL")
     pg = parser.add_argument_group("postgres")
@@ -56,13 +58,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _source(args: argparse.Namespace) -> Any:
     from ledger_stream.watch.sources import MaildirEffects, PostgresEffects, sandbox_effects
 
+    if not args.name.strip():  # the connector refuses it too: no intent names that target
+        raise CliError("--name must name the target (as the connector's --name)")
     missing = [FLAG[need] for need in NEEDS[args.target] if not getattr(args, need)]
     if missing:
         raise CliError(f"watch {args.target} needs {' and '.join(missing)}")
     if args.target == "sandbox":
+        parts = urlsplit(args.base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            # as `connector http` refuses it; before, every poll failed, forever
+            raise CliError("--base-url must be http(s)://HOST[:PORT], got "
+                           f"{shown(args.base_url)}")
         return lambda: sandbox_effects(args.base_url)
     if args.target == "postgres":
         import psycopg
+
+        from connectors.postgres import describe
 
         source = PostgresEffects(args.dsn, args.table, id_column=args.id_column,
                                  key_column=args.key_column,
@@ -70,7 +81,10 @@ def _source(args: argparse.Namespace) -> Any:
         try:
             source.check()
         except (ValueError, psycopg.Error) as exc:
-            raise CliError(f"watch postgres: {exc}") from exc
+            # psycopg's message can quote the DSN, password included: what the connector
+            # says of a failed connection, never the server's text or the DSN
+            said = exc if isinstance(exc, ValueError) else describe(exc)
+            raise CliError(f"watch postgres: {said}") from exc
         return source
     if not (args.maildir / "cur").is_dir() or not (args.maildir / "new").is_dir():
         raise CliError(f"--maildir {args.maildir}: not a Maildir (no cur/ and new/)")
@@ -85,9 +99,6 @@ def _run(args: argparse.Namespace) -> int:
     from ledger_stream.watch import Watcher
     from ledger_stream.watch.watcher import check_template
 
-    if not 0 < args.interval <= MAX_INTERVAL_S:  # NaN fails this too: no pause at all
-        raise CliError(f"--interval must be more than 0 and at most {MAX_INTERVAL_S:g} "
-                       "seconds")
     if args.key_template is not None:  # else every effect lands under unmapped/...
         try:
             check_template(args.key_template)

@@ -88,3 +88,21 @@ def bug_report(error: BaseException) -> str:
 
 
 _PARENS = str.maketrans("[]", "()")
+_PASSWORD_PAIR = re.compile(r"(?i)\b(password|passwd|pwd|sslpassword)(\s*=\s*)"
+                            r"('(?:[^'\\]|\\.)*'|[^\s&;]*)")
+
+
+def without_password(text: str) -> str:
+    """A URL or connection string as it may be shown: the password of its userinfo
+    replaced (``postgresql://u:***@host/db``, ``u:***@host``; userinfo without a colon,
+    often a token, as ``***@host``) and any ``password=...`` pair's value too. Shows less
+    rather than more when it cannot tell (an ``@`` in a path)."""
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "", text
+    if "@" in rest:
+        userinfo, _, host = rest.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        rest = f"{user}:***@{host}" if colon else f"***@{host}"
+    return _PASSWORD_PAIR.sub(r"\1\2***", f"{scheme}{sep}{rest}")
+

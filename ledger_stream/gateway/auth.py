@@ -103,6 +103,9 @@ class ApiKeys:
         if file is not None:
             try:
                 lines = file.read_text(encoding="utf-8").splitlines()
+            except UnicodeDecodeError as exc:  # its message quotes the bytes: a key's
+                raise ApiKeyError(f"cannot read {file}: not UTF-8 text (byte "
+                                  f"{exc.start + 1})") from None
             except OSError as exc:
                 raise ApiKeyError(f"cannot read {file}: {exc}") from None
             entries += [(f"{file}:{n}", line.strip()) for n, line in enumerate(lines, 1)]

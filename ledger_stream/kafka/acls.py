@@ -92,7 +92,10 @@ def load_roles(path: Path) -> dict[str, tuple[Grant, ...]]:
     """Every role of the ACL file at ``path`` and its grants. AclSetError names the first
     problem (unknown resource, pattern or operation; a role without grants)."""
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:  # its message quotes the bytes
+        raise AclSetError(f"cannot read the ACL file {path}: not UTF-8 text (byte "
+                          f"{exc.start + 1})") from exc
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise AclSetError(f"cannot read the ACL file {path}: {exc}") from exc
     roles: dict[str, tuple[Grant, ...]] = {}

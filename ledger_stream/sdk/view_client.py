@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from typing import Any, Literal
 from urllib.parse import quote, urlencode, urlsplit
 
+from ledger_stream.connector.redaction import without_password
 from ledger_stream.domain.events import OperatorResolution, Receipt
 from ledger_stream.sdk.errors import (
     NoTimelineError,
@@ -47,13 +48,15 @@ class ViewClient:
         """``key``: the API key sent to the view (one of its tenant keys)."""
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"the view URL must be http://HOST[:PORT], got {url!r}")
+            raise ValueError("the view URL must be http://HOST[:PORT], got "
+                             f"{without_password(url)!r}")
         self._host, self._port = parts.hostname, parts.port or 80
         self._base = parts.path.rstrip("/")
         self._timeout_s = timeout_s
         self._key = key
         self._local = threading.local()
         self.url = url
+        self._shown = without_password(url)  # what errors name: no password
 
     def status(self, key: str, after: int, wait_s: float, *, topic: str = "",
                partition: int | None = None, partitions: int | None = None) -> Receipt | None:
@@ -119,17 +122,17 @@ class ViewClient:
                 conn.close()
                 self._local.conn = None
                 if attempt == 2 or isinstance(exc, TimeoutError):  # no second wait
-                    raise ViewUnavailableError(f"the view at {self.url} cannot be reached: "
+                    raise ViewUnavailableError(f"the view at {self._shown} cannot be reached: "
                                                f"{exc}") from exc
                 continue
             if response.status == 404 and b"no timeline" in data:
-                raise NoTimelineError(f"the view at {self.url} keeps no timeline")
+                raise NoTimelineError(f"the view at {self._shown} keeps no timeline")
             if response.status in (401, 403):
                 raise ViewUnavailableError(
-                    f"the view at {self.url} refused this client's API key "
+                    f"the view at {self._shown} refused this client's API key "
                     f"({response.status}): set LEDGER_VIEW_KEY to a key of the tenant read")
             if response.status != 200:
-                raise ViewUnavailableError(f"the view at {self.url} answered "
+                raise ViewUnavailableError(f"the view at {self._shown} answered "
                                            f"{response.status}: {data[:300]!r}")
             result: dict[str, Any] = json.loads(data)
             return result
