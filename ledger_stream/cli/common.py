@@ -184,17 +184,19 @@ def seconds(*, zero: bool = False, most: float = MAX_SECONDS) -> Callable[[str],
     return parse
 
 
-_HOST_PORT = re.compile(r"[A-Za-z0-9._\-]+:[0-9]{1,5}|\[[0-9A-Fa-f:.]+\]:[0-9]{1,5}")
+# HOST[:PORT] or [IPV6][:PORT]: librdkafka takes a host without a port as port 9092.
+_HOST_PORT = re.compile(r"(?:[A-Za-z0-9._\-]+|\[[0-9A-Fa-f:.]+\])(?::([0-9]{1,5}))?")
 
 
 def check_bootstrap(bootstrap: str) -> None:
-    """CliError unless ``bootstrap`` is comma-separated HOST:PORT entries (an optional
+    """CliError unless ``bootstrap`` is comma-separated HOST[:PORT] entries (an optional
     PROTOCOL:// before each, as librdkafka reads them) of printable ASCII. The refusal
     names the entry's position, not its text: a URL pasted with its credentials
     (``user:password@host:9092``) must not be printed back."""
     for i, entry in enumerate(bootstrap.split(","), 1):
         address = entry.strip().partition("://")[2] or entry.strip()
-        if not _HOST_PORT.fullmatch(address) or not 0 < int(address.rpartition(":")[2]) < 65536:
+        found = _HOST_PORT.fullmatch(address)
+        if not found or (found.group(1) is not None and not 0 < int(found.group(1)) < 65536):
             raise CliError(f"the Kafka bootstrap (--bootstrap or LEDGER_KAFKA_BOOTSTRAP) must "
                            f"be HOST:PORT entries separated by commas; entry {i} is not")
 

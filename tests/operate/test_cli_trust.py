@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger_stream.cli.common import check_bootstrap
 from ledger_stream.cli.main import COMMANDS, _parser, main
 from ledger_stream.connector.redaction import without_password
 
@@ -149,14 +150,21 @@ def test_a_client_property_kafka_refuses_is_one_line_without_its_value(
     assert_one_line(code, said, says)
 
 
-@pytest.mark.parametrize("bootstrap", ["\udcff\udcfe", f"u:{SECRET}@127.0.0.1:1", "kafka",
-                                       "127.0.0.1:1,h:99999"])
+@pytest.mark.parametrize("bootstrap", ["\udcff\udcfe", f"u:{SECRET}@127.0.0.1:1", "kafka:",
+                                       "127.0.0.1:1,h:99999", "h:0", "a b:1"])
 def test_a_bootstrap_that_is_not_host_port_entries_is_refused_without_echo(
         bootstrap: str, capsys) -> None:
     # "\xff\xfe" (as argv decodes it) raised SystemError inside AdminClient; a bootstrap
     # with credentials was printed back in "cannot reach Kafka at ...".
     code, said = run(["topics", "create", "--timeout", "1", "--bootstrap", bootstrap], capsys)
     assert_one_line(code, said, "must be HOST:PORT entries")
+
+
+def test_a_host_without_a_port_is_kafkas_default_port_not_a_refusal() -> None:
+    """librdkafka reads ``kafka`` as ``kafka:9092``: a deployment that wrote it so kept
+    working before the check and must after it."""
+    for bootstrap in ("kafka", "kafka-1,kafka-2:9093", "SSL://broker.example", "[::1]"):
+        check_bootstrap(bootstrap)
 
 
 # -- files that are not UTF-8 ----------------------------------------------------------------
