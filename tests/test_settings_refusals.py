@@ -27,8 +27,10 @@ from ledger_stream.settings.processor import MAX_BATCH
 pytestmark = pytest.mark.timeout(60)
 
 ERROR = "ledger-stream: error: "
-ACTION_RULE = ("an action type is one operation-key segment: 1 to 200 characters, no '/', "
-               "space or ','")
+ACTION_RULE = ("an action type is one operation-key segment: 1 to 200 characters, no '/' "
+               "or line break, no space at either end")
+REQUIRED_RULE = (ACTION_RULE + ", no ',' (one action per entry; an action named with a "
+                 "comma takes `approval = true` in its [actions] table)")
 
 
 @pytest.fixture(autouse=True)
@@ -53,6 +55,17 @@ def _refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
 # 1. A required action no intent can name ---------------------------------------------------
 
+def test_an_action_name_operation_keys_allow_still_loads(monkeypatch: pytest.MonkeyPatch):
+    """A space inside an action ("wire transfer") is in valid keys, and required approval
+    before the check at load; a comma is allowed in an action's table, not in the list
+    (found by the review of that check)."""
+    monkeypatch.setenv("LEDGER_APPROVAL_REQUIRED_ACTIONS", '["wire transfer"]')
+    monkeypatch.setenv("LEDGER_ACTIONS", '{"refund,partial": {"approval": true}}')
+    policy = policy_from(Settings())
+    assert policy.requires_approval("wire transfer")
+    assert policy.requires_approval("refund,partial")
+
+
 @pytest.mark.parametrize("entry", ["refund ", " refund", "re/fund", "", "refund,email",
                                    "refund\n"])
 def test_a_required_action_no_intent_can_name_is_refused_at_load(
@@ -64,7 +77,7 @@ def test_a_required_action_no_intent_can_name_is_refused_at_load(
         Settings()
     assert _refusal(capsys) == (
         "invalid setting approval_required_actions (from LEDGER_APPROVAL_REQUIRED_ACTIONS): "
-        f"entry 2: {ACTION_RULE}")
+        f"entry 2: {REQUIRED_RULE}")
 
 
 def test_a_required_action_spelled_as_keys_spell_it_is_required() -> None:
@@ -110,6 +123,21 @@ def test_a_table_given_whole_and_by_nested_keys_is_refused_naming_both(
     assert _refusal(capsys) == (
         "a setting given whole and by nested keys in the environment (the nested would "
         f"override the whole without a word): {whole[0]} and {nested[0]}: keep one")
+
+
+def test_nested_keys_beside_a_whole_tables_other_entries_are_merged_not_refused(
+        monkeypatch: pytest.MonkeyPatch):
+    """A ConfigMap's table and a Secret's nested key of it worked before the check of a
+    table given twice, and must after it (found by the review of that check)."""
+    monkeypatch.setenv("LEDGER_KAFKA_CLIENT", '{"security.protocol": "SASL_SSL"}')
+    monkeypatch.setenv("LEDGER_KAFKA_CLIENT__sasl.password", "s")
+    monkeypatch.setenv("LEDGER_ACTIONS", '{"refund": {"approval": true}}')
+    monkeypatch.setenv("LEDGER_ACTIONS__email__approval", "true")
+    settings = Settings()
+    assert settings.connection.client == {"security.protocol": "SASL_SSL",
+                                          "sasl.password": "s"}
+    assert policy_from(settings).requires_approval("refund")
+    assert policy_from(settings).requires_approval("email")
 
 
 def test_a_table_settings_nested_keys_are_read_not_taken_for_a_misspelling(

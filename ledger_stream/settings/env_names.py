@@ -19,6 +19,7 @@ whole one's without a word (an approval the whole table asks for, dropped).
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Collection, Mapping
 
 from ledger_stream.settings.config_file import ConfigFileError
@@ -51,14 +52,32 @@ def misspelled(environ: Mapping[str, str], flat_names: Collection[str],
 def given_twice(environ: Mapping[str, str], flat_names: Collection[str],
                 prefix: str) -> list[str]:
     """``WHOLE and NESTED[, NESTED...]`` for each setting ``environ`` gives both whole and
-    by nested keys, in name order."""
+    by nested keys that name an entry the whole one has too (the nested value would win
+    without a word), in name order. Nested keys beside the whole table's other entries
+    are merged into it, a table's secrets apart from the rest (a Secret beside a
+    ConfigMap): not refused."""
     whole = {name.upper(): name for name in environ}
     found = []
     for flat in sorted(prefix + name.upper() for name in flat_names):
-        nested = sorted(name for name in environ if name.upper().startswith(flat + NESTED))
-        if flat in whole and nested:
+        if flat not in whole:
+            continue
+        held = _entries(environ[whole[flat]])
+        nested = sorted(name for name in environ if name.upper().startswith(flat + NESTED)
+                        and name[len(flat) + len(NESTED):].split(NESTED, 1)[0].lower()
+                        in held)
+        if nested:
             found.append(f"{whole[flat]} and {', '.join(nested)}")
     return found
+
+
+def _entries(value: str) -> set[str]:
+    """The entries (lower case, as nested keys are read) of a table given as JSON; none
+    when it is not a JSON object (its own refusal says so)."""
+    try:
+        table = json.loads(value)
+    except ValueError:
+        return set()
+    return {str(key).lower() for key in table} if isinstance(table, dict) else set()
 
 
 def check_environment(environ: Mapping[str, str], flat_names: Collection[str],

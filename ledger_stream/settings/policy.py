@@ -12,12 +12,19 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from ledger_stream.domain.approval import KEY_ID
 from ledger_stream.settings.group import MAX_ATTEMPTS, MAX_MS, SettingsGroup, flat_config
 
-# An action type as operation keys spell it (tenant/ACTION/business-id, validation.py): one
-# key segment, no space. No comma either: "refund,email" is a list written as one name, and
-# read as one action no intent names it would require nothing of refund or email.
-ACTION_TYPE = re.compile(r"[^/\s,]{1,200}")
-ACTION_TYPE_RULE = ("an action type is one operation-key segment: 1 to 200 characters, "
-                    "no '/', space or ','")
+# An action type as operation keys spell it (tenant/ACTION/business-id, domain/keys.py):
+# one key segment (no '/', line break or NUL), 1 to 200 characters, and here no space at
+# either end: "refund " is a typo of "refund" that no intent names, and a rule kept for it
+# would require nothing of refund. A space inside ("wire transfer") is a name keys allow.
+ACTION_TYPE = re.compile(r"[^/\s\x00](?:[^/\n\r\x00]{0,198}[^/\s\x00])?")
+ACTION_TYPE_RULE = ("an action type is one operation-key segment: 1 to 200 characters, no "
+                    "'/' or line break, no space at either end")
+# An entry of the list of actions that need approval: an action type with no comma as well,
+# for "refund,email" is a list written as one name, which would require nothing of either
+# (an action whose name holds a comma takes its approval from its [actions.X] table).
+REQUIRED_ACTION = re.compile(r"(?!.*,)" + ACTION_TYPE.pattern)
+REQUIRED_ACTION_RULE = (ACTION_TYPE_RULE + ", no ',' (one action per entry; an action "
+                        "named with a comma takes `approval = true` in its [actions] table)")
 
 
 def _refused_entries(entries: tuple[str, ...], rule: re.Pattern[str], what: str) -> None:
@@ -99,7 +106,7 @@ class PolicySettings(SettingsGroup):
     @classmethod
     def _action_types(cls, actions: tuple[str, ...]) -> tuple[str, ...]:
         """Refused at load: ``["refund "]`` kept as is required approval of no action."""
-        _refused_entries(actions, ACTION_TYPE, ACTION_TYPE_RULE)
+        _refused_entries(actions, REQUIRED_ACTION, REQUIRED_ACTION_RULE)
         return actions
 
     @field_validator("revoked_keys")
