@@ -193,7 +193,10 @@ def check_bootstrap(bootstrap: str) -> None:
     PROTOCOL:// before each, as librdkafka reads them) of printable ASCII. The refusal
     names the entry's position, not its text: a URL pasted with its credentials
     (``user:password@host:9092``) must not be printed back."""
-    for i, entry in enumerate(bootstrap.split(","), 1):
+    entries = bootstrap.split(",")
+    for i, entry in enumerate(entries, 1):
+        if not entry.strip() and any(e.strip() for e in entries):
+            continue  # "a:9092," or "a,,b": librdkafka skips an empty entry
         address = entry.strip().partition("://")[2] or entry.strip()
         found = _HOST_PORT.fullmatch(address)
         if not found or (found.group(1) is not None and not 0 < int(found.group(1)) < 65536):

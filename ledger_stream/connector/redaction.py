@@ -88,15 +88,23 @@ def bug_report(error: BaseException) -> str:
 
 
 _PARENS = str.maketrans("[]", "()")
-_PASSWORD_PAIR = re.compile(r"(?i)\b(password|passwd|pwd|sslpassword)(\s*=\s*)"
-                            r"('(?:[^'\\]|\\.)*'|[^\s&;]*)")
+_PASSWORD_KEYS = r"(?i)\b(password|passwd|pwd|sslpassword)(\s*=\s*)"
+# In a URL's query a value ends at '&' or ';'.
+_URL_PASSWORD = re.compile(_PASSWORD_KEYS + r"('(?:[^'\\]|\\.)*'|[^\s&;]*)")
+# In a key=value connection string (libpq's) a value ends only at unescaped white space;
+# a quoted one at its closing quote, or at the end when the quote is never closed.
+_DSN_PASSWORD = re.compile(_PASSWORD_KEYS + r"('(?:[^'\\]|\\.)*(?:'|$)|(?:[^\s\\]|\\.)*)")
+_DSN_PAIR = re.compile(r"^\s*[A-Za-z_]+\s*=")
 
 
 def without_password(text: str) -> str:
     """A URL or connection string as it may be shown: the password of its userinfo
     replaced (``postgresql://u:***@host/db``, ``u:***@host``; userinfo without a colon,
-    often a token, as ``***@host``) and any ``password=...`` pair's value too. Shows less
-    rather than more when it cannot tell (an ``@`` in a path)."""
+    often a token, as ``***@host``) and any ``password=...`` pair's value too, whole
+    (in a ``key=value`` connection string to the next unescaped space, ``@`` and ``&``
+    included). Shows less rather than more when it cannot tell (an ``@`` in a path)."""
+    if "://" not in text and _DSN_PAIR.match(text):  # host=... password=...: no userinfo
+        return _DSN_PASSWORD.sub(r"\1\2***", text)
     scheme, sep, rest = text.partition("://")
     if not sep:
         scheme, rest = "", text
@@ -104,5 +112,5 @@ def without_password(text: str) -> str:
         userinfo, _, host = rest.rpartition("@")
         user, colon, _ = userinfo.partition(":")
         rest = f"{user}:***@{host}" if colon else f"***@{host}"
-    return _PASSWORD_PAIR.sub(r"\1\2***", f"{scheme}{sep}{rest}")
+    return _URL_PASSWORD.sub(r"\1\2***", f"{scheme}{sep}{rest}")
 

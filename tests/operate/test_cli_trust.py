@@ -163,7 +163,8 @@ def test_a_bootstrap_that_is_not_host_port_entries_is_refused_without_echo(
 def test_a_host_without_a_port_is_kafkas_default_port_not_a_refusal() -> None:
     """librdkafka reads ``kafka`` as ``kafka:9092``: a deployment that wrote it so kept
     working before the check and must after it."""
-    for bootstrap in ("kafka", "kafka-1,kafka-2:9093", "SSL://broker.example", "[::1]"):
+    for bootstrap in ("kafka", "kafka-1,kafka-2:9093", "SSL://broker.example", "[::1]",
+                      "kafka:9092,", "a,,b:1"):
         check_bootstrap(bootstrap)
 
 
@@ -261,6 +262,13 @@ def test_watch_refuses_an_empty_target_name(name: str, capsys) -> None:
     (f"host=h password={SECRET} user=u", "host=h password=*** user=u"),
     (f"host=h password = '{SECRET} x' user=u", "host=h password = *** user=u"),
     (f"http://h/?password={SECRET}&a=1", "http://h/?password=***&a=1"),
+    # key=value: the value runs to the next unescaped space, '@', '&' and ';' included
+    # (its tail was shown: found by the review of this helper)
+    (f"host=127.0.0.1 user=u password=s3cr@t{SECRET} dbname=x",
+     "host=127.0.0.1 user=u password=*** dbname=x"),
+    (f"host=h password=ab&{SECRET};x port=1", "host=h password=*** port=1"),
+    (f"host=h password=ab\\ {SECRET} port=1", "host=h password=*** port=1"),
+    (f"host=h password='s3cr@t {SECRET}", "host=h password=***"),
     ("/var/lib/ledger/checkpoints.sqlite", "/var/lib/ledger/checkpoints.sqlite"),
     ("http://127.0.0.1:8080/view", "http://127.0.0.1:8080/view"),
 ])
