@@ -1,19 +1,26 @@
 """An operator's free text (a freeze's reason, a reconciliation decision's reason) goes to
 the audit trail and the attempts topic and stays there for as long as they keep records:
 it must hold no payment detail. A card number is the one such detail a machine can tell
-with confidence: 13 to 19 digits (single spaces or dashes between them allowed) that begin
-as the card brands' numbers begin (2 to 6: Mastercard's 2-series, Amex, Diners and JCB,
-Visa, Mastercard, Discover and UnionPay) and pass the Luhn check, the card networks' own
-check digit. A text holding one is refused, never echoed. Account numbers, names and
+with confidence: 13 to 19 digits, whole groups of a run of digits (groups parted by one or
+two spaces, dots or dashes), that begin as the card brands' numbers begin (2 to 6:
+Mastercard's 2-series, Amex, Diners and JCB, Visa, Mastercard, Discover and UnionPay) and
+pass the Luhn check, the card networks' own check digit. About one in ten other numbers
+of that form passes too (an order number "3000000000000004"): refused alike. A text
+holding one is refused, never echoed. Account numbers, names and
 addresses cannot be told from other text: the help and the docs ask operators to leave
 them out."""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
-# Digit runs of 13 to 19 digits, each digit followed by at most one space or dash.
-_DIGIT_RUNS = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
+# What people put between a card number's groups: spaces (a no-break or thin one too),
+# dots, dashes; one or two of them.
+_SEPARATOR = "[ .\\-\u00a0\u2009\u2013\u2014]"
+# A run of digit groups (leftmost and longest, so it starts and ends at a non-digit).
+_DIGIT_RUNS = re.compile(rf"\d+(?:{_SEPARATOR}{{1,2}}\d+)*")
+_GROUP_BREAK = re.compile(rf"{_SEPARATOR}+")
 _BRANDS = frozenset("23456")
 
 
@@ -29,10 +36,19 @@ def _luhn(digits: str) -> bool:
 
 def holds_card_number(text: str) -> bool:
     """Whether ``text`` holds what looks like a card number (see the module docstring)."""
-    for found in _DIGIT_RUNS.finditer(text):
-        digits = re.sub(r"[ -]", "", found.group())
-        if digits[0] in _BRANDS and _luhn(digits):
-            return True
+    # Fullwidth and other compatibility digits read as the digits they show.
+    for found in _DIGIT_RUNS.finditer(unicodedata.normalize("NFKC", text)):
+        groups = _GROUP_BREAK.split(found.group())
+        # The card may be a few of the run's groups: a CVV, an expiry or an amount may
+        # stand beside it ("4111 1111 1111 1111 123", "charge 12 4111 ...").
+        for first in range(len(groups)):
+            digits = ""
+            for group in groups[first:]:
+                digits += group
+                if len(digits) > 19:
+                    break
+                if len(digits) >= 13 and digits[0] in _BRANDS and _luhn(digits):
+                    return True
     return False
 
 

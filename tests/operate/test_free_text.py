@@ -27,6 +27,17 @@ NOWHERE = "127.0.0.1:1"
     "2223000048400011",  # Mastercard's 2-series
     "6011111111111117 and more",  # Discover
     "x4111111111111111x",  # glued to letters
+    # Beside other digits, or parted otherwise (found by the review of this check):
+    "card 4111 1111 1111 1111 123",  # a CVV after it
+    "4111 1111 1111 1111 12 25",  # an expiry
+    "charge 12 4111 1111 1111 1111",  # an amount before it
+    "4111111111111111-12",
+    "4111.1111.1111.1111",
+    "4111  1111  1111  1111",
+    "4111\u00a01111\u00a01111\u00a01111",  # no-break spaces
+    "4111\u20131111\u20131111\u20131111",  # en dashes
+    "\uff14\uff11\uff11\uff11\uff11\uff11\uff11\uff11\uff11\uff11\uff11\uff11"
+    "\uff11\uff11\uff11\uff11",  # fullwidth digits
 ])
 def test_a_card_number_is_seen(text: str) -> None:
     assert holds_card_number(text)
@@ -38,7 +49,9 @@ def test_a_card_number_is_seen(text: str) -> None:
     "at 1765097155003",  # one that passes the check digit: still no brand's
     "batch 900000000000001",  # passes it, starts with 9
     "order 123456789012",  # 12 digits: too short for a card
-    "41111111111111111111",  # 20 digits: too long for one
+    "41111111111111111111",  # 20 digits in one group: too long for one
+    "94111111111111111",  # a card's digits inside a longer group are not its own
+    "at 1765097155003 12 25",  # groups that pass nowhere
     "attempt 2 of acme/refund/inv-881 at 2026-12-07",
     "",
 ])
