@@ -13,6 +13,7 @@ group.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import uuid
 from pathlib import Path
@@ -69,6 +70,23 @@ class MemoryCgroup:
         raising = limit_bytes > int(memory.read_text())
         for name in ((memsw, memory) if raising else (memory, memsw)):
             name.write_text(str(limit_bytes))
+
+    def squeeze(self, attempts: int = 50) -> int:
+        """Lower the limit to what the group uses now, and return it. The kernel refuses a
+        limit it cannot reclaim down to (EBUSY): the group's usage may have grown between
+        the reading and the writing (a processor answering a backlog), so it is read and
+        tried again (a CI run met it once, 2026-12-07)."""
+        for _ in range(attempts - 1):
+            usage = self.usage_bytes()
+            try:
+                self.set_limit(usage)
+                return usage
+            except OSError as exc:
+                if exc.errno != errno.EBUSY:
+                    raise
+        usage = self.usage_bytes()
+        self.set_limit(usage)
+        return usage
 
     def usage_bytes(self) -> int:
         name = "memory.current" if self.v2 else "memory.usage_in_bytes"

@@ -59,8 +59,7 @@ def test_a_processor_squeezed_below_its_memory_is_killed_mid_backlog_and_loses_n
         wait_until(lambda: _answered_now(stack, backlog) > 0, 60, "a first backlog answer")
         # Squeezed: the limit goes down to what the processor uses now (a limit below it
         # would be refused), then paid keys and the rest of the backlog come.
-        idle = group.usage_bytes()
-        group.set_limit(idle)
+        idle = group.squeeze()
         paid += [stack.submit_nowait(f"acme/refund/mem-{i}", {"amount": i + 1}, "sandbox")
                  for i in range(10, 30)]
         backlog += [stack.submit_nowait(f"acme/write/backlog-{i}", {"n": i}, "nowhere")
