@@ -64,6 +64,10 @@ def test_an_intent_key_must_be_tenant_action_business_id(key):
     ({"event_id": ""}, None, "empty event_id"),
     ({"tenant": "other"}, None, "the operation key is not scoped by the intent's tenant"),
     ({"args_hash": "0" * 64}, None, "args_hash is not the SHA-256 of args_json"),
+    ({"target": ""}, None, "empty target"),
+    ({"target": "smtp\n"}, None, "the target must be at most 255 printable characters"),
+    ({"target": "pay\x00ments"}, None, "the target must be at most 255 printable characters"),
+    ({"target": "t" * 256}, None, "the target must be at most 255 printable characters"),
     ({"workflow": __import__("ledger_stream.domain.events", fromlist=["Workflow"])
       .Workflow("", "1.0")}, None, "workflow graph and version are required"),
     ({"workflow": __import__("ledger_stream.domain.events", fromlist=["Workflow"])
@@ -92,6 +96,13 @@ def test_each_invalid_claim_says_which_rule_it_broke(change, reason):
     good = claim()
     assert invalid_reason(good, good.key) is None
     assert invalid_reason(replace(good, **change), good.key) == reason
+
+
+@pytest.mark.parametrize("target", ["smtp", "payments api", "t" * 255, "caf\u00e9-eu"])
+def test_a_target_a_connector_can_be_named_is_valid(target):
+    from dataclasses import replace
+
+    assert invalid_reason(replace(intent(), target=target), None) is None
 
 
 def test_the_tenant_is_the_first_segment_of_the_key():
