@@ -249,3 +249,14 @@ def nonblank(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
     return text
+
+
+def kafka_failure(exc: BaseException, doing: str) -> CliError:
+    """The CliError for a KafkaException a command caught while ``doing`` (e.g. "cannot
+    read receipts"): a client that refused its configuration is said as every command says
+    it (``kafka.exceptions.client_config_refusal``: the property, never its value), any other
+    error with librdkafka's own text after ``doing``."""
+    from ledger_stream.kafka.exceptions import client_config_refusal, kafka_error_text
+
+    refusal = client_config_refusal(exc)
+    return CliError(refusal if refusal is not None else f"{doing}: {kafka_error_text(exc)}")

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import argparse
 
-from ledger_stream.cli.common import CliError, add_common_flags, count, seconds, settings_from
+from ledger_stream.cli.common import (
+    CliError,
+    add_common_flags,
+    count,
+    kafka_failure,
+    seconds,
+    settings_from,
+)
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
 from ledger_stream.kafka.exceptions import KafkaSetupError
 
@@ -40,5 +47,5 @@ def _run(args: argparse.Namespace) -> int:
     except (RepartitionRefused, KafkaSetupError) as exc:
         raise CliError(f"repartition refused: {exc}") from exc
     except KafkaException as exc:
-        raise CliError(f"repartition failed (run it again): {exc.args[0].str()}") from exc
+        raise kafka_failure(exc, "repartition failed (run it again)") from exc
     return 0

@@ -139,14 +139,25 @@ def test_a_count_or_id_kafka_cannot_take_is_refused_at_the_flag(
 
 # -- Kafka client configuration and bootstrap ----------------------------------------------
 
+# Every command that makes a Kafka client: freezes, inspect, alerts and receipts printed
+# librdkafka's own line, which quotes the refused value (found by the hostile review).
+CLIENT_COMMANDS = [
+    ["topics", "create", "--timeout", "1"], ["freezes"], ["inspect", "a/refund/x", "--scan"],
+    ["alerts"], ["receipts", "a/refund/x"], ["freeze", "refund", "--reason", "r"],
+    ["drain", "--graph", "g", "--version", "v"], ["repartition", "--to", "24", "--timeout", "1"],
+]
+
+
+@pytest.mark.parametrize("argv", CLIENT_COMMANDS, ids=[" ".join(a[:1]) for a in CLIENT_COMMANDS])
 @pytest.mark.parametrize(("properties", "says"), [
     ('{"bogus.prop": "x"}', "'bogus.prop' is unknown"),
     ('{"security.protocol": "hunter2"}', "'security.protocol' has a value it does not accept"),
 ])
 def test_a_client_property_kafka_refuses_is_one_line_without_its_value(
-        properties: str, says: str, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+        argv: list[str], properties: str, says: str, monkeypatch: pytest.MonkeyPatch,
+        capsys) -> None:
     monkeypatch.setenv("LEDGER_KAFKA_CLIENT", properties)
-    code, said = run(["topics", "create", "--timeout", "1", *NOWHERE], capsys)
+    code, said = run([*argv, *NOWHERE], capsys)
     assert_one_line(code, said, says)
 
 
