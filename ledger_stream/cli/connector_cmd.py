@@ -84,7 +84,8 @@ def _http_flags(parser: argparse.ArgumentParser) -> None:
 
     group = parser.add_argument_group("HTTP options")
     group.add_argument("--base-url", required=True, metavar="URL",
-                       help="http(s)://host[:port][/prefix] of the API (required)")
+                       help="http(s)://[user:password@]host[:port][/prefix] of the API; "
+                       "user:password is sent as basic auth (required)")
     group.add_argument("--apply-path", default="/v1/payments", metavar="PATH",
                        type=_checked(target.check_path),
                        help="POST path of the effect (default: %(default)s)")
