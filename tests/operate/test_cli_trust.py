@@ -265,6 +265,25 @@ def test_watch_refuses_an_empty_target_name(name: str, capsys) -> None:
     assert_one_line(code, said, "--name must name the target")
 
 
+@pytest.mark.parametrize("flag", [
+    ["--smtp-port", "99999"], ["--smtp-port", "0"], ["--smtp-port", "smtp"],
+    ["--from", ""], ["--from", "ledger"], ["--from", "@example.test"], ["--from", "a b@c"],
+    ["--from", "a@b\r\nRCPT TO:<x@y>"],
+])
+def test_connector_smtp_refuses_a_port_or_sender_at_the_flag(flag: list[str], capsys) -> None:
+    # Both were taken and failed at the first mail: the port in smtplib, the empty or
+    # bare sender at the server's MAIL FROM.
+    code, said = run(["connector", "smtp", "--name", "mail", *flag, *NOWHERE], capsys)
+    assert_one_line(code, said, f"argument {flag[0]}:")
+
+
+def test_connector_smtp_takes_a_port_and_an_address() -> None:
+    args = _parser([c.register for c in COMMANDS]).parse_args(
+        ["connector", "smtp", "--name", "mail", "--smtp-port", "65535", "--from",
+         "ops+ledger@mail.example.test"])
+    assert (args.smtp_port, args.from_addr) == (65535, "ops+ledger@mail.example.test")
+
+
 @pytest.mark.parametrize(("given", "shown"), [
     (f"u:{SECRET}@dbhost/db", "u:***@dbhost/db"),
     (f"postgresql://u:{SECRET}@h:5432/db", "postgresql://u:***@h:5432/db"),
