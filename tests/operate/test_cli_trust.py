@@ -15,6 +15,7 @@ import pytest
 from ledger_stream.cli.common import check_bootstrap
 from ledger_stream.cli.main import COMMANDS, _parser, main
 from ledger_stream.connector.redaction import without_password
+from ledger_stream.settings.topics import MAX_PARTITIONS
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -123,6 +124,8 @@ def test_topics_create_with_a_negative_timeout_ends_at_once() -> None:
 @pytest.mark.parametrize(("argv", "flag"), [
     (["repartition", "--timeout", "1"], ["--to", "-1"]),
     (["repartition", "--timeout", "1"], ["--to", "0"]),
+    # the settings' bound on partitions: a ledger grown past it would not start again
+    (["repartition", "--timeout", "1"], ["--to", str(MAX_PARTITIONS + 1)]),
     (["reconcile", "resolve", "a/refund/x", "--failed", "--reason", "r"], ["--attempt", "-1"]),
     (["reconcile", "resolve", "a/refund/x", "--failed", "--reason", "r"],
      ["--attempt", str(2**31)]),
@@ -135,6 +138,16 @@ def test_a_count_or_id_kafka_cannot_take_is_refused_at_the_flag(
     # recorded as failed, not applied.
     code, said = run([*argv, *flag, *NOWHERE], capsys)
     assert_one_line(code, said, f"argument {flag[0]}:")
+
+
+def test_repartition_takes_the_largest_count_the_settings_take() -> None:
+    from ledger_stream.config import Settings
+
+    args = _parser([c.register for c in COMMANDS]).parse_args(
+        ["repartition", "--to", str(MAX_PARTITIONS)])
+    assert Settings(partitions=args.to).partitions == MAX_PARTITIONS
+    with pytest.raises(ValueError, match="partitions"):
+        Settings(partitions=MAX_PARTITIONS + 1)  # what --to refuses, the settings refuse
 
 
 # -- Kafka client configuration and bootstrap ----------------------------------------------
