@@ -244,8 +244,44 @@ def count(*, least: int = 1, most: int = INT32_MAX) -> Callable[[str], int]:
     return parse
 
 
+def tcp_port(text: str) -> int:
+    """An argparse type: a TCP port to connect to, 1 to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{printable(text)!r} is not a port") from None
+    if not 0 < port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (1-65535)")
+    return port
+
+
+# local@domain: both parts present, no space, no control character (a CR or LF in an
+# envelope address or a From header would start another SMTP command or header line).
+_MAIL_ADDRESS = re.compile(r"[^@\s\x00-\x1f\x7f]+@[^@\s\x00-\x1f\x7f]+")
+
+
+def mail_address(text: str) -> str:
+    """An argparse type: a mail address, ``local@domain`` (an empty sender was refused by
+    the server only when the first mail was sent)."""
+    if not _MAIL_ADDRESS.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{printable(text)!r} is not a mail address (local@domain, no spaces)")
+    return text
+
+
 def nonblank(text: str) -> str:
     """An argparse type: a value that is not empty or only spaces."""
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
     return text
+
+
+def kafka_failure(exc: BaseException, doing: str) -> CliError:
+    """The CliError for a KafkaException a command caught while ``doing`` (e.g. "cannot
+    read receipts"): a client that refused its configuration is said as every command says
+    it (``kafka.exceptions.client_config_refusal``: the property, never its value), any other
+    error with librdkafka's own text after ``doing``."""
+    from ledger_stream.kafka.exceptions import client_config_refusal, kafka_error_text
+
+    refusal = client_config_refusal(exc)
+    return CliError(refusal if refusal is not None else f"{doing}: {kafka_error_text(exc)}")
