@@ -24,6 +24,7 @@ from ledger_stream.processor.runtime import Processor
 from ledger_stream.settings import ConfigFileError
 from ledger_stream.settings.group import MAX_MS
 from ledger_stream.settings.processor import MAX_BATCH
+from tests.cli_settings import isolate
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -36,14 +37,7 @@ REQUIRED_RULE = (ACTION_RULE + ", no ',' (one action per entry; an action named 
 
 @pytest.fixture(autouse=True)
 def no_kafka(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # --config is kept in LEDGER_CONFIG for the process: unset after each test (set first:
-    # delenv of an unset name would not undo a later set).
-    monkeypatch.setenv("LEDGER_CONFIG", "")
-    monkeypatch.delenv("LEDGER_CONFIG")
-    monkeypatch.delenv("LEDGER_KAFKA_BOOTSTRAP", raising=False)
-    monkeypatch.setenv("LEDGER_DEV_MODE", "1")
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.chdir(tmp_path)
+    isolate(monkeypatch, tmp_path)
 
 
 def _refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
