@@ -53,7 +53,7 @@ def _run(args: argparse.Namespace) -> int:
         ViewUnavailableError,
     )
 
-    checked_key(args.key)
+    args.key = checked_key(args.key)  # as the SDK spells it
     settings = settings_from(args, view_url=args.view_url)
     check_view_url(settings)
     try:

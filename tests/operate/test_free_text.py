@@ -38,6 +38,12 @@ NOWHERE = "127.0.0.1:1"
     "4111\u20131111\u20131111\u20131111",  # en dashes
     "\uff14\uff11\uff11\uff11\uff11\uff11\uff11\uff11\uff11\uff11\uff11\uff11"
     "\uff11\uff11\uff11\uff11",  # fullwidth digits
+    # Glued to other digits in one group (found by the hostile review of this check):
+    "ref 0004111111111111111",
+    "4111111111111111999",
+    "94111111111111111",
+    "41111111111111111111",  # 20 digits: a card's 16 inside
+    "txn 12345550000000000004 ok",  # Mastercard's test number mid-group
 ])
 def test_a_card_number_is_seen(text: str) -> None:
     assert holds_card_number(text)
@@ -49,8 +55,8 @@ def test_a_card_number_is_seen(text: str) -> None:
     "at 1765097155003",  # one that passes the check digit: still no brand's
     "batch 900000000000001",  # passes it, starts with 9
     "order 123456789012",  # 12 digits: too short for a card
-    "41111111111111111111",  # 20 digits in one group: too long for one
-    "94111111111111111",  # a card's digits inside a longer group are not its own
+    "90000000000000001000",  # a longer group none of whose windows is a brand's card
+    "2026-12-07 1765097155000",  # a date beside a timestamp: no window across groups
     "at 1765097155003 12 25",  # groups that pass nowhere
     "attempt 2 of acme/refund/inv-881 at 2026-12-07",
     "",
