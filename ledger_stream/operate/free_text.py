@@ -3,9 +3,11 @@ the audit trail and the attempts topic and stays there for as long as they keep 
 it must hold no payment detail. A card number is the one such detail a machine can tell
 with confidence: 13 to 19 digits that begin as the card brands' numbers begin (2 to 6:
 Mastercard's 2-series, Amex, Diners and JCB, Visa, Mastercard, Discover and UnionPay) and
-pass the Luhn check, the card networks' own check digit. Tried are whole groups of a run
-of digits (groups parted by one or two spaces, dots or dashes, so a CVV, an expiry or an
-amount beside a card does not hide it), and every window of 13 to 19 digits inside one
+pass the Luhn check, the card networks' own check digit, read as a person reads the text
+(any script's digits, invisible characters between them dropped). Tried are whole groups of
+a run of digits (groups parted by one to three spaces, tabs, line breaks, dots, commas,
+slashes, underscores or dashes, so a CVV, an expiry or an amount beside a card does not
+hide it), and every window of 13 to 19 digits inside one
 group, so a card glued to other digits ("ref 0004111111111111111", "4111111111111111999")
 is seen too. About one in ten other numbers of that form passes (an order number
 "3000000000000004"), and a longer group is refused more often, for it holds more windows:
@@ -22,11 +24,12 @@ from __future__ import annotations
 import re
 import unicodedata
 
-# What people put between a card number's groups: spaces (a no-break or thin one too),
-# dots, dashes; one or two of them.
-_SEPARATOR = "[ .\\-\u00a0\u2009\u2013\u2014]"
+# What people put between a card number's groups: any white space (a tab, a line break, a
+# no-break or thin space), dots, commas, slashes, underscores, dashes; one to three of them
+# ("4111 - 1111 - 1111 - 1111").
+_SEPARATOR = "[\\s.,/_\\-\u2013\u2014]"
 # A run of digit groups (leftmost and longest, so it starts and ends at a non-digit).
-_DIGIT_RUNS = re.compile(rf"\d+(?:{_SEPARATOR}{{1,2}}\d+)*")
+_DIGIT_RUNS = re.compile(rf"\d+(?:{_SEPARATOR}{{1,3}}\d+)*")
 _GROUP_BREAK = re.compile(rf"{_SEPARATOR}+")
 _BRANDS = frozenset("23456")
 
@@ -43,8 +46,7 @@ def _luhn(digits: str) -> bool:
 
 def holds_card_number(text: str) -> bool:
     """Whether ``text`` holds what looks like a card number (see the module docstring)."""
-    # Fullwidth and other compatibility digits read as the digits they show.
-    for found in _DIGIT_RUNS.finditer(unicodedata.normalize("NFKC", text)):
+    for found in _DIGIT_RUNS.finditer(_as_shown(text)):
         groups = _GROUP_BREAK.split(found.group())
         # The card may be a few of the run's groups: a CVV, an expiry or an amount may
         # stand beside it ("4111 1111 1111 1111 123", "charge 12 4111 ...").
@@ -62,6 +64,23 @@ def holds_card_number(text: str) -> bool:
                for end in range(start + 13, min(start + 19, len(group)) + 1)):
             return True
     return False
+
+
+def _as_shown(text: str) -> str:
+    """``text`` as a reader sees it: compatibility forms as the characters they show
+    (fullwidth digits, a no-break space), invisible format characters dropped (a zero-width
+    space or a soft hyphen between groups), and every script's decimal digits as ASCII
+    ones (Arabic-Indic, Devanagari, ...)."""
+    shown = unicodedata.normalize("NFKC", text)
+    if shown.isascii():
+        return shown
+    return "".join(_ascii_digit(char) for char in shown
+                   if unicodedata.category(char) != "Cf")
+
+
+def _ascii_digit(char: str) -> str:
+    value = unicodedata.decimal(char, None)
+    return char if value is None else str(value)
 
 
 def _card(digits: str) -> bool:
