@@ -26,6 +26,7 @@ from fastapi.staticfiles import StaticFiles
 from ledger_stream.domain import events as ev
 from ledger_stream.gateway import reads
 from ledger_stream.gateway.auth import ApiKeys, Holder
+from ledger_stream.gateway.body_limit import BodyLimit
 from ledger_stream.gateway.callers import Operator, Tenant, actor_of, off_loop, own
 from ledger_stream.gateway.docs import add_offline_docs
 from ledger_stream.gateway.groups import NAMES, openapi_tags
@@ -86,6 +87,7 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
     add_offline_docs(app)
     app.state.keys = keys
     sync = client.client
+    app.add_middleware(BodyLimit)  # ahead of routing: before any body is read or parsed
     add_metrics(app, sync.settings)
 
     @app.exception_handler(LedgerUnavailable)
