@@ -43,3 +43,17 @@ def test_every_ledger_command_in_compose_parses():
     for name, command in commands.items():
         args = build_parser().parse_args(command[1:])
         assert args.handler, name
+
+
+def test_compose_publishes_every_port_on_this_host_only():
+    """A development stack (Kafka without authentication, development mode, a public
+    operator key): no port is published on the network, only on 127.0.0.1."""
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert "never to be exposed" in text.split("services:")[0]
+    services = yaml.safe_load(text)["services"]
+    published = {name: s["ports"] for name, s in services.items() if "ports" in s}
+    assert {"kafka", "gateway", "view"} <= set(published)
+    for name, ports in published.items():
+        for port in ports:
+            host, _, rest = str(port).partition(":")
+            assert host == "127.0.0.1" and rest.count(":") == 1, f"{name} publishes {port}"

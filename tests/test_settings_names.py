@@ -218,7 +218,10 @@ NEW_SETTINGS = {"actions": "policy.actions",  # tests/processor/test_action_poli
                 "sdk_receipt_cache_size": "sdk.receipt_cache_size",
                 "sdk_receipt_cache_ttl_s": "sdk.receipt_cache_ttl_s",
                 # tests/processor/test_pregrant_setting.py
-                "pregrant_lease_ms": "processor.pregrant_lease_ms"}
+                "pregrant_lease_ms": "processor.pregrant_lease_ms",
+                # tests/view/test_view_limits.py
+                "view_idle_timeout_s": "view.idle_timeout_s",
+                "view_max_connections": "view.max_connections"}
 
 
 def test_the_list_names_every_setting_and_nothing_was_dropped() -> None:

@@ -66,7 +66,7 @@ def _run(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CliError(f"the MCP server needs the mcp package: pip install "
                        f"'ledger-stream[mcp]' ({exc})") from exc
-    from ledger_stream.domain.keys import InvalidKeyError, operation_key
+    from ledger_stream.domain.keys import InvalidKeyError, operation_key, reserved_tenant
     from ledger_stream.mcp.effects import EffectSpecError, parse_effects
     from ledger_stream.sdk.client import LedgerClient
 
@@ -77,6 +77,9 @@ def _run(args: argparse.Namespace) -> int:
         operation_key(settings.mcp.tenant, "check", "check")
     except InvalidKeyError as exc:
         raise CliError(f"--tenant: {exc}") from exc
+    reserved = reserved_tenant(settings.mcp.tenant)
+    if reserved is not None:
+        raise CliError(f"--tenant {settings.mcp.tenant!r}: {reserved}")
     try:
         effects = parse_effects(settings.mcp.effects or "")
     except EffectSpecError as exc:

@@ -15,6 +15,14 @@ from decimal import Decimal
 from typing import Any
 
 _KEY_PART_FORBIDDEN = ("/", "\n", "\x00")
+# Tenant names the ledger keys its own records under, which no tenant may hold (a tenant so
+# named would read those records as its own keys): ``~freeze/<scope>`` (the audit of a
+# freeze), ``~containment/...`` (freeze commands); ``*``, every tenant in a freeze's scope;
+# ``unmapped/<target>/<hash>``, an effect a watcher found made around the ledger that its
+# key template maps to no key (read by operators, never by a tenant's key).
+RESERVED_TENANT_START = "~"
+EVERY_TENANT = "*"
+UNMAPPED_TENANT = "unmapped"
 
 
 class InvalidKeyError(ValueError):
@@ -38,6 +46,15 @@ def operation_key(tenant: str, action: str, *business_ids: str | int) -> str:
         except UnicodeEncodeError:
             raise InvalidKeyError(f"operation key part {part!r} is not valid Unicode") from None
     return "/".join(parts)
+
+
+def reserved_tenant(tenant: str) -> str | None:
+    """Why ``tenant`` may not name a tenant (the ledger keys its own records so), or None."""
+    if tenant.startswith(RESERVED_TENANT_START) or tenant in (EVERY_TENANT, UNMAPPED_TENANT):
+        return (f"a tenant's name neither begins with {RESERVED_TENANT_START!r} nor is "
+                f"{EVERY_TENANT!r} or {UNMAPPED_TENANT!r} (the ledger's own records are "
+                "keyed so)")
+    return None
 
 
 def business_id_part(value: object) -> str:

@@ -12,6 +12,7 @@ the thread pool.
 from __future__ import annotations
 
 import functools
+import logging
 import uuid
 from pathlib import Path
 from typing import Annotated, Any
@@ -26,6 +27,7 @@ from fastapi.staticfiles import StaticFiles
 from ledger_stream.domain import events as ev
 from ledger_stream.gateway import reads
 from ledger_stream.gateway.auth import ApiKeys, Holder
+from ledger_stream.gateway.body_limit import BodyLimit
 from ledger_stream.gateway.callers import Operator, Tenant, actor_of, off_loop, own
 from ledger_stream.gateway.docs import add_offline_docs
 from ledger_stream.gateway.groups import NAMES, openapi_tags
@@ -50,6 +52,7 @@ from ledger_stream.gateway.refusals import (
     refusals,
 )
 from ledger_stream.kafka.exceptions import KafkaSetupError, kafka_error_text
+from ledger_stream.logs import log_fields
 from ledger_stream.operate import (
     AuditNotWritten,
     DecisionRefused,
@@ -76,6 +79,7 @@ IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_lengt
 STATIC = Path(__file__).with_name("static")
 CONSOLE = STATIC / "console.html"
 KINDS = tuple(k.value for k in ev.AlertKind)
+logger = logging.getLogger("ledger_stream.gateway")
 
 
 def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
@@ -86,14 +90,14 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
     add_offline_docs(app)
     app.state.keys = keys
     sync = client.client
+    app.add_middleware(BodyLimit)  # ahead of routing: before any body is read or parsed
     add_metrics(app, sync.settings)
 
     @app.exception_handler(LedgerUnavailable)
     @app.exception_handler(KafkaSetupError)
     @app.exception_handler(KafkaException)
     async def unavailable(request: Request, exc: Exception) -> JSONResponse:
-        text = kafka_error_text(exc) if isinstance(exc, KafkaException) else str(exc)
-        return JSONResponse({"detail": f"the ledger cannot be reached: {text}"}, 503)
+        return JSONResponse({"detail": _unreachable("the ledger", exc)}, 503)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -139,6 +143,10 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
                    "(the same intent is safe to send again)")})
     async def submit(body: IntentIn, who: Tenant) -> Any:
         own(who, body.key)
+        unencodable = _not_utf8(body)
+        if unencodable:  # said here: the encoder's error would not say which field
+            raise HTTPException(400, f"the intent's {unencodable} is not valid UTF-8 text "
+                                "(it holds a lone surrogate)")
         try:
             intent = client.intent(
                 body.key, body.action, body.target, body.args,
@@ -150,7 +158,7 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
         try:
             receipt = await client.submit(intent, body.wait_seconds, raise_errors=False)
         except SchemaRegistryUnavailable as exc:  # the registry, not the intent: retry later
-            raise HTTPException(503, f"the schema registry cannot be reached: {exc}") from None
+            raise HTTPException(503, _unreachable("the schema registry", exc)) from None
         except InvalidIntentError as exc:  # e.g. larger than Kafka accepts
             raise HTTPException(400, str(exc)) from None
         except SerdeError:
@@ -308,8 +316,7 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
             raise HTTPException(503, f"{exc}; retry with the header Idempotency-Key: {key}",
                                 headers={"Idempotency-Key": key}) from None
         except (KafkaSetupError, KafkaException) as exc:
-            text = kafka_error_text(exc) if isinstance(exc, KafkaException) else str(exc)
-            raise HTTPException(503, f"the ledger cannot be reached: {text}; retry with the "
+            raise HTTPException(503, f"{_unreachable('the ledger', exc)}; retry with the "
                                 f"header Idempotency-Key: {key}",
                                 headers={"Idempotency-Key": key}) from None
         out = _freeze_out(containment.FreezeRecord(event, -1, event.at_ms))
@@ -325,6 +332,36 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
     app.include_router(approvals.router(sync))
     _every_route_in_a_group(app)
     return app
+
+
+def _unreachable(what: str, exc: Exception) -> str:
+    """The answer to a caller when ``what`` cannot be reached: a fixed text. What went wrong
+    (it names the Kafka bootstrap or the registry's address) is logged here, never told to
+    a tenant's caller."""
+    text = kafka_error_text(exc) if isinstance(exc, KafkaException) else str(exc)
+    logger.warning(f"{what} cannot be reached", extra=log_fields(error=text))
+    return f"{what} cannot be reached"
+
+
+def _not_utf8(body: IntentIn) -> str | None:
+    """The first field of ``body`` holding text that UTF-8 cannot carry (a lone surrogate,
+    which JSON's ``\\ud800`` writes), in a value or an object's name at any depth; None when
+    there is none. The key is checked as a key (``operation_key``)."""
+    for field, value in body.model_dump(exclude={"key"}).items():
+        stack = [value]
+        while stack:  # no recursion: a body may nest as deep as its parser allows
+            item = stack.pop()
+            if isinstance(item, dict):
+                stack.extend(item.keys())
+                stack.extend(item.values())
+            elif isinstance(item, list | tuple):
+                stack.extend(item)
+            elif isinstance(item, str) and not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    return str(field)
+    return None
 
 
 def _every_route_in_a_group(app: FastAPI) -> None:

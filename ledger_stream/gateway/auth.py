@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger_stream.domain.keys import InvalidKeyError, operation_key
+from ledger_stream.domain.keys import InvalidKeyError, operation_key, reserved_tenant
 
 
 class ApiKeyError(ValueError):
@@ -32,8 +32,6 @@ class ApiKeyError(ValueError):
 AGENT = "agent"
 OPERATOR = "operator"
 OPERATOR_NAME = re.compile(r"[A-Za-z0-9._@+-]{1,64}")
-RESERVED_TENANT_START = "~"
-EVERY_TENANT = "*"
 
 
 @dataclass(frozen=True)
@@ -66,13 +64,9 @@ class ApiKeys:
                 operation_key(tenant, "check", "check")
             except InvalidKeyError as exc:
                 raise ApiKeyError(f"tenant {tenant!r}: {exc}") from None
-            if tenant.startswith(RESERVED_TENANT_START) or tenant == EVERY_TENANT:
-                # The ledger keys its own records ~freeze/TENANT/ACTION (the audit of a
-                # freeze), ~containment/... (freeze commands); '*' names every tenant in a
-                # freeze's scope. A tenant so named would read those as its own keys.
-                raise ApiKeyError(f"tenant {tenant!r}: a tenant's name neither begins with "
-                                  f"{RESERVED_TENANT_START!r} nor is {EVERY_TENANT!r} (the "
-                                  "ledger's own records are keyed so)")
+            reserved = reserved_tenant(tenant)  # the ledger's own: domain/keys.py
+            if reserved is not None:
+                raise ApiKeyError(f"tenant {tenant!r}: {reserved}")
             if len(key) < 16:
                 raise ApiKeyError(f"the key of tenant {tenant!r} is shorter than 16 characters")
             if key in agents and key in operators:

@@ -25,7 +25,7 @@ from pydantic import SecretStr
 from ledger_stream import tracing
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
-from ledger_stream.domain.keys import args_hash, canonical_json, tenant_of
+from ledger_stream.domain.keys import args_hash, canonical_json, reserved_tenant, tenant_of
 from ledger_stream.domain.validation import invalid_reason
 from ledger_stream.failpoints import failpoint
 from ledger_stream.history import Located, TimelineRow, evidence, read_key, timeline
@@ -338,9 +338,10 @@ class LedgerClient:
 
 
 def _check(intent: ev.Intent) -> None:
-    """InvalidIntentError for an intent the processor would dead-letter: its caller would
-    otherwise wait for an answer that never comes."""
-    problem = invalid_reason(intent, intent.key) \
+    """InvalidIntentError for an intent the processor would dead-letter (its caller would
+    otherwise wait for an answer that never comes), or one of a tenant named as the ledger
+    keys its own records (``reserved_tenant``: ``unmapped``, ``~...``, ``*``)."""
+    problem = invalid_reason(intent, intent.key) or reserved_tenant(intent.tenant) \
         or row_texts_too_large(intent.args_json, intent.payload_json)
     if problem is not None:
         raise InvalidIntentError(f"{intent.key}: {problem}")

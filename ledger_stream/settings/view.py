@@ -8,6 +8,14 @@ from pydantic import Field, SecretStr
 
 from ledger_stream.settings.group import SettingsGroup, flat_config
 
+# Seconds a view connection may take over each read and write of its socket: a request line
+# and headers sent no faster, or a keep-alive connection idle that long, is closed. A long
+# poll (wait_ms, at most 30 s) waits for the view, not the socket, so it never runs into it.
+IDLE_TIMEOUT_S = 30.0
+# Connections the view serves at once, one thread each (the gateway's and the SDKs'
+# keep-alive connections): one more is answered 503 and closed at once, given no thread.
+MAX_CONNECTIONS = 256
+
 
 class ViewSettings(SettingsGroup):
     """Where the view listens and keeps its store, and how clients reach it (flat names
@@ -27,3 +35,9 @@ class ViewSettings(SettingsGroup):
     timeline: bool = Field(
         True, description="the view also keeps every key's timeline (every record of every "
         "ledger topic, by key) for inspect, evidence and the gateway")
+    idle_timeout_s: float = Field(
+        IDLE_TIMEOUT_S, gt=0, description="seconds a view connection may stay silent (a "
+        "request sent no faster, or an idle keep-alive connection) before it is closed")
+    max_connections: int = Field(
+        MAX_CONNECTIONS, ge=1, description="connections the view serves at once (a thread "
+        "each); one more is answered 503 and closed")

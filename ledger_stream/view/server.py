@@ -1,4 +1,5 @@
-"""The view over HTTP (standard library server, one thread per connection, keep-alive).
+"""The view over HTTP (standard library server, one thread per connection, keep-alive; at
+most ``max_connections`` at once, each closed once silent for ``idle_timeout_s``).
 
 - ``GET /v1/operations/{key}[?after=OFFSET][&wait_ms=MS]``: the key's latest receipt as
   JSON (``receipt`` is null for a key with none), its partition, and the view's ``position``
@@ -36,6 +37,7 @@ or cannot answer now).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -65,6 +67,7 @@ from ledger_stream.kafka.partitioner import partition_for
 from ledger_stream.logs import log_fields
 from ledger_stream.serde import AvroCodec, DecodeError
 from ledger_stream.serde.records import to_record
+from ledger_stream.settings.view import IDLE_TIMEOUT_S, MAX_CONNECTIONS
 from ledger_stream.view.follower import ReceiptView, ViewFailed
 from ledger_stream.view.history import HistoryView
 
@@ -76,6 +79,7 @@ EVIDENCE = "/v1/evidence/"
 DECISIONS = "/v1/decisions/"
 DEFAULT_WAIT_MS, MAX_WAIT_MS = 1_000, 30_000
 DEFAULT_ROWS, MAX_ROWS = 1_000, 100_000  # timeline rows per answer: the latest ones
+SERVER_NAME = "ledger-stream-view"  # the Server header: no Python or library version
 REQUEST_SECONDS = Histogram("ledger_view_request_seconds", "view lookups, answered",
                             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 1))
 
@@ -253,15 +257,55 @@ def read(view: ReceiptView, timeline_view: HistoryView | None, codec: AvroCodec,
                    "timeline" if route.path == TIMELINE else "evidence")
 
 
+class BoundedServer(ThreadingHTTPServer):
+    """One thread per connection, at most ``max_connections`` at once: a connection
+    beyond them is answered 503 from the accepting thread and closed."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 max_connections: int) -> None:
+        self.max_connections = max_connections
+        self._slots = threading.BoundedSemaphore(max_connections)
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            body = json.dumps({"error": f"the view serves at most {self.max_connections} "
+                               "connections at once: retry"}).encode("utf-8")
+            request.setblocking(False)  # a fresh socket's buffer takes it, or it is dropped
+            with contextlib.suppress(OSError):
+                request.send(b"HTTP/1.1 503 Service Unavailable\r\nServer: " + SERVER_NAME.encode()
+                             + b"\r\nContent-Type: application/json\r\nContent-Length: "
+                             + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)  # starts the thread
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
 def make_server(view: ReceiptView, codec: AvroCodec, host: str, port: int,
                 timeline_view: HistoryView | None = None, *, keys: ApiKeys | None,
-                metrics_open: bool = False) -> ThreadingHTTPServer:
+                metrics_open: bool = False, idle_timeout_s: float = IDLE_TIMEOUT_S,
+                max_connections: int = MAX_CONNECTIONS) -> ThreadingHTTPServer:
     """The view's HTTP server. ``keys``: the API keys every route but ``/healthz`` and
     ``/metrics`` needs (each reads only its tenant's keys); None answers anyone, for a
     server on a loopback address only (``access.serving_keys`` decides). ``/metrics``
-    answers a loopback peer, or anyone when ``metrics_open``."""
+    answers a loopback peer, or anyone when ``metrics_open``. A connection silent for
+    ``idle_timeout_s`` is closed; more than ``max_connections`` at once are refused."""
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        timeout = idle_timeout_s  # on the socket: every read and write
+        server_version, sys_version = SERVER_NAME, ""
         # Headers and body leave as two writes; without TCP_NODELAY the body waits for the
         # client's delayed ACK of the headers (40 ms per request).
         disable_nagle_algorithm = True
@@ -331,12 +375,13 @@ def make_server(view: ReceiptView, codec: AvroCodec, host: str, port: int,
             self.end_headers()
             self.wfile.write(data)
 
+        def version_string(self) -> str:
+            return SERVER_NAME
+
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             return  # one line per request is noise; /metrics counts them
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    return server
+    return BoundedServer((host, port), Handler, max_connections)
 
 
 def serve_in_thread(server: ThreadingHTTPServer) -> threading.Thread:

@@ -61,7 +61,9 @@ def run_view(settings: Settings, no_auth: bool = False) -> None:
             timeline = HistoryView(bootstrap, {role: settings.topic(role) for role in ROLES},
                                    store, codec)
         server = make_server(view, codec, settings.view.host, settings.view.port, timeline,
-                             keys=keys, metrics_open=metrics_open(settings))
+                             keys=keys, metrics_open=metrics_open(settings),
+                             idle_timeout_s=settings.view.idle_timeout_s,
+                             max_connections=settings.view.max_connections)
     except BaseException:
         for follower in (view, timeline):
             if follower is not None:

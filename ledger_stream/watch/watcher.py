@@ -40,7 +40,12 @@ from typing import Any
 
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.effects import WATCH_CLAIM
-from ledger_stream.domain.keys import InvalidKeyError, checked_key, sha256_hex
+from ledger_stream.domain.keys import (
+    UNMAPPED_TENANT,
+    InvalidKeyError,
+    checked_key,
+    sha256_hex,
+)
 from ledger_stream.domain.outputs import alert_for
 from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.logs import log_fields
@@ -180,7 +185,7 @@ class Watcher:
                     f"{self.name} (id {shown}): the relay delivered it again", now))
             return
         self.around += 1
-        key = _templated(effect, self._template) or f"unmapped/{self.name}/{ident}"
+        key = _templated(effect, self._template) or f"{UNMAPPED_TENANT}/{self.name}/{ident}"
         self._producer.send("alerts", alert_for(
             key, ev.AlertKind.EFFECT_WITHOUT_INTENT, f"watch:{self.name}/{ident}",
             f"an effect at {self.name} (id {shown}) made under idempotency key "

@@ -35,6 +35,11 @@ def test_each_key_acts_for_its_tenant_only():
     ("~freeze:agent=acme-key-0123456789", "tenant '~freeze'"),
     ("~containment=acme-key-0123456789", "tenant '~containment'"),
     ("*:operator:ann=acme-key-0123456789", "tenant '\\*'"),
+    # `ledger-stream watch` files an effect made around the ledger that maps to no key
+    # under unmapped/<target>/<hash>, every tenant's: a tenant "unmapped" would read them.
+    ("unmapped:agent=acme-key-0123456789", "tenant 'unmapped'"),
+    ("unmapped:operator:ann=acme-key-0123456789", "tenant 'unmapped'"),
+    ("unmapped=acme-key-0123456789", "tenant 'unmapped'"),
     # An agent's key names no one: a name after it is a mistake, not an agent called bob.
     ("acme:agent:bob=acme-key-0123456789", "not 'acme:agent:bob'"),
     ("=acme-key-0123456789", "not TENANT:operator:NAME=KEY"),

@@ -77,10 +77,41 @@ def test_a_key_that_is_not_valid_unicode_is_a_400(gateway) -> None:
     assert r.status_code == 400 and "not valid Unicode" in r.json()["detail"]
 
 
-def test_a_schema_registry_outage_is_a_503_not_a_bad_intent(gateway) -> None:
+def test_a_schema_registry_outage_is_a_503_not_a_bad_intent(gateway, caplog) -> None:
     r = gateway(registry="http://127.0.0.1:1").post("/v1/intents", json=body(),
                                                        headers=AUTH)
-    assert r.status_code == 503 and "schema registry" in r.json()["detail"]
+    assert r.status_code == 503
+    # Where the registry is, and what failed, is the operator's: logged, never answered.
+    assert r.json() == {"detail": "the schema registry cannot be reached"}
+    assert any("127.0.0.1:1" in getattr(record, "fields", {}).get("error", "")
+               for record in caplog.records)
+
+
+def test_a_kafka_outage_is_a_503_that_names_no_address(gateway, caplog) -> None:
+    r = gateway().post("/v1/intents", json=body(wait_seconds=1), headers=AUTH)
+    assert r.status_code == 503
+    assert r.json() == {"detail": "the ledger cannot be reached"}  # not the bootstrap
+    assert any("127.0.0.1:1" in getattr(record, "fields", {}).get("error", "")
+               for record in caplog.records)
+
+
+@pytest.mark.parametrize("field,raw", [
+    ("target", '"target": "pay\\ud800"'),
+    ("args", '"args": {"amount": 4200, "\\udc00": "EUR"}'),
+    ("payload", '"payload": {"text": ["\\ud800"]}'),
+    ("policy_revision", '"policy_revision": "\\ud800"'),
+    ("approval", '"approval": {"approval_id": "\\ud800", "payload_hash": "x", '
+                 '"policy_revision": "", "expires_at_ms": 1, "signature": "zz"}'),
+])
+def test_text_utf8_cannot_carry_is_a_400_naming_its_field(gateway, field: str,
+                                                          raw: str) -> None:
+    """A lone surrogate (JSON's \\ud800) has no UTF-8 bytes: the 400 names the field, and
+    never echoes its value."""
+    fields = {k: v for k, v in body().items() if k != field}
+    r = post_raw(gateway(), (json.dumps(fields)[:-1] + ", " + raw + "}").encode())
+    assert r.status_code == 400, r.text
+    assert r.json()["detail"] == (f"the intent's {field} is not valid UTF-8 text (it holds a "
+                                  "lone surrogate)")
 
 
 def test_a_422_names_the_field_and_never_echoes_its_value(gateway) -> None:

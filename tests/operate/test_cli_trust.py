@@ -208,6 +208,22 @@ def test_a_file_that_is_not_utf8_is_one_line_naming_it(
     assert_one_line(code, said, str(bad), "not UTF-8")
 
 
+# -- tenant names the ledger keeps for its own records ----------------------------------------
+
+@pytest.mark.parametrize("argv", [
+    ["view", "--keys", "unmapped:agent={key}"], ["api", "--keys", "unmapped:agent={key}"],
+    ["mcp", "--tenant", "acme", "--effects", "refund=refund@payments[invoice]",
+     "--transport", "http", "--keys", "unmapped:agent={key}"],
+    ["mcp", "--tenant", "unmapped", "--effects", "refund=refund@payments[invoice]"],
+])
+def test_a_tenant_named_unmapped_is_refused_at_start(argv: list[str], capsys) -> None:
+    """``watch`` files the effects it finds made around the ledger that map to no key under
+    ``unmapped/...``: a key or an MCP server of tenant ``unmapped`` would read them all."""
+    code, said = run([a.format(key="unmapped-key-0123456789") for a in argv] + NOWHERE,
+                     capsys)
+    assert_one_line(code, said, "'unmapped'")
+
+
 # -- view URLs ------------------------------------------------------------------------------
 
 RESOLVE = ["reconcile", "resolve", "a/refund/x", "--failed", "--attempt", "1", "--reason", "r"]

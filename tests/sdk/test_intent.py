@@ -30,6 +30,9 @@ def test_an_intent_carries_the_canonical_arguments_and_their_hash(client):
 @pytest.mark.parametrize("key,action,says", [
     ("acme/payout/p1", "note", "action differs"),
     ("acme/refund", "refund", "tenant/action/business-id"),
+    # Tenant names the ledger keys its own records under (domain/keys.py reserved_tenant).
+    ("unmapped/refund/r1", "refund", "'unmapped'"),
+    ("~freeze/refund/r1", "refund", "'~'"),
 ])
 def test_an_intent_the_ledger_would_dead_letter_is_refused(client, key, action, says):
     with pytest.raises(InvalidIntentError, match=says):

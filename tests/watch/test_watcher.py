@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ledger_stream.domain import events as ev
+from ledger_stream.domain.keys import reserved_tenant, tenant_of
 from ledger_stream.kafka.exceptions import DeliveryFailed
 from ledger_stream.watch import SeenEffect, Watcher, key_for
 from ledger_stream.watch.watcher import check_template
@@ -45,6 +46,7 @@ def test_each_effect_is_reported_once_and_again_after_a_failed_delivery() -> Non
     assert role2 == "alerts" and around.kind is ev.AlertKind.EFFECT_WITHOUT_INTENT
     assert around.key == "acme/refund/i-1" and "pay_2" in around.detail
     assert role3 == "alerts" and unmapped.key.startswith("unmapped/sandbox/")
+    assert reserved_tenant(tenant_of(unmapped.key))  # no tenant's key reads it
     assert "x-1" not in unmapped.detail and "pay_3" not in unmapped.key
 
 
