@@ -136,7 +136,7 @@ def receipt_id(text: str, id_field: str) -> str:
 # --- the target -------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(repr=False)
 class HttpTarget(Target):
     """An HTTP API with an ``Idempotency-Key`` header. Every call is bounded by its
     ``timeout_s`` in wall-clock time; the module docstring gives the outcome of each status.
@@ -156,6 +156,11 @@ class HttpTarget(Target):
     lookup_key_encoding: str = "segment"  # a key of KEY_ENCODINGS
     failed_statuses: frozenset[int] = frozenset()
     unknown_statuses: frozenset[int] = frozenset()
+
+    def __repr__(self) -> str:
+        # Never the URL's password, nor the headers (an Authorization or API key header).
+        return (f"HttpTarget(name={self.name!r}, base_url={without_password(self.base_url)!r}"
+                f", apply_path={self.apply_path!r}, deduplicates={self.deduplicates!r})")
 
     def __post_init__(self) -> None:
         self.queryable = self.lookup_path is not None

@@ -308,6 +308,16 @@ def test_credentials_in_the_base_url_are_sent_as_basic_auth(api):
         ("GET", "/api/v1/payments/by-key/acme%2Frefund%2F9", basic, host)]
 
 
+def test_a_targets_repr_shows_no_password_and_no_header():
+    target = HttpTarget("t", "http://pay:s3cr3t@127.0.0.1:1/api",
+                        headers={"X-Api-Key": "k-77f1"})
+    shown = repr(target)
+    assert "127.0.0.1:1" in shown and "pay:***@" in shown
+    basic = base64.b64encode(b"pay:s3cr3t").decode()
+    for secret in ("s3cr3t", "k-77f1", basic):
+        assert secret not in shown
+
+
 def test_base_url_path_is_a_prefix(api):
     HttpTarget("t", api.url + "/api/").apply(effect(), timeout_s=2.0)
     assert api.seen[0][1] == "/api/v1/payments"
