@@ -15,6 +15,8 @@ from decimal import Decimal
 from typing import Any
 
 _KEY_PART_FORBIDDEN = ("/", "\n", "\x00")
+# The longest operation key a request naming one takes (an approval, a watcher's record).
+KEY_LIMIT = 1024
 
 
 class InvalidKeyError(ValueError):

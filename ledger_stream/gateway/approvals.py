@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import ApprovalSigner
+from ledger_stream.domain.keys import KEY_LIMIT
 from ledger_stream.gateway.callers import Operator, Tenant, actor_of, off_loop, own
 from ledger_stream.gateway.models import ApprovalIn, Strict
 from ledger_stream.gateway.refusals import NOT_OPERATOR, OPERATOR_KEY, refusals
@@ -44,7 +45,8 @@ class PendingApproval(BaseModel):
 
 
 class ApproveIn(Strict):
-    key: str = Field(description="the operation key; its tenant must be the API key's")
+    key: str = Field(max_length=KEY_LIMIT,
+                     description="the operation key; its tenant must be the API key's")
     args_hash: str = Field(pattern=r"^[0-9a-f]{64}$",
                            description="the arguments approved, as the pending intent's hash")
     expires_in_s: float = Field(600.0, gt=0, le=7 * 86_400,

@@ -104,6 +104,13 @@ def test_reason_texts_are_bounded(gateway) -> None:
     r = tc.post("/v1/reconciliation/acme/refund/inv-1", headers=AUTH, json={
         "resolution": "applied", "attempt": 1, "external_id": "x", "reason": "r" * 501})
     assert r.status_code == 422  # not a Kafka "message too large" reported as 503
+    r = tc.post("/v1/reconciliation/acme/refund/inv-1", headers=AUTH, json={
+        "resolution": "applied", "attempt": 1, "external_id": "x" * 2_000_000, "reason": "r"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "external_id"]
+    assert len(r.text) < 300  # one problem, the value not echoed
+    r = tc.post("/v1/approvals", headers=AUTH, json={
+        "key": "acme/payout/" + "p" * 2_000_000, "args_hash": "ab" * 32})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "key"]
 
 
 def test_a_request_naming_its_own_operator_is_refused(gateway) -> None:
