@@ -20,6 +20,7 @@ from ledger_stream.kafka.topics import ledger_topics
 from ledger_stream.processor.policy import policy_from
 from ledger_stream.settings import ConfigFileError
 from ledger_stream.settings.topics import PREFIX_MAX
+from tests.cli_settings import isolate
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -56,15 +57,7 @@ def _main(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
 
 @pytest.fixture(autouse=True)
 def no_kafka(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # --config is kept in LEDGER_CONFIG for the process: unset after each test, as before
-    # (set first: delenv of an unset name would not undo a later set, and the file would
-    # then reach every process a later test starts).
-    monkeypatch.setenv("LEDGER_CONFIG", "")
-    monkeypatch.delenv("LEDGER_CONFIG")
-    monkeypatch.delenv("LEDGER_KAFKA_BOOTSTRAP", raising=False)
-    monkeypatch.setenv("LEDGER_DEV_MODE", "1")
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.chdir(tmp_path)
+    isolate(monkeypatch, tmp_path)
 
 
 def _file(tmp_path: Path, text: str | bytes, name: str = "ledger.toml") -> str:

@@ -182,3 +182,37 @@ def _strongly_connected(graph) -> list[set[str]]:
                         break
                 groups.append(group)
     return groups
+
+
+@pytest.mark.parametrize(("name", "value", "says"), [
+    ("LEDGER_SIM_RUNS", "abc", "LEDGER_SIM_RUNS: 'abc' is not a whole number"),
+    ("LEDGER_SIM_RUNS", "0", "LEDGER_SIM_RUNS: 0 is not from 1"),
+    ("LEDGER_SIM_SEED", "one", "LEDGER_SIM_SEED: 'one' is not a whole number"),
+    ("LEDGER_SIM_WORKERS", "-1", "LEDGER_SIM_WORKERS: -1 is not from 0"),
+])
+def test_a_simulate_variable_that_is_no_count_is_one_line_naming_it(
+        name, value, says, monkeypatch, capsys):
+    # `LEDGER_SIM_RUNS=abc ledger-stream simulate` exited 1, from a SystemExit raised while
+    # the parser was built (`ledger-stream --help` ended there too).
+    monkeypatch.setenv(name, value)
+    assert cli.main(["simulate", "--runs", "1"] if name != "LEDGER_SIM_RUNS" else
+                    ["simulate", "--workers", "1"]) == 2
+    said = capsys.readouterr()
+    assert said.err.count("\n") == 1 and says in said.err, said.err
+
+
+def test_a_bad_simulate_variable_leaves_the_command_list_alone(monkeypatch, capsys):
+    monkeypatch.setenv("LEDGER_SIM_RUNS", "abc")
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--help"])
+    assert done.value.code == 0 and "simulate" in capsys.readouterr().out
+
+
+def test_simulate_takes_its_variables_when_no_flag_is_given(monkeypatch, capsys):
+    monkeypatch.setenv("LEDGER_SIM_RUNS", "2")
+    monkeypatch.setenv("LEDGER_SIM_SEED", "7")
+    monkeypatch.setenv("LEDGER_SIM_WORKERS", "1")
+    assert cli.main(["simulate"]) == 0
+    summary = capsys.readouterr().out
+    assert '"first_seed": 7' in summary and '"runs": 2' in summary and \
+        '"workers": 1' in summary, summary

@@ -19,10 +19,12 @@ from pydantic import ValidationError
 
 from ledger_stream.cli.main import main
 from ledger_stream.config import Settings
-from ledger_stream.processor.policy import policy_from
+from ledger_stream.processor.policy import ConfigError, policy_from
+from ledger_stream.processor.runtime import Processor
 from ledger_stream.settings import ConfigFileError
 from ledger_stream.settings.group import MAX_MS
 from ledger_stream.settings.processor import MAX_BATCH
+from tests.cli_settings import isolate
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -35,14 +37,7 @@ REQUIRED_RULE = (ACTION_RULE + ", no ',' (one action per entry; an action named 
 
 @pytest.fixture(autouse=True)
 def no_kafka(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # --config is kept in LEDGER_CONFIG for the process: unset after each test (set first:
-    # delenv of an unset name would not undo a later set).
-    monkeypatch.setenv("LEDGER_CONFIG", "")
-    monkeypatch.delenv("LEDGER_CONFIG")
-    monkeypatch.delenv("LEDGER_KAFKA_BOOTSTRAP", raising=False)
-    monkeypatch.setenv("LEDGER_DEV_MODE", "1")
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.chdir(tmp_path)
+    isolate(monkeypatch, tmp_path)
 
 
 def _refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
@@ -84,6 +79,25 @@ def test_a_required_action_spelled_as_keys_spell_it_is_required() -> None:
     settings = Settings(approval_required_actions=("refund", "send_email.v2"))
     policy = policy_from(settings)
     assert policy.requires_approval("refund") and policy.requires_approval("send_email.v2")
+
+
+@pytest.mark.parametrize("entry", ["refund ", "re/fund", "refund,email"])
+def test_a_required_action_no_intent_can_name_is_refused_by_the_processor_too(entry: str):
+    """``model_copy(update=...)`` skips validation: the processor re-checked ``actions`` and
+    the revoked key ids at start, not this list, and ran requiring approval of no action
+    (found by a hostile review). Refused before any connection, by the one rule of load."""
+    unchecked = Settings().model_copy(
+        update={"approval_required_actions": ("email", entry)})
+    assert unchecked.policy.required_actions == ("email", entry)  # kept, unvalidated
+    refusal = f"LEDGER_APPROVAL_REQUIRED_ACTIONS: entry 2: {REQUIRED_RULE}"
+    with pytest.raises(ConfigError) as refused:
+        policy_from(unchecked)
+    assert str(refused.value) == refusal
+    with pytest.raises(ConfigError) as refused:  # its first step: no broker is reached
+        Processor(unchecked.model_copy(update={"kafka_bootstrap": "127.0.0.1:9"}))
+    assert str(refused.value) == refusal
+    checked = Settings().model_copy(update={"approval_required_actions": ("refund",)})
+    assert policy_from(checked).requires_approval("refund")
 
 
 @pytest.mark.parametrize(("variable", "value", "refusal"), [

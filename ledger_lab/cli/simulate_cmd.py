@@ -14,41 +14,58 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 
-from ledger_stream.cli.common import CliError
+from ledger_stream.cli.common import CliError, count, printable
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "simulate", help="run the deterministic protocol simulation (seeded, with faults)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seed", type=int, default=_env_int("LEDGER_SIM_SEED", 0),
+    # The LEDGER_SIM_* fallbacks are read when the command runs, not when its parser is
+    # built: a bad one is then one line naming it, exit status 2, and `--help` still works.
+    parser.add_argument("--seed", type=int, default=None,
                         help="first seed (env: LEDGER_SIM_SEED; default 0)")
-    parser.add_argument("--runs", type=int, default=_env_int("LEDGER_SIM_RUNS", 100_000),
+    parser.add_argument("--runs", type=count(), default=None,
                         help="number of seeds to run (env: LEDGER_SIM_RUNS; default 100000)")
-    parser.add_argument("--workers", type=int, default=_env_int("LEDGER_SIM_WORKERS", 0),
-                        help="processes to use (env: LEDGER_SIM_WORKERS; default: every core)")
+    parser.add_argument("--workers", type=count(least=0), default=None,
+                        help="processes to use (env: LEDGER_SIM_WORKERS; default 0: every "
+                        "core)")
     parser.add_argument("--replay", type=int, metavar="SEED",
                         help="run only this seed and print its whole trace")
     parser.set_defaults(handler=_run)
 
 
-def _env_int(name: str, default: int) -> int:
+def _whole(text: str) -> int:
+    """A whole number, any sign (a seed)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{printable(text)!r} is not a whole number") from None
+
+
+def from_env(given: int | None, name: str, parse: Callable[[str], int], default: int) -> int:
+    """The flag's value if given, else the variable ``name``'s, else ``default``; a variable
+    ``parse`` refuses is a CliError naming it."""
+    if given is not None:
+        return given
     raw = os.environ.get(name)
     if raw is None:
         return default
     try:
-        return int(raw)
-    except ValueError:
-        raise SystemExit(f"ledger-stream: error: {name} must be an integer, got {raw!r}") from None
+        return parse(raw)
+    except (argparse.ArgumentTypeError, ValueError) as exc:
+        raise CliError(f"{name}: {exc}") from None
 
 
 def _run(args: argparse.Namespace) -> int:
     from ledger_lab.simulation.invariants import violations
     from ledger_lab.simulation.runner import run_many, run_one
 
-    if args.runs < 1:
-        raise CliError("--runs must be at least 1")
+    args.seed = from_env(args.seed, "LEDGER_SIM_SEED", _whole, 0)
+    args.runs = from_env(args.runs, "LEDGER_SIM_RUNS", count(), 100_000)
+    args.workers = from_env(args.workers, "LEDGER_SIM_WORKERS", count(least=0), 0)
     logging.disable(logging.WARNING)
     if args.replay is not None:
         world = run_one(args.replay)

@@ -11,7 +11,14 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from ledger_stream.cli.common import CliError, add_common_flags, cell, iso_ms, settings_from
+from ledger_stream.cli.common import (
+    CliError,
+    add_common_flags,
+    cell,
+    iso_ms,
+    kafka_failure,
+    settings_from,
+)
 from ledger_stream.domain import events as ev
 from ledger_stream.history.detail import shown_detail
 
@@ -82,7 +89,7 @@ def _run(args: argparse.Namespace) -> int:
     except KafkaSetupError as exc:
         raise CliError(str(exc)) from exc
     except KafkaException as exc:
-        raise CliError(f"cannot read {topic}: {exc.args[0].str()}") from exc
+        raise kafka_failure(exc, f"cannot read {topic}") from exc
     except KeyboardInterrupt:
         pass
     print(f"{shown} alert(s)", file=sys.stderr)

@@ -149,17 +149,37 @@ def port_or_off(text: str) -> str:
 
 
 def checked_key(text: str) -> str:
-    """``text`` if it is an operation key; CliError saying why not otherwise."""
-    from ledger_stream.domain.keys import InvalidKeyError
-    from ledger_stream.domain.keys import checked_key as check
+    """The operation key ``text`` names, spelled as the SDK spells keys (``typed_key``:
+    business ids without surrounding whitespace, in Unicode NFC); CliError saying why
+    ``text`` is no key otherwise."""
+    from ledger_stream.domain.keys import InvalidKeyError, typed_key
 
     try:
-        return check(text)
+        return typed_key(text)
     except InvalidKeyError as exc:
         raise CliError(f"{text!r}: {exc}") from exc
 
 
 MAX_SECONDS = 86_400.0  # a day: a wait or timeout flag's upper bound unless it says more
+
+
+def _number_type(name: str, convert: Callable[[str], Any], what: str,
+                 problem: Callable[[Any, str], str | None]) -> Callable[[str], Any]:
+    """An argparse type called ``name`` (argparse names it so in a refusal): ``convert``
+    of the text, refused in one line naming the flag when it raises ValueError (the text
+    is not ``what``) or when ``problem(value, text)`` says why the value will not do."""
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{printable(text)!r} is not {what}") from None
+        wrong = problem(value, text)
+        if wrong is not None:
+            raise argparse.ArgumentTypeError(wrong)
+        return value
+
+    parse.__name__ = name
+    return parse
 
 
 def seconds(*, zero: bool = False, most: float = MAX_SECONDS) -> Callable[[str], float]:
@@ -168,20 +188,12 @@ def seconds(*, zero: bool = False, most: float = MAX_SECONDS) -> Callable[[str],
     other value in one line naming the flag (NaN, inf and -1 waited forever or raised)."""
     least = "0 or more" if zero else "more than 0"
 
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{printable(text)!r} is not a number of seconds") from None
-        if not (math.isfinite(value) and (value >= 0 if zero else value > 0)
-                and value <= most):
-            raise argparse.ArgumentTypeError(
-                f"{printable(text)!r}: seconds must be {least} and at most {most:g}")
-        return value
+    def problem(value: float, text: str) -> str | None:
+        if math.isfinite(value) and (value >= 0 if zero else value > 0) and value <= most:
+            return None
+        return f"{printable(text)!r}: seconds must be {least} and at most {most:g}"
 
-    parse.__name__ = "seconds"
-    return parse
+    return _number_type("seconds", float, "a number of seconds", problem)
 
 
 # HOST[:PORT] or [IPV6][:PORT]: librdkafka takes a host without a port as port 9092.
@@ -230,18 +242,33 @@ INT32_MAX = 2**31 - 1  # an Avro int: the largest attempt or partition count an 
 def count(*, least: int = 1, most: int = INT32_MAX) -> Callable[[str], int]:
     """An argparse type: a whole number from ``least`` to ``most``, refused otherwise in one
     line naming the flag (an attempt of -1 or a partition count of 0 reached Kafka)."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{printable(text)!r} is not a whole number") from None
-        if not least <= value <= most:
-            raise argparse.ArgumentTypeError(f"{value} is not from {least} to {most}")
-        return value
+    return _number_type("count", int, "a whole number", lambda value, _text: None if (
+        least <= value <= most) else f"{value} is not from {least} to {most}")
 
-    parse.__name__ = "count"
-    return parse
+
+def tcp_port(text: str) -> int:
+    """An argparse type: a TCP port to connect to, 1 to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{printable(text)!r} is not a port") from None
+    if not 0 < port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (1-65535)")
+    return port
+
+
+# local@domain: both parts present, no space, no control character (a CR or LF in an
+# envelope address or a From header would start another SMTP command or header line).
+_MAIL_ADDRESS = re.compile(r"[^@\s\x00-\x1f\x7f]+@[^@\s\x00-\x1f\x7f]+")
+
+
+def mail_address(text: str) -> str:
+    """An argparse type: a mail address, ``local@domain`` (an empty sender was refused by
+    the server only when the first mail was sent)."""
+    if not _MAIL_ADDRESS.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{printable(text)!r} is not a mail address (local@domain, no spaces)")
+    return text
 
 
 def nonblank(text: str) -> str:
@@ -249,3 +276,14 @@ def nonblank(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
     return text
+
+
+def kafka_failure(exc: BaseException, doing: str) -> CliError:
+    """The CliError for a KafkaException a command caught while ``doing`` (e.g. "cannot
+    read receipts"): a client that refused its configuration is said as every command says
+    it (``kafka.exceptions.client_config_refusal``: the property, never its value), any other
+    error with librdkafka's own text after ``doing``."""
+    from ledger_stream.kafka.exceptions import client_config_refusal, kafka_error_text
+
+    refusal = client_config_refusal(exc)
+    return CliError(refusal if refusal is not None else f"{doing}: {kafka_error_text(exc)}")

@@ -11,9 +11,11 @@ from ledger_stream.cli.common import (
     CliError,
     add_common_flags,
     add_metrics_host_flag,
+    mail_address,
     port_or_off,
     seconds,
     settings_from,
+    tcp_port,
 )
 from ledger_stream.config import Settings
 from ledger_stream.connector.target import Target
@@ -84,7 +86,8 @@ def _http_flags(parser: argparse.ArgumentParser) -> None:
 
     group = parser.add_argument_group("HTTP options")
     group.add_argument("--base-url", required=True, metavar="URL",
-                       help="http(s)://host[:port][/prefix] of the API (required)")
+                       help="http(s)://[user:password@]host[:port][/prefix] of the API; "
+                       "user:password is sent as basic auth (required)")
     group.add_argument("--apply-path", default="/v1/payments", metavar="PATH",
                        type=_checked(target.check_path),
                        help="POST path of the effect (default: %(default)s)")
@@ -141,9 +144,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     smtp = kinds.add_parser("smtp", help="send mail; no lookup, so unknowns go to an operator")
     smtp.add_argument("--smtp-host", default="127.0.0.1", help="SMTP server host")
-    smtp.add_argument("--smtp-port", type=int, default=25, help="SMTP server port")
-    smtp.add_argument("--from", dest="from_addr", default="ledger@localhost",
-                      help="sender address")
+    smtp.add_argument("--smtp-port", type=tcp_port, default=25,
+                      help="SMTP server port, 1-65535 (default: %(default)s)")
+    smtp.add_argument("--from", dest="from_addr", default="ledger@localhost", type=mail_address,
+                      help="sender address, local@domain (default: %(default)s)")
 
     for kind in (http, pg, smtp):
         _protocol_flags(kind)

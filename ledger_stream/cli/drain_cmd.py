@@ -17,6 +17,7 @@ from ledger_stream.cli.common import (
     add_common_flags,
     cell,
     iso_ms,
+    kafka_failure,
     seconds,
     settings_from,
 )
@@ -67,7 +68,7 @@ def _drain(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException
 
     from ledger_stream.kafka.bootstrap import resolve_bootstrap
-    from ledger_stream.kafka.exceptions import KafkaSetupError, kafka_error_text
+    from ledger_stream.kafka.exceptions import KafkaSetupError
     from ledger_stream.operate import drain
     from ledger_stream.upgrade.check import LedgerBehind, caught_up
     from ledger_stream.upgrade.ledger import intent_ends, undecided
@@ -91,7 +92,7 @@ def _drain(args: argparse.Namespace) -> int:
     except KafkaSetupError as exc:
         raise CliError(str(exc)) from exc
     except KafkaException as exc:
-        raise CliError(f"cannot read the changelog: {kafka_error_text(exc)}") from exc
+        raise kafka_failure(exc, "cannot read the changelog") from exc
     for item, flying in [(i, True) for i in found.in_flight] + [(i, False) for i in found.held]:
         print(drain.as_json(item, flying) if args.json else
               f"{cell(item.key)}\t{item.phase}\tattempt {item.attempt}\t"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger_stream.cli.checkpointer import open_checkpointer
-from ledger_stream.cli.common import CliError, settings_from
+from ledger_stream.cli.common import CliError, kafka_failure, settings_from
 from ledger_stream.config import Settings
 
 
@@ -107,7 +107,7 @@ def checkpointer_and_ledger(dsn: str, settings: Settings) -> Iterator[tuple[Any,
     from confluent_kafka import KafkaException
 
     from ledger_stream.kafka.bootstrap import resolve_bootstrap
-    from ledger_stream.kafka.exceptions import KafkaSetupError, kafka_error_text
+    from ledger_stream.kafka.exceptions import KafkaSetupError
     from ledger_stream.serde import make_codec
     from ledger_stream.upgrade import KafkaLedger
     from ledger_stream.upgrade.check import LedgerBehind
@@ -120,6 +120,6 @@ def checkpointer_and_ledger(dsn: str, settings: Settings) -> Iterator[tuple[Any,
         except (LookupError, LedgerBehind, KafkaSetupError) as exc:
             raise CliError(str(exc)) from exc
         except KafkaException as exc:
-            raise CliError(f"cannot read the ledger: {kafka_error_text(exc)}") from exc
+            raise kafka_failure(exc, "cannot read the ledger") from exc
         except sqlite3.Error as exc:
             raise CliError(f"--checkpointer: {exc}") from exc

@@ -11,7 +11,14 @@ import argparse
 import json
 import sys
 
-from ledger_stream.cli.common import CliError, add_common_flags, iso_ms, seconds, settings_from
+from ledger_stream.cli.common import (
+    CliError,
+    add_common_flags,
+    iso_ms,
+    kafka_failure,
+    seconds,
+    settings_from,
+)
 from ledger_stream.domain import events as ev
 
 MODES = tuple(m.value for m in ev.FreezeMode)
@@ -108,8 +115,8 @@ def _freeze(args: argparse.Namespace) -> int:
     except (KafkaSetupError, DeliveryFailed) as exc:
         raise CliError(f"{command} not done: {exc}; {again}") from exc
     except KafkaException as exc:
-        raise CliError(f"cannot reach Kafka at {bootstrap}: {kafka_error_text(exc)}; "
-                       f"{again}") from exc
+        failure = kafka_failure(exc, f"cannot reach Kafka at {bootstrap}")
+        raise CliError(f"{failure}; {again}") from exc
     scope = f"{args.tenant or 'every tenant'}/{args.action}"
     what = f"frozen ({args.mode})" if args.frozen else "unfrozen"
     try:
@@ -138,7 +145,7 @@ def _list(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException
 
     from ledger_stream.kafka.bootstrap import resolve_bootstrap
-    from ledger_stream.kafka.exceptions import KafkaSetupError, kafka_error_text
+    from ledger_stream.kafka.exceptions import KafkaSetupError
     from ledger_stream.operate import containment
     from ledger_stream.serde import make_codec
 
@@ -150,8 +157,8 @@ def _list(args: argparse.Namespace) -> int:
     except KafkaSetupError as exc:
         raise CliError(str(exc)) from exc
     except KafkaException as exc:
-        raise CliError(f"cannot read the freezes from Kafka at {bootstrap}: "
-                       f"{kafka_error_text(exc)}") from exc
+        raise kafka_failure(exc, f"cannot read the freezes from Kafka at {bootstrap}") \
+            from exc
     ignored = containment.ignored(records)
     shown = records if args.history else containment.active(records, ignored)
     if not args.json:

@@ -17,6 +17,7 @@ from ledger_stream.cli.common import (
     check_view_url,
     checked_key,
     iso_ms,
+    kafka_failure,
     seconds,
     settings_from,
 )
@@ -64,7 +65,7 @@ def ask(args: argparse.Namespace, what: Callable[[Any], T]) -> T:
     for any failure to ask."""
     from confluent_kafka import KafkaException
 
-    from ledger_stream.kafka.exceptions import KafkaSetupError, kafka_error_text
+    from ledger_stream.kafka.exceptions import KafkaSetupError
     from ledger_stream.sdk import LedgerClient
     from ledger_stream.sdk.errors import (
         LedgerUnavailable,
@@ -72,7 +73,7 @@ def ask(args: argparse.Namespace, what: Callable[[Any], T]) -> T:
         ViewUnavailableError,
     )
 
-    checked_key(args.key)
+    args.key = checked_key(args.key)  # as the SDK spells it: what the handler then asks
     settings = settings_from(args, view_url=args.view_url)
     check_view_url(settings)
     if args.scan:
@@ -85,7 +86,7 @@ def ask(args: argparse.Namespace, what: Callable[[Any], T]) -> T:
     except StaleTimelineError as exc:
         raise CliError(f"{exc}; ask again, wait longer (--wait) or use --scan") from exc
     except KafkaException as exc:
-        raise CliError(f"cannot read the ledger topics: {kafka_error_text(exc)}") from exc
+        raise kafka_failure(exc, "cannot read the ledger topics") from exc
 
 
 def _inspect(args: argparse.Namespace) -> int:

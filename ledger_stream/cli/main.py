@@ -16,7 +16,6 @@ product's commands from :data:`COMMANDS` without importing any of their modules.
 from __future__ import annotations
 
 import argparse
-import re
 import signal
 import sys
 import threading
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ledger_stream.cli.common import CliError, printable
 from ledger_stream.core import running as core_running
+from ledger_stream.kafka.exceptions import client_config_refusal
 from ledger_stream.logs import configure_logging
 
 if TYPE_CHECKING:
@@ -252,31 +252,6 @@ def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> i
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-
-
-_PROPERTY = re.compile(r'configuration property:? "([^"]*)"')
-
-
-def client_config_refusal(exc: BaseException) -> str | None:
-    """The line for a Kafka client that refused its configuration (LEDGER_KAFKA_CLIENT, a
-    settings file's [kafka_client]): librdkafka's error names the property, and the value
-    too (``Invalid value "..." for configuration property "..."``): a password or key
-    given there must not be printed, so the line names the property only. None for any
-    other exception."""
-    if type(exc).__name__ != "KafkaException" or not exc.args:
-        return None
-    from confluent_kafka import KafkaError
-
-    error = exc.args[0]
-    if not isinstance(error, KafkaError) or error.code() != KafkaError._INVALID_ARG:
-        return None
-    found = _PROPERTY.search(error.str())
-    if found is None:
-        return None
-    what = "is unknown" if "No such configuration property" in error.str() else \
-        "has a value it does not accept (not shown)"
-    return (f"the Kafka client refuses its configuration: property {found.group(1)!r} "
-            f"{what} (LEDGER_KAFKA_CLIENT or the settings file's client properties)")
 
 
 def _terminated(signum: int, frame: FrameType | None) -> None:

@@ -12,6 +12,7 @@ from ledger_stream.cli.common import (
     check_view_url,
     checked_key,
     iso_ms,
+    kafka_failure,
     settings_from,
 )
 from ledger_stream.domain import events as ev
@@ -52,7 +53,7 @@ def _run(args: argparse.Namespace) -> int:
         ViewUnavailableError,
     )
 
-    checked_key(args.key)
+    args.key = checked_key(args.key)  # as the SDK spells it
     settings = settings_from(args, view_url=args.view_url)
     check_view_url(settings)
     try:
@@ -66,7 +67,7 @@ def _run(args: argparse.Namespace) -> int:
     except (KafkaSetupError, LedgerUnavailable, StaleStatusError, ViewUnavailableError) as exc:
         raise CliError(str(exc)) from exc
     except KafkaException as exc:
-        raise CliError(f"cannot read receipts: {exc.args[0].str()}") from exc
+        raise kafka_failure(exc, "cannot read receipts") from exc
     if not found:
         print(f"no receipt for {args.key}")
         return 1

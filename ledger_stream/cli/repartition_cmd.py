@@ -5,9 +5,17 @@ from __future__ import annotations
 
 import argparse
 
-from ledger_stream.cli.common import CliError, add_common_flags, count, seconds, settings_from
+from ledger_stream.cli.common import (
+    CliError,
+    add_common_flags,
+    count,
+    kafka_failure,
+    seconds,
+    settings_from,
+)
 from ledger_stream.kafka.bootstrap import resolve_bootstrap
 from ledger_stream.kafka.exceptions import KafkaSetupError
+from ledger_stream.settings.topics import MAX_PARTITIONS
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -19,8 +27,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "new partition, carry the freezes and held keys, then record the new count. Safe "
         "to run again after a crash.",
     )
-    parser.add_argument("--to", type=count(), required=True, metavar="N",
-                        help="the new partition count (larger than the recorded one)")
+    # The settings' bound: a count above it would leave every processor refusing to start.
+    parser.add_argument("--to", type=count(most=MAX_PARTITIONS), required=True, metavar="N",
+                        help="the new partition count (larger than the recorded one, at most "
+                        f"{MAX_PARTITIONS:,})")
     parser.add_argument("--timeout", type=seconds(), default=30.0, metavar="SECONDS",
                         help="how long to wait for Kafka's answers (default 30)")
     parser.add_argument("--group", metavar="NAME", help="the processors' consumer group "
@@ -40,5 +50,5 @@ def _run(args: argparse.Namespace) -> int:
     except (RepartitionRefused, KafkaSetupError) as exc:
         raise CliError(f"repartition refused: {exc}") from exc
     except KafkaException as exc:
-        raise CliError(f"repartition failed (run it again): {exc.args[0].str()}") from exc
+        raise kafka_failure(exc, "repartition failed (run it again)") from exc
     return 0

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import argparse
 
-from ledger_stream.cli.common import CliError, add_common_flags, add_key_flags, settings_from
+from ledger_stream.cli.common import (
+    CliError,
+    add_common_flags,
+    add_key_flags,
+    kafka_failure,
+    settings_from,
+)
 from ledger_stream.kafka.exceptions import KafkaSetupError
 
 
@@ -59,5 +65,5 @@ def _run(args: argparse.Namespace) -> int:
     except (KafkaSetupError, StoreError, ViewStartError, ServingRefused) as exc:
         raise CliError(str(exc)) from exc
     except KafkaException as exc:
-        raise CliError(f"cannot read the ledger topics: {exc.args[0].str()}") from exc
+        raise kafka_failure(exc, "cannot read the ledger topics") from exc
     return 0

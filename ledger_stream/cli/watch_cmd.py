@@ -39,7 +39,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--interval", type=seconds(most=MAX_INTERVAL_S), default=1.0,
                         help="seconds between polls")
     sandbox = parser.add_argument_group("sandbox")
-    sandbox.add_argument("--base-url", help="the sandbox's URL")
+    sandbox.add_argument("--base-url", help="the sandbox's URL; user:password@ in it is "
+                         "sent as basic auth, as by connector http")
     pg = parser.add_argument_group("postgres")
     pg.add_argument("--dsn", help="the database the effects are written to")
     pg.add_argument("--table", help="the table the effect SQL writes (schema.table allowed)")

@@ -30,8 +30,10 @@ Readers recognise a summary by its shape (``SUMMARY``): connectors before this r
 
 from __future__ import annotations
 
+import base64
 import re
 import traceback
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ledger_stream.connector.target import TargetError
 
@@ -114,3 +116,17 @@ def without_password(text: str) -> str:
         rest = f"{user}:***@{host}" if colon else f"***@{host}"
     return _URL_PASSWORD.sub(r"\1\2***", f"{scheme}{sep}{rest}")
 
+
+def basic_auth(url: str) -> tuple[str, str | None]:
+    """``url`` without its userinfo, and the ``Authorization`` header value its userinfo
+    means (``Basic`` of ``user:password``, each percent-decoded), None without userinfo.
+    Credentials written into an HTTP target's URL (``--base-url http://u:p@host``) are sent
+    that way, as the schema registry client sends its own; left in the URL they named no
+    host a client could reach (``u:p@host``)."""
+    parts = urlsplit(url)
+    if parts.username is None:
+        return url, None
+    netloc = parts.netloc.rpartition("@")[2]
+    pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    return (urlunsplit(parts._replace(netloc=netloc)),
+            "Basic " + base64.b64encode(pair.encode()).decode())

@@ -15,6 +15,10 @@ from ledger_stream.domain.observations import observation_problem
 # outcome; a day is far beyond any. Unbounded, a claim asking for 2**63-1 ms made the
 # Grant's lease_until overflow Avro's long: the processor crashed on it at every start.
 MAX_LEASE_MS = 24 * 3600 * 1000
+# A target names the connector that applies the effect (its ``--name``). An intent naming
+# none, or a name no connector can have (a line break, a control character), would reserve
+# its key and wait for a connector that never comes, until the key is reported stalled.
+TARGET_MAX = 255
 
 
 def invalid_reason(event: InputEvent, message_key: str | None) -> str | None:
@@ -48,6 +52,10 @@ def _intent_problem(intent: Intent) -> str | None:
         # Approval rules are per action: an intent may not name another action than its
         # key's, or "acme/payout/p1" could pass as an unapproved "note".
         return "the intent's action differs from its operation key's action"
+    if not intent.target:
+        return "empty target"
+    if len(intent.target) > TARGET_MAX or not intent.target.isprintable():
+        return f"the target must be at most {TARGET_MAX} printable characters"
     if sha256_hex(intent.args_json) != intent.args_hash:
         return "args_hash is not the SHA-256 of args_json"
     if not intent.event_id:

@@ -3,6 +3,8 @@ on; a broker that failed to start adds the tail of its log on the following line
 
 from __future__ import annotations
 
+import re
+
 
 class KafkaSetupError(Exception):
     """Base of every error in ``ledger_stream.kafka``."""
@@ -54,7 +56,36 @@ class DeliveryFailed(KafkaSetupError):
 
 
 def kafka_error_text(exc: BaseException) -> str:
-    """The librdkafka error a KafkaException carries, as its one-line text."""
+    """The librdkafka error a KafkaException carries, as its one-line text; a refused client
+    configuration as :func:`client_config_refusal` says it (never the refused value)."""
+    refusal = client_config_refusal(exc)
+    if refusal is not None:
+        return refusal
     error = exc.args[0] if exc.args else None
     text = getattr(error, "str", None)
     return str(text()) if callable(text) else str(exc)
+
+
+_PROPERTY = re.compile(r'configuration property:? "([^"]*)"')
+
+
+def client_config_refusal(exc: BaseException) -> str | None:
+    """The line for a Kafka client that refused its configuration (LEDGER_KAFKA_CLIENT, a
+    settings file's [kafka_client]): librdkafka's error names the property, and the value
+    too (``Invalid value "..." for configuration property "..."``): a password or key
+    given there must not be printed, so the line names the property only. None for any
+    other exception."""
+    if type(exc).__name__ != "KafkaException" or not exc.args:
+        return None
+    from confluent_kafka import KafkaError
+
+    error = exc.args[0]
+    if not isinstance(error, KafkaError) or error.code() != KafkaError._INVALID_ARG:
+        return None
+    found = _PROPERTY.search(error.str())
+    if found is None:
+        return None
+    what = "is unknown" if "No such configuration property" in error.str() else \
+        "has a value it does not accept (not shown)"
+    return (f"the Kafka client refuses its configuration: property {found.group(1)!r} "
+            f"{what} (LEDGER_KAFKA_CLIENT or the settings file's client properties)")

@@ -16,7 +16,7 @@ from ledger_stream.logs import log_fields
 from ledger_stream.operate.approvals import public_keys_from_text, public_keys_in
 from ledger_stream.processor import metrics
 from ledger_stream.serde import AvroCodec
-from ledger_stream.settings.policy import ACTION_TYPE, ACTION_TYPE_RULE
+from ledger_stream.settings.policy import ACTION_TYPE, ACTION_TYPE_RULE, check_required_actions
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,12 @@ def dev_secret(settings: Settings, approver_keys: bool = False) -> bytes | None:
 
 def policy_from(settings: Settings) -> Policy:
     """The decision policy ``settings`` give, named by its revision. Raises ConfigError for
-    a per-action rule the ledger cannot honour."""
+    a per-action rule the ledger cannot honour, or a required action no intent can name
+    (refused at load too; here for settings built without validation)."""
+    try:
+        check_required_actions(settings.policy.required_actions)
+    except ValueError as exc:
+        raise ConfigError(f"LEDGER_APPROVAL_REQUIRED_ACTIONS: {exc}") from None
     policy = Policy(
         replay_window_ms=settings.topics.replay_window_ms,
         approval_keys=approval_keys(settings),

@@ -27,6 +27,16 @@ REQUIRED_ACTION_RULE = (ACTION_TYPE_RULE + ", no ',' (one action per entry; an a
                         "named with a comma takes `approval = true` in its [actions] table)")
 
 
+def check_required_actions(actions: tuple[str, ...]) -> tuple[str, ...]:
+    """``actions`` if every entry is an action type an intent can carry (REQUIRED_ACTION);
+    ValueError naming the wrong entries by position otherwise. The one rule of the list of
+    actions that need approval: applied at load (PolicySettings) and again by the processor
+    at start (processor/policy.py), for settings built without validation (``model_copy``),
+    where ``["refund "]`` would require approval of no action, and not of ``refund``."""
+    _refused_entries(actions, REQUIRED_ACTION, REQUIRED_ACTION_RULE)
+    return actions
+
+
 def _refused_entries(entries: tuple[str, ...], rule: re.Pattern[str], what: str) -> None:
     """ValueError naming (by position, never by value) each entry ``rule`` does not match:
     an entry no intent or approval can carry would otherwise be kept and match nothing."""
@@ -106,8 +116,7 @@ class PolicySettings(SettingsGroup):
     @classmethod
     def _action_types(cls, actions: tuple[str, ...]) -> tuple[str, ...]:
         """Refused at load: ``["refund "]`` kept as is required approval of no action."""
-        _refused_entries(actions, REQUIRED_ACTION, REQUIRED_ACTION_RULE)
-        return actions
+        return check_required_actions(actions)
 
     @field_validator("revoked_keys")
     @classmethod

@@ -31,6 +31,7 @@ from email.header import decode_header, make_header
 from pathlib import Path
 from typing import Any
 
+from ledger_stream.connector.redaction import basic_auth
 from ledger_stream.watch.watcher import SeenEffect
 
 POSTGRES_BATCH = 1000  # rows per poll
@@ -40,9 +41,13 @@ LATE_IDS = 100
 
 
 def sandbox_effects(base_url: str, timeout_s: float = 10.0) -> list[SeenEffect]:
-    """Every effect the sandbox at ``base_url`` committed, oldest first."""
-    with urllib.request.urlopen(f"{base_url.rstrip('/')}/v1/ledger",
-                                timeout=timeout_s) as response:
+    """Every effect the sandbox at ``base_url`` committed, oldest first; credentials in
+    ``base_url`` (``http://user:password@host``) are sent as HTTP basic auth, as the HTTP
+    connector sends them."""
+    url, auth = basic_auth(base_url)
+    request = urllib.request.Request(f"{url.rstrip('/')}/v1/ledger",
+                                     headers={"Authorization": auth} if auth else {})
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
         ledger = json.load(response)
     return [SeenEffect(str(e["idempotency_key"]), str(e["id"]), e.get("body"))
             for e in ledger.get("effects", ())]

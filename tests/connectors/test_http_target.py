@@ -8,6 +8,7 @@ server received.
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import threading
@@ -293,6 +294,18 @@ def test_2xx_returns_the_receipt_and_sends_key_and_attempt_headers(api):
     assert headers["Idempotency-Key"] == "acme/refund/9"
     assert headers["X-Attempt-Id"] == "claim-1"
     assert json.loads(body) == SECRET_ARGS
+
+
+def test_credentials_in_the_base_url_are_sent_as_basic_auth(api):
+    # `--base-url http://u:p@host` sent no credentials: the API answered 401 (failed).
+    host = api.url.removeprefix("http://")
+    target = HttpTarget("t", f"http://pay%40ops:s3cr%3At@{host}/api")
+    target.apply(effect("acme/refund/9"), timeout_s=2.0)
+    target.lookup("acme/refund/9", timeout_s=2.0)
+    basic = "Basic " + base64.b64encode(b"pay@ops:s3cr:t").decode()
+    assert [(m, p, h["Authorization"], h["Host"]) for m, p, h, _ in api.seen] == [
+        ("POST", "/api/v1/payments", basic, host),
+        ("GET", "/api/v1/payments/by-key/acme%2Frefund%2F9", basic, host)]
 
 
 def test_base_url_path_is_a_prefix(api):

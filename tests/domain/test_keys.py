@@ -6,7 +6,13 @@ from decimal import Decimal
 
 import pytest
 
-from ledger_stream.domain.keys import InvalidKeyError, args_hash, business_id_part, canonical_json
+from ledger_stream.domain.keys import (
+    InvalidKeyError,
+    args_hash,
+    business_id_part,
+    canonical_json,
+    typed_key,
+)
 from ledger_stream.domain.validation import invalid_reason
 from tests.factories import intent
 
@@ -64,6 +70,10 @@ def test_an_intent_key_must_be_tenant_action_business_id(key):
     ({"event_id": ""}, None, "empty event_id"),
     ({"tenant": "other"}, None, "the operation key is not scoped by the intent's tenant"),
     ({"args_hash": "0" * 64}, None, "args_hash is not the SHA-256 of args_json"),
+    ({"target": ""}, None, "empty target"),
+    ({"target": "smtp\n"}, None, "the target must be at most 255 printable characters"),
+    ({"target": "pay\x00ments"}, None, "the target must be at most 255 printable characters"),
+    ({"target": "t" * 256}, None, "the target must be at most 255 printable characters"),
     ({"workflow": __import__("ledger_stream.domain.events", fromlist=["Workflow"])
       .Workflow("", "1.0")}, None, "workflow graph and version are required"),
     ({"workflow": __import__("ledger_stream.domain.events", fromlist=["Workflow"])
@@ -92,6 +102,13 @@ def test_each_invalid_claim_says_which_rule_it_broke(change, reason):
     good = claim()
     assert invalid_reason(good, good.key) is None
     assert invalid_reason(replace(good, **change), good.key) == reason
+
+
+@pytest.mark.parametrize("target", ["smtp", "payments api", "t" * 255, "caf\u00e9-eu"])
+def test_a_target_a_connector_can_be_named_is_valid(target):
+    from dataclasses import replace
+
+    assert invalid_reason(replace(intent(), target=target), None) is None
 
 
 def test_the_tenant_is_the_first_segment_of_the_key():
@@ -227,6 +244,26 @@ def test_a_business_id_written_differently_is_one_key_part():
     assert composed != decomposed
     assert business_id_part(composed) == business_id_part(decomposed) == composed
     assert business_id_part(42) == business_id_part("42") == business_id_part(" 42\n") == "42"
+
+
+@pytest.mark.parametrize("typed", [
+    "acme/refund/inv-caf\u00e9", "acme/refund/inv-cafe\u0301", " acme/refund/inv-caf\u00e9 ",
+    "acme/refund/ inv-cafe\u0301\t", "\nacme/refund/inv-cafe\u0301\n"])
+def test_a_key_a_person_types_is_the_key_the_sdk_wrote(typed: str):
+    """``ledger_tool(key="invoice")`` writes ``acme/refund/inv-caf\u00e9`` (NFC, no
+    surrounding space) for either spelling of the id; the CLI and the operator routes took
+    what was typed as is, and never found it (found by a hostile review)."""
+    assert typed_key(typed) == "acme/refund/inv-caf\u00e9"
+
+
+def test_a_typed_key_keeps_each_business_id_and_refuses_what_no_key_is():
+    assert typed_key("acme/ship/ o-1 / line 2 ") == "acme/ship/o-1/line 2"
+    assert typed_key("acme/refund/INV-1") == "acme/refund/INV-1"  # case is kept
+    for text, says in (("acme/refund", "tenant/action/business-id"), ("  ", "tenant/action"),
+                       ("acme/refund/ ", "invalid operation key part ''"),
+                       ("acme/refund/a/\x00", "invalid operation key part")):
+        with pytest.raises(InvalidKeyError, match=says):
+            typed_key(text)
 
 
 @pytest.mark.parametrize("value", [42.0, 1.5, True, None, {"id": 1}, ["inv-1"]])

@@ -56,6 +56,25 @@ def test_a_freeze_wait_that_never_ends_is_refused(value: str, capsys) -> None:
     assert "0 or more and at most 3600" in err, err
 
 
+@pytest.mark.parametrize(("argv", "says"), [
+    (["freeze", "refund", "--reason", "x", "--wait", "soon"],
+     "argument --wait: 'soon' is not a number of seconds"),
+    (["freeze", "refund", "--reason", "x", "--wait", "-1"],
+     "argument --wait: '-1': seconds must be 0 or more and at most 3600"),
+    (["reconcile", "resolve", "a/refund/x", "--failed", "--attempt", "one", "--reason", "r"],
+     "argument --attempt: 'one' is not a whole number"),
+    (["reconcile", "resolve", "a/refund/x", "--failed", "--attempt", "0", "--reason", "r"],
+     "argument --attempt: 0 is not from 1 to 2147483647"),
+])
+def test_a_number_flag_is_refused_in_one_line_saying_what_it_takes(
+        argv: list[str], says: str, capsys) -> None:
+    """The seconds and count types' lines, word for word (they share one parser)."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.endswith(f"error: {says}\n"), err
+
+
 @pytest.mark.parametrize("value", ["nan", "inf", "0", "1e300"])
 def test_a_watch_interval_without_a_pause_or_past_a_day_is_refused(value: str, capsys) -> None:
     with pytest.raises(SystemExit) as exit_:  # argparse refuses it

@@ -15,6 +15,7 @@ import pytest
 from ledger_stream.cli.common import check_bootstrap
 from ledger_stream.cli.main import COMMANDS, _parser, main
 from ledger_stream.connector.redaction import without_password
+from ledger_stream.settings.topics import MAX_PARTITIONS
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -123,6 +124,8 @@ def test_topics_create_with_a_negative_timeout_ends_at_once() -> None:
 @pytest.mark.parametrize(("argv", "flag"), [
     (["repartition", "--timeout", "1"], ["--to", "-1"]),
     (["repartition", "--timeout", "1"], ["--to", "0"]),
+    # the settings' bound on partitions: a ledger grown past it would not start again
+    (["repartition", "--timeout", "1"], ["--to", str(MAX_PARTITIONS + 1)]),
     (["reconcile", "resolve", "a/refund/x", "--failed", "--reason", "r"], ["--attempt", "-1"]),
     (["reconcile", "resolve", "a/refund/x", "--failed", "--reason", "r"],
      ["--attempt", str(2**31)]),
@@ -137,16 +140,37 @@ def test_a_count_or_id_kafka_cannot_take_is_refused_at_the_flag(
     assert_one_line(code, said, f"argument {flag[0]}:")
 
 
+def test_repartition_takes_the_largest_count_the_settings_take() -> None:
+    from ledger_stream.config import Settings
+
+    args = _parser([c.register for c in COMMANDS]).parse_args(
+        ["repartition", "--to", str(MAX_PARTITIONS)])
+    assert Settings(partitions=args.to).partitions == MAX_PARTITIONS
+    with pytest.raises(ValueError, match="partitions"):
+        Settings(partitions=MAX_PARTITIONS + 1)  # what --to refuses, the settings refuse
+
+
 # -- Kafka client configuration and bootstrap ----------------------------------------------
 
+# Every command that makes a Kafka client: freezes, inspect, alerts and receipts printed
+# librdkafka's own line, which quotes the refused value (found by the hostile review).
+CLIENT_COMMANDS = [
+    ["topics", "create", "--timeout", "1"], ["freezes"], ["inspect", "a/refund/x", "--scan"],
+    ["alerts"], ["receipts", "a/refund/x"], ["freeze", "refund", "--reason", "r"],
+    ["drain", "--graph", "g", "--version", "v"], ["repartition", "--to", "24", "--timeout", "1"],
+]
+
+
+@pytest.mark.parametrize("argv", CLIENT_COMMANDS, ids=[" ".join(a[:1]) for a in CLIENT_COMMANDS])
 @pytest.mark.parametrize(("properties", "says"), [
     ('{"bogus.prop": "x"}', "'bogus.prop' is unknown"),
     ('{"security.protocol": "hunter2"}', "'security.protocol' has a value it does not accept"),
 ])
 def test_a_client_property_kafka_refuses_is_one_line_without_its_value(
-        properties: str, says: str, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+        argv: list[str], properties: str, says: str, monkeypatch: pytest.MonkeyPatch,
+        capsys) -> None:
     monkeypatch.setenv("LEDGER_KAFKA_CLIENT", properties)
-    code, said = run(["topics", "create", "--timeout", "1", *NOWHERE], capsys)
+    code, said = run([*argv, *NOWHERE], capsys)
     assert_one_line(code, said, says)
 
 
@@ -252,6 +276,25 @@ def test_watch_refuses_an_empty_target_name(name: str, capsys) -> None:
     code, said = run(["watch", "sandbox", "--name", name, "--base-url", "http://127.0.0.1:1",
                       *NOWHERE], capsys)
     assert_one_line(code, said, "--name must name the target")
+
+
+@pytest.mark.parametrize("flag", [
+    ["--smtp-port", "99999"], ["--smtp-port", "0"], ["--smtp-port", "smtp"],
+    ["--from", ""], ["--from", "ledger"], ["--from", "@example.test"], ["--from", "a b@c"],
+    ["--from", "a@b\r\nRCPT TO:<x@y>"],
+])
+def test_connector_smtp_refuses_a_port_or_sender_at_the_flag(flag: list[str], capsys) -> None:
+    # Both were taken and failed at the first mail: the port in smtplib, the empty or
+    # bare sender at the server's MAIL FROM.
+    code, said = run(["connector", "smtp", "--name", "mail", *flag, *NOWHERE], capsys)
+    assert_one_line(code, said, f"argument {flag[0]}:")
+
+
+def test_connector_smtp_takes_a_port_and_an_address() -> None:
+    args = _parser([c.register for c in COMMANDS]).parse_args(
+        ["connector", "smtp", "--name", "mail", "--smtp-port", "65535", "--from",
+         "ops+ledger@mail.example.test"])
+    assert (args.smtp_port, args.from_addr) == (65535, "ops+ledger@mail.example.test")
 
 
 @pytest.mark.parametrize(("given", "shown"), [

@@ -38,6 +38,23 @@ NOWHERE = "127.0.0.1:1"
     "4111\u20131111\u20131111\u20131111",  # en dashes
     "\uff14\uff11\uff11\uff11\uff11\uff11\uff11\uff11\uff11\uff11\uff11\uff11"
     "\uff11\uff11\uff11\uff11",  # fullwidth digits
+    # Glued to other digits in one group (found by the hostile review of this check):
+    "ref 0004111111111111111",
+    "4111111111111111999",
+    "94111111111111111",
+    "41111111111111111111",  # 20 digits: a card's 16 inside
+    "txn 12345550000000000004 ok",  # Mastercard's test number mid-group
+    # Parted or written otherwise (found by the hostile review of the gateway):
+    "card 4111 - 1111 - 1111 - 1111 bounced",
+    "4111\t1111\t1111\t1111",
+    "4111\n1111\n1111\n1111",
+    "4111/1111/1111/1111",
+    "4111,1111,1111,1111",
+    "4111_1111_1111_1111",
+    "4111\u200b1111\u200b1111\u200b1111",  # zero-width spaces: shown as one number
+    "4111\u00ad1111\u00ad1111\u00ad1111",  # soft hyphens
+    "\u0664" + "\u0661" * 15,  # Arabic-Indic digits
+    "\u096a\u0967\u0967\u0967 " + "\u0967\u0967\u0967\u0967 " * 3,  # Devanagari, grouped
 ])
 def test_a_card_number_is_seen(text: str) -> None:
     assert holds_card_number(text)
@@ -49,10 +66,12 @@ def test_a_card_number_is_seen(text: str) -> None:
     "at 1765097155003",  # one that passes the check digit: still no brand's
     "batch 900000000000001",  # passes it, starts with 9
     "order 123456789012",  # 12 digits: too short for a card
-    "41111111111111111111",  # 20 digits in one group: too long for one
-    "94111111111111111",  # a card's digits inside a longer group are not its own
+    "90000000000000001000",  # a longer group none of whose windows is a brand's card
+    "2026-12-07 1765097155000",  # a date beside a timestamp: no window across groups
     "at 1765097155003 12 25",  # groups that pass nowhere
     "attempt 2 of acme/refund/inv-881 at 2026-12-07",
+    "refunds 12, 40 and 7 of 2026/12/07, 3 of them late",
+    "\u0661\u0662\u0663 \u200b",  # a few Arabic-Indic digits
     "",
 ])
 def test_other_text_is_not(text: str) -> None:

@@ -5,11 +5,15 @@ smtplib, as a script or a second system would."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import smtplib
+import threading
 import time
 import uuid
 from email.message import EmailMessage
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import psycopg
@@ -21,7 +25,13 @@ from ledger_stream.connector.target import EffectRequest
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import args_hash
 from ledger_stream.watch import Watcher
-from ledger_stream.watch.sources import LATE_IDS, POSTGRES_BATCH, MaildirEffects, PostgresEffects
+from ledger_stream.watch.sources import (
+    LATE_IDS,
+    POSTGRES_BATCH,
+    MaildirEffects,
+    PostgresEffects,
+    sandbox_effects,
+)
 from tests.smtp_harness import SmtpServerProc
 from tests.watch.recorder import Recorder
 
@@ -196,3 +206,34 @@ def test_an_oversized_id_is_reported_by_its_hash():
     assert watcher.poll() == 1
     (found,) = [e for _, e in recorder.sent]
     assert found.external_id.startswith("sha256:") and len(found.external_id) < 100
+
+
+def test_sandbox_credentials_in_the_base_url_are_sent_as_basic_auth():
+    # `watch sandbox --base-url http://u:p@host:port` passed the start check, then every
+    # poll failed: urllib took "u:p@host" for the host name.
+    seen: list[tuple[str, str | None, str | None]] = []
+    ledger = json.dumps({"effects": [{"idempotency_key": "acme/refund/1", "id": "pay-1",
+                                      "body": {"amount": 1}}]}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append((self.path, self.headers.get("Authorization"),
+                         self.headers.get("Host")))
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(ledger)))
+            self.end_headers()
+            self.wfile.write(ledger)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    host = f"127.0.0.1:{server.server_address[1]}"
+    try:
+        found = sandbox_effects(f"http://watch:pa%40ss@{host}/")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen == [("/v1/ledger", "Basic " + base64.b64encode(b"watch:pa@ss").decode(), host)]
+    assert [(e.idempotency_key, e.external_id) for e in found] == [("acme/refund/1", "pay-1")]
