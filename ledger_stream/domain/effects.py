@@ -12,6 +12,9 @@ from ledger_stream.domain.transitions import Decision, enter
 # A watcher (``ledger-stream watch``) reports an effect it found at its target as a lookup
 # whose claim id is this prefix and the target's name (the connector's ``--name``).
 WATCH_CLAIM = "watch:"
+# The longest id of an effect at its target the ledger records as given: an operator's
+# decision with a longer one is refused; a watcher reports a longer one by its hash.
+EXTERNAL_ID_LIMIT = 256
 
 
 def watched_target(claim_id: str) -> str | None:

@@ -23,6 +23,8 @@ _KEY_PART_FORBIDDEN = ("/", "\n", "\x00")
 RESERVED_TENANT_START = "~"
 EVERY_TENANT = "*"
 UNMAPPED_TENANT = "unmapped"
+# The longest operation key a request naming one takes (an approval, a watcher's record).
+KEY_LIMIT = 1024
 
 
 class InvalidKeyError(ValueError):

@@ -51,6 +51,7 @@ from ledger_stream.gateway.refusals import (
     PUBLIC,
     refusals,
 )
+from ledger_stream.gateway.scans import Scans
 from ledger_stream.kafka.exceptions import KafkaSetupError, kafka_error_text
 from ledger_stream.logs import log_fields
 from ledger_stream.operate import (
@@ -91,6 +92,7 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
     app.state.keys = keys
     sync = client.client
     app.add_middleware(BodyLimit)  # ahead of routing: before any body is read or parsed
+    scans = Scans()  # the list routes' whole-topic reads (gateway/scans.py)
     add_metrics(app, sync.settings)
 
     @app.exception_handler(LedgerUnavailable)
@@ -221,12 +223,15 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
         if unknown:
             raise HTTPException(400, f"unknown alert kind(s) {', '.join(unknown)}; "
                                 f"known: {', '.join(KINDS)}")
-        return await off_loop(reads.alerts, sync, who, set(kind or ()), limit)
+        kinds = frozenset(kind or ())
+        return await scans.run(who, ("alerts", kinds, limit), reads.alerts, sync, who, kinds,
+                               limit)
 
     @app.get("/v1/reconciliation", response_model=list[Operation], tags=["reconciliation"],
              responses=refusals(401, 503))
     async def reconciliation(who: Tenant) -> list[Operation]:
-        return [Operation.of(r.key, r) for r in await off_loop(reads.waiting, sync, who)]
+        waiting = await scans.run(who, "reconciliation", reads.waiting, sync, who)
+        return [Operation.of(r.key, r) for r in waiting]
 
     @app.post("/v1/reconciliation/{key:path}", response_model=ResolutionOut,
               tags=["reconciliation"], openapi_extra=OPERATOR_KEY, responses={
@@ -269,7 +274,8 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
     async def freezes(who: Tenant) -> list[FreezeOut]:
         """The freezes in force over this tenant's keys: its own and those of every
         tenant."""
-        records = await off_loop(containment.log, sync.settings, sync.bootstrap, sync.codec)
+        records = await scans.run(who, "freezes", containment.log, sync.settings,
+                                  sync.bootstrap, sync.codec)
         return [_freeze_out(r) for r in containment.active(records)
                 if r.event.tenant in ("", who)]
 
@@ -329,7 +335,7 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
 
     from ledger_stream.gateway import approvals  # its routes use this module's dependencies
 
-    app.include_router(approvals.router(sync))
+    app.include_router(approvals.router(sync, scans))
     _every_route_in_a_group(app)
     return app
 

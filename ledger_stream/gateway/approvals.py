@@ -18,9 +18,11 @@ from pydantic import BaseModel, Field
 
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.approval import ApprovalSigner
+from ledger_stream.domain.keys import KEY_LIMIT
 from ledger_stream.gateway.callers import Operator, Tenant, actor_of, off_loop, own
 from ledger_stream.gateway.models import ApprovalIn, Strict
 from ledger_stream.gateway.refusals import NOT_OPERATOR, OPERATOR_KEY, refusals
+from ledger_stream.gateway.scans import Scans
 from ledger_stream.kafka.reader import tail_topic
 from ledger_stream.logs import log_fields
 from ledger_stream.operate.approvals import approval_json, approve, load_signer
@@ -44,7 +46,8 @@ class PendingApproval(BaseModel):
 
 
 class ApproveIn(Strict):
-    key: str = Field(description="the operation key; its tenant must be the API key's")
+    key: str = Field(max_length=KEY_LIMIT,
+                     description="the operation key; its tenant must be the API key's")
     args_hash: str = Field(pattern=r"^[0-9a-f]{64}$",
                            description="the arguments approved, as the pending intent's hash")
     expires_in_s: float = Field(600.0, gt=0, le=7 * 86_400,
@@ -52,9 +55,10 @@ class ApproveIn(Strict):
     policy_revision: str = Field("", max_length=200)
 
 
-def router(client: LedgerClient) -> APIRouter:
+def router(client: LedgerClient, scans: Scans) -> APIRouter:
     """The routes, authenticated as the app's other routes are (its Tenant and Operator
-    dependencies). InvalidApprovalKey when the configured signing key cannot be loaded."""
+    dependencies), the list read on the app's ``scans``. InvalidApprovalKey when the
+    configured signing key cannot be loaded."""
 
     signer = load_signer(client.settings.policy.signing_key) \
         if client.settings.policy.signing_key is not None else None
@@ -66,7 +70,7 @@ def router(client: LedgerClient) -> APIRouter:
         """The tenant's keys whose latest intent was rejected for a missing approval and
         that hold no effect, oldest first. Reads the receipts and intents topics to their
         end: for an operator's look, not a hot path."""
-        return await off_loop(pending_approvals, client, who)
+        return await scans.run(who, "approvals", pending_approvals, client, who)
 
     @routes.post("/v1/approvals", response_model=ApprovalIn, status_code=201,
                  tags=["approvals"], openapi_extra=OPERATOR_KEY, responses=refusals(

@@ -74,6 +74,7 @@ def own(tenant: str, key: str, *, typed: bool = False) -> str:
 
 
 async def off_loop(fn: Callable[..., T], *args: Any) -> T:
-    """A blocking read in the thread pool, its answer awaited."""
+    """A blocking call in the event loop's default thread pool (the submit path's too), its
+    answer awaited. Whole-topic scans go to the scan threads instead (scans.py)."""
     result: Awaitable[T] = asyncio.to_thread(fn, *args)
     return await result

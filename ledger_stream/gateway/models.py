@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ledger_stream.domain import events as ev
+from ledger_stream.domain.effects import EXTERNAL_ID_LIMIT
 from ledger_stream.history.detail import shown_detail
 
 SETTLED = frozenset({ev.ReceiptStatus.SUCCEEDED, ev.ReceiptStatus.FAILED,
@@ -152,7 +153,9 @@ class ResolutionIn(OperatorCommand):
                          "(409) if the key has moved on since")
     reason: str = Field(min_length=1, max_length=500,
                         description="why: what the operator checked")
-    external_id: str = Field("", description="the target's id, required with applied")
+    external_id: str = Field("", max_length=EXTERNAL_ID_LIMIT,
+                             description="the target's id, required with applied (no card "
+                             "number: 409)")
     decision_id: str | None = Field(
         None, min_length=8, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$",
         description="id of this decision (letters, digits, '.', '_', ':', '-'): the same "

@@ -1,10 +1,11 @@
 """The blocking Kafka reads and writes behind the gateway's routes (run off the event loop).
 Alerts and the reconciliation queue read their topic to its end: O(topic), for an operator's
-look, not a hot path."""
+look, not a hot path; they run on the gateway's scan threads (scans.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from ledger_stream.domain import events as ev
@@ -26,7 +27,8 @@ def _events(client: LedgerClient, role: str) -> Iterator[tuple[int, int, Any]]:
             continue
 
 
-def alerts(client: LedgerClient, tenant: str, kinds: set[str], limit: int) -> list[AlertOut]:
+def alerts(client: LedgerClient, tenant: str, kinds: AbstractSet[str],
+           limit: int) -> list[AlertOut]:
     """The tenant's latest ``limit`` alerts (of ``kinds``, all when empty), in log order."""
     found: list[AlertOut] = []
     for partition, offset, alert in _events(client, "alerts"):

@@ -4,7 +4,13 @@ the gateway's ``POST /v1/reconciliation/{key}``).
 A decision names the state the operator looked at (the open attempt), carries a reason and
 a decision id, and becomes an ``OperatorResolution`` on the attempts topic (its event id is
 the decision id), so it is in the key's timeline and evidence with who, why and when. Its
-audit record (operate/audit.py: who, with which credential) is written first.
+audit record (operate/audit.py: who, with which credential) is written first, so no decision
+is ever sent unaudited; a decision Kafka would refuse (larger than a record) is refused
+before that record, so the audit trail never shows a decision that could not be sent.
+
+- The reason and the target's id (``external_id``, at most EXTERNAL_ID_LIMIT characters)
+  hold no card number (operate/free_text.py): they stay in the attempts topic, the
+  receipts, the timeline and the evidence.
 
 - The key must wait for an operator at exactly that attempt, or the decision is refused:
   whatever the operator saw has changed since.
@@ -32,6 +38,7 @@ from confluent_kafka import TopicPartition
 
 from ledger_stream.config import Settings
 from ledger_stream.domain import events as ev
+from ledger_stream.domain.effects import EXTERNAL_ID_LIMIT
 from ledger_stream.domain.outputs import decision_named
 from ledger_stream.history.detail import shown_detail
 from ledger_stream.kafka.client_config import CLIENT_CONFIG
@@ -42,6 +49,7 @@ from ledger_stream.kafka.receipts import key_partition, key_records
 from ledger_stream.operate import audit
 from ledger_stream.operate.audit import Actor
 from ledger_stream.operate.free_text import payment_detail_problem
+from ledger_stream.processor.limits import RECORD_MAX, RECORD_ROOM
 from ledger_stream.sdk.errors import (
     LedgerUnavailable,
     NoTimelineError,
@@ -49,7 +57,7 @@ from ledger_stream.sdk.errors import (
     ViewUnavailableError,
 )
 from ledger_stream.sdk.view_client import ViewClient
-from ledger_stream.serde import AvroCodec, DecodeError
+from ledger_stream.serde import AvroCodec, DecodeError, EncodeError
 
 DECISION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 Verdict = Literal["applied", "pending", "unknown"]
@@ -76,10 +84,15 @@ def record_decision(settings: Settings, bootstrap: str, codec: AvroCodec, *, key
                     attempt: int, resolution: ev.Resolution, actor: Actor, reason: str,
                     decision_id: str, external_id: str = "", wait_s: float = 10.0) -> Decided:
     """Record ``actor``'s decision (guarded as the module says). Its audit record is written
-    before the decision: AuditNotWritten, and nothing sent, when it cannot be (audit.py)."""
+    before the decision: AuditNotWritten, and nothing sent, when it cannot be (audit.py);
+    DecisionRefused, and nothing written, for a decision Kafka would refuse."""
     if not reason.strip():
         raise DecisionRefused("a decision needs a reason")
-    problem = payment_detail_problem("the reason", reason)
+    if len(external_id) > EXTERNAL_ID_LIMIT:
+        raise DecisionRefused(f"the external id is at most {EXTERNAL_ID_LIMIT} characters, "
+                              f"got {len(external_id):,}")
+    problem = payment_detail_problem("the reason", reason) \
+        or payment_detail_problem("the external id", external_id)
     if problem:
         raise DecisionRefused(problem)
     if resolution is ev.Resolution.APPLIED and not external_id:
@@ -105,17 +118,34 @@ def record_decision(settings: Settings, bootstrap: str, codec: AvroCodec, *, key
     if latest.attempts != attempt:
         raise DecisionRefused(f"{key} waits at attempt {latest.attempts}, not {attempt}: "
                               "look at it again")
+    encoded = _encoded(codec, wanted)
     audit.record(settings, bootstrap, codec, actor, ev.AuditAction.DECISION, key,
                  decision_id, f"{resolution.value} of attempt {attempt}")
     producer = EventProducer(settings, bootstrap, codec, acks="all")
     try:
-        producer.send("attempts", wanted)
+        producer.send_raw("attempts", key.encode("utf-8"), encoded)
         producer.flush()
     finally:
         producer.close()
     # The first receipt after the one the check saw that names a decision settles it.
     return _settled(Decided(wanted, replayed=False), settings, bootstrap, codec,
                     latest_offset, wait_s)
+
+
+def _encoded(codec: AvroCodec, decision: ev.OperatorResolution) -> bytes:
+    """The decision's record value; DecisionRefused when it cannot be encoded or Kafka
+    would refuse the record (checked before anything is written: the audit record too)."""
+    try:
+        value = codec.encode(decision)
+    except (EncodeError, OverflowError):
+        raise DecisionRefused("the decision cannot be encoded (text that is not valid "
+                              "Unicode, a number out of range?)") from None
+    size = len(decision.key.encode("utf-8")) + len(value)
+    if size > RECORD_ROOM:
+        raise DecisionRefused(f"the decision would take {size:,} bytes, more than Kafka "
+                              f"takes in a record ({RECORD_MAX:,}): shorten its key or "
+                              "reason")
+    return value
 
 
 def _retried(done: Decided, settings: Settings, bootstrap: str, codec: AvroCodec,

@@ -39,8 +39,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger_stream.domain import events as ev
-from ledger_stream.domain.effects import WATCH_CLAIM
+from ledger_stream.domain.effects import EXTERNAL_ID_LIMIT, WATCH_CLAIM
 from ledger_stream.domain.keys import (
+    KEY_LIMIT,
     UNMAPPED_TENANT,
     InvalidKeyError,
     checked_key,
@@ -51,9 +52,6 @@ from ledger_stream.kafka.producer import EventProducer
 from ledger_stream.logs import log_fields
 
 logger = logging.getLogger(__name__)
-
-
-EXTERNAL_ID_LIMIT = 256  # longer ids are reported by their hash (a record stays small)
 
 
 @dataclass(frozen=True)
@@ -122,7 +120,7 @@ def _templated(effect: SeenEffect, template: str | None) -> str | None:
     try:
         key = template.format(**{k: v for k, v in effect.body.items()
                                  if isinstance(v, str | int)})
-        return checked_key(key) if len(key) <= 1024 else None
+        return checked_key(key) if len(key) <= KEY_LIMIT else None
     except Exception:  # noqa: BLE001 - KeyError, TypeError, AttributeError, ValueError...
         return None
 

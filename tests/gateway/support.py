@@ -4,7 +4,9 @@ requests the gateway tests share (a fixtures module: it holds no tests)."""
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
+import threading
 import time
 import urllib.request
 import uuid
@@ -15,6 +17,7 @@ from typing import Any
 from ledger_lab.harness.processes import Proc, processor_group
 from ledger_lab.local_kafka.ports import pick_free_ports
 from ledger_stream.config import Settings
+from ledger_stream.sdk.receipt_hub import ReceiptHub
 
 # Operator keys (ops-ann of acme, ops-eve of globex): they submit too.
 ACME, GLOBEX = "acme-key-0123456789abcdef", "globex-key-0123456789abcdef"
@@ -72,3 +75,20 @@ def intent(key: str, amount: int = 4200, wait: float = 30) -> dict[str, Any]:
 
 def new_key(tenant: str = "acme") -> str:
     return f"{tenant}/refund/{uuid.uuid4().hex[:10]}"
+
+
+class RegisteringHub(ReceiptHub):
+    """The hub's registration (``_register``) without a consumer or thread."""
+
+    def __init__(self) -> None:
+        self._topic = "ledger.receipts"
+        self._partition_of = lambda key: 0
+        self._end_offset = lambda partition, patience_s: 0
+        self._to_assign: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._waiters = {}
+        self._assigned = set()
+        self._log_end = {}
+        self._lock = threading.Lock()
+        self._assign_lock = threading.Lock()
+        self._closed = threading.Event()
+        self._wanted = threading.Event()

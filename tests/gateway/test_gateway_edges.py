@@ -7,8 +7,6 @@ what is wrong, or 503 for what a retry may cure, and no 422 echoes the request's
 from __future__ import annotations
 
 import json
-import queue
-import threading
 from typing import Any
 
 import pytest
@@ -17,29 +15,12 @@ from fastapi.testclient import TestClient
 from ledger_stream.config import Settings
 from ledger_stream.gateway import ApiKeys, build_app
 from ledger_stream.sdk.client import AsyncLedgerClient
-from ledger_stream.sdk.receipt_hub import ReceiptHub
 from ledger_stream.serde import make_codec
+from tests.gateway.support import RegisteringHub
 
 pytestmark = pytest.mark.timeout(60)
 ACME = "acme-key-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {ACME}"}
-
-
-class RegisteringHub(ReceiptHub):
-    """The hub's registration (``_register``) without a consumer or thread."""
-
-    def __init__(self) -> None:
-        self._topic = "ledger.receipts"
-        self._partition_of = lambda key: 0
-        self._end_offset = lambda partition, patience_s: 0
-        self._to_assign: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._waiters = {}
-        self._assigned = set()
-        self._log_end = {}
-        self._lock = threading.Lock()
-        self._assign_lock = threading.Lock()
-        self._closed = threading.Event()
-        self._wanted = threading.Event()
 
 
 @pytest.fixture
@@ -135,6 +116,13 @@ def test_reason_texts_are_bounded(gateway) -> None:
     r = tc.post("/v1/reconciliation/acme/refund/inv-1", headers=AUTH, json={
         "resolution": "applied", "attempt": 1, "external_id": "x", "reason": "r" * 501})
     assert r.status_code == 422  # not a Kafka "message too large" reported as 503
+    r = tc.post("/v1/reconciliation/acme/refund/inv-1", headers=AUTH, json={
+        "resolution": "applied", "attempt": 1, "external_id": "x" * 2_000_000, "reason": "r"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "external_id"]
+    assert len(r.text) < 300  # one problem, the value not echoed
+    r = tc.post("/v1/approvals", headers=AUTH, json={
+        "key": "acme/payout/" + "p" * 2_000_000, "args_hash": "ab" * 32})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "key"]
 
 
 def test_a_request_naming_its_own_operator_is_refused(gateway) -> None:

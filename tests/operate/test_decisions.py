@@ -37,6 +37,13 @@ def waiting_at(s: Settings, key: str, attempt: int) -> None:
     producer.flush()
 
 
+def audited(s: Settings, key: str) -> list[ev.AuditRecord]:
+    assert s.kafka_bootstrap
+    codec = AvroCodec()
+    return [codec.decode(r.value, (ev.AuditRecord,))
+            for r in key_records(s.kafka_bootstrap, s.topic("audit"), key)]
+
+
 def decisions(s: Settings, key: str) -> list[ev.OperatorResolution]:
     assert s.kafka_bootstrap
     codec = AvroCodec()
@@ -83,6 +90,38 @@ def test_a_key_not_waiting_for_an_operator_and_a_missing_reason_are_refused(
     with pytest.raises(SystemExit):
         resolve(s, key, "--failed", "--attempt", "1")
     assert "--reason" in capsys.readouterr().err
+
+
+def test_an_external_id_too_long_or_holding_a_card_number_is_refused_before_the_audit(
+        ledger_topics: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    s, key = ledger_topics, f"acme/refund/{uuid.uuid4().hex[:8]}"
+    waiting_at(s, key, 1)
+    assert resolve(s, key, "--applied", "4111 1111 1111 1111", "--attempt", "1",
+                   "--reason", "paid by hand") == 2
+    err = capsys.readouterr().err
+    assert "the external id holds what looks like a card number" in err and "4111" not in err
+    assert resolve(s, key, "--applied", "x" * 257, "--attempt", "1",
+                   "--reason", "paid by hand") == 2
+    assert "the external id is at most 256 characters, got 257" in capsys.readouterr().err
+    assert audited(s, key) == [] and decisions(s, key) == []
+    assert resolve(s, key, "--applied", "x" * 256, "--attempt", "1",
+                   "--reason", "paid by hand") == 0
+    assert [d.external_id for d in decisions(s, key)] == ["x" * 256]
+
+
+def test_a_decision_larger_than_kafka_takes_is_refused_and_nothing_is_audited(
+        ledger_topics: Settings) -> None:
+    # The audit record comes before the decision (never an unaudited decision), so a
+    # decision Kafka would refuse must be refused before it: else the audit trail shows a
+    # decision that was never sent.
+    s, key = ledger_topics, f"acme/refund/{uuid.uuid4().hex[:8]}"
+    assert s.kafka_bootstrap
+    waiting_at(s, key, 1)
+    with pytest.raises(DecisionRefused, match="more than Kafka takes in a record"):
+        record_decision(s, s.kafka_bootstrap, AvroCodec(), key=key, attempt=1,
+                        resolution=ev.Resolution.FAILED, actor=Actor.from_cli("ops-ann"),
+                        reason="r" * 1_100_000, decision_id="d-big", wait_s=0)
+    assert audited(s, key) == [] and decisions(s, key) == []
 
 
 def test_reconcile_list_shows_the_keys_waiting_and_reports_what_did_not_decode(
