@@ -149,13 +149,12 @@ def port_or_off(text: str) -> str:
 
 
 def checked_key(text: str) -> str:
-    """The operation key ``text`` names, spelled as the SDK spells keys (``typed_key``:
-    business ids without surrounding whitespace, in Unicode NFC); CliError saying why
-    ``text`` is no key otherwise."""
-    from ledger_stream.domain.keys import InvalidKeyError, typed_key
+    """``text`` if it is an operation key; CliError saying why not otherwise."""
+    from ledger_stream.domain.keys import InvalidKeyError
+    from ledger_stream.domain.keys import checked_key as check
 
     try:
-        return typed_key(text)
+        return check(text)
     except InvalidKeyError as exc:
         raise CliError(f"{text!r}: {exc}") from exc
 

@@ -73,7 +73,7 @@ def ask(args: argparse.Namespace, what: Callable[[Any], T]) -> T:
         ViewUnavailableError,
     )
 
-    args.key = checked_key(args.key)  # as the SDK spells it: what the handler then asks
+    checked_key(args.key)
     settings = settings_from(args, view_url=args.view_url)
     check_view_url(settings)
     if args.scan:

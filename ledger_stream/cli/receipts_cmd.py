@@ -53,7 +53,7 @@ def _run(args: argparse.Namespace) -> int:
         ViewUnavailableError,
     )
 
-    args.key = checked_key(args.key)  # as the SDK spells it
+    checked_key(args.key)
     settings = settings_from(args, view_url=args.view_url)
     check_view_url(settings)
     try:

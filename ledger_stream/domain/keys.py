@@ -85,19 +85,6 @@ def checked_key(text: str) -> str:
     return operation_key(*parts)
 
 
-def typed_key(text: str) -> str:
-    """An operation key as a person typed it (a CLI argument, the console, an operator
-    route), spelled as the SDK spells keys, so the key the SDK wrote is the one found:
-    whitespace around the whole text dropped, and each business id part by the rule of
-    :func:`business_id_part` (surrounding whitespace dropped, Unicode NFC); the tenant and
-    the action as typed, as :func:`operation_key` takes them. ``" acme/refund/ inv-1 "`` is
-    ``acme/refund/inv-1``. InvalidKeyError, as :func:`checked_key`, for text no key is."""
-    parts = text.strip().split("/")
-    if len(parts) < 3:
-        raise InvalidKeyError("an operation key is tenant/action/business-id")
-    return operation_key(parts[0], parts[1], *(business_id_part(part) for part in parts[2:]))
-
-
 def tenant_of(key: str) -> str:
     return key.split("/", 1)[0]
 

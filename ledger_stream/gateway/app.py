@@ -180,7 +180,7 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
         """One row per record of the key in every ledger topic: from the view's timeline
         when the gateway has a view (LEDGER_VIEW_URL), caught up to what was committed when
         the request came; else from the key's partition of each topic."""
-        key = own(who, key, typed=True)
+        own(who, key)
         try:
             rows = await off_loop(sync.timeline, key)
         except (StaleTimelineError, ViewUnavailableError) as exc:
@@ -194,7 +194,7 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
         """Everything known about the key as one redacted document (as ``ledger-stream
         inspect --evidence``): from the view's timeline when the gateway has a view, else
         from the key's partition of each topic."""
-        key = own(who, key, typed=True)
+        own(who, key)
         try:
             found = await off_loop(sync.evidence, key)
         except (StaleTimelineError, ViewUnavailableError) as exc:
@@ -206,7 +206,7 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
     @app.get("/v1/operations/{key:path}", response_model=Operation, tags=["operations"],
              responses=KEY_READS)
     async def operation(key: str, who: Tenant) -> Operation:
-        key = own(who, key, typed=True)
+        own(who, key)
         try:
             receipt = await client.status(key)
         except (StaleStatusError, ViewUnavailableError) as exc:
@@ -248,7 +248,7 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
         effect: 200 when it is this one, 409 when another decision was applied first, 202
         when none was within the wait; 503 when the audit record cannot be written (the
         decision is then not sent)."""
-        key = own(who.tenant, key, typed=True)
+        own(who.tenant, key)
         decision_id = body.decision_id or uuid.uuid4().hex
         try:
             done = await off_loop(functools.partial(

@@ -84,24 +84,24 @@ def router(client: LedgerClient, scans: Scans) -> APIRouter:
         the answer is the ``approval`` the agent attaches to its intent. Its audit record
         (who: the operator key's holder) is written first: 503, and no approval, when it
         cannot be."""
-        key = own(who.tenant, body.key, typed=True)
+        own(who.tenant, body.key)
         if signer is None:
             raise HTTPException(503, "this gateway has no approver key: set "
                                 "LEDGER_APPROVAL_SIGNING_KEY to approve here, or use "
                                 "`ledger-stream approve`")
         try:
-            approval = approve(signer, key, body.args_hash,
+            approval = approve(signer, body.key, body.args_hash,
                                expires_in_s=body.expires_in_s,
                                policy_revision=body.policy_revision)
         except ValueError as exc:  # a line break in the policy revision
             raise HTTPException(400, str(exc)) from None
         try:
             await off_loop(record_approval, client.settings, client.bootstrap, client.codec,
-                           actor_of(who), key, approval.approval_id,
+                           actor_of(who), body.key, approval.approval_id,
                            approval_detail(approval, signer.key_id))
         except AuditNotWritten as exc:
             raise HTTPException(503, str(exc)) from None
-        record_issued_approval(who.tenant, key, approval, signer)
+        record_issued_approval(who.tenant, body.key, approval, signer)
         return ApprovalIn(**approval_json(approval))
 
     return routes

@@ -11,7 +11,7 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Header, HTTPException, Request
 
-from ledger_stream.domain.keys import InvalidKeyError, checked_key, tenant_of, typed_key
+from ledger_stream.domain.keys import InvalidKeyError, checked_key, tenant_of
 from ledger_stream.gateway.auth import ApiKeys, Holder
 from ledger_stream.operate import Actor
 from ledger_stream.operate.audit import ROLE_OPERATOR
@@ -59,18 +59,14 @@ Tenant = Annotated[str, Depends(tenant_of_request)]
 Operator = Annotated[Holder, Depends(operator_of_request)]
 
 
-def own(tenant: str, key: str, *, typed: bool = False) -> str:
-    """``key``: 400 unless it is an operation key, 403 unless it is ``tenant``'s.
-    ``typed``: a key a person typed (the console, an operator), spelled as the SDK spells
-    keys (``typed_key``: business ids without surrounding whitespace, in Unicode NFC), and
-    returned so; an intent's key is the one its caller built, taken as sent."""
+def own(tenant: str, key: str) -> None:
+    """400 unless ``key`` is an operation key; 403 unless it is ``tenant``'s."""
     try:
-        key = typed_key(key) if typed else checked_key(key)
+        checked_key(key)
     except InvalidKeyError as exc:
         raise HTTPException(400, f"{key!r}: {exc}") from None
     if tenant_of(key) != tenant:
         raise HTTPException(403, f"{key} belongs to another tenant than this API key's")
-    return key
 
 
 async def off_loop(fn: Callable[..., T], *args: Any) -> T:
