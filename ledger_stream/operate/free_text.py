@@ -5,8 +5,8 @@ with confidence: 13 to 19 digits that begin as the card brands' numbers begin (2
 Mastercard's 2-series, Amex, Diners and JCB, Visa, Mastercard, Discover and UnionPay) and
 pass the Luhn check, the card networks' own check digit, read as a person reads the text
 (any script's digits, invisible characters between them dropped). Tried are whole groups of
-a run of digits (groups parted by one to three spaces, tabs, line breaks, dots, commas,
-slashes, underscores or dashes, so a CVV, an expiry or an amount beside a card does not
+a run of digits (groups parted by one to three spaces, tabs, line breaks, dots, slashes,
+underscores or dashes, not commas, so a CVV, an expiry or an amount beside a card does not
 hide it), and every window of 13 to 19 digits inside one
 group, so a card glued to other digits ("ref 0004111111111111111", "4111111111111111999")
 is seen too. About one in ten other numbers of that form passes (an order number
@@ -25,9 +25,10 @@ import re
 import unicodedata
 
 # What people put between a card number's groups: any white space (a tab, a line break, a
-# no-break or thin space), dots, commas, slashes, underscores, dashes; one to three of them
-# ("4111 - 1111 - 1111 - 1111").
-_SEPARATOR = "[\\s.,/_\\-\u2013\u2014]"
+# no-break or thin space), dots, slashes, underscores, dashes; one to three of them
+# ("4111 - 1111 - 1111 - 1111"). Not commas: amounts are written with them ("9,515.43"),
+# and lists of amounts or order numbers parted by them were refused one time in four.
+_SEPARATOR = "[\\s./_\\-\u2013\u2014]"
 # A run of digit groups (leftmost and longest, so it starts and ends at a non-digit).
 _DIGIT_RUNS = re.compile(rf"\d+(?:{_SEPARATOR}{{1,3}}\d+)*")
 _GROUP_BREAK = re.compile(rf"{_SEPARATOR}+")
@@ -68,14 +69,19 @@ def holds_card_number(text: str) -> bool:
 
 def _as_shown(text: str) -> str:
     """``text`` as a reader sees it: compatibility forms as the characters they show
-    (fullwidth digits, a no-break space), invisible format characters dropped (a zero-width
-    space or a soft hyphen between groups), and every script's decimal digits as ASCII
-    ones (Arabic-Indic, Devanagari, ...)."""
+    (fullwidth digits, a no-break space), what shows nothing of its own dropped (a
+    zero-width space, a soft hyphen, a combining mark between groups), and every script's
+    decimal digits as ASCII ones (Arabic-Indic, Devanagari, ...)."""
     shown = unicodedata.normalize("NFKC", text)
     if shown.isascii():
         return shown
     return "".join(_ascii_digit(char) for char in shown
-                   if unicodedata.category(char) != "Cf")
+                   if unicodedata.category(char) not in _UNSEEN)
+
+
+# Characters that show nothing of their own between digits: format characters (a zero-width
+# space, a soft hyphen) and marks (a combining grapheme joiner, a variation selector).
+_UNSEEN = frozenset(("Cf", "Mn", "Me"))
 
 
 def _ascii_digit(char: str) -> str:
