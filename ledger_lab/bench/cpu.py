@@ -374,18 +374,29 @@ def table(result: dict[str, Any]) -> str:
                               f"eos {result['eos']['digest'][:16]}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def harness_parser(doc: str) -> argparse.ArgumentParser:
+    """The flags every tool of the harness takes (``doc``: its module docstring)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--intents", type=int, default=10_000)
     parser.add_argument("--partitions", type=int, default=12)
     parser.add_argument("--passes", type=int, default=5)
-    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, help="write the figures as JSON here too")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = harness_parser(__doc__)
+    parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     result = measure(WorkloadSpec(args.intents, seed=args.seed), args.partitions, args.passes)
-    print(table(result))
-    if args.out:
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    return emit(table(result), result, args.out)
+
+
+def emit(text: str, result: dict[str, Any], out: Path | None) -> int:
+    """Print a tool's table; write its figures as JSON to ``out`` too, when given."""
+    print(text)
+    if out:
+        out.write_text(json.dumps(result, indent=2) + "\n")
     return 0
 
 

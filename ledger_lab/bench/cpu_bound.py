@@ -21,9 +21,7 @@ the figure would be of a different loop, and the run stops.
 
 from __future__ import annotations
 
-import argparse
 import gc
-import json
 import sys
 import tempfile
 import time
@@ -143,21 +141,14 @@ def table(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--intents", type=int, default=10_000)
-    parser.add_argument("--partitions", type=int, default=12)
-    parser.add_argument("--passes", type=int, default=5)
+    parser = cpu.harness_parser(__doc__)
     parser.add_argument("--exactly-once", action="store_true")
-    parser.add_argument("--out", type=Path, help="write the figures as JSON here too")
     args = parser.parse_args(argv)
     if min(args.intents, args.partitions, args.passes) < 1:
         parser.error("--intents, --partitions and --passes must be 1 or more")
     result = measure(WorkloadSpec(args.intents), args.partitions, args.passes,
                      args.exactly_once)
-    print(table(result))
-    if args.out:
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
-    return 0
+    return cpu.emit(table(result), result, args.out)
 
 
 if __name__ == "__main__":

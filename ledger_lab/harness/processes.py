@@ -6,6 +6,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,18 @@ class Proc:
         code = stop_process(self.popen, timeout_s)
         self._log_fh.close()
         return code
+
+    def wait_healthy(self, url: str, timeout_s: float = 30.0, every_s: float = 0.2) -> None:
+        """Until ``url`` + ``/healthz`` answers; AssertionError, with the log's tail, when the
+        process ends or ``timeout_s`` passes first."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/healthz", timeout=2).close()
+                return
+            except OSError:
+                assert self.alive() and time.monotonic() < deadline, self.tail()
+                time.sleep(every_s)
 
     def tail(self, lines: int = 40) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])

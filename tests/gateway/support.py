@@ -7,8 +7,6 @@ import json
 import queue
 import subprocess
 import threading
-import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,14 +37,7 @@ def serve_gateway(settings: Settings, tmp_path: Path, *extra: str,
                 tmp_path / "api.log", env={"LEDGER_CONSUMER_GROUP": processor_group(settings),
                                            **(env or {})})
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/healthz", timeout=2).close()
-            break
-        except OSError:
-            assert proc.alive() and time.monotonic() < deadline, proc.tail()
-            time.sleep(0.2)
+    proc.wait_healthy(url)
     yield url
     assert proc.stop() == 0, proc.tail()
 

@@ -11,7 +11,6 @@ import contextlib
 import json
 import socket
 import threading
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,14 +33,7 @@ def api(tmp_path: Path) -> Iterator[tuple[int, int]]:
     (port,) = pick_free_ports(1)
     proc = Proc(["api", "--port", str(port), "--bootstrap", "127.0.0.1:1",
                  "--keys", "acme:agent=acme-agent-0123456789abcdef"], tmp_path / "api.log")
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2).close()
-            break
-        except OSError:
-            assert proc.alive() and time.monotonic() < deadline, proc.tail()
-            time.sleep(0.2)
+    proc.wait_healthy(f"http://127.0.0.1:{port}")
     yield port, proc.pid
     assert proc.stop() == 0, proc.tail()
 

@@ -33,14 +33,7 @@ def _serve(settings: Settings, tmp_path: Path, idle_s: str, cap: str) -> Iterato
                  settings.topic_prefix, "--no-timeline", "--keys",
                  "acme=acme-view-key-0123456789"], tmp_path / "view.log",
                 env={"LEDGER_VIEW_IDLE_TIMEOUT_S": idle_s, "LEDGER_VIEW_MAX_CONNECTIONS": cap})
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2).close()
-            break
-        except OSError:
-            assert proc.alive() and time.monotonic() < deadline, proc.tail()
-            time.sleep(0.1)
+    proc.wait_healthy(f"http://127.0.0.1:{port}", every_s=0.1)
     try:
         yield port, proc.pid
     finally:
