@@ -14,7 +14,9 @@ from ledger_stream.settings.group import SettingsGroup, flat_config
 IDLE_TIMEOUT_S = 30.0
 # Connections the view serves at once, one thread each (the gateway's and the SDKs'
 # keep-alive connections): one more is answered 503 and closed at once, given no thread.
-MAX_CONNECTIONS = 256
+# Every thread of a view client keeps its connection open while in use (a gateway holds
+# up to about 40), so the bound sits well above what a few gateways and agents hold.
+MAX_CONNECTIONS = 1024
 
 
 class ViewSettings(SettingsGroup):
