@@ -287,6 +287,22 @@ def test_watch_sandbox_refuses_a_base_url_it_cannot_poll_at_start(url: str, caps
     assert_one_line(code, said, "--base-url must be http(s)://HOST[:PORT]")
 
 
+PORT_NOT_A_NUMBER = ("the base URL's port is not a number (percent-encode a '#', '/' or "
+                     "'?' in the password)")
+
+
+@pytest.mark.parametrize("command", [["connector", "http"], ["watch", "sandbox"]])
+@pytest.mark.parametrize("url", [f"http://u:{SECRET}#x@h:1", f"http://u:{SECRET}/x@h:1",
+                                 f"http://u:{SECRET}?x@h:1", f"https://u:{SECRET}#@h"])
+def test_a_password_that_ends_the_url_early_is_refused_without_it(
+        command: list[str], url: str, capsys) -> None:
+    # urlsplit took the password for the port: `connector http` printed "Port could not be
+    # cast to integer value as 'hunter2'", `watch sandbox` started and logged
+    # "nonnumeric port: 'hunter2'" every second.
+    code, said = run([*command, "--name", "s", "--base-url", url, *NOWHERE], capsys)
+    assert_one_line(code, said, PORT_NOT_A_NUMBER)
+
+
 @pytest.mark.parametrize("name", ["", "  "])
 def test_watch_refuses_an_empty_target_name(name: str, capsys) -> None:
     code, said = run(["watch", "sandbox", "--name", name, "--base-url", "http://127.0.0.1:1",
