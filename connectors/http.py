@@ -54,7 +54,7 @@ from connectors.http_exchange import (
 from connectors.http_loop import ExchangeLoop, Flight
 from connectors.http_wire import RequestTemplate, request_bytes
 from ledger_stream import tracing
-from ledger_stream.connector.redaction import basic_auth, withheld, without_password
+from ledger_stream.connector.redaction import basic_auth, url_port, withheld, without_password
 from ledger_stream.connector.target import EffectRequest, LookupUnavailable, Target, TargetError
 from ledger_stream.domain.events import OutcomeStatus
 
@@ -168,7 +168,8 @@ class HttpTarget(Target):
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("base URL must be http(s)://host[:port], got "
                              f"{without_password(self.base_url)!r}")
-        self._https, self._host, self._port = parts.scheme == "https", parts.hostname, parts.port
+        self._https, self._host = parts.scheme == "https", parts.hostname
+        self._port = url_port(parts)  # ValueError without the password
         auth = basic_auth(self.base_url)[1]  # user:password@ in the URL: basic auth
         if auth is not None and "Authorization" not in self.headers:
             self.headers = {**self.headers, "Authorization": auth}

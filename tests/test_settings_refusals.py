@@ -100,6 +100,33 @@ def test_a_required_action_no_intent_can_name_is_refused_by_the_processor_too(en
     assert policy_from(checked).requires_approval("refund")
 
 
+@pytest.mark.parametrize(("given", "refusal"), [
+    ("refund", "must be a list of action types, not a str"),
+    (b"refund", "must be a list of action types, not a bytes"),
+    ({"refund": True}, "must be a list of action types, not a dict"),
+    (("refund", 7), "entry 2: not a string (an action type)"),
+    (None, "must be a list of action types, not a NoneType"),
+])
+def test_required_actions_that_are_not_a_list_of_names_are_refused_by_the_processor(
+        given: object, refusal: str) -> None:
+    """A plain string given by ``model_copy(update=...)`` (no validation) was taken letter
+    by letter: approval required of the actions r, e, f, u, n and d, not of refund (found
+    by a review: t14.py). Refused in one line naming the setting, not the value."""
+    unchecked = Settings().model_copy(update={"approval_required_actions": given})
+    with pytest.raises(ConfigError) as refused:
+        policy_from(unchecked)
+    assert str(refused.value) == f"LEDGER_APPROVAL_REQUIRED_ACTIONS: {refusal}"
+
+
+@pytest.mark.parametrize("given", [["refund", "email"], {"email", "refund"},
+                                   frozenset({"refund", "email"})])
+def test_required_actions_as_any_collection_of_names_are_required(given: object) -> None:
+    policy = policy_from(Settings().model_copy(
+        update={"approval_required_actions": given}))
+    assert policy.requires_approval("refund") and policy.requires_approval("email")
+    assert not policy.requires_approval("r")
+
+
 @pytest.mark.parametrize(("variable", "value", "refusal"), [
     ("LEDGER_APPROVAL_REVOKED_KEYS", '["ops-2024", "ops 2025"]',
      "approval_revoked_keys (from LEDGER_APPROVAL_REVOKED_KEYS): entry 2: an approval key id "

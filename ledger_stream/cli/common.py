@@ -259,14 +259,23 @@ def tcp_port(text: str) -> int:
 # local@domain: both parts present, no space, no control character (a CR or LF in an
 # envelope address or a From header would start another SMTP command or header line).
 _MAIL_ADDRESS = re.compile(r"[^@\s\x00-\x1f\x7f]+@[^@\s\x00-\x1f\x7f]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def mail_address(text: str) -> str:
-    """An argparse type: a mail address, ``local@domain`` (an empty sender was refused by
-    the server only when the first mail was sent)."""
-    if not _MAIL_ADDRESS.fullmatch(text):
+    """An argparse type: a mail address, ``local@domain`` or with a display name, ``Ledger
+    Bot <local@domain>`` (as smtplib sends it: the address in MAIL FROM, the whole in the
+    From header). Only the address part is checked as an address; a control character (CR,
+    LF) is refused anywhere. An empty sender was refused by the server only when the first
+    mail was sent."""
+    from email.utils import parseaddr
+
+    address = parseaddr(text)[1]
+    whole = text.strip() == address or text.rstrip().endswith(f"<{address}>")
+    if _CONTROL.search(text) or not whole or not _MAIL_ADDRESS.fullmatch(address):
         raise argparse.ArgumentTypeError(
-            f"{printable(text)!r} is not a mail address (local@domain, no spaces)")
+            f"{printable(text)!r} is not a mail address (local@domain or "
+            "'Name <local@domain>', no spaces in the address)")
     return text
 
 

@@ -57,6 +57,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _source(args: argparse.Namespace) -> Any:
+    from ledger_stream.connector.redaction import url_port
     from ledger_stream.watch.sources import MaildirEffects, PostgresEffects, sandbox_effects
 
     if not args.name.strip():  # the connector refuses it too: no intent names that target
@@ -70,6 +71,10 @@ def _source(args: argparse.Namespace) -> Any:
             # as `connector http` refuses it; before, every poll failed, forever
             raise CliError("--base-url must be http(s)://HOST[:PORT], got "
                            f"{shown(args.base_url)}")
+        try:
+            url_port(parts)  # before, "nonnumeric port: 'PASSWORD'" every poll
+        except ValueError as exc:
+            raise CliError(f"--base-url: {exc}") from None
         return lambda: sandbox_effects(args.base_url)
     if args.target == "postgres":
         import psycopg

@@ -33,7 +33,7 @@ from __future__ import annotations
 import base64
 import re
 import traceback
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 from ledger_stream.connector.target import TargetError
 
@@ -130,3 +130,20 @@ def basic_auth(url: str) -> tuple[str, str | None]:
     pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
     return (urlunsplit(parts._replace(netloc=netloc)),
             "Basic " + base64.b64encode(pair.encode()).decode())
+
+
+# urllib's own message quotes what it took for the port: the password, when the password
+# holds an unencoded '#', '/' or '?' (the authority ends there: u:hunter2#x@h:1 is host u,
+# port "hunter2").
+PORT_NOT_A_NUMBER = ("the base URL's port is not a number (percent-encode a '#', '/' or "
+                     "'?' in the password)")
+
+
+def url_port(parts: SplitResult) -> int | None:
+    """``parts.port``; ValueError in a line of its own otherwise, never quoting the URL."""
+    try:
+        return parts.port
+    except ValueError as exc:
+        if "out of range" in str(exc):
+            raise ValueError("the base URL's port is out of range (0-65535)") from None
+        raise ValueError(PORT_NOT_A_NUMBER) from None

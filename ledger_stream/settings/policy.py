@@ -27,14 +27,23 @@ REQUIRED_ACTION_RULE = (ACTION_TYPE_RULE + ", no ',' (one action per entry; an a
                         "named with a comma takes `approval = true` in its [actions] table)")
 
 
-def check_required_actions(actions: tuple[str, ...]) -> tuple[str, ...]:
-    """``actions`` if every entry is an action type an intent can carry (REQUIRED_ACTION);
-    ValueError naming the wrong entries by position otherwise. The one rule of the list of
-    actions that need approval: applied at load (PolicySettings) and again by the processor
-    at start (processor/policy.py), for settings built without validation (``model_copy``),
-    where ``["refund "]`` would require approval of no action, and not of ``refund``."""
-    _refused_entries(actions, REQUIRED_ACTION, REQUIRED_ACTION_RULE)
-    return actions
+def check_required_actions(actions: object) -> tuple[str, ...]:
+    """``actions`` as a tuple if it is a list, tuple or set of strings and every entry is an
+    action type an intent can carry (REQUIRED_ACTION); ValueError naming the wrong entries
+    by position otherwise (a set's in sorted order). The one rule of the list of actions
+    that need approval: applied at load (PolicySettings) and again by the processor at
+    start (processor/policy.py), for settings built without validation (``model_copy``),
+    where ``["refund "]`` would require approval of no action, and not of ``refund``, and a
+    plain ``"refund"`` would require it of the actions named r, e, f, u, n and d."""
+    if not isinstance(actions, list | tuple | set | frozenset):
+        raise ValueError(f"must be a list of action types, not a {type(actions).__name__}")
+    wrong = [str(n) for n, entry in enumerate(actions, 1) if not isinstance(entry, str)]
+    if wrong:
+        raise ValueError(f"entr{'ies' if len(wrong) > 1 else 'y'} {', '.join(wrong)}: not "
+                         "a string (an action type)")
+    entries = tuple(sorted(actions) if isinstance(actions, set | frozenset) else actions)
+    _refused_entries(entries, REQUIRED_ACTION, REQUIRED_ACTION_RULE)
+    return entries
 
 
 def _refused_entries(entries: tuple[str, ...], rule: re.Pattern[str], what: str) -> None:

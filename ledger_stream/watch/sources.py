@@ -24,6 +24,7 @@ import contextlib
 import glob
 import json
 import mailbox
+import urllib.error
 import urllib.request
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
@@ -40,15 +41,40 @@ POSTGRES_BATCH = 1000  # rows per poll
 LATE_IDS = 100
 
 
+class SandboxRedirected(Exception):
+    """The sandbox answered a poll with a redirect, which is not followed."""
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A 3xx is an answer, not a new address: urllib would send the basic-auth header on
+    to whatever host the redirect names (as the HTTP connector, the watch follows none)."""
+
+    def redirect_request(self, *_args: Any, **_kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
 def sandbox_effects(base_url: str, timeout_s: float = 10.0) -> list[SeenEffect]:
     """Every effect the sandbox at ``base_url`` committed, oldest first; credentials in
     ``base_url`` (``http://user:password@host``) are sent as HTTP basic auth, as the HTTP
-    connector sends them."""
+    connector sends them. A redirect is not followed: SandboxRedirected naming its status
+    (the poll failed)."""
     url, auth = basic_auth(base_url)
-    request = urllib.request.Request(f"{url.rstrip('/')}/v1/ledger",
-                                     headers={"Authorization": auth} if auth else {})
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:
-        ledger = json.load(response)
+    request = urllib.request.Request(f"{url.rstrip('/')}/v1/ledger")
+    if auth:
+        request.add_unredirected_header("Authorization", auth)
+    try:
+        with _OPENER.open(request, timeout=timeout_s) as response:
+            ledger = json.load(response)
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        if 300 <= exc.code < 400:
+            raise SandboxRedirected(f"the sandbox answered HTTP {exc.code}, a redirect: "
+                                    "not followed (point --base-url at the sandbox "
+                                    "itself)") from None
+        raise
     return [SeenEffect(str(e["idempotency_key"]), str(e["id"]), e.get("body"))
             for e in ledger.get("effects", ())]
 

@@ -287,6 +287,22 @@ def test_watch_sandbox_refuses_a_base_url_it_cannot_poll_at_start(url: str, caps
     assert_one_line(code, said, "--base-url must be http(s)://HOST[:PORT]")
 
 
+PORT_NOT_A_NUMBER = ("the base URL's port is not a number (percent-encode a '#', '/' or "
+                     "'?' in the password)")
+
+
+@pytest.mark.parametrize("command", [["connector", "http"], ["watch", "sandbox"]])
+@pytest.mark.parametrize("url", [f"http://u:{SECRET}#x@h:1", f"http://u:{SECRET}/x@h:1",
+                                 f"http://u:{SECRET}?x@h:1", f"https://u:{SECRET}#@h"])
+def test_a_password_that_ends_the_url_early_is_refused_without_it(
+        command: list[str], url: str, capsys) -> None:
+    # urlsplit took the password for the port: `connector http` printed "Port could not be
+    # cast to integer value as 'hunter2'", `watch sandbox` started and logged
+    # "nonnumeric port: 'hunter2'" every second.
+    code, said = run([*command, "--name", "s", "--base-url", url, *NOWHERE], capsys)
+    assert_one_line(code, said, PORT_NOT_A_NUMBER)
+
+
 @pytest.mark.parametrize("name", ["", "  "])
 def test_watch_refuses_an_empty_target_name(name: str, capsys) -> None:
     code, said = run(["watch", "sandbox", "--name", name, "--base-url", "http://127.0.0.1:1",
@@ -297,7 +313,10 @@ def test_watch_refuses_an_empty_target_name(name: str, capsys) -> None:
 @pytest.mark.parametrize("flag", [
     ["--smtp-port", "99999"], ["--smtp-port", "0"], ["--smtp-port", "smtp"],
     ["--from", ""], ["--from", "ledger"], ["--from", "@example.test"], ["--from", "a b@c"],
-    ["--from", "a@b\r\nRCPT TO:<x@y>"],
+    ["--from", "a@b\r\nRCPT TO:<x@y>"], ["--from", "Bot\r\nBcc: x@y <a@b>"],
+    ["--from", "Bot\r\n <a@b>"], ["--from", "a@b\n"],
+    ["--from", "Bot <a b@c>"], ["--from", "Bot <ledger>"], ["--from", "a@b, c@d"],
+    ["--from", "a@b <c@d>"], ["--from", "Bot <>"],
 ])
 def test_connector_smtp_refuses_a_port_or_sender_at_the_flag(flag: list[str], capsys) -> None:
     # Both were taken and failed at the first mail: the port in smtplib, the empty or
@@ -306,11 +325,15 @@ def test_connector_smtp_refuses_a_port_or_sender_at_the_flag(flag: list[str], ca
     assert_one_line(code, said, f"argument {flag[0]}:")
 
 
-def test_connector_smtp_takes_a_port_and_an_address() -> None:
+@pytest.mark.parametrize("sender", ["ops+ledger@mail.example.test",
+                                    "Ledger Bot <ledger@example.com>",
+                                    '"Ledger, Ops" <ops@example.com>'])
+def test_connector_smtp_takes_a_port_and_an_address(sender: str) -> None:
+    # A display name was refused by the flag (a regression of the day it came), though
+    # smtplib sends the address part as MAIL FROM and the whole as the From header.
     args = _parser([c.register for c in COMMANDS]).parse_args(
-        ["connector", "smtp", "--name", "mail", "--smtp-port", "65535", "--from",
-         "ops+ledger@mail.example.test"])
-    assert (args.smtp_port, args.from_addr) == (65535, "ops+ledger@mail.example.test")
+        ["connector", "smtp", "--name", "mail", "--smtp-port", "65535", "--from", sender])
+    assert (args.smtp_port, args.from_addr) == (65535, sender)
 
 
 @pytest.mark.parametrize(("given", "shown"), [

@@ -24,12 +24,13 @@ from connectors.smtp import SmtpTarget, message_id
 from ledger_stream.connector.target import EffectRequest
 from ledger_stream.domain import events as ev
 from ledger_stream.domain.keys import args_hash
-from ledger_stream.watch import Watcher
+from ledger_stream.watch import SeenEffect, Watcher
 from ledger_stream.watch.sources import (
     LATE_IDS,
     POSTGRES_BATCH,
     MaildirEffects,
     PostgresEffects,
+    SandboxRedirected,
     sandbox_effects,
 )
 from tests.smtp_harness import SmtpServerProc
@@ -237,3 +238,66 @@ def test_sandbox_credentials_in_the_base_url_are_sent_as_basic_auth():
         server.server_close()
     assert seen == [("/v1/ledger", "Basic " + base64.b64encode(b"watch:pa@ss").decode(), host)]
     assert [(e.idempotency_key, e.external_id) for e in found] == [("acme/refund/1", "pay-1")]
+
+
+def _serve(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    return server
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_sandbox_a_redirect_is_a_failed_poll_and_the_password_goes_nowhere(status, caplog):
+    # urllib followed redirects and copied the Authorization header to the host a
+    # redirect named, another host too (found by a review: t3.py).
+    elsewhere: list[tuple[str, str | None]] = []
+
+    class Other(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            elsewhere.append((self.path, self.headers.get("Authorization")))
+            body = json.dumps({"effects": []}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    other = _serve(Other)
+    asked: list[str | None] = []
+
+    class Redirecting(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.headers.get("Authorization"))
+            self.send_response(status)  # "localhost" is another origin than 127.0.0.1
+            self.send_header("Location", f"http://localhost:{other.server_address[1]}/x")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    sandbox = _serve(Redirecting)
+    url = f"http://watch:s3cret@127.0.0.1:{sandbox.server_address[1]}"
+    stop = threading.Event()
+
+    def poll_once() -> list[SeenEffect]:
+        stop.set()
+        return sandbox_effects(url)
+
+    recorder = Recorder()
+    try:
+        with pytest.raises(SandboxRedirected, match=f"HTTP {status}"):
+            sandbox_effects(url)
+        with caplog.at_level("WARNING", logger="ledger_stream.watch.watcher"):
+            Watcher("pay", poll_once, recorder).run(stop, 0.01)
+    finally:
+        for server in (sandbox, other):
+            server.shutdown()
+            server.server_close()
+    assert elsewhere == [] and recorder.sent == []  # the other host's own log: no request
+    assert asked == ["Basic " + base64.b64encode(b"watch:s3cret").decode()] * 2
+    (logged,) = [r for r in caplog.records if r.getMessage() == "poll failed; retrying"]
+    said = logged.fields["error"]  # type: ignore[attr-defined]
+    assert f"HTTP {status}, a redirect" in said and "s3cret" not in said
