@@ -4,8 +4,8 @@ FastAPI reads and parses a request's whole body before any dependency runs, the 
 check included: without a bound, anyone who can reach the gateway could make it hold any
 number of bytes (a 400 MB body took it from 83 MB to 1.3 GB resident). ``BodyLimit`` sits
 ahead of routing and answers 413 (one line of JSON, then the connection closes) for a body
-that declares more than ``MAX_BODY_BYTES`` in ``Content-Length``, or, sent without one
-(chunked), once more than that has arrived: the application never sees more.
+that declares more than ``MAX_BODY_BYTES`` in ``Content-Length``, and for any body once more
+than that has arrived, whatever its headers said: the application never sees more.
 """
 
 from __future__ import annotations
@@ -31,16 +31,14 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         declared = _content_length(scope)
-        if declared is not None:
-            # The server reads no more than the declared length (h11 and httptools hold
-            # the client to it): within the bound, the body passes as it comes.
-            if declared > self.limit:
-                await too_large(send, self.limit)
-                return
-            await self.app(scope, receive, send)
+        if declared is not None and declared > self.limit:
+            await too_large(send, self.limit)
             return
-        # No length given (chunked): count what arrives, and keep it for the application,
-        # which reads it only once all of it came within the bound.
+        # A declared length within the bound proves nothing: a request with both
+        # Content-Length and Transfer-Encoding: chunked is read as chunked (h11), and then
+        # as long as the client sends. So count what arrives, whatever the headers said, and
+        # keep it for the application, which reads it only once all of it came within the
+        # bound.
         held: list[Message] = []
         size = 0
         while True:
