@@ -14,10 +14,12 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-# An intent's record is at most Kafka's default message size (message.max.bytes, 1 MB);
-# its request body is JSON that may escape what the record holds raw, plus the other
-# fields: twice that is room for every body the ledger can take, and no more.
-MAX_BODY_BYTES = 2 * 1024 * 1024
+# An intent's args and payload take at most ROW_TEXTS_MAX (900,000) bytes in its key's row
+# (state/rows.py), which holds them as UTF-8. A client's JSON encoder may escape every
+# character that is not ASCII (Python's json.dumps does by default): three times the bytes
+# (an emoji, 4 in UTF-8, is \ud83d\ude00, 12), so 2.7 MB for the largest args the ledger
+# takes. 8 MiB is room for that, the other fields and an encoder's indentation.
+MAX_BODY_BYTES = 8 * 1024 * 1024
 
 
 class BodyLimit:

@@ -25,7 +25,7 @@ from ledger_lab.local_kafka.ports import pick_free_ports
 from ledger_stream.gateway.body_limit import MAX_BODY_BYTES, BodyLimit
 
 pytestmark = pytest.mark.timeout(120)
-BIG = 64 * 1024 * 1024  # what a caller sends: 32 times the bound
+BIG = 64 * 1024 * 1024  # what a caller sends: 8 times the bound
 CHUNK = 256 * 1024
 
 

@@ -52,6 +52,15 @@ def test_an_intent_larger_than_kafka_accepts_is_a_400_naming_it(gateway) -> None
     assert r.status_code == 400 and "larger than Kafka accepts" in r.json()["detail"]
 
 
+def test_the_largest_args_the_ledger_takes_fit_the_body_bound_ascii_escaped(gateway) -> None:
+    # 800,000 bytes of args in the row (under ROW_TEXTS_MAX), 2.4 MB as json.dumps sends
+    # them by default (every emoji \ud83d\ude00): the gateway reads them.
+    raw = json.dumps(body(args={"note": "\U0001F600" * 200_000}, wait_seconds=1)).encode()
+    assert len(raw) > 2_400_000 and raw.isascii()
+    r = post_raw(gateway(), raw)
+    assert r.status_code != 413, r.text[:300]
+
+
 def test_a_key_that_is_not_valid_unicode_is_a_400(gateway) -> None:
     raw = json.dumps(body()).replace("inv-1", "inv-\\ud800").encode()  # a lone surrogate
     r = post_raw(gateway(), raw)
