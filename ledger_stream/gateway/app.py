@@ -183,8 +183,10 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
         own(who, key)
         try:
             rows = await off_loop(sync.timeline, key)
-        except (StaleTimelineError, ViewUnavailableError) as exc:
+        except StaleTimelineError as exc:
             raise HTTPException(503, str(exc)) from None
+        except ViewUnavailableError as exc:
+            raise HTTPException(503, _unreachable("the view", exc)) from None
         if not rows:
             raise HTTPException(404, f"no record of {key} in the ledger")
         return [row.as_dict() for row in rows]
@@ -197,8 +199,10 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
         own(who, key)
         try:
             found = await off_loop(sync.evidence, key)
-        except (StaleTimelineError, ViewUnavailableError) as exc:
+        except StaleTimelineError as exc:
             raise HTTPException(503, str(exc)) from None
+        except ViewUnavailableError as exc:
+            raise HTTPException(503, _unreachable("the view", exc)) from None
         if found is None:
             raise HTTPException(404, f"no record of {key} in the ledger")
         return found
@@ -209,8 +213,10 @@ def build_app(client: AsyncLedgerClient, keys: ApiKeys) -> FastAPI:
         own(who, key)
         try:
             receipt = await client.status(key)
-        except (StaleStatusError, ViewUnavailableError) as exc:
+        except StaleStatusError as exc:
             raise HTTPException(503, str(exc)) from None
+        except ViewUnavailableError as exc:
+            raise HTTPException(503, _unreachable("the view", exc)) from None
         if receipt is None:
             raise HTTPException(404, f"no receipt for {key}")
         return Operation.of(key, receipt)

@@ -4,8 +4,8 @@ FastAPI reads and parses a request's whole body before any dependency runs, the 
 check included: without a bound, anyone who can reach the gateway could make it hold any
 number of bytes (a 400 MB body took it from 83 MB to 1.3 GB resident). ``BodyLimit`` sits
 ahead of routing and answers 413 (one line of JSON, then the connection closes) for a body
-that declares more than ``MAX_BODY_BYTES`` in ``Content-Length``, or, sent without one
-(chunked), once more than that has arrived: the application never sees more.
+that declares more than ``MAX_BODY_BYTES`` in ``Content-Length``, and for any body once more
+than that has arrived, whatever its headers said: the application never sees more.
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-# An intent's record is at most Kafka's default message size (message.max.bytes, 1 MB);
-# its request body is JSON that may escape what the record holds raw, plus the other
-# fields: twice that is room for every body the ledger can take, and no more.
-MAX_BODY_BYTES = 2 * 1024 * 1024
+# An intent's args and payload take at most ROW_TEXTS_MAX (900,000) bytes in its key's row
+# (state/rows.py), which holds them as UTF-8. A client's JSON encoder may escape every
+# character that is not ASCII (Python's json.dumps does by default): three times the bytes
+# (an emoji, 4 in UTF-8, is \ud83d\ude00, 12), so 2.7 MB for the largest args the ledger
+# takes. 8 MiB is room for that, the other fields and an encoder's indentation.
+MAX_BODY_BYTES = 8 * 1024 * 1024
 
 
 class BodyLimit:
@@ -31,16 +33,14 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         declared = _content_length(scope)
-        if declared is not None:
-            # The server reads no more than the declared length (h11 and httptools hold
-            # the client to it): within the bound, the body passes as it comes.
-            if declared > self.limit:
-                await too_large(send, self.limit)
-                return
-            await self.app(scope, receive, send)
+        if declared is not None and declared > self.limit:
+            await too_large(send, self.limit)
             return
-        # No length given (chunked): count what arrives, and keep it for the application,
-        # which reads it only once all of it came within the bound.
+        # A declared length within the bound proves nothing: a request with both
+        # Content-Length and Transfer-Encoding: chunked is read as chunked (h11), and then
+        # as long as the client sends. So count what arrives, whatever the headers said, and
+        # keep it for the application, which reads it only once all of it came within the
+        # bound.
         held: list[Message] = []
         size = 0
         while True:

@@ -1,5 +1,6 @@
 """The gateway reads no request body beyond MAX_BODY_BYTES, with or without a key: a body
-declaring more is refused at once, a chunked one once more than that came. Against the
+declaring more is refused at once, any other (chunked, or chunked beside a small
+Content-Length) once more than that came. Against the
 ``ledger-stream api`` process (its peak resident memory, from /proc, is the ground truth)
 and against the middleware itself (what the application it guards receives). No broker:
 nothing here gets past the API key check."""
@@ -23,7 +24,7 @@ from ledger_lab.local_kafka.ports import pick_free_ports
 from ledger_stream.gateway.body_limit import MAX_BODY_BYTES, BodyLimit
 
 pytestmark = pytest.mark.timeout(120)
-BIG = 64 * 1024 * 1024  # what a caller sends: 32 times the bound
+BIG = 64 * 1024 * 1024  # what a caller sends: 8 times the bound
 CHUNK = 256 * 1024
 
 
@@ -45,13 +46,23 @@ def _peak_rss_bytes(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
-def _post(port: int, chunked: bool) -> bytes:
-    """POST /v1/intents without a key, a JSON body of BIG bytes: what the server answered
-    (read while the body is still being sent; a server that stops reading closes)."""
+# How the body is framed: the headers sent, and whether it is sent chunked.
+FRAMINGS = {
+    "content-length": (f"Content-Length: {BIG}\r\n", False),
+    "chunked": ("Transfer-Encoding: chunked\r\n", True),
+    # A small length beside chunked: the server reads it as chunked, to its end.
+    "content-length-2-and-chunked": ("Content-Length: 2\r\nTransfer-Encoding: chunked\r\n",
+                                     True),
+}
+
+
+def _post(port: int, framing: str) -> bytes:
+    """POST /v1/intents without a key, a JSON body of BIG bytes framed as FRAMINGS[framing]:
+    what the server answered (read while the body is still being sent; a server that stops
+    reading closes)."""
+    headers, chunked = FRAMINGS[framing]
     head = (f"POST /v1/intents HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-            "Content-Type: application/json\r\n"
-            + ("Transfer-Encoding: chunked\r\n" if chunked else f"Content-Length: {BIG}\r\n")
-            + "\r\n").encode("ascii")
+            f"Content-Type: application/json\r\n{headers}\r\n").encode("ascii")
     sock = socket.create_connection(("127.0.0.1", port), timeout=60)
     answer = bytearray()
 
@@ -75,11 +86,11 @@ def _post(port: int, chunked: bool) -> bytes:
     return bytes(answer)
 
 
-@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
-def test_an_oversized_body_is_a_413_and_never_held(api: tuple[int, int], chunked: bool) -> None:
+@pytest.mark.parametrize("framing", list(FRAMINGS))
+def test_an_oversized_body_is_a_413_and_never_held(api: tuple[int, int], framing: str) -> None:
     port, pid = api
     before = _peak_rss_bytes(pid)
-    answer = _post(port, chunked)
+    answer = _post(port, framing)
     grown = _peak_rss_bytes(pid) - before
     # Holding the body alone would be BIG bytes (and parsing it twice that again).
     assert grown < 16 * 1024 * 1024, f"peak resident memory grew {grown} bytes"
@@ -130,6 +141,13 @@ def test_a_chunked_body_is_counted_as_it_comes_and_stopped_at_the_bound() -> Non
     app, taken, sent = _run(1000, [b"x" * 100] * 1000, None)  # 100,000 bytes offered
     assert app.bodies == [] and sent[0]["status"] == 413
     assert taken == 11  # 1,100 bytes read: the first chunk past the bound, then no more
+
+
+def test_a_body_past_its_declared_length_is_counted_and_stopped_at_the_bound() -> None:
+    # What the server hands on for Content-Length: 2 beside Transfer-Encoding: chunked.
+    app, taken, sent = _run(1000, [b"x" * 100] * 1000, 2)
+    assert app.bodies == [] and sent[0]["status"] == 413
+    assert taken == 11
 
 
 def test_a_declared_length_over_the_bound_is_refused_before_any_is_read() -> None:

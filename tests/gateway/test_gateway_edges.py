@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from ledger_lab.local_kafka.ports import pick_free_ports
 from ledger_stream.config import Settings
 from ledger_stream.gateway import ApiKeys, build_app
 from ledger_stream.sdk.client import AsyncLedgerClient
@@ -25,8 +26,9 @@ AUTH = {"Authorization": f"Bearer {ACME}"}
 
 @pytest.fixture
 def gateway() -> Any:
-    def make(registry: str | None = None) -> TestClient:
-        client = AsyncLedgerClient(Settings(), bootstrap="127.0.0.1:1",
+    def make(registry: str | None = None, view_url: str | None = None) -> TestClient:
+        settings = Settings(view_url=view_url) if view_url else Settings()
+        client = AsyncLedgerClient(settings, bootstrap="127.0.0.1:1",
                                    codec=make_codec(registry))
         client.client._hub = RegisteringHub()
         return TestClient(build_app(client, ApiKeys([("acme", ACME)], operators={ACME: "ops"})),
@@ -52,6 +54,15 @@ def test_an_intent_larger_than_kafka_accepts_is_a_400_naming_it(gateway) -> None
     assert r.status_code == 400 and "larger than Kafka accepts" in r.json()["detail"]
 
 
+def test_the_largest_args_the_ledger_takes_fit_the_body_bound_ascii_escaped(gateway) -> None:
+    # 800,000 bytes of args in the row (under ROW_TEXTS_MAX), 2.4 MB as json.dumps sends
+    # them by default (every emoji \ud83d\ude00): the gateway reads them.
+    raw = json.dumps(body(args={"note": "\U0001F600" * 200_000}, wait_seconds=1)).encode()
+    assert len(raw) > 2_400_000 and raw.isascii()
+    r = post_raw(gateway(), raw)
+    assert r.status_code != 413, r.text[:300]
+
+
 def test_a_key_that_is_not_valid_unicode_is_a_400(gateway) -> None:
     raw = json.dumps(body()).replace("inv-1", "inv-\\ud800").encode()  # a lone surrogate
     r = post_raw(gateway(), raw)
@@ -74,6 +85,33 @@ def test_a_kafka_outage_is_a_503_that_names_no_address(gateway, caplog) -> None:
     assert r.json() == {"detail": "the ledger cannot be reached"}  # not the bootstrap
     assert any("127.0.0.1:1" in getattr(record, "fields", {}).get("error", "")
                for record in caplog.records)
+
+
+def _view_outage(tc: TestClient, view: str, route: str, caplog: Any) -> None:
+    r = tc.get(f"/v1/{route}/acme/refund/inv-1", headers=AUTH)
+    assert r.status_code == 503
+    assert r.json() == {"detail": "the view cannot be reached"}  # not the view's address
+    assert any(view in getattr(record, "fields", {}).get("error", "")
+               for record in caplog.records)
+
+
+@pytest.mark.parametrize("route", ["timeline", "evidence"])
+def test_a_view_outage_is_a_503_that_names_no_address(gateway, caplog, route: str) -> None:
+    (port,) = pick_free_ports(1)  # nothing listens there
+    view = f"127.0.0.1:{port}"
+    _view_outage(gateway(view_url=f"http://{view}"), view, route, caplog)
+
+
+def test_a_view_outage_reading_a_status_names_no_address(ledger_topics: Settings,
+                                                         caplog) -> None:
+    # A key's status asks Kafka for the partition's end before it asks the view: a broker.
+    (port,) = pick_free_ports(1)
+    view = f"127.0.0.1:{port}"
+    client = AsyncLedgerClient(ledger_topics.model_copy(update={"view_url": f"http://{view}"}),
+                               codec=make_codec(None))
+    client.client._hub = RegisteringHub()
+    tc = TestClient(build_app(client, ApiKeys([("acme", ACME)])), raise_server_exceptions=False)
+    _view_outage(tc, view, "operations", caplog)
 
 
 @pytest.mark.parametrize("field,raw", [
