@@ -8,7 +8,7 @@ value.
 from __future__ import annotations
 
 from ledger_stream.domain.events import AttemptClaim, InputEvent, Intent
-from ledger_stream.domain.keys import reserved_tenant, sha256_hex, tenant_of
+from ledger_stream.domain.keys import sha256_hex, tenant_of
 from ledger_stream.domain.observations import observation_problem
 
 # The longest lease a claim may ask for. A lease covers one call and the report of its
@@ -48,11 +48,6 @@ def _intent_problem(intent: Intent) -> str | None:
         return "the operation key is not tenant/action/business-id"
     if tenant_of(intent.key) != intent.tenant:
         return "the operation key is not scoped by the intent's tenant"
-    reserved = reserved_tenant(intent.tenant)
-    if reserved is not None:
-        # The ledger keys its own records so (the watcher's ``unmapped/...`` alerts, the
-        # freezes): an intent there would mix an agent's keys with them.
-        return reserved
     if parts[1] != intent.action:
         # Approval rules are per action: an intent may not name another action than its
         # key's, or "acme/payout/p1" could pass as an unapproved "note".

@@ -11,7 +11,6 @@ from ledger_stream.domain.keys import (
     args_hash,
     business_id_part,
     canonical_json,
-    reserved_tenant,
 )
 from ledger_stream.domain.validation import invalid_reason
 from tests.factories import intent
@@ -63,9 +62,6 @@ def test_an_intent_key_must_be_tenant_action_business_id(key):
         "the operation key is not tenant/action/business-id"
 
 
-RESERVED = reserved_tenant("unmapped")
-
-
 @pytest.mark.parametrize("change,message_key,reason", [
     ({"key": ""}, "", "empty operation key"),
     ({}, "acme/refund/other", "message key differs from the event's operation key"),
@@ -73,12 +69,6 @@ RESERVED = reserved_tenant("unmapped")
     ({"event_id": ""}, None, "empty event_id"),
     ({"tenant": "other"}, None, "the operation key is not scoped by the intent's tenant"),
     ({"args_hash": "0" * 64}, None, "args_hash is not the SHA-256 of args_json"),
-    ({"key": "unmapped/refund/inv-1", "tenant": "unmapped"}, None,
-     RESERVED),
-    ({"key": "~freeze/refund/inv-1", "tenant": "~freeze"}, None,
-     RESERVED),
-    ({"key": "*/refund/inv-1", "tenant": "*"}, None,
-     RESERVED),
     ({"target": ""}, None, "empty target"),
     ({"target": "smtp\n"}, None, "the target must be at most 255 printable characters"),
     ({"target": "pay\x00ments"}, None, "the target must be at most 255 printable characters"),
